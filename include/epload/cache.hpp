@@ -1,0 +1,105 @@
+// epload/cache.hpp — key, validate, load and store the serialized index.
+//
+// The cache knows nothing of loading backends.  Reads never crash and never
+// half-trust: a missing, truncated, corrupt, foreign, wrong-version, unsafe
+// (other owner, group/world-writable) or stale file means "rebuild", and an
+// unusable cache directory means "work uncached".  None of these is an error;
+// CacheReport says which happened and why (the CLI prints it under --verbose).
+#pragma once
+
+#include <memory>  // shared_ptr<const Index>
+#include <mutex>   // Catalog
+#include <string>  // paths, reasons
+#include <vector>  // search paths
+
+#include "epload/index.hpp"
+#include "epload/result.hpp"
+
+namespace epload {
+
+/// How much a cached index is checked before it is trusted.
+enum class Validation {
+  full,   ///< stat every search path and every watched metadata file
+  paths,  ///< stat every search path only (frozen environments)
+};
+
+/// What identifies one cache file, and where caches live.
+struct CacheOptions {
+  /// The ordered search paths (sys.path); part of the key.
+  std::vector<std::string> search_paths;
+  /// Interpreter identity (executable, prefix, version), empty when the paths
+  /// were given explicitly; part of the key.
+  std::string interpreter;
+  /// Cache directory; empty: $EPLOAD_CACHE_DIR, else $XDG_CACHE_HOME/epload,
+  /// else ~/.cache/epload.
+  std::string cache_dir;
+  Validation validation = Validation::full;
+  /// false: always scan, never read or write a cache file.
+  bool use_cache = true;
+  /// A read-only index shipped with the environment ("index build --output");
+  /// empty: $EPLOAD_INDEX if set.  Used when it matches the search paths and
+  /// its search-path stamps still hold; otherwise ignored (with a reason).
+  std::string shipped_index;
+};
+
+/// How an index was obtained.
+enum class CacheStatus {
+  hit,       ///< cache file valid and used
+  rebuilt,   ///< scanned, and the cache file (re)written
+  uncached,  ///< scanned; no cache used (disabled, or directory unusable)
+  shipped,   ///< the shipped read-only index was used
+};
+
+/// What happened, for --verbose and tests.
+struct CacheReport {
+  CacheStatus status = CacheStatus::uncached;
+  std::string reason;  ///< why the cache was not used, or was rebuilt
+  std::string file;    ///< the cache file concerned, if any
+};
+
+/// The directory caches live in, resolved from the options and environment.
+std::string resolve_cache_dir(const CacheOptions& options);
+
+/// The cache file for this key (inside resolve_cache_dir()).
+std::string cache_file_path(const CacheOptions& options);
+
+/// Returns the index for the options: from the cache when it is valid, else
+/// by scanning (and storing the result when the cache is usable).  Fails only
+/// when the scan fails (see scan()).
+Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options,
+                                                CacheReport* report = nullptr);
+
+/// True when every stamp checked under `validation` still matches the file
+/// system and none is racy; otherwise false and `why` names the first change.
+bool still_valid(const Index& index, Validation validation, std::string* why = nullptr);
+
+/// Serializes `index` to `path` atomically (temp file + rename), file mode
+/// 0600.  `relocatable`: search paths are stored relative to the file's
+/// directory, for an index shipped with an environment.
+Result<void> write_index(const Index& index, const std::string& path, bool relocatable = false);
+
+/// Parses a serialized index.  Any defect (truncation, corruption, foreign
+/// JSON, other format version) is an Errc::cache error saying what is wrong.
+/// Freshness is not checked here (see still_valid).
+Result<Index> read_index(const std::string& path);
+
+/// Removes every cache file in the cache directory; returns how many.
+Result<int> clear_cache(const CacheOptions& options);
+
+/// A long-lived handle for in-process users: every get() re-validates the
+/// current index cheaply (stats per `validation`) and rebuilds it when the
+/// file system changed.  Thread-safe.
+class Catalog {
+ public:
+  explicit Catalog(CacheOptions options);
+  /// The current index; the shared_ptr keeps an index alive for its users
+  /// even after a later get() replaced it.
+  Result<std::shared_ptr<const Index>> get(CacheReport* report = nullptr);
+
+ private:
+  CacheOptions m_options;
+  std::mutex m_mutex;
+  std::shared_ptr<const Index> m_current;
+};
+
+}  // namespace epload

@@ -1,0 +1,139 @@
+// index.cpp — storage and queries of the immutable Index.
+//
+// All strings live in one Arena of fixed-size blocks that never move, so the
+// string_views handed out stay valid for the life of the Index (also across
+// moves: the Arena sits behind the Index's unique_ptr).  build() performs the
+// only non-trivial work: a stable sort of entry points by group, which is
+// exactly importlib's `sorted(eps, key=attrgetter('group'))` followed by
+// itertools.groupby, and a table of group ranges for O(log groups) lookup.
+#include "epload/index.hpp"
+
+#include <algorithm>  // stable_sort, lower_bound
+#include <utility>    // std::move
+#include <vector>     // tables
+
+#include "arena.hpp"
+
+namespace epload {
+
+struct Index::Data {
+  detail::Arena arena;
+  std::vector<std::string_view> search_paths;
+  std::vector<FileStamp> search_path_stamps;
+  std::vector<Distribution> dists;
+  std::vector<EntryPoint> eps;                 // importlib order
+  std::vector<std::string_view> groups;        // sorted, distinct
+  std::vector<std::uint32_t> group_begin;      // groups.size() + 1 offsets into eps
+  std::vector<WatchedFile> watched;
+  std::int64_t scanned_at_ns = 0;
+};
+
+Index::Index() : m(std::make_unique<Data>()) {}
+Index::Index(Index&&) noexcept = default;
+Index& Index::operator=(Index&&) noexcept = default;
+Index::~Index() = default;
+
+std::span<const std::string_view> Index::search_paths() const { return m->search_paths; }
+std::span<const Distribution> Index::distributions() const { return m->dists; }
+std::span<const EntryPoint> Index::entry_points() const { return m->eps; }
+std::span<const std::string_view> Index::groups() const { return m->groups; }
+std::span<const FileStamp> Index::search_path_stamps() const { return m->search_path_stamps; }
+std::span<const WatchedFile> Index::watched_files() const { return m->watched; }
+std::int64_t Index::scanned_at_ns() const { return m->scanned_at_ns; }
+
+std::span<const EntryPoint> Index::group(std::string_view group) const {
+  const auto& g = m->groups;
+  auto it = std::lower_bound(g.begin(), g.end(), group);
+  if (it == g.end() || *it != group) return {};
+  const auto i = static_cast<std::size_t>(it - g.begin());
+  const auto* base = m->eps.data();
+  return {base + m->group_begin[i], base + m->group_begin[i + 1]};
+}
+
+const EntryPoint* Index::find(std::string_view group, std::string_view name) const {
+  for (const EntryPoint& ep : this->group(group)) {
+    if (ep.name == name) return &ep;
+  }
+  return nullptr;
+}
+
+const Distribution* Index::first_error() const {
+  for (const Distribution& d : m->dists) {
+    if (!d.error.empty()) return &d;
+  }
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------
+
+namespace {
+struct PendingEntry {
+  std::uint32_t dist;
+  std::string_view group, name, value;  // in the arena already
+};
+}  // namespace
+
+struct IndexBuilder::Data {
+  Index index;
+  std::vector<PendingEntry> pending;
+};
+
+IndexBuilder::IndexBuilder() : m(std::make_unique<Data>()) {}
+IndexBuilder::~IndexBuilder() = default;
+
+std::uint32_t IndexBuilder::add_search_path(std::string_view path, const FileStamp& stamp) {
+  auto& d = *m->index.m;
+  d.search_paths.push_back(d.arena.copy(path));
+  d.search_path_stamps.push_back(stamp);
+  return static_cast<std::uint32_t>(d.search_paths.size() - 1);
+}
+
+std::uint32_t IndexBuilder::add_distribution(std::string_view name, std::string_view version,
+                                             std::string_view metadata_dir,
+                                             std::uint32_t search_path, std::string_view error) {
+  auto& d = *m->index.m;
+  Distribution dist;
+  dist.name = d.arena.copy(name);
+  dist.version = d.arena.copy(version);
+  dist.metadata_dir = d.arena.copy(metadata_dir);
+  dist.search_path = search_path;
+  dist.error = d.arena.copy(error);
+  d.dists.push_back(dist);
+  return static_cast<std::uint32_t>(d.dists.size() - 1);
+}
+
+void IndexBuilder::add_entry_point(std::uint32_t dist, std::string_view group,
+                                   std::string_view name, std::string_view value) {
+  auto& a = m->index.m->arena;
+  m->pending.push_back({dist, a.copy(group), a.copy(name), a.copy(value)});
+}
+
+void IndexBuilder::add_watched_file(std::uint32_t search_path, std::string_view rel_path,
+                                    const FileStamp& stamp) {
+  auto& d = *m->index.m;
+  d.watched.push_back({search_path, d.arena.copy(rel_path), stamp});
+}
+
+void IndexBuilder::set_scanned_at(std::int64_t ns) { m->index.m->scanned_at_ns = ns; }
+
+Index IndexBuilder::build() {
+  auto& d = *m->index.m;
+  auto& pending = m->pending;
+  // Stable: discovery order is kept within a group, as in importlib.
+  std::stable_sort(pending.begin(), pending.end(),
+                   [](const PendingEntry& a, const PendingEntry& b) { return a.group < b.group; });
+  d.eps.reserve(pending.size());
+  for (const PendingEntry& p : pending) {
+    if (d.groups.empty() || d.groups.back() != p.group) {
+      d.groups.push_back(p.group);
+      d.group_begin.push_back(static_cast<std::uint32_t>(d.eps.size()));
+    }
+    d.eps.push_back({p.group, p.name, p.value, &d.dists[p.dist]});
+  }
+  d.group_begin.push_back(static_cast<std::uint32_t>(d.eps.size()));
+  Index out = std::move(m->index);
+  m = std::make_unique<Data>();
+  return out;
+}
+
+}  // namespace epload
