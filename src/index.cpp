@@ -137,3 +137,43 @@ Index IndexBuilder::build() {
 }
 
 }  // namespace epload
+
+namespace epload {
+
+namespace {
+std::string describe(const EntryPoint& ep) {
+  return std::string(ep.group) + " " + std::string(ep.name) + " = " + std::string(ep.value) + " [" +
+         std::string(ep.dist->name) + " " + std::string(ep.dist->version) + "]";
+}
+}  // namespace
+
+bool same_answer(const Index& a, const Index& b, std::string* why) {
+  auto say = [&](std::string text) {
+    if (why) *why = std::move(text);
+    return false;
+  };
+  auto da = a.distributions(), db = b.distributions();
+  for (std::size_t i = 0; i < da.size() || i < db.size(); ++i) {
+    if (i >= da.size()) return say("extra distribution " + std::string(db[i].metadata_dir));
+    if (i >= db.size()) return say("missing distribution " + std::string(da[i].metadata_dir));
+    const Distribution &x = da[i], &y = db[i];
+    if (x.name != y.name || x.version != y.version || x.metadata_dir != y.metadata_dir ||
+        x.error != y.error) {
+      return say("distribution " + std::to_string(i) + " differs: " + std::string(x.metadata_dir) +
+                 " vs " + std::string(y.metadata_dir));
+    }
+  }
+  auto ea = a.entry_points(), eb = b.entry_points();
+  for (std::size_t i = 0; i < ea.size() || i < eb.size(); ++i) {
+    if (i >= ea.size()) return say("extra entry point " + describe(eb[i]));
+    if (i >= eb.size()) return say("missing entry point " + describe(ea[i]));
+    const EntryPoint &x = ea[i], &y = eb[i];
+    if (x.group != y.group || x.name != y.name || x.value != y.value ||
+        x.dist->name != y.dist->name || x.dist->version != y.dist->version) {
+      return say("entry point " + std::to_string(i) + " differs: " + describe(x) + " vs " + describe(y));
+    }
+  }
+  return true;
+}
+
+}  // namespace epload

@@ -11,6 +11,7 @@
 #include <cstdint>      // stamp fields
 #include <memory>       // pimpl
 #include <span>         // query results
+#include <string>       // same_answer
 #include <string_view>  // names and paths
 
 #include "epload/entry_point.hpp"
@@ -82,6 +83,12 @@ class Index {
   struct Data;
   std::unique_ptr<Data> m;
 };
+
+/// True when two indexes give the same answer: the same distributions (name,
+/// version, metadata directory, error) and the same entry points in the same
+/// order.  Provenance is not compared.  On a difference, `why` (if given)
+/// describes the first one.
+bool same_answer(const Index& a, const Index& b, std::string* why = nullptr);
 
 /// Assembles an Index.  Every string passed in is copied; the builder keeps
 /// no reference to caller memory.

@@ -1,0 +1,88 @@
+// cli.hpp — the pieces every `epload` subcommand shares: the command
+// registry, argument scanning, the "index options" and exit codes.
+//
+// Each subcommand lives in its own cmd_*.cpp and registers itself with a
+// static Registration object; main.cpp only dispatches.  The CLI is the one
+// place that prints and chooses exit codes: the library never does.
+#pragma once
+
+#include <functional>   // Command::run
+#include <memory>       // shared_ptr<const Index>
+#include <string>       // options
+#include <string_view>  // argument views
+#include <vector>       // argument lists
+
+#include "epload/cache.hpp"
+
+namespace epload::cli {
+
+/// Exit codes of every command.
+enum Exit : int { k_ok = 0, k_error = 1, k_usage = 2 };
+
+/// A subcommand: `epload <name> ...`.
+struct Command {
+  const char* name;
+  const char* summary;  ///< one line for `epload --help`
+  std::string help;     ///< full text for `epload <name> --help`
+  std::function<int(std::vector<std::string_view>&)> run;  ///< args after the name
+};
+
+/// Registers a command at static-initialisation time.
+struct Registration {
+  explicit Registration(Command command);
+};
+
+/// All registered commands, in registration order.
+const std::vector<Command>& commands();
+
+/// Usage error: prints "epload <cmd>: <message>" and a hint to stderr and
+/// returns k_usage.
+int usage_error(std::string_view command, std::string_view message);
+
+/// Error: prints "epload: <message>" to stderr and returns k_error.
+int fail(std::string_view message);
+
+/// Pops the value of an option that takes one (`--opt VALUE` or
+/// `--opt=VALUE`).  `i` indexes args[i] == the option; on success advances i
+/// past the value.  Returns false (after printing a usage error) when the
+/// value is missing.
+bool take_value(std::string_view command, std::vector<std::string_view>& args, std::size_t& i,
+                std::string_view option, std::string& out);
+
+/// The options every index-consuming command accepts:
+///   --path DIR (repeatable)  --python EXE  --cache-dir DIR  --no-cache
+///   --validate full|paths    --verbose
+struct IndexOptions {
+  std::vector<std::string> paths;
+  std::string python = "python3";
+  std::string cache_dir;
+  bool no_cache = false;
+  Validation validation = Validation::full;
+  bool verbose = false;
+};
+
+/// Help text for the index options, to append to a command's help.
+extern const char* const k_index_options_help;
+
+/// Tries to consume args[i] (and its value) as an index option.  Returns
+/// 1 when consumed, 0 when args[i] is not an index option, -1 on a usage
+/// error (already printed).
+int parse_index_option(std::string_view command, std::vector<std::string_view>& args,
+                       std::size_t& i, IndexOptions& options);
+
+/// Fills `out` from the options: search paths from --path, else the sys.path
+/// (and identity) of --python; cache settings.  Does not scan.  On error
+/// prints the message and returns false.
+bool resolve_cache_options(const IndexOptions& options, CacheOptions& out);
+
+/// Opens the index the options describe: search paths from --path, else the
+/// sys.path of --python; the cache per --cache-dir / --no-cache /
+/// --validate.  Prints the cache outcome under --verbose.  On error prints
+/// the message and returns nullptr.
+std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options,
+                                                  CacheOptions* used = nullptr);
+
+/// Writes `s` as a JSON string literal (quotes included) to `out`.
+void append_json_string(std::string& out, std::string_view s);
+
+}  // namespace epload::cli

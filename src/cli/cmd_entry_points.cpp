@@ -1,0 +1,88 @@
+// cmd_entry_points.cpp — `epload entry-points`: importlib.metadata's
+// entry_points() answer, from the cached index.
+#include <cstdio>  // fwrite
+#include <string>  // output buffer
+
+#include "cli/cli.hpp"
+
+namespace epload::cli {
+namespace {
+
+const char k_help[] =
+    "usage: epload entry-points [index options] [--group G] [--name N] [--json]\n\n"
+    "Prints the entry points importlib.metadata.entry_points() would return for\n"
+    "the search paths, in its order: groups sorted by name, discovery order\n"
+    "within a group.  Fails (exit 1) where importlib would raise, naming the\n"
+    "file and line.\n\n"
+    "Options:\n"
+    "  --group G           only entry points of group G\n"
+    "  --name N            only entry points named N\n"
+    "  --json              one JSON array of {\"group\",\"name\",\"value\",\"dist\",\"version\"}\n"
+    "                      (default: one line per entry point: group name = value  [dist version])\n";
+
+int run(std::vector<std::string_view>& args) {
+  IndexOptions options;
+  std::string group, name;
+  bool has_group = false, has_name = false, json = false;
+  for (std::size_t i = 0; i < args.size();) {
+    int r = parse_index_option("entry-points", args, i, options);
+    if (r < 0) return k_usage;
+    if (r > 0) continue;
+    std::string_view a = args[i];
+    if (a == "--group" || a.starts_with("--group=")) {
+      if (!take_value("entry-points", args, i, "--group", group)) return k_usage;
+      has_group = true;
+    } else if (a == "--name" || a.starts_with("--name=")) {
+      if (!take_value("entry-points", args, i, "--name", name)) return k_usage;
+      has_name = true;
+    } else if (a == "--json") {
+      json = true;
+      ++i;
+    } else {
+      return usage_error("entry-points", "unknown argument '" + std::string(a) + "'");
+    }
+  }
+  auto index = open_index_or_report(options);
+  if (!index) return k_error;
+  if (const Distribution* bad = index->first_error()) {
+    // importlib.metadata.entry_points() raises for this distribution whatever
+    // the selection, so an exact answer is an error too.
+    return fail(std::string(bad->error) +
+                "\n(importlib.metadata fails on this distribution as well: fix or remove it)");
+  }
+  std::span<const EntryPoint> eps = has_group ? index->group(group) : index->entry_points();
+  std::string out;
+  out.reserve(eps.size() * 96);
+  if (json) out.push_back('[');
+  bool first = true;
+  for (const EntryPoint& ep : eps) {
+    if (has_name && ep.name != name) continue;
+    if (json) {
+      if (!first) out.push_back(',');
+      out += "\n{\"group\":";
+      append_json_string(out, ep.group);
+      out += ",\"name\":";
+      append_json_string(out, ep.name);
+      out += ",\"value\":";
+      append_json_string(out, ep.value);
+      out += ",\"dist\":";
+      append_json_string(out, ep.dist->name);
+      out += ",\"version\":";
+      append_json_string(out, ep.dist->version);
+      out.push_back('}');
+    } else {
+      out.append(ep.group).append(" ").append(ep.name).append(" = ").append(ep.value);
+      out.append("  [").append(ep.dist->name).append(" ").append(ep.dist->version).append("]\n");
+    }
+    first = false;
+  }
+  if (json) out += first ? "]\n" : "\n]\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return k_ok;
+}
+
+Registration k_registration{{"entry-points", "list entry points (importlib.metadata's answer)",
+                             std::string(k_help) + "\n" + k_index_options_help, run}};
+
+}  // namespace
+}  // namespace epload::cli

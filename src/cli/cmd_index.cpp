@@ -1,0 +1,129 @@
+// cmd_index.cpp — `epload index build|show|verify|clear|path`: manage the
+// cached index for a set of search paths, and build a relocatable read-only
+// index to ship with an environment (used through EPLOAD_INDEX=FILE).
+#include <cstdio>  // printf
+#include <map>     // group counts for `show`
+#include <string>  // messages
+
+#include "cli/cli.hpp"
+#include "epload/scanner.hpp"
+
+namespace epload::cli {
+namespace {
+
+const char k_help[] =
+    "usage: epload index ACTION [index options] [--output FILE]\n\n"
+    "Actions:\n"
+    "  build     scan and (re)write the cache file for these search paths;\n"
+    "            with --output FILE, write a relocatable read-only index to FILE\n"
+    "            instead (ship it with the environment; use it via EPLOAD_INDEX=FILE)\n"
+    "  show      summarise the index: cache file, search paths, distributions,\n"
+    "            entry points per group\n"
+    "  verify    compare the cache file with a fresh scan; exit 1 on any difference\n"
+    "  clear     delete every cache file in the cache directory\n"
+    "  path      print the cache file used for these search paths\n";
+
+std::shared_ptr<const Index> opened(const IndexOptions& o, CacheOptions& co) {
+  return open_index_or_report(o, &co);
+}
+
+int build(const IndexOptions& options, const std::string& output) {
+  IndexOptions o = options;
+  if (!output.empty()) o.no_cache = true;  // a shipped index never touches the user's cache
+  CacheOptions co;
+  auto index = opened(o, co);
+  if (!index) return k_error;
+  if (!output.empty()) {
+    auto written = write_index(*index, output, /*relocatable=*/true);
+    if (!written) return fail(written.error().message);
+    std::printf("wrote %s (%zu distributions, %zu entry points)\n", output.c_str(),
+                index->distributions().size(), index->entry_points().size());
+    return k_ok;
+  }
+  // open_index() stored it if it was stale; write unconditionally so that
+  // `build` also repairs a cache file that was valid but is being replaced.
+  auto written = write_index(*index, cache_file_path(co));
+  if (!written) return fail(written.error().message);
+  std::printf("%s\n", cache_file_path(co).c_str());
+  return k_ok;
+}
+
+int show(const IndexOptions& options) {
+  CacheOptions co;
+  auto index = opened(options, co);
+  if (!index) return k_error;
+  std::printf("cache file:    %s\n", co.use_cache ? cache_file_path(co).c_str() : "(none: --no-cache)");
+  std::printf("search paths:  %zu\n", index->search_paths().size());
+  for (auto p : index->search_paths()) std::printf("  %.*s\n", static_cast<int>(p.size()), p.data());
+  std::printf("distributions: %zu\n", index->distributions().size());
+  std::printf("watched files: %zu\n", index->watched_files().size());
+  std::printf("entry points:  %zu in %zu groups\n", index->entry_points().size(), index->groups().size());
+  for (auto g : index->groups()) {
+    std::printf("  %6zu  %.*s\n", index->group(g).size(), static_cast<int>(g.size()), g.data());
+  }
+  if (const Distribution* bad = index->first_error()) {
+    std::printf("error:         %.*s\n", static_cast<int>(bad->error.size()), bad->error.data());
+  }
+  return k_ok;
+}
+
+int verify(const IndexOptions& options) {
+  CacheOptions co;
+  if (!resolve_cache_options(options, co)) return k_error;
+  co.use_cache = true;
+  const std::string file = cache_file_path(co);
+  auto cached = read_index(file);
+  if (!cached) return fail(cached.error().message + "\n(run 'epload index build' to create it)");
+  auto fresh = scan(co.search_paths);
+  if (!fresh) return fail(fresh.error().message);
+  std::string why;
+  if (!same_answer(cached.value(), fresh.value(), &why)) {
+    return fail("cache " + file + " differs from a fresh scan: " + why);
+  }
+  std::string stale;
+  const bool valid = still_valid(cached.value(), co.validation, &stale);
+  std::printf("%s: same answer as a fresh scan (%zu entry points)%s%s\n", file.c_str(),
+              fresh->entry_points().size(), valid ? "" : "; stamps stale: ", valid ? "" : stale.c_str());
+  return k_ok;
+}
+
+int run(std::vector<std::string_view>& args) {
+  if (args.empty()) return usage_error("index", "needs an action: build, show, verify, clear or path");
+  const std::string action(args[0]);
+  IndexOptions options;
+  std::string output;
+  for (std::size_t i = 1; i < args.size();) {
+    int r = parse_index_option("index", args, i, options);
+    if (r < 0) return k_usage;
+    if (r > 0) continue;
+    if (args[i] == "--output" || args[i].starts_with("--output=")) {
+      if (action != "build") return usage_error("index", "--output goes with 'build' only");
+      if (!take_value("index", args, i, "--output", output)) return k_usage;
+      continue;
+    }
+    return usage_error("index", "unknown argument '" + std::string(args[i]) + "'");
+  }
+  if (action == "build") return build(options, output);
+  if (action == "show") return show(options);
+  if (action == "verify") return verify(options);
+  if (action == "clear" || action == "path") {
+    CacheOptions co;  // only the key is needed: no scan
+    if (!resolve_cache_options(options, co)) return k_error;
+    co.use_cache = true;
+    if (action == "path") {
+      std::printf("%s\n", cache_file_path(co).c_str());
+      return k_ok;
+    }
+    auto removed = clear_cache(co);
+    if (!removed) return fail(removed.error().message);
+    std::printf("removed %d cache file(s) from %s\n", removed.value(), resolve_cache_dir(co).c_str());
+    return k_ok;
+  }
+  return usage_error("index", "unknown action '" + action + "' (build, show, verify, clear, path)");
+}
+
+Registration k_registration{{"index", "build, show, verify, clear or locate the cached index",
+                             std::string(k_help) + "\n" + k_index_options_help, run}};
+
+}  // namespace
+}  // namespace epload::cli
