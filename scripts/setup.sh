@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# setup.sh — install what epload needs (Debian 12 packages) when it is
+# missing, then configure and build into build/.  Idempotent and quiet when
+# everything is already there.  Used by scripts/demo.sh and scripts/test.sh.
+#
+#   scripts/setup.sh            install missing packages, build
+#   EPLOAD_BUILD_DIR=dir ...    build somewhere else (default: build)
+#   EPLOAD_JOBS=n ...           parallel build jobs (default: nproc)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${EPLOAD_BUILD_DIR:-$here/build}
+jobs=${EPLOAD_JOBS:-$(nproc 2>/dev/null || echo 2)}
+
+# Build and test dependencies, then the tools the benchmarks and the
+# comparison use (hyperfine, strace, stevedore as a peer, matplotlib for plots).
+packages=(cmake make g++ pkg-config libsimdjson-dev libmimalloc-dev libbenchmark-dev libgtest-dev
+          pybind11-dev python3-dev python3-pytest hyperfine strace python3-stevedore
+          python3-matplotlib)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# /usr/bin/python3 explicitly: another python3 earlier on PATH must not win.
+cmake -S "$here" -B "$build" -DEPLOAD_PYTHON=/usr/bin/python3 -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j "$jobs"

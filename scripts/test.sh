@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# test.sh — the README's test command: install what is missing, build, and
+# run every test (unit.*, cli.*, python.*, bench.smoke) with ctest.
+# Extra arguments go to ctest, e.g. scripts/test.sh -R '^unit\.'
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${EPLOAD_BUILD_DIR:-$here/build}
+"$here/scripts/setup.sh"
+cd "$build"
+ctest --output-on-failure -j "${EPLOAD_TEST_JOBS:-2}" --timeout 900 "$@"
