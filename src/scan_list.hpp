@@ -1,0 +1,46 @@
+// scan_list.hpp — list search-path directories into importlib's discovery
+// order (Lookup.search with no name).
+#pragma once
+
+#include <cstdint>      // indices
+#include <string>       // name pool
+#include <string_view>  // names out
+#include <vector>       // candidates
+
+#include "scan_lookup.hpp"
+
+namespace epload::detail {
+
+/// One metadata path in discovery order, before de-duplication.
+struct Candidate {
+  std::uint32_t path = 0;      ///< search path index
+  std::uint32_t name_off = 0;  ///< child name in the Listing's pool (NUL-terminated)
+  std::uint32_t name_len = 0;
+  ChildKind kind = ChildKind::none;
+};
+
+/// All candidates of all search paths, in importlib's order: per path, the
+/// infos grouped by Lookup key in first-seen key order, then the eggs.
+class Listing {
+ public:
+  /// Lists the directory open on `fd` (search path `path`) with getdents64,
+  /// in raw order, and appends its candidates.  Returns false when the
+  /// directory cannot be read (importlib then lists nothing for it).
+  bool add_directory(std::uint32_t path, int fd, bool base_is_egg);
+
+  std::uint32_t size() const { return static_cast<std::uint32_t>(m_cands.size()); }
+  const Candidate& operator[](std::uint32_t i) const { return m_cands[i]; }
+  /// The child's name; LIFETIME: until the next add_directory().  The view is
+  /// followed by a NUL, so data() is usable as a C string.
+  std::string_view name(const Candidate& c) const { return {m_pool.data() + c.name_off, c.name_len}; }
+
+ private:
+  std::string m_pool;  // child names, NUL-terminated
+  std::vector<Candidate> m_cands;
+  // Reused per directory: this directory's infos, their keys and an order.
+  std::vector<Candidate> m_infos, m_eggs;
+  std::string m_keys;
+  std::vector<std::uint32_t> m_key_off, m_order, m_rank;
+};
+
+}  // namespace epload::detail

@@ -1,0 +1,79 @@
+// scan_read.cpp — one file, four system calls: openat, fstat, read, close.
+//
+// The buffer is sized from fstat so a regular file arrives in a single
+// read(); a short read of a regular file is its end (as for every local file
+// system).  Python's open() on a directory succeeds at the system level and
+// then raises IsADirectoryError; fstat tells us the same without a read.
+// O_NONBLOCK keeps a FIFO named entry_points.txt from hanging the scan
+// (Python would block on it forever; here it reads as empty).
+#include "scan_read.hpp"
+
+#include <fcntl.h>     // openat
+#include <sys/stat.h>  // fstat
+#include <unistd.h>    // read, close
+
+#include <cerrno>
+
+#include "stamp.hpp"
+
+namespace epload::detail {
+
+namespace {
+
+bool suppressed(int err) {
+  return err == ENOENT || err == EISDIR || err == ENOTDIR || err == EACCES || err == EPERM;
+}
+
+}  // namespace
+
+FileRead FileReader::read(int dirfd, const char* rel) {
+  FileRead r;
+  const int fd = ::openat(dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
+    r.error = errno;
+    r.status = suppressed(r.error) ? ReadStatus::absent : ReadStatus::failed;
+    return r;
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    r.error = errno;
+    r.status = ReadStatus::failed;
+    ::close(fd);
+    return r;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    r.error = EISDIR;
+    return r;  // absent
+  }
+  const bool regular = S_ISREG(st.st_mode);
+  std::size_t want = static_cast<std::size_t>(st.st_size) + 1;
+  if (want < 4096) want = 4096;
+  if (m_buf.size() < want) m_buf.resize(want);
+  std::size_t len = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, m_buf.data() + len, m_buf.size() - len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) break;  // an empty FIFO
+      r.error = errno;
+      r.status = suppressed(r.error) ? ReadStatus::absent : ReadStatus::failed;
+      ::close(fd);
+      return r;
+    }
+    if (n == 0) break;
+    len += static_cast<std::size_t>(n);
+    if (len < m_buf.size()) {
+      if (regular) break;  // short read of a regular file: its end
+      continue;
+    }
+    m_buf.resize(m_buf.size() * 2);  // the file grew since fstat
+  }
+  ::close(fd);
+  r.status = ReadStatus::ok;
+  r.stamp = stamp_of(st);
+  r.text = std::string_view(m_buf.data(), len);
+  return r;
+}
+
+}  // namespace epload::detail

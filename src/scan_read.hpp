@@ -1,0 +1,38 @@
+// scan_read.hpp — read one metadata file the way PathDistribution.read_text
+// does, with its stamp, into a reused buffer.
+#pragma once
+
+#include <string>       // buffer
+#include <string_view>  // text out
+
+#include "epload/index.hpp"  // FileStamp
+
+namespace epload::detail {
+
+/// The outcome of one read_text().
+enum class ReadStatus {
+  ok,      ///< `text` holds the bytes (not yet decoded)
+  absent,  ///< an error read_text suppresses: FileNotFoundError,
+           ///< IsADirectoryError, NotADirectoryError, PermissionError
+  failed,  ///< any other OSError, which importlib lets propagate
+};
+
+struct FileRead {
+  ReadStatus status = ReadStatus::absent;
+  int error = 0;          ///< errno for absent / failed
+  FileStamp stamp;        ///< fstat of the open file; zero unless ok
+  std::string_view text;  ///< LIFETIME: valid until the next read() on this reader
+};
+
+/// Reads whole files relative to a directory fd: openat, fstat, one read into
+/// a buffer that is reused (grown, never shrunk), close.  One per thread.
+class FileReader {
+ public:
+  /// Reads `rel` (relative to `dirfd`, following symlinks as open() does).
+  FileRead read(int dirfd, const char* rel);
+
+ private:
+  std::string m_buf;
+};
+
+}  // namespace epload::detail

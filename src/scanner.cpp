@@ -1,0 +1,429 @@
+// scanner.cpp — importlib.metadata.entry_points() discovery, natively.
+//
+// What importlib does (CPython 3.11; MetadataPathFinder, FastPath, Lookup,
+// PathDistribution, unique_everseen):
+//
+//   for path in sys.path:                         in order
+//       children = os.listdir(path or '.')        raw readdir order
+//                  or the zip's top-level names   (or nothing)
+//       Lookup: *.dist-info / *.egg-info (any case) go to infos[key], where
+//               key = normalize(low.rpartition('.')[0].partition('-')[0]);
+//               'egg-info' inside a *.egg path goes to eggs
+//       yield infos grouped by key in first-seen key order, then eggs
+//   for dist in unique_everseen(dists, key=_normalized_name):
+//       yield from parse(dist.read_text('entry_points.txt'))
+//
+// _normalized_name comes from the file name when its extension is exactly
+// ".dist-info" / ".egg-info", else from metadata['Name'] (METADATA, else
+// PKG-INFO, else the path itself read as a file), which raises TypeError when
+// there is no Name.  A shadowed distribution is never read further.
+//
+// The scan runs in three phases:
+//   1. list every search path (getdents64 on one directory fd per path),
+//      classify and group the children, and de-duplicate in discovery order.
+//      Only distributions named by their metadata are read here (rare).
+//   2. read each surviving distribution's entry_points.txt (and, for those
+//      with entry points but no name-version stem, METADATA for the version)
+//      and parse it.  Distributions are independent here, so a large scan
+//      splits them between two threads; each keeps its own results.
+//   3. hand everything to IndexBuilder in discovery order.
+//
+// Why it is fast: one openat/fstat/read/close per entry_points.txt, relative
+// to an open directory fd (no path walks from /), into a reused buffer; the
+// parser returns views, and the only per-entry copies are the IndexBuilder's.
+// Names with a `name-version.dist-info` stem take name and version from the
+// stem, which the binary distribution format (PEP 427/491) guarantees equal
+// to METADATA's, so METADATA is not read for them.
+#include "epload/scanner.hpp"
+
+#include <fcntl.h>     // open, O_DIRECTORY
+#include <sys/stat.h>  // fstat
+#include <unistd.h>    // close
+
+#include <algorithm>  // sort
+#include <cerrno>
+#include <cstring>  // strerror
+#include <thread>   // phase 2 split
+#include <vector>
+
+#include "arena.hpp"
+#include "epload/metadata.hpp"
+#include "scan_list.hpp"
+#include "scan_lookup.hpp"
+#include "scan_read.hpp"
+#include "scan_zip.hpp"
+#include "stamp.hpp"
+
+namespace epload {
+
+namespace {
+
+using detail::FileRead;
+using detail::FileReader;
+using detail::ReadStatus;
+
+// A byte range in one of the scan's string pools.
+struct Span {
+  std::uint32_t off = 0, len = 0;
+  std::string_view in(const std::string& pool) const { return {pool.data() + off, len}; }
+};
+
+Span append(std::string& pool, std::string_view s) {
+  const Span sp{static_cast<std::uint32_t>(pool.size()), static_cast<std::uint32_t>(s.size())};
+  pool.append(s);
+  return sp;
+}
+
+// A file the answer depends on, relative to its search path.
+struct Watch {
+  std::uint32_t path;
+  Span rel;
+  FileStamp stamp;
+};
+
+// What METADATA / PKG-INFO / the path itself said (Distribution.metadata).
+struct MetaInfo {
+  bool read = false;      // the chain was walked
+  bool has_name = false;  // a Name header was found
+  Span name, version, error;
+};
+
+// One distribution that survived de-duplication.
+struct Kept {
+  std::uint32_t cand;  // index into candidates
+  MetaInfo meta;       // filled in phase 1 when the name came from metadata
+};
+
+// Phase 2 output of one thread.
+struct DistOut {
+  Span name, version, error;
+  std::uint32_t entries_begin = 0, entries_end = 0;
+  std::uint32_t watch_begin = 0, watch_end = 0;
+};
+struct EntryOut {
+  Span group, name, value;
+};
+struct WorkerOut {
+  std::string pool;
+  std::vector<DistOut> dists;
+  std::vector<EntryOut> entries;
+  std::vector<Watch> watches;
+};
+
+// A set of strings for first-wins de-duplication: open addressing over views
+// into an arena, so inserting 6,000 names costs no per-name allocation.
+class SeenSet {
+ public:
+  bool insert(std::string_view key) {
+    if ((m_count + 1) * 2 > m_slots.size()) grow();
+    const std::size_t i = find(key);
+    if (m_used[i]) return false;
+    m_slots[i] = m_arena.copy(key);
+    m_used[i] = true;
+    ++m_count;
+    return true;
+  }
+
+ private:
+  static std::size_t hash(std::string_view s) {
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    return static_cast<std::size_t>(h);
+  }
+  std::size_t find(std::string_view key) const {
+    const std::size_t mask = m_slots.size() - 1;
+    for (std::size_t i = hash(key) & mask;; i = (i + 1) & mask) {
+      if (!m_used[i] || m_slots[i] == key) return i;
+    }
+  }
+  void grow() {
+    std::vector<std::string_view> old = std::move(m_slots);
+    std::vector<bool> old_used = std::move(m_used);
+    const std::size_t n = old.empty() ? 1024 : old.size() * 2;
+    m_slots.assign(n, {});
+    m_used.assign(n, false);
+    for (std::size_t i = 0; i < old.size(); ++i) {
+      if (old_used[i]) {
+        const std::size_t j = find(old[i]);
+        m_slots[j] = old[i];
+        m_used[j] = true;
+      }
+    }
+  }
+  detail::Arena m_arena;
+  std::vector<std::string_view> m_slots;
+  std::vector<bool> m_used;
+  std::size_t m_count = 0;
+};
+
+constexpr std::string_view k_entry_points = "/entry_points.txt";
+
+// "path/child" as importlib's pathlib.Path(path, child) names it.
+void join(std::string& out, std::string_view path, std::string_view child) {
+  out.assign(path);
+  if (!out.empty() && out.back() != '/') out.push_back('/');
+  out.append(child);
+}
+
+std::string io_message(std::string_view path, int err) {
+  return std::string(path) + ": cannot read: " + std::strerror(err) +
+         " (importlib.metadata raises OSError here); fix the file's permissions or remove it.";
+}
+
+class Scan {
+ public:
+  explicit Scan(std::span<const std::string> paths) : m_paths(paths) {}
+  ~Scan() {
+    for (const int fd : m_dirfds) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+
+  Result<Index> run();
+
+ private:
+  Result<void> list_paths();
+  void deduplicate();
+  void read_metadata(const detail::Candidate& c, MetaInfo& meta, FileReader& reader,
+                     std::string& pool, std::vector<Watch>& watches, std::string& rel);
+  void process(std::size_t begin, std::size_t end, WorkerOut& out);
+  std::string_view child_of(const detail::Candidate& c) const { return m_listing.name(c); }
+
+  std::span<const std::string> m_paths;
+  IndexBuilder m_builder;
+  std::vector<int> m_dirfds;  // one per search path, -1 when not listed
+  detail::Listing m_listing;
+  std::vector<Kept> m_kept;
+  std::string m_meta_pool;  // phase 1 metadata strings (MetaInfo spans)
+  std::vector<Watch> m_meta_watches;  // phase 1 metadata files
+};
+
+Result<void> Scan::list_paths() {
+  std::string zip_match;
+  for (std::uint32_t i = 0; i < m_paths.size(); ++i) {
+    const std::string& path = m_paths[i];
+    const char* p = path.empty() ? "." : path.c_str();
+    int fd = -1;
+    FileStamp stamp;
+    // os.listdir raises ValueError on an embedded NUL; so does zipfile.
+    if (path.find('\0') == std::string::npos) {
+      fd = ::open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      struct stat st;
+      if (fd >= 0 ? ::fstat(fd, &st) == 0 : ::stat(p, &st) == 0) stamp = detail::stamp_of(st);
+    }
+    m_builder.add_search_path(path, stamp);
+    m_dirfds.push_back(fd);
+    const bool egg = detail::base_is_egg(path);
+    if (fd < 0) {
+      // Not listable: importlib tries it as a zip archive.
+      if (!stamp.exists() || S_ISDIR(stamp.mode)) continue;
+      const int zfd = ::open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+      if (zfd < 0) continue;
+      const detail::ZipVerdict v = detail::probe_zip(zfd, egg, zip_match);
+      ::close(zfd);
+      if (v == detail::ZipVerdict::has_distributions) {
+        return Error{Errc::unsupported,
+                     path + ": zip archive on the search path holds distribution metadata ('" +
+                         zip_match + "'); the native scanner does not read distributions "
+                         "inside zip archives. Use importlib.metadata for this path list, or "
+                         "install the distribution unzipped."};
+      }
+      continue;
+    }
+    if (!m_listing.add_directory(i, fd, egg)) continue;  // unreadable: nothing
+  }
+  return {};
+}
+
+// Phase 1b: unique_everseen over _normalized_name, in discovery order.
+void Scan::deduplicate() {
+  SeenSet seen;
+  FileReader reader;
+  std::string key, scratch;
+  m_kept.reserve(m_listing.size());
+  for (std::uint32_t ci = 0; ci < m_listing.size(); ++ci) {
+    const detail::Candidate& c = m_listing[ci];
+    key.clear();
+    Kept kept{ci, {}};
+    if (!detail::stem_key(child_of(c), key)) {
+      read_metadata(c, kept.meta, reader, m_meta_pool, m_meta_watches, scratch);
+      if (kept.meta.error.len != 0 || !kept.meta.has_name) {
+        if (kept.meta.error.len == 0) {
+          join(scratch, m_paths[c.path], child_of(c));
+          kept.meta.error = append(
+              m_meta_pool, scratch +
+                               ": no 'Name' in METADATA, PKG-INFO or the file itself, so "
+                               "importlib.metadata cannot name this distribution and raises "
+                               "TypeError. Reinstall the distribution or remove this directory.");
+        }
+        m_kept.push_back(kept);  // carries the error; names nothing
+        continue;
+      }
+      normalize_name(kept.meta.name.in(m_meta_pool), key);
+    }
+    if (seen.insert(key)) m_kept.push_back(kept);
+  }
+}
+
+// Distribution.metadata: METADATA, else PKG-INFO, else the path itself; the
+// first that reads as non-empty text wins.  Decode and I/O errors propagate.
+// Strings go to `pool`; `rel` is scratch.
+void Scan::read_metadata(const detail::Candidate& c, MetaInfo& meta, FileReader& reader,
+                         std::string& pool, std::vector<Watch>& watches, std::string& rel) {
+  meta.read = true;
+  const std::string_view child = child_of(c);
+  static constexpr std::string_view k_files[] = {"/METADATA", "/PKG-INFO", ""};
+  for (const std::string_view file : k_files) {
+    rel.assign(child).append(file);
+    const FileRead r = reader.read(m_dirfds[c.path], rel.c_str());
+    watches.push_back({c.path, append(pool, rel), r.stamp});
+    if (r.status == ReadStatus::absent) continue;
+    if (r.status == ReadStatus::failed) {
+      std::string where;
+      join(where, m_paths[c.path], rel);
+      meta.error = append(pool, io_message(where, r.error));
+      return;
+    }
+    if (const std::size_t bad = find_invalid_utf8(r.text); bad != std::string_view::npos) {
+      std::string where;
+      join(where, m_paths[c.path], rel);
+      meta.error = append(pool, where + ": invalid UTF-8 at byte offset " + std::to_string(bad) +
+                                    " (importlib.metadata raises UnicodeDecodeError reading "
+                                    "it); re-save it as UTF-8 or reinstall the distribution.");
+      return;
+    }
+    if (r.text.empty()) continue;  // '' is falsy: try the next file
+    const MetadataHeaders h = parse_metadata_headers(r.text);
+    meta.has_name = h.has_name;
+    meta.name = append(pool, h.name);
+    meta.version = append(pool, h.version);
+    return;
+  }
+}
+
+// Phase 2 for kept distributions [begin, end).
+void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out) {
+  FileReader reader;
+  std::string rel, file;
+  std::vector<ParsedEntry> parsed;
+  for (std::size_t k = begin; k < end; ++k) {
+    const Kept& kept = m_kept[k];
+    const detail::Candidate& c = m_listing[kept.cand];
+    const std::string_view child = child_of(c);
+    DistOut d;
+    d.entries_begin = d.entries_end = static_cast<std::uint32_t>(out.entries.size());
+    d.watch_begin = static_cast<std::uint32_t>(out.watches.size());
+    if (kept.meta.error.len != 0) {  // phase 1 already failed: importlib stops there
+      d.error = append(out.pool, kept.meta.error.in(m_meta_pool));
+      d.watch_end = d.watch_begin;
+      out.dists.push_back(d);
+      continue;
+    }
+    rel.assign(child).append(k_entry_points);
+    const int dirfd = m_dirfds[c.path];
+    const FileRead r = reader.read(dirfd, rel.c_str());
+    parsed.clear();
+    if (r.status == ReadStatus::absent && r.error == ENOTDIR) {
+      // The metadata path is a file (an egg-info file is its own PKG-INFO).
+      out.watches.push_back({c.path, append(out.pool, child), detail::stamp_at(dirfd, child.data())});
+    } else {
+      out.watches.push_back({c.path, append(out.pool, rel), r.stamp});
+    }
+    if (r.status != ReadStatus::absent) {
+      join(file, m_paths[c.path], rel);
+      if (r.status == ReadStatus::failed) {
+        d.error = append(out.pool, io_message(file, r.error));
+      } else {
+        const std::uint32_t base = static_cast<std::uint32_t>(out.pool.size());
+        out.pool.append(r.text);  // entries become spans of this copy
+        if (auto res = parse_entry_points(r.text, file, parsed); !res) {
+          out.pool.resize(base);
+          parsed.clear();
+          d.error = append(out.pool, res.error().message);
+        }
+        auto span_of = [&](std::string_view v) {
+          return Span{base + static_cast<std::uint32_t>(v.data() - r.text.data()),
+                      static_cast<std::uint32_t>(v.size())};
+        };
+        for (const ParsedEntry& e : parsed) {
+          out.entries.push_back({span_of(e.group), span_of(e.name), span_of(e.value)});
+        }
+      }
+    }
+    d.entries_end = static_cast<std::uint32_t>(out.entries.size());
+    // Name and version: the stem when it is `name-version.dist-info`, else
+    // the metadata (already read in phase 1, or read now when there are
+    // entry points to attribute).  A metadata failure here is not an error:
+    // entry_points() never reads it.
+    const detail::StemParts stem = detail::split_stem(child);
+    if (stem.ok && stem.dist_info && !stem.version.empty()) {
+      d.name = append(out.pool, stem.name);
+      d.version = append(out.pool, stem.version);
+    } else if (kept.meta.read) {  // phase 1 read it (the name came from it)
+      d.name = append(out.pool, kept.meta.name.in(m_meta_pool));
+      d.version = append(out.pool, kept.meta.version.in(m_meta_pool));
+    } else if (!parsed.empty()) {
+      MetaInfo meta;
+      read_metadata(c, meta, reader, out.pool, out.watches, rel);
+      const bool ok = meta.error.len == 0;
+      d.name = ok && meta.has_name ? meta.name : append(out.pool, stem.name);
+      if (ok) d.version = meta.version;
+    } else {
+      d.name = append(out.pool, stem.name);
+    }
+    d.watch_end = static_cast<std::uint32_t>(out.watches.size());
+    out.dists.push_back(d);
+  }
+}
+
+Result<Index> Scan::run() {
+  m_builder.set_scanned_at(detail::coarse_now_ns());  // before the first stat
+  if (auto r = list_paths(); !r) return r.error();
+  deduplicate();
+
+  // Phase 2, on two threads when there is enough to share: thread creation
+  // costs tens of microseconds, a distribution a few.
+  constexpr std::size_t k_min_parallel = 256;
+  const std::size_t n = m_kept.size();
+  WorkerOut outs[2];
+  const std::size_t mid = n >= k_min_parallel && std::thread::hardware_concurrency() > 1 ? n / 2 : n;
+  if (mid < n) {
+    std::thread helper([&] { process(mid, n, outs[1]); });
+    process(0, mid, outs[0]);
+    helper.join();
+  } else {
+    process(0, n, outs[0]);
+  }
+
+  // Phase 3: into the builder, in discovery order.
+  for (const Watch& w : m_meta_watches) {
+    m_builder.add_watched_file(w.path, w.rel.in(m_meta_pool), w.stamp);
+  }
+  std::string dir;
+  for (std::size_t k = 0; k < n; ++k) {
+    const WorkerOut& o = outs[k < mid ? 0 : 1];
+    const DistOut& d = o.dists[k < mid ? k : k - mid];
+    const detail::Candidate& c = m_listing[m_kept[k].cand];
+    join(dir, m_paths[c.path], child_of(c));
+    const std::uint32_t id = m_builder.add_distribution(d.name.in(o.pool), d.version.in(o.pool),
+                                                        dir, c.path, d.error.in(o.pool));
+    for (std::uint32_t e = d.entries_begin; e < d.entries_end; ++e) {
+      const EntryOut& eo = o.entries[e];
+      m_builder.add_entry_point(id, eo.group.in(o.pool), eo.name.in(o.pool), eo.value.in(o.pool));
+    }
+    for (std::uint32_t w = d.watch_begin; w < d.watch_end; ++w) {
+      const Watch& wo = o.watches[w];
+      m_builder.add_watched_file(wo.path, wo.rel.in(o.pool), wo.stamp);
+    }
+  }
+  return m_builder.build();
+}
+
+}  // namespace
+
+Result<Index> scan(std::span<const std::string> search_paths) {
+  Scan s(search_paths);
+  return s.run();
+}
+
+}  // namespace epload
