@@ -1,0 +1,75 @@
+"""epload: fast, cached entry-point discovery and lazy backend autoloading.
+
+    import epload
+    eps = epload.entry_points(group="torch.backends")   # importlib.metadata's contract
+    epload.autoload(group="torch.backends", host="torch", mode="lazy")
+    epload.device("npu")                                 # loads the backend providing it
+
+See docs/python.md.  Importing this package imports nothing heavier than
+what the interpreter has loaded at start-up (no importlib.metadata, email,
+zipfile, pathlib, re or json); the native index is loaded at the first query,
+the autoload machinery at the first autoload call.
+"""
+
+from ._entry_points import (
+    EntryPoint,
+    EntryPoints,
+    SelectableGroups,
+    entry_points,
+)
+
+__version__ = '0.1.0'
+
+__all__ = [
+    'BackendError',
+    'DeviceNotFoundError',
+    'EntryPoint',
+    'EntryPoints',
+    'SelectableGroups',
+    'autoload',
+    'backends',
+    'device',
+    'entry_points',
+    'load',
+]
+
+
+def autoload(group='torch.backends', host=None, mode=None):
+    """Discovers the backends of ``group`` and loads them: ``"eager"``
+    (PyTorch's loop), ``"lazy"`` (each on first use) or ``"off"``.  ``mode``
+    None means ``$EPLOAD_MODE``, else ``"lazy"``.  ``host`` is the module (or
+    module name) the backends register their devices on.  Returns the
+    session (see docs/python.md)."""
+    from . import _autoload
+    return _autoload.autoload(group=group, host=host, mode=mode)
+
+
+def device(name):
+    """Loads (once) the backend that provides device ``name`` and returns
+    what it registered on its host (``host.<name>``)."""
+    from . import _autoload
+    return _autoload.device(name)
+
+
+def load(name):
+    """Loads (once) the backend whose entry point is named ``name``."""
+    from . import _autoload
+    return _autoload.load(name)
+
+
+def backends():
+    """The backends of every autoload session, in discovery order."""
+    from . import _autoload
+    return _autoload.backends()
+
+
+def __getattr__(name):
+    # The error types live with the autoload machinery; importing them from
+    # here must not cost anything until they are needed.
+    if name in ('BackendError', 'DeviceNotFoundError'):
+        from . import _autoload
+        return getattr(_autoload, name)
+    if name == 'torch':
+        import importlib
+        return importlib.import_module('.torch', __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

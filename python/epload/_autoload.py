@@ -1,0 +1,609 @@
+"""Autoload of Python backends declared as entry points: eager, lazy or off.
+
+A *backend* is one entry point of the autoload group (``torch.backends`` by
+default) whose value names a callable, PyTorch's contract: loading it means
+``ep.load()()``.  Backends register *devices* on a *host* module (``torch.npu``
+after ``torch_npu`` ran).  Modes:
+
+* ``eager``: PyTorch's loop (discovery order, import then call, the first
+  failure raises RuntimeError with PyTorch's text, chained from the cause).
+* ``lazy``: a backend whose devices are known is not imported until the
+  first ``host.<device>``, ``epload.device(<device>)`` or
+  ``epload.load(<backend>)``.  Devices are known from a declaration (group
+  ``epload.devices`` of the backend's own distribution: ``<device> =
+  <backend entry-point name>``) or were learned (the public attributes a
+  backend added to its host on an earlier load, kept in
+  ``<cache dir>/devices.json`` and forgotten when the backend's distribution
+  directory changes).  A backend with no known devices is loaded at once and
+  its devices learned; a backend that registers none is a *hook* and runs at
+  once.  A failure never breaks ``import host``: it is recorded, warned about,
+  and raised at the first lookup that needs the backend.
+* ``off``: nothing.
+
+Every backend is a small state machine (unloaded -> loading -> ready |
+failed) behind its own lock: concurrent lookups run its init exactly once, no
+lock shared between backends is held while one imports, and a lookup made by
+the backend's own init (or an import cycle through the host) returns "not
+there yet" instead of deadlocking.  Failures are sticky for the process.
+
+Switches: ``TORCH_DEVICE_BACKEND_AUTOLOAD`` (group torch.backends) and
+``EPLOAD_AUTOLOAD`` (every group) -- unset or exactly ``1`` enables, anything
+else turns autoload off; ``EPLOAD_DISABLE=a,b`` skips the named backends,
+``EPLOAD_ENABLE=a,b`` loads only those; ``EPLOAD_MODE`` is the mode when the
+caller gives none.
+"""
+
+import _thread
+import os
+import sys
+import warnings
+
+from . import _entry_points as _eps
+
+TORCH_GROUP = 'torch.backends'
+DEVICES_GROUP = 'epload.devices'
+MODES = ('lazy', 'eager', 'off')
+
+_STORE_FILE = 'devices.json'
+_STORE_FORMAT = 'epload-devices'
+_STORE_VERSION = 1
+_MISSING = object()
+_DEFERRED = 'deferred'
+_ModuleType = type(sys)
+
+
+class BackendError(RuntimeError):
+    """A backend failed to load; ``__cause__`` is what it raised."""
+
+
+class _BackendAttributeError(BackendError, AttributeError):
+    """Raised by ``host.<device>`` when the device's backend failed: an
+    AttributeError too, so ``hasattr(host, device)`` stays False instead of
+    raising."""
+
+
+class DeviceNotFoundError(LookupError):
+    """No backend provides the device."""
+
+
+_lock = _thread.allocate_lock()  # the registries below; never held while importing
+_sessions = {}  # (group, host name, id(host)) -> Session
+_session_order = []
+
+
+# ---- switches ---------------------------------------------------------------
+
+def _switch_off(group):
+    """The variable that turns autoload off for ``group``, or None."""
+    if group == TORCH_GROUP and os.getenv('TORCH_DEVICE_BACKEND_AUTOLOAD', '1') != '1':
+        return 'TORCH_DEVICE_BACKEND_AUTOLOAD'
+    if os.getenv('EPLOAD_AUTOLOAD', '1') != '1':
+        return 'EPLOAD_AUTOLOAD'
+    return None
+
+
+def _names(variable):
+    value = os.environ.get(variable)
+    if value is None:
+        return None
+    names = {n.strip() for n in value.split(',')}
+    names.discard('')
+    return names
+
+
+def _disabled_by(name, disable, enable):
+    if disable is not None and name in disable:
+        return 'EPLOAD_DISABLE'
+    if enable and name not in enable:
+        return 'EPLOAD_ENABLE'
+    return None
+
+
+def _how_to_disable(group, name):
+    if group == TORCH_GROUP:
+        return ('You can disable extension auto-loading with TORCH_DEVICE_BACKEND_AUTOLOAD=0, '
+                f'or this backend alone with EPLOAD_DISABLE={name}.')
+    return (f'You can disable autoloading of {group!r} with EPLOAD_AUTOLOAD=0, '
+            f'or this backend alone with EPLOAD_DISABLE={name}.')
+
+
+def _pytorch_message(group, name):
+    if group == TORCH_GROUP:
+        return (f"Failed to load the backend extension: {name}. "
+                f"You can disable extension auto-loading with TORCH_DEVICE_BACKEND_AUTOLOAD=0.")
+    return (f"Failed to load the backend extension: {name}. "
+            f"You can disable extension auto-loading with EPLOAD_AUTOLOAD=0.")
+
+
+# ---- the learned-device store -------------------------------------------------
+
+class _Store:
+    """``<cache dir>/devices.json``: {"format", "version", "backends": {key:
+    {"stamp": S, "devices": [S...]}}}.  Read natively (no ``json`` import);
+    written with ``json`` only when something new was learned."""
+
+    def __init__(self):
+        self.path = None
+        self.entries = {}
+        self.updates = {}
+
+    def load(self):
+        try:
+            directory = _eps._native_module().default_cache_dir()
+        except Exception:  # no usable cache directory: learn every time
+            directory = ''
+        path = os.path.join(directory, _STORE_FILE) if directory else None
+        if path == self.path:
+            return
+        self.path = path
+        self.entries = self._read(path) if path else {}
+
+    @staticmethod
+    def _read(path):
+        data = _eps._native_module().read_store(path)
+        if (type(data) is not dict or data.get('format') != _STORE_FORMAT
+                or data.get('version') != _STORE_VERSION
+                or type(data.get('backends')) is not dict):
+            return {}
+        return data['backends']
+
+    def devices(self, key, stamp):
+        entry = self.entries.get(key)
+        if type(entry) is not dict or entry.get('stamp') != stamp:
+            return None
+        devices = entry.get('devices')
+        if type(devices) is not list or not all(type(d) is str for d in devices):
+            return None
+        return tuple(devices)
+
+    def learn(self, key, stamp, devices):
+        entry = {'stamp': stamp, 'devices': list(devices)}
+        with _lock:
+            if self.entries.get(key) == entry:
+                return
+            self.entries[key] = entry
+            self.updates[key] = entry
+
+    def save(self):
+        with _lock:
+            updates, self.updates = self.updates, {}
+        if not updates or not self.path:
+            return
+        import json
+        directory = os.path.dirname(self.path)
+        tmp = f'{self.path}.{os.getpid()}.{_thread.get_ident()}.tmp'
+        try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            entries = self._read(self.path)  # merge with other processes' learning
+            entries.update(updates)
+            text = json.dumps({'format': _STORE_FORMAT, 'version': _STORE_VERSION,
+                               'backends': entries}, indent=0, sort_keys=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, 'w', encoding='utf-8') as f:
+                f.write(text)
+            os.replace(tmp, self.path)
+        except OSError as err:
+            _eps._debug(f'cannot write {self.path}: {err} (devices will be learned again)')
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+_store = _Store()
+
+
+# ---- backends -----------------------------------------------------------------
+
+class Backend:
+    """One backend: an entry point of the autoload group and its state.
+
+    Public, read-only: ``name``, ``value``, ``group``, ``host`` (name),
+    ``dist_path``, ``devices`` (tuple, or None while unknown), ``source``
+    ("declared", "learned" or None), ``state`` ("unloaded", "loading",
+    "ready", "failed", "disabled"), ``cause`` (the exception of a failure).
+    """
+
+    __slots__ = ('name', 'value', 'group', 'host', 'entry_point', 'dist_path', 'stamp',
+                 'key', 'devices', 'source', 'state', 'cause', 'disabled_by', 'session',
+                 '_lock', '_owner')
+
+    def __init__(self, session, ep, dist_path, stamp):
+        self.session = session
+        self.entry_point = ep
+        self.name = ep.name
+        self.value = ep.value
+        self.group = ep.group
+        self.host = session.host_name
+        self.dist_path = dist_path
+        self.stamp = stamp
+        self.key = '\x1f'.join((self.group, session.host_name or '', self.name, self.value,
+                                dist_path or ''))
+        self.devices = None
+        self.source = None
+        self.state = 'unloaded'
+        self.cause = None
+        self.disabled_by = None
+        self._lock = _thread.allocate_lock()
+        self._owner = None
+
+    def __repr__(self):
+        return (f'<epload backend {self.name!r} ({self.value}) state={self.state} '
+                f'devices={self.devices!r} source={self.source}>')
+
+    # -- loading --
+
+    def _module_initializing(self):
+        try:
+            module = sys.modules.get(self.entry_point.module)
+        except Exception:
+            return False
+        spec = getattr(module, '__spec__', None)
+        return bool(getattr(spec, '_initializing', False))
+
+    def _load(self, defer_if_initializing=False):
+        """Runs the backend once.  Returns None when it is ready (or is being
+        loaded by this very thread: a re-entrant lookup), 'deferred', or the
+        exception it raised."""
+        state = self.state
+        if state == 'ready':
+            return None
+        if state == 'failed':
+            return self.cause
+        me = _thread.get_ident()
+        if self._owner == me:
+            return None
+        with self._lock:
+            if self.state == 'ready':
+                return None
+            if self.state == 'failed':
+                return self.cause
+            self._owner = me
+            self.state = 'loading'
+            try:
+                initializing = defer_if_initializing and self._module_initializing()
+                try:
+                    self._run()
+                except Exception as err:
+                    if initializing:
+                        # The backend module is itself mid-import (it imported
+                        # the host first): try again at the first lookup.
+                        self.state = 'unloaded'
+                        return _DEFERRED
+                    self.cause = err
+                    self.state = 'failed'
+                    _eps._debug(f'backend {self.name!r} failed: {type(err).__name__}: {err}')
+                    return err
+                except BaseException:
+                    self.state = 'unloaded'
+                    raise
+                self.state = 'ready'
+                return None
+            finally:
+                self._owner = None
+
+    def _run(self):
+        host = self.session.host
+        ep = self.entry_point
+        before = None
+        if host is not None:
+            try:
+                fresh = ep.module not in sys.modules
+            except Exception:
+                fresh = False
+            # Devices are what the backend adds to the host; if its module
+            # ran before (imported explicitly), that is no longer visible.
+            if fresh:
+                before = set(host.__dict__)
+        _eps._debug(f'loading backend {self.name!r} ({self.value})')
+        ep.load()()
+        if before is not None:
+            prefix = f'{self.session.host_name}.'
+            added = []
+            for name, value in list(host.__dict__.items()):
+                if name in before or name.startswith('_'):
+                    continue
+                if isinstance(value, _ModuleType) and value.__name__ == prefix + name:
+                    continue  # a submodule of the host, imported on the way
+                added.append(name)
+            self.session._learned(self, tuple(added))
+
+    def message(self, device=None):
+        err = self.cause
+        where = f'{self.value!r}' + (f' from {self.dist_path}' if self.dist_path else '')
+        head = (f"Device {device!r} of module {self.host!r} is unavailable: "
+                if device is not None else '')
+        return (f'{head}Failed to load the backend extension: {self.name} ({where}): '
+                f'{type(err).__name__}: {err}. {_how_to_disable(self.group, self.name)}')
+
+    def ensure(self, error=BackendError, device=None):
+        """Loads the backend if needed; raises ``error`` (chained from the
+        cause) if it failed or is disabled."""
+        if self.state == 'disabled':
+            raise error(f'backend {self.name!r} ({self.group}) is disabled by '
+                        f'{self.disabled_by}; unset it or remove {self.name!r} from it')
+        if self._load() is not None:
+            raise error(self.message(device)) from self.cause
+
+
+# ---- sessions -----------------------------------------------------------------
+
+class Session:
+    """The backends of one group for one host, and its device map."""
+
+    def __init__(self, group, host, host_name, mode):
+        self.group = group
+        self.host = host
+        self.host_name = host_name
+        self.mode = mode
+        self.backends = []
+        self.devices = {}  # device -> [Backend, ...] in discovery order
+        self.error = None  # a discovery failure in lazy mode
+
+    def __repr__(self):
+        return (f'<epload autoload group={self.group!r} host={self.host_name!r} '
+                f'mode={self.mode} backends={len(self.backends)}>')
+
+    # -- discovery --
+
+    def _discover(self):
+        got = _eps._query((self.group, DEVICES_GROUP), want_stamps=True)
+        if got is None:
+            from importlib.metadata import entry_points
+            found = [(ep, _dist_path(ep), '') for ep in entry_points(group=self.group)]
+            declared = [(ep, _dist_path(ep)) for ep in entry_points(group=DEVICES_GROUP)]
+        else:
+            found, declared = [], []
+            for ep in _eps._build(*got):
+                ref = ep._dist
+                if ep.group == self.group:
+                    found.append((ep, ref.path, ref.stamp))
+                else:
+                    declared.append((ep, ref.path))
+        declarations = {}
+        for ep, path in declared:
+            declarations.setdefault((path, ep.value.strip()), []).append(ep.name)
+        disable, enable = _names('EPLOAD_DISABLE'), _names('EPLOAD_ENABLE')
+        _store.load()
+        for ep, path, stamp in found:
+            b = Backend(self, ep, path, stamp)
+            b.disabled_by = _disabled_by(b.name, disable, enable)
+            if b.disabled_by is not None:
+                b.state = 'disabled'
+            names = declarations.get((path, b.name))
+            if names:
+                b.devices, b.source = tuple(names), 'declared'
+            elif self.host is not None:
+                learned = _store.devices(b.key, self._stamp(b))
+                if learned is not None:
+                    b.devices, b.source = learned, 'learned'
+            for d in b.devices or ():
+                self.devices.setdefault(d, []).append(b)
+            self.backends.append(b)
+
+    @staticmethod
+    def _stamp(b):
+        if not b.stamp and b.dist_path:
+            try:
+                st = os.stat(b.dist_path)
+            except OSError:
+                return ''
+            b.stamp = f'{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}'
+        return b.stamp
+
+    def _learned(self, b, devices):
+        with _lock:
+            for d in devices:
+                lst = self.devices.setdefault(d, [])
+                if b not in lst:
+                    lst.append(b)
+            if b.source != 'declared':
+                b.devices, b.source = devices, 'learned'
+        _store.learn(b.key, self._stamp(b), devices)
+
+    # -- modes --
+
+    def _eager(self):
+        try:
+            for b in self.backends:
+                if b.state == 'disabled':
+                    continue
+                err = b._load()
+                if err is not None:
+                    raise RuntimeError(_pytorch_message(self.group, b.name)) from err
+        finally:
+            _store.save()
+
+    def _lazy(self):
+        if self.host is not None and self.backends:
+            self._install_getattr()
+        try:
+            for b in self.backends:
+                if b.state != 'unloaded' or b.devices:
+                    continue  # disabled, or deferred until its devices are used
+                err = b._load(defer_if_initializing=True)
+                if err is not None and err is not _DEFERRED:
+                    warnings.warn(b.message(), RuntimeWarning, stacklevel=4)
+        finally:
+            _store.save()
+
+    def _install_getattr(self):
+        host = self.host
+        previous = host.__dict__.get('__getattr__')
+        session = self
+
+        def __getattr__(name):
+            return session._getattr(name, previous)
+
+        __getattr__.__qualname__ = f'{self.host_name}.__getattr__'
+        host.__getattr__ = __getattr__
+
+    # -- lookups --
+
+    def _getattr(self, name, previous):
+        host_dict = self.host.__dict__
+        if not name.startswith('__'):
+            candidates = self.devices.get(name)
+            if candidates:
+                disabled = None
+                for b in list(candidates):
+                    if b.state == 'disabled':
+                        disabled = b
+                        continue
+                    b.ensure(_BackendAttributeError, name)
+                    value = host_dict.get(name, _MISSING)
+                    if value is not _MISSING:
+                        _store.save()
+                        return value
+                if disabled is not None and previous is None:
+                    raise AttributeError(
+                        f'module {self.host_name!r} has no attribute {name!r} (its backend '
+                        f'{disabled.name!r} is disabled by {disabled.disabled_by})')
+            value = self._load_unknown(name)
+            if value is not _MISSING:
+                return value
+        if previous is not None:
+            return previous(name)
+        failed = [b for b in self.backends if b.state == 'failed' and b.devices is None]
+        message = f'module {self.host_name!r} has no attribute {name!r}'
+        if failed:
+            names = ', '.join(repr(b.name) for b in failed)
+            raise AttributeError(
+                f'{message} (backends whose devices are unknown failed to load: {names}; '
+                f'see epload.load({failed[0].name!r}))') from failed[0].cause
+        raise AttributeError(message)
+
+    def _load_unknown(self, name):
+        """Loads backends whose devices are not known yet, in discovery
+        order, until one provides ``name`` (on the host)."""
+        for b in self.backends:
+            if b.devices is None and b.state == 'unloaded':
+                b._load()
+                _store.save()
+                if self.host is not None:
+                    value = self.host.__dict__.get(name, _MISSING)
+                    if value is not _MISSING:
+                        return value
+        return _MISSING
+
+    def device(self, name):
+        for b in list(self.devices.get(name, ())):
+            b.ensure(BackendError, name)
+            if self.host is None:
+                return None
+            value = self.host.__dict__.get(name, _MISSING)
+            if value is not _MISSING:
+                _store.save()
+                return value
+        return _MISSING
+
+
+def _dist_path(ep):
+    path = getattr(ep.dist, '_path', None)
+    return None if path is None else os.fspath(path)
+
+
+def _resolve_host(host):
+    if host is None:
+        return None, None
+    if isinstance(host, str):
+        module = sys.modules.get(host)
+        if module is None:
+            from importlib import import_module
+            module = import_module(host)
+        return module, host
+    if not isinstance(host, _ModuleType):
+        raise TypeError(f'host must be a module or a module name, not {type(host).__name__}')
+    return host, host.__name__
+
+
+# ---- the API ------------------------------------------------------------------
+
+def autoload(group=TORCH_GROUP, host=None, mode=None):
+    if mode is None:
+        mode = os.environ.get('EPLOAD_MODE') or 'lazy'
+    if mode not in MODES:
+        raise ValueError(f"autoload mode must be one of {', '.join(MODES)}, not {mode!r} "
+                         f"(argument mode= or EPLOAD_MODE)")
+    module, host_name = _resolve_host(host)
+    if mode == 'lazy' and module is None:
+        raise ValueError('lazy autoload needs a host module (host=...) to register devices on')
+    key = (group, host_name, id(module))
+    with _lock:
+        session = _sessions.get(key)
+        if session is not None:
+            return session
+        session = Session(group, module, host_name, mode)
+        _sessions[key] = session
+        _session_order.append(session)
+    switch = _switch_off(group)
+    if mode == 'off' or switch is not None:
+        session.mode = 'off'
+        _eps._debug(f'autoload of {group!r} is off'
+                    + (f' ({switch} is set)' if switch and mode != 'off' else ''))
+        return session
+    if mode == 'eager':
+        # As PyTorch: a discovery error propagates unchanged.
+        session._discover()
+        session._eager()
+        return session
+    try:
+        session._discover()
+    except Exception as err:
+        session.error = err
+        warnings.warn(f'epload: cannot discover the {group!r} backends: '
+                      f'{type(err).__name__}: {err}', RuntimeWarning, stacklevel=3)
+        return session
+    session._lazy()
+    return session
+
+
+def _sessions_snapshot():
+    with _lock:
+        return list(_session_order)
+
+
+def device(name):
+    sessions = _sessions_snapshot()
+    for s in sessions:
+        if name in s.devices:
+            value = s.device(name)
+            if value is not _MISSING:
+                return value
+    for s in sessions:
+        value = s._load_unknown(name)
+        if value is not _MISSING:
+            return value
+        if name in s.devices:
+            value = s.device(name)
+            if value is not _MISSING:
+                return value
+    known = sorted({d for s in sessions for d in s.devices})
+    failed = [b for s in sessions for b in s.backends if b.state == 'failed']
+    message = f'no backend provides device {name!r}; known devices: {", ".join(known) or "none"}'
+    if failed:
+        message += '; failed backends: ' + '; '.join(
+            f'{b.name} ({type(b.cause).__name__}: {b.cause})' for b in failed)
+    disabled = [b.name for s in sessions for b in s.backends if b.state == 'disabled']
+    if disabled:
+        message += '; disabled backends: ' + ', '.join(disabled)
+    errors = [s.error for s in sessions if s.error is not None]
+    if errors:
+        raise DeviceNotFoundError(message) from errors[0]
+    raise DeviceNotFoundError(message)
+
+
+def load(name):
+    for s in _sessions_snapshot():
+        for b in s.backends:
+            if b.name == name:
+                b.ensure(BackendError)
+                _store.save()
+                return None
+    known = [b.name for s in _sessions_snapshot() for b in s.backends]
+    raise LookupError(f'no backend named {name!r} in any autoload session; known: '
+                      f'{", ".join(known) or "none (call epload.autoload first)"}')
+
+
+def backends():
+    return [b for s in _sessions_snapshot() for b in s.backends]

@@ -1,0 +1,591 @@
+"""importlib.metadata-compatible entry points, answered from epload's index.
+
+The contract is CPython 3.11's ``importlib.metadata.entry_points()``: the same
+selection parameters, the same result types (``EntryPoints``, and for a call
+without parameters the deprecated ``SelectableGroups`` dict), the same order,
+and the same exceptions, for the ``sys.path`` of the moment of the call.
+
+The answer comes from one native call (``_native.query``) that returns plain
+tuples from a cached, stat-validated index; this module only turns them into
+``EntryPoint`` objects.  Where the index cannot promise importlib's exact
+answer, the call is handed to importlib.metadata itself, which then answers
+(or raises) exactly:
+
+* a finder on ``sys.meta_path`` other than the standard ``PathFinder`` offers
+  ``find_distributions`` (importlib would ask it too);
+* a ``sys.path`` entry is not a ``str``;
+* the index reports a distribution importlib would raise for (a malformed
+  ``entry_points.txt``, invalid UTF-8, a distribution without a name);
+* the scanner cannot answer exactly (e.g. a zip archive with distributions
+  on the path) or fails for any other reason.
+
+``EPLOAD_DEBUG=1`` prints why to stderr.  Nothing here imports
+importlib.metadata, email, zipfile, pathlib or re until it is needed.
+"""
+
+import os
+import sys
+import warnings  # imported by the interpreter at start-up already
+
+_native = None  # epload._native, imported at the first query
+
+_PathFinder = sys.modules['_frozen_importlib_external'].PathFinder
+
+# The interpreter identity keying the cache, byte for byte what the `epload`
+# command computes when it asks an interpreter for its sys.path, so the two
+# share cache files.
+_INTERPRETER = b'\0'.join(
+    os.fsencode(p) for p in (sys.executable, sys.prefix, sys.version))
+
+
+def _debug_enabled():
+    return os.environ.get('EPLOAD_DEBUG', '') not in ('', '0')
+
+
+def _debug(message):
+    if _debug_enabled():
+        sys.stderr.write(f'epload: {message}\n')
+
+
+def _validation():
+    v = os.environ.get('EPLOAD_VALIDATE') or 'full'
+    if v not in ('full', 'paths'):
+        raise ValueError(
+            f"EPLOAD_VALIDATE must be 'full' or 'paths', not {v!r} "
+            f"(unset it for the default, full validation)")
+    return v
+
+
+def _foreign_finder():
+    """The first finder importlib would also ask for distributions, other
+    than the standard PathFinder; None when epload's index is the answer."""
+    standard = False
+    for finder in sys.meta_path:
+        if finder is _PathFinder:
+            standard = True
+        elif getattr(finder, 'find_distributions', None) is not None:
+            return finder
+    return None if standard else 'no PathFinder on sys.meta_path'
+
+
+def _native_module():
+    global _native
+    if _native is None:
+        from . import _native as native
+        _native = native
+    return _native
+
+
+def _query(groups, want_stamps=False):
+    """Asks the index for the entry points of ``groups`` (None: all, in
+    importlib's order; else a tuple of names).  Returns ``(dists, rows)``:
+    ``dists`` = ``(name, version, metadata_dir, stamp)`` tuples with
+    ``metadata_dir`` absolute, and ``rows`` = ``(name, value, group,
+    dist_position)`` tuples; or None when importlib must answer."""
+    finder = _foreign_finder()
+    if finder is not None:
+        _debug(f'using importlib.metadata: sys.meta_path holds another '
+               f'distribution finder ({finder!r})')
+        return None
+    paths = list(sys.path)
+    relative = False
+    for p in paths:
+        if type(p) is not str:
+            _debug(f'using importlib.metadata: sys.path holds a non-str entry {p!r}')
+            return None
+        if not p.startswith('/'):
+            relative = True
+    cwd = None
+    if relative:
+        try:
+            cwd = os.getcwd()
+        except OSError as err:
+            _debug(f'using importlib.metadata: relative sys.path entry and no '
+                   f'current directory ({err})')
+            return None
+    use_cache = os.environ.get('EPLOAD_NO_CACHE', '') in ('', '0')
+    status, reason, file, problem, dists, rows = _native_module().query(
+        paths, groups, _validation(), '', use_cache, _INTERPRETER, want_stamps)
+    if problem is not None:
+        _debug(f'using importlib.metadata: {problem[0]}: {problem[1]}')
+        return None
+    if _debug_enabled():
+        _debug(f'index {status}{": " + reason if reason else ""}'
+               f'{" (" + file + ")" if file else ""}')
+    if cwd is not None:
+        dists = tuple(
+            d if d[2].startswith('/') else (d[0], d[1], os.path.join(cwd, d[2]), d[3])
+            for d in dists)
+    return dists, rows
+
+
+def _importlib_entry_points(**params):
+    from importlib.metadata import entry_points
+    return entry_points(**params)
+
+
+# ---- entry-point values -----------------------------------------------------
+
+_PATTERN = (
+    r'(?P<module>[\w.]+)\s*'
+    r'(:\s*(?P<attr>[\w.]+)\s*)?'
+    r'((?P<extras>\[.*\])\s*)?$'
+)
+_compiled = None
+
+
+def _match(value):
+    """importlib's ``EntryPoint.pattern.match(value)`` (None if no match)."""
+    global _compiled
+    if _compiled is None:
+        import re
+        _compiled = re.compile(_PATTERN)
+    return _compiled.match(value)
+
+
+def _simple(value):
+    """``(module, attr or None)`` for the common ``pkg.mod:obj.attr`` form
+    (ASCII word characters and dots, one colon, no spaces, no extras), where
+    the answer is obviously the pattern's; None otherwise.  Saves importing
+    ``re`` (~3 ms) in the autoload path."""
+    if type(value) is not str or not value.isascii():
+        return None
+    module, colon, attr = value.partition(':')
+    if not module or (colon and not attr):
+        return None
+    if not module.replace('.', '').replace('_', '').isalnum():
+        return None
+    if colon and not attr.replace('.', '').replace('_', '').isalnum():
+        return None
+    return module, (attr if colon else None)
+
+
+_osetattr = object.__setattr__
+
+
+class EntryPoint:
+    """An entry point as defined by Python packaging conventions, equal to
+    (and interchangeable with) ``importlib.metadata.EntryPoint``.
+
+    ``dist`` is an ``importlib.metadata.PathDistribution`` created on first
+    access (importing importlib.metadata then, not before).
+    """
+
+    __slots__ = ('name', 'value', 'group', '_dist')
+
+    def __init__(self, name, value, group):
+        _osetattr(self, 'name', name)
+        _osetattr(self, 'value', value)
+        _osetattr(self, 'group', group)
+        _osetattr(self, '_dist', None)
+
+    @property
+    def pattern(self):
+        _match('')
+        return _compiled
+
+    @property
+    def dist(self):
+        d = self._dist
+        if d.__class__ is _DistRef:
+            return d.get()
+        return d
+
+    def load(self):
+        """Load the entry point from its definition. If only a module
+        is indicated by the value, return that module. Otherwise,
+        return the named object.
+        """
+        from importlib import import_module
+        simple = _simple(self.value)
+        if simple is not None:
+            module = import_module(simple[0])
+            attrs = simple[1].split('.') if simple[1] else ()
+        else:
+            match = _match(self.value)
+            module = import_module(match.group('module'))
+            attrs = (match.group('attr') or '').split('.')
+        for attr in attrs:
+            if attr:
+                module = getattr(module, attr)
+        return module
+
+    @property
+    def module(self):
+        simple = _simple(self.value)
+        if simple is not None:
+            return simple[0]
+        match = _match(self.value)
+        return match.group('module')
+
+    @property
+    def attr(self):
+        simple = _simple(self.value)
+        if simple is not None:
+            return simple[1]
+        match = _match(self.value)
+        return match.group('attr')
+
+    @property
+    def extras(self):
+        if _simple(self.value) is not None:
+            return []
+        import re
+        match = _match(self.value)
+        return re.findall(r'\w+', match.group('extras') or '')
+
+    def _for(self, dist):
+        _osetattr(self, '_dist', dist)
+        return self
+
+    def __iter__(self):
+        """
+        Supply iter so one may construct dicts of EntryPoints by name.
+        """
+        msg = (
+            "Construction of dict of EntryPoints is deprecated in "
+            "favor of EntryPoints."
+        )
+        warnings.warn(msg, DeprecationWarning)
+        return iter((self.name, self))
+
+    def __getitem__(self, item):
+        warnings.warn(
+            "EntryPoint tuple interface is deprecated. Access members by name.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self._key()[item]
+
+    def matches(self, **params):
+        """EntryPoint matches the given parameters (importlib's rule)."""
+        attrs = (getattr(self, param) for param in params)
+        for expected, actual in zip(params.values(), attrs):
+            if not expected == actual:
+                return False
+        return True
+
+    def _key(self):
+        return self.name, self.value, self.group
+
+    def __lt__(self, other):
+        return self._key() < other._key()
+
+    def __eq__(self, other):
+        return self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __setattr__(self, name, value):
+        raise AttributeError("EntryPoint objects are immutable.")
+
+    def __delattr__(self, name):
+        raise AttributeError("EntryPoint objects are immutable.")
+
+    def __repr__(self):
+        return (
+            f'EntryPoint(name={self.name!r}, value={self.value!r}, '
+            f'group={self.group!r})'
+        )
+
+    def __reduce__(self):
+        d = self._dist
+        path = None
+        if d.__class__ is _DistRef:
+            path = d.path
+        elif d is not None:
+            p = getattr(d, '_path', None)
+            path = None if p is None else os.fspath(p)
+        return (_restore, (self.name, self.value, self.group, path))
+
+
+def _restore(name, value, group, dist_path):
+    ep = EntryPoint(name, value, group)
+    if dist_path is not None:
+        _osetattr(ep, '_dist', _DistRef(dist_path, None, None, ''))
+    return ep
+
+
+class _DistRef:
+    """A distribution known by its metadata directory; materialised as
+    importlib's PathDistribution on first use.  Shared by all entry points
+    of one distribution in one answer."""
+
+    __slots__ = ('path', 'name', 'version', 'stamp', '_real')
+
+    def __init__(self, path, name, version, stamp):
+        self.path = path
+        self.name = name  # the index's reading; ep.dist.name asks importlib
+        self.version = version
+        self.stamp = stamp
+        self._real = None
+
+    def get(self):
+        real = self._real
+        if real is None:
+            import pathlib
+            from importlib.metadata import PathDistribution
+            real = self._real = PathDistribution(pathlib.Path(self.path))
+        return real
+
+
+_new = object.__new__
+_set_name = EntryPoint.name.__set__
+_set_value = EntryPoint.value.__set__
+_set_group = EntryPoint.group.__set__
+_set_dist = EntryPoint._dist.__set__
+
+
+def _build(dists, rows):
+    """EntryPoint objects for native rows, in order."""
+    refs = [_DistRef(path, name, version, stamp)
+            for name, version, path, stamp in dists]
+    out = []
+    append = out.append
+    for name, value, group, pos in rows:
+        ep = _new(EntryPoint)
+        _set_name(ep, name)
+        _set_value(ep, value)
+        _set_group(ep, group)
+        _set_dist(ep, refs[pos])
+        append(ep)
+    return out
+
+
+# ---- collections (importlib.metadata 3.11's, warnings included) -------------
+
+def _warn_list():
+    warnings.warn(
+        "EntryPoints list interface is deprecated. Cast to list if needed.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+class DeprecatedList(list):
+    """A list whose mutation is deprecated, as in importlib.metadata."""
+
+    __slots__ = ()
+
+    def __setitem__(self, *args):
+        _warn_list()
+        return super().__setitem__(*args)
+
+    def __delitem__(self, *args):
+        _warn_list()
+        return super().__delitem__(*args)
+
+    def append(self, *args):
+        _warn_list()
+        return super().append(*args)
+
+    def reverse(self, *args):
+        _warn_list()
+        return super().reverse(*args)
+
+    def extend(self, *args):
+        _warn_list()
+        return super().extend(*args)
+
+    def pop(self, *args):
+        _warn_list()
+        return super().pop(*args)
+
+    def remove(self, *args):
+        _warn_list()
+        return super().remove(*args)
+
+    def __iadd__(self, *args):
+        _warn_list()
+        return super().__iadd__(*args)
+
+    def insert(self, *args):
+        _warn_list()
+        return super().insert(*args)
+
+    def sort(self, *args, **kwargs):
+        _warn_list()
+        return super().sort(*args, **kwargs)
+
+    def __add__(self, other):
+        if not isinstance(other, tuple):
+            _warn_list()
+            other = tuple(other)
+        return self.__class__(tuple(self) + other)
+
+    def __eq__(self, other):
+        if not isinstance(other, tuple):
+            _warn_list()
+            other = tuple(other)
+        return tuple(self).__eq__(other)
+
+    __hash__ = None
+
+
+class EntryPoints(DeprecatedList):
+    """
+    An immutable collection of selectable EntryPoint objects.
+    """
+
+    __slots__ = ()
+
+    def __getitem__(self, name):  # -> EntryPoint:
+        """
+        Get the EntryPoint in self matching name.
+        """
+        if isinstance(name, int):
+            warnings.warn(
+                "Accessing entry points by index is deprecated. "
+                "Cast to tuple if needed.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return super().__getitem__(name)
+        try:
+            return next(iter(self.select(name=name)))
+        except StopIteration:
+            raise KeyError(name)
+
+    def select(self, **params):
+        """
+        Select entry points from self that match the
+        given parameters (typically group and/or name).
+        """
+        return EntryPoints(ep for ep in self if ep.matches(**params))
+
+    @property
+    def names(self):
+        """
+        Return the set of all names of all entry points.
+        """
+        return {ep.name for ep in self}
+
+    @property
+    def groups(self):
+        """
+        Return the set of all groups of all entry points.
+        """
+        return {ep.group for ep in self}
+
+
+class Deprecated:
+    """Mapping behaviour of SelectableGroups is deprecated, as in importlib."""
+
+    def _warn(self):
+        warnings.warn(
+            "SelectableGroups dict interface is deprecated. Use select.",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+
+    def __getitem__(self, name):
+        self._warn()
+        return super().__getitem__(name)
+
+    def get(self, name, default=None):
+        self._warn()
+        return super().get(name, default)
+
+    def __iter__(self):
+        self._warn()
+        return super().__iter__()
+
+    def __contains__(self, *args):
+        self._warn()
+        return super().__contains__(*args)
+
+    def keys(self):
+        self._warn()
+        return super().keys()
+
+    def values(self):
+        self._warn()
+        return super().values()
+
+
+class SelectableGroups(Deprecated, dict):
+    """
+    A backward- and forward-compatible result from
+    entry_points that fully implements the dict interface.
+    """
+
+    @classmethod
+    def load(cls, eps):
+        groups = {}
+        for ep in sorted(eps, key=lambda ep: ep.group):
+            groups.setdefault(ep.group, []).append(ep)
+        return cls((group, EntryPoints(members)) for group, members in groups.items())
+
+    @classmethod
+    def _from_sorted(cls, eps):
+        # eps arrive grouped and sorted by group already (the index's order).
+        out = cls()
+        setitem = dict.__setitem__
+        start = 0
+        n = len(eps)
+        while start < n:
+            group = eps[start].group
+            end = start + 1
+            while end < n and eps[end].group == group:
+                end += 1
+            setitem(out, group, EntryPoints(eps[start:end]))
+            start = end
+        return out
+
+    @property
+    def _all(self):
+        """
+        Reconstruct a list of all entrypoints from the groups.
+        """
+        out = EntryPoints()
+        for members in dict.values(self):
+            list.extend(out, members)
+        return out
+
+    @property
+    def groups(self):
+        return self._all.groups
+
+    @property
+    def names(self):
+        return self._all.names
+
+    def select(self, **params):
+        if not params:
+            return self
+        return self._all.select(**params)
+
+
+# ---- the function -------------------------------------------------------------
+
+def entry_points(**params):
+    """Return EntryPoint objects for all installed packages.
+
+    Pass selection parameters (group, name, value, module, attr, extras) to
+    filter the result (see EntryPoints.select()).  Without parameters the
+    result is a ``SelectableGroups`` dict of group -> EntryPoints, as from
+    importlib.metadata 3.11.
+    """
+    if params:
+        first = next(iter(params))
+        group = params[first] if first == 'group' else None
+        if type(group) is str:
+            # importlib checks `group` first: entry points of other groups
+            # fail the match before any other parameter is looked at, so
+            # reading only this group gives the same answer and errors.
+            got = _query((group,))
+            if got is None:
+                return _importlib_entry_points(**params)
+            eps = _build(*got)
+            if len(params) == 1:
+                return EntryPoints(eps)
+            return EntryPoints(ep for ep in eps if ep.matches(**params))
+        got = _query(None)
+        if got is None:
+            return _importlib_entry_points(**params)
+        return EntryPoints(ep for ep in _build(*got) if ep.matches(**params))
+    got = _query(None)
+    if got is None:
+        return _importlib_entry_points()
+    return SelectableGroups._from_sorted(_build(*got))

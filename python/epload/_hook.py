@@ -1,0 +1,145 @@
+"""Zero-code-change autoload: run epload.autoload when a host finishes importing.
+
+Installed by ``epload-autoload.pth`` (see docs/python.md), which calls
+``install()`` at interpreter start only when ``EPLOAD_AUTOLOAD_HOSTS`` is set;
+otherwise the .pth line costs one environment lookup.
+
+    EPLOAD_AUTOLOAD_HOSTS=torch                    # group torch.backends
+    EPLOAD_AUTOLOAD_HOSTS=myhost=myhost.plugins,torch
+
+For each listed host, a finder at the front of ``sys.meta_path`` lets the
+normal finders locate the module, then wraps its loader's ``exec_module`` so
+that, right after the host's own code ran, ``epload.autoload(group,
+host=module, mode=$EPLOAD_MODE or "lazy")`` runs.  For group
+``torch.backends`` the host's own eager loop (PyTorch's) is skipped by
+setting ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` while the host module executes;
+the user's value is restored before epload's autoload reads it, so the switch
+keeps its meaning.  The finder offers no ``find_distributions``: it never
+changes what entry_points() answers.
+"""
+
+import os
+import sys
+
+_TORCH_GROUP = 'torch.backends'
+_SWITCH = 'TORCH_DEVICE_BACKEND_AUTOLOAD'
+
+
+def parse_hosts(text):
+    """``"a,b=g"`` -> ``{"a": "torch.backends", "b": "g"}``."""
+    hosts = {}
+    for item in text.split(','):
+        item = item.strip()
+        if not item:
+            continue
+        name, _, group = item.partition('=')
+        name, group = name.strip(), group.strip()
+        if name:
+            hosts[name] = group or _TORCH_GROUP
+    return hosts
+
+
+class _HostFinder:
+    """Finds nothing itself: decorates the spec the other finders return for
+    a listed host."""
+
+    def __init__(self, hosts):
+        self.hosts = dict(hosts)
+        self.busy = set()
+
+    def __repr__(self):
+        return f'<epload autoload hook for {", ".join(self.hosts) or "no host"}>'
+
+    def find_spec(self, fullname, path=None, target=None):
+        group = self.hosts.get(fullname)
+        if group is None or fullname in self.busy:
+            return None
+        self.busy.add(fullname)
+        try:
+            spec = None
+            for finder in sys.meta_path:
+                if finder is self:
+                    continue
+                find = getattr(finder, 'find_spec', None)
+                if find is None:
+                    continue
+                spec = find(fullname, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self.busy.discard(fullname)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module'):
+            return spec
+        spec.loader = _Loader(spec.loader, group)
+        return spec
+
+    def invalidate_caches(self):
+        pass
+
+
+class _Loader:
+    """Delegates to the real loader; runs the autoload after exec_module."""
+
+    def __init__(self, loader, group):
+        self._epload_loader = loader
+        self._epload_group = group
+
+    def __getattr__(self, name):
+        return getattr(self._epload_loader, name)
+
+    def create_module(self, spec):
+        create = getattr(self._epload_loader, 'create_module', None)
+        return None if create is None else create(spec)
+
+    def exec_module(self, module):
+        group = self._epload_group
+        mask = group == _TORCH_GROUP
+        saved = os.environ.get(_SWITCH)
+        if mask:
+            os.environ[_SWITCH] = '0'
+        try:
+            self._epload_loader.exec_module(module)
+        finally:
+            if mask:
+                if saved is None:
+                    os.environ.pop(_SWITCH, None)
+                else:
+                    os.environ[_SWITCH] = saved
+        # The host is complete: it behaves as if its __init__ ended with the call.
+        module.__loader__ = self._epload_loader
+        spec = getattr(module, '__spec__', None)
+        if spec is not None:
+            spec.loader = self._epload_loader
+        import epload
+        epload.autoload(group=group, host=module, mode=os.environ.get('EPLOAD_MODE') or None)
+
+
+_installed = None
+
+
+def install():
+    """Installs the finder for the hosts in ``$EPLOAD_AUTOLOAD_HOSTS``
+    (idempotent).  Hosts imported already are autoloaded at once."""
+    global _installed
+    hosts = parse_hosts(os.environ.get('EPLOAD_AUTOLOAD_HOSTS', ''))
+    if not hosts or _installed is not None:
+        return _installed
+    _installed = _HostFinder(hosts)
+    sys.meta_path.insert(0, _installed)
+    for name, group in hosts.items():
+        module = sys.modules.get(name)
+        if module is not None:
+            import epload
+            epload.autoload(group=group, host=module, mode=os.environ.get('EPLOAD_MODE') or None)
+    return _installed
+
+
+def uninstall():
+    """Removes the finder (hosts imported already keep their autoload)."""
+    global _installed
+    if _installed is not None:
+        try:
+            sys.meta_path.remove(_installed)
+        except ValueError:
+            pass
+        _installed = None

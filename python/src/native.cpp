@@ -1,0 +1,327 @@
+// native.cpp — epload._native: the one call the Python layer makes per query.
+//
+// epload.entry_points() must cost a fraction of importlib.metadata's, so the
+// boundary is a single call that takes the raw sys.path and returns plain
+// tuples; everything importlib-shaped (EntryPoint objects, selection, dicts)
+// is built by the pure-Python layer from those tuples.  Per call:
+//
+//   1. The key (interpreter, validation, cache directory, search paths, and
+//      the current directory when a path is relative) picks a long-lived
+//      Catalog from a small process-wide table; the Catalog re-validates its
+//      index with a few stats and rebuilds it when the file system changed.
+//      The GIL is released meanwhile, so other threads run during the stats.
+//   2. Only the requested groups are converted to Python objects.  Group
+//      strings are created once per group; distributions are returned once in
+//      a side table that entry points refer to by position, so a query for
+//      1,000 entry points creates ~3,000 strings, not 6,000.
+//
+// Strings that come from entry_points.txt were validated as UTF-8 by the
+// scanner and are decoded strictly; paths are bytes on Linux and are decoded
+// with the file-system encoding (surrogateescape), exactly as os.listdir()
+// would give them to importlib.
+#include <Python.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "epload/cache.hpp"
+#include "epload/entry_point.hpp"
+#include "epload/index.hpp"
+#include "store.hpp"
+
+namespace py = pybind11;
+
+namespace epload::python {
+
+namespace {
+
+// ---- raw C-API helpers: every function returns a new reference or nullptr
+// with a Python error set ------------------------------------------------------
+
+PyObject* text(std::string_view s) {
+  return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "strict");
+}
+
+PyObject* fs_path(std::string_view s) {
+  return PyUnicode_DecodeFSDefaultAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+}
+
+/// Owns one reference; keeps the error paths below short.
+struct Ref {
+  PyObject* p = nullptr;
+  Ref() = default;
+  explicit Ref(PyObject* o) : p(o) {}
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+  ~Ref() { Py_XDECREF(p); }
+  PyObject* release() {
+    PyObject* o = p;
+    p = nullptr;
+    return o;
+  }
+};
+
+// ---- the Catalog table ------------------------------------------------------
+
+// One Catalog per key, for the life of the process.  A program that walks
+// through many different sys.path values would grow this without bound, so
+// it is simply emptied past k_max_catalogs (Catalogs are cheap to recreate:
+// the next get() reads the cache file again).
+constexpr std::size_t k_max_catalogs = 32;
+
+std::mutex g_catalogs_mutex;
+std::unordered_map<std::string, std::shared_ptr<Catalog>>* g_catalogs = nullptr;
+
+std::string catalog_key(const CacheOptions& o) {
+  std::string k;
+  auto field = [&k](std::string_view s) {
+    k += std::to_string(s.size());
+    k += ':';
+    k += s;
+  };
+  field(o.interpreter);
+  field(o.cache_dir);
+  field(o.validation == Validation::full ? "f" : "p");
+  field(o.use_cache ? "c" : "n");
+  for (const std::string& p : o.search_paths) field(p);
+  return k;
+}
+
+std::shared_ptr<Catalog> catalog_for(const CacheOptions& options) {
+  const std::string key = catalog_key(options);
+  std::lock_guard lock(g_catalogs_mutex);
+  if (g_catalogs == nullptr) {
+    // Never destroyed: Python may still call in from a daemon thread while
+    // the interpreter (and static destructors) shut down.
+    g_catalogs = new std::unordered_map<std::string, std::shared_ptr<Catalog>>();
+  }
+  auto it = g_catalogs->find(key);
+  if (it != g_catalogs->end()) return it->second;
+  if (g_catalogs->size() >= k_max_catalogs) g_catalogs->clear();
+  auto catalog = std::make_shared<Catalog>(options);
+  g_catalogs->emplace(key, catalog);
+  return catalog;
+}
+
+const char* status_name(CacheStatus s) {
+  switch (s) {
+    case CacheStatus::hit: return "hit";
+    case CacheStatus::rebuilt: return "rebuilt";
+    case CacheStatus::uncached: return "uncached";
+    case CacheStatus::shipped: return "shipped";
+  }
+  return "unknown";
+}
+
+const char* errc_name(Errc c) {
+  switch (c) {
+    case Errc::io: return "io";
+    case Errc::parse: return "parse";
+    case Errc::encoding: return "encoding";
+    case Errc::unsupported: return "unsupported";
+    case Errc::invalid_argument: return "invalid_argument";
+    case Errc::not_found: return "not_found";
+    case Errc::cache: return "cache";
+    case Errc::backend: return "backend";
+  }
+  return "unknown";
+}
+
+/// The stamps of every metadata directory the index watches, by path
+/// ("<search path>/<rel path>" as the scanner joins them), as
+/// "dev:ino:mtime_ns:ctime_ns".  They let the learned-device store notice a
+/// reinstalled backend without a stat.  Built once per Index (the Catalog
+/// hands out the same Index until the file system changes).
+class StampTable {
+ public:
+  std::shared_ptr<const std::unordered_map<std::string, std::string>> get(
+      const std::shared_ptr<const Index>& index) {
+    std::lock_guard lock(m_mutex);
+    if (m_table && m_index.lock() == index) return m_table;
+    auto table = std::make_shared<std::unordered_map<std::string, std::string>>();
+    auto paths = index->search_paths();
+    for (const WatchedFile& w : index->watched_files()) {
+      if (!w.stamp.exists() || w.search_path >= paths.size()) continue;
+      std::string_view sp = paths[w.search_path];
+      std::string key(sp);
+      if (!key.empty() && key.back() != '/') key += '/';
+      key += w.rel_path;
+      const FileStamp& s = w.stamp;
+      table->emplace(std::move(key), std::to_string(s.dev) + ':' + std::to_string(s.ino) + ':' +
+                                         std::to_string(s.mtime_ns) + ':' +
+                                         std::to_string(s.ctime_ns));
+    }
+    m_index = index;
+    m_table = table;
+    return table;
+  }
+
+ private:
+  std::mutex m_mutex;
+  std::weak_ptr<const Index> m_index;
+  std::shared_ptr<const std::unordered_map<std::string, std::string>> m_table;
+};
+
+StampTable* g_stamps = new StampTable();  // never destroyed, like g_catalogs
+
+// Converts the selected entry points to
+//   (dists, eps): dists = ((name, version, metadata_dir, stamp), ...)
+//                 eps   = ((name, value, group, dist_position), ...)
+PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts,
+                  const std::unordered_map<std::string, std::string>* stamps) {
+  std::size_t total = 0;
+  for (const auto& s : parts) total += s.size();
+  Ref eps(PyTuple_New(static_cast<Py_ssize_t>(total)));
+  if (eps.p == nullptr) return nullptr;
+  Ref dists_list(PyList_New(0));
+  if (dists_list.p == nullptr) return nullptr;
+  std::unordered_map<const Distribution*, Py_ssize_t> dist_pos;
+
+  Py_ssize_t i = 0;
+  for (const auto& span : parts) {
+    Ref group;
+    std::string_view group_text;
+    for (const EntryPoint& ep : span) {
+      if (group.p == nullptr || ep.group != group_text) {
+        Ref g(text(ep.group));
+        if (g.p == nullptr) return nullptr;
+        Py_XDECREF(group.p);
+        group.p = g.release();
+        group_text = ep.group;
+      }
+      auto [it, fresh] = dist_pos.try_emplace(ep.dist, PyList_GET_SIZE(dists_list.p));
+      if (fresh) {
+        const Distribution& d = *ep.dist;
+        std::string_view stamp;
+        if (stamps != nullptr) {
+          auto found = stamps->find(std::string(d.metadata_dir));
+          if (found != stamps->end()) stamp = found->second;
+        }
+        Ref row(Py_BuildValue("(NNNN)", text(d.name), text(d.version), fs_path(d.metadata_dir),
+                              fs_path(stamp)));
+        if (row.p == nullptr || PyList_Append(dists_list.p, row.p) != 0) return nullptr;
+      }
+      Ref name(text(ep.name));
+      Ref value(text(ep.value));
+      Ref pos(PyLong_FromSsize_t(it->second));
+      if (name.p == nullptr || value.p == nullptr || pos.p == nullptr) return nullptr;
+      PyObject* row = PyTuple_New(4);
+      if (row == nullptr) return nullptr;
+      Py_INCREF(group.p);
+      PyTuple_SET_ITEM(row, 0, name.release());
+      PyTuple_SET_ITEM(row, 1, value.release());
+      PyTuple_SET_ITEM(row, 2, group.p);
+      PyTuple_SET_ITEM(row, 3, pos.release());
+      PyTuple_SET_ITEM(eps.p, i++, row);
+    }
+  }
+  Ref dists(PyList_AsTuple(dists_list.p));
+  if (dists.p == nullptr) return nullptr;
+  return PyTuple_Pack(2, dists.p, eps.p);
+}
+
+// Encodes one sys.path entry (a str) to the bytes the file system sees.
+bool encode_path(PyObject* item, std::string& out) {
+  Ref b(PyUnicode_EncodeFSDefault(item));
+  if (b.p == nullptr) return false;
+  out.assign(PyBytes_AS_STRING(b.p), static_cast<std::size_t>(PyBytes_GET_SIZE(b.p)));
+  return true;
+}
+
+/// query(paths, groups, validation, cache_dir, use_cache, interpreter, want_stamps)
+///   paths:      list of str (sys.path as it is now; relative entries allowed)
+///   groups:     None (all groups, importlib order), or a tuple of group names
+///   validation: "full" or "paths"
+/// Returns (status, reason, cache_file, problem, dists, eps); `problem` is
+/// None or (kind, message) when the answer must come from importlib instead:
+/// a distribution importlib would raise for (kind "error"), input the
+/// scanner cannot answer exactly (kind "unsupported"), or any other failure.
+py::object query(py::list paths, py::object groups, const std::string& validation,
+                 const std::string& cache_dir, bool use_cache, py::bytes interpreter,
+                 bool want_stamps) {
+  CacheOptions options;
+  options.search_paths.resize(static_cast<std::size_t>(PyList_GET_SIZE(paths.ptr())));
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(paths.ptr()); ++i) {
+    PyObject* item = PyList_GET_ITEM(paths.ptr(), i);
+    if (!PyUnicode_Check(item)) throw py::type_error("search paths must be str");
+    if (!encode_path(item, options.search_paths[static_cast<std::size_t>(i)])) {
+      throw py::error_already_set();
+    }
+  }
+  if (validation == "full") {
+    options.validation = Validation::full;
+  } else if (validation == "paths") {
+    options.validation = Validation::paths;
+  } else {
+    throw py::value_error("validation must be 'full' or 'paths', not '" + validation + "'");
+  }
+  options.cache_dir = cache_dir;
+  options.use_cache = use_cache;
+  options.interpreter = std::string(interpreter);
+
+  std::vector<std::string> wanted;
+  const bool all_groups = groups.is_none();
+  if (!all_groups) {
+    for (py::handle g : py::tuple(groups)) wanted.push_back(g.cast<std::string>());
+  }
+
+  CacheReport report;
+  std::shared_ptr<const Index> index;
+  std::string error_kind, error_message;
+  {
+    py::gil_scoped_release release;
+    auto catalog = catalog_for(options);
+    auto got = catalog->get(&report);
+    if (got) {
+      index = std::move(got.value());
+    } else {
+      error_kind = errc_name(got.error().code);
+      error_message = got.error().message;
+    }
+  }
+  py::object status = py::str(status_name(report.status));
+  py::object reason = py::str(report.reason);
+  py::object file = py::reinterpret_steal<py::object>(fs_path(report.file));
+  if (!file) throw py::error_already_set();
+  if (!index) {
+    return py::make_tuple(status, reason, file, py::make_tuple(error_kind, error_message),
+                          py::tuple(), py::tuple());
+  }
+  if (const Distribution* bad = index->first_error()) {
+    return py::make_tuple(status, reason, file,
+                          py::make_tuple("error", std::string(bad->error)), py::tuple(),
+                          py::tuple());
+  }
+  std::vector<std::span<const EntryPoint>> parts;
+  if (all_groups) {
+    parts.push_back(index->entry_points());
+  } else {
+    for (const std::string& g : wanted) parts.push_back(index->group(g));
+  }
+  std::shared_ptr<const std::unordered_map<std::string, std::string>> stamps;
+  if (want_stamps) stamps = g_stamps->get(index);
+  auto converted = py::reinterpret_steal<py::tuple>(convert(parts, stamps.get()));
+  if (!converted) throw py::error_already_set();
+  return py::make_tuple(status, reason, file, py::none(), converted[0], converted[1]);
+}
+
+}  // namespace
+
+}  // namespace epload::python
+
+PYBIND11_MODULE(_native, m) {
+  using namespace epload::python;
+  m.doc() = "epload's native core: the cached entry-point index (see docs/python.md)";
+  m.def("query", &query, py::arg("paths"), py::arg("groups"), py::arg("validation"),
+        py::arg("cache_dir"), py::arg("use_cache"), py::arg("interpreter"),
+        py::arg("want_stamps") = false);
+  m.def("default_cache_dir", [] { return epload::resolve_cache_dir(epload::CacheOptions{}); });
+  m.def("read_store", &read_store, py::arg("path"),
+        "Reads a learned-device store; None when missing, unsafe or malformed.");
+}
