@@ -1,0 +1,534 @@
+#!/usr/bin/env python3
+"""Process-level benchmark of entry-point discovery: epload against
+importlib.metadata (and stevedore's cache) on a generated environment.
+
+One run does everything, with every command interleaved round by round (so
+slow drift of the machine — other load, frequency, caches — hits every
+command alike and the ratios stay honest):
+
+  true        /bin/true: the floor of starting any process from the harness
+  bare        python3 -I -S -c "<put SITE on sys.path>"
+  importlib   the same + importlib.metadata.entry_points(group=GROUP)
+  stevedore   the same + stevedore's cached lookup (_cache.get_group_all,
+              what stevedore.ExtensionManager uses), cache warmed first;
+              "not installed" when python3-stevedore is absent
+  epload-exe  epload --version: the cost of starting the epload process
+  cold        epload entry-points ... --no-cache          (full scan)
+  full        epload entry-points ... (cache warmed, --validate full)
+  paths       epload entry-points ... (cache warmed, --validate paths)
+
+The interpreter runs with -I -S: no user or system site-packages, so the
+search path is the interpreter's own (stdlib) entries with SITE inserted
+first, in the -c code itself.  bare and importlib differ only by the lookup.
+epload gets exactly that list as --path arguments, so both look at the same
+directories in the same order.  Before timing, the answers are compared: the
+(name, value, dist) triples epload prints must equal importlib's.
+
+Reported per command: wall-time median and interquartile range over
+--runs rounds (after --warmup rounds), and median CPU time (user+sys of the
+child).  Derived: importlib's marginal cost (importlib - bare) divided by the
+cost of each epload mode, for the whole epload process (what a caller pays)
+and for its marginal cost over `epload --version`.  System calls per run come
+from `strace -f -c`.  A second, scaling run times the epload modes at 100,
+1,000 and 10,000 distributions (the issue's `paths` target: grows < 3x).
+
+If hyperfine is installed, a confirmation pass runs the main commands under
+`hyperfine -N --export-json` (not interleaved; reported alongside).
+
+Output: a Markdown report on stdout, everything as JSON with --json-out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.path.dirname(HERE)
+GEN_ENV = os.path.join(HERE, "gen_env.py")
+
+# The issue's targets (ratios of importlib's marginal cost to epload's cost).
+TARGETS = {"cold": 8.0, "full": 30.0, "paths": 200.0}
+SCALING_TARGET = 3.0
+
+
+class BenchError(Exception):
+    pass
+
+
+# ------------------------------------------------------------ processes ---
+
+def run_once(argv, env, stderr_path):
+    """Runs argv once with stdout discarded; returns (wall_ns, cpu_ns).
+    posix_spawn + wait4 keep the harness's own overhead small and equal for
+    every command."""
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 2, stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+    ]
+    t0 = time.perf_counter_ns()
+    pid = os.posix_spawn(argv[0], argv, env, file_actions=actions)
+    _, status, ru = os.wait4(pid, 0)
+    t1 = time.perf_counter_ns()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        with open(stderr_path, errors="replace") as f:
+            err = f.read().strip()
+        raise BenchError(f"command failed (exit {code}): {' '.join(argv)}\n{err[-2000:]}")
+    return t1 - t0, int((ru.ru_utime + ru.ru_stime) * 1e9)
+
+
+def capture(argv, env):
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BenchError(f"command failed (exit {proc.returncode}): {' '.join(argv)}\n"
+                         f"{proc.stderr.strip()[-2000:]}")
+    return proc
+
+
+def summarize(samples):
+    s = sorted(samples)
+    q = statistics.quantiles(s, n=4, method="inclusive") if len(s) > 1 else [s[0]] * 3
+    return {"median_ms": statistics.median(s) / 1e6, "q1_ms": q[0] / 1e6, "q3_ms": q[2] / 1e6,
+            "min_ms": s[0] / 1e6, "max_ms": s[-1] / 1e6, "runs": len(s)}
+
+
+def interleaved(commands, env, runs, warmup, tmp):
+    """Times every command once per round, rotating the order each round.
+    Returns {name: {"wall": [...ns], "cpu": [...ns]}} for the timed rounds."""
+    names = list(commands)
+    out = {n: {"wall": [], "cpu": []} for n in names}
+    err = os.path.join(tmp, "stderr.txt")
+    for r in range(warmup + runs):
+        k = r % len(names)
+        for n in names[k:] + names[:k]:
+            wall, cpu = run_once(commands[n], env, err)
+            if r >= warmup:
+                out[n]["wall"].append(wall)
+                out[n]["cpu"].append(cpu)
+    return out
+
+
+# --------------------------------------------------------------- strace ---
+
+def strace_counts(argv, env, tmp):
+    """Total and per-syscall call counts of one run under `strace -f -c`."""
+    out = os.path.join(tmp, "strace.txt")
+    capture(["strace", "-f", "-c", "-o", out, "--", *argv], env)
+    with open(out) as f:
+        lines = f.read().splitlines()
+    header = next(i for i, line in enumerate(lines) if "syscall" in line and "calls" in line)
+    h = lines[header]
+    # Columns are right-aligned; slice the "calls" column by its header span.
+    start = h.index("usecs/call") + len("usecs/call")
+    end = h.index("calls", start) + len("calls")
+    per, total = {}, None
+    for line in lines[header + 1:]:
+        if not line.strip() or line.startswith("---"):
+            continue
+        name = line.split()[-1]
+        calls = int(line[start:end].strip() or 0)
+        if name == "total":
+            total = calls
+        else:
+            per[name] = calls
+    if total is None:
+        total = sum(per.values())
+    stat_family = sum(v for k, v in per.items()
+                      if k in ("newfstatat", "fstatat64", "statx", "stat", "lstat", "fstat"))
+    return {"total": total, "stat": stat_family, "openat": per.get("openat", 0),
+            "getdents64": per.get("getdents64", 0), "read": per.get("read", 0),
+            "per_syscall": per}
+
+
+# ---------------------------------------------------------- environment ---
+
+def generate(python, out, backends, noise, group):
+    capture([python, GEN_ENV, out, "--backends", str(backends), "--noise", str(noise),
+             "--group", group], os.environ.copy())
+    with open(os.path.join(out, "manifest.json")) as f:
+        return json.load(f)
+
+
+def interpreter_path(python, env):
+    """sys.path of `python -I -S` (SITE goes in front of it)."""
+    proc = capture([python, "-I", "-S", "-c", "import json, sys; print(json.dumps(sys.path))"], env)
+    return json.loads(proc.stdout)
+
+
+def stevedore_location(python, env):
+    """The directory python3-stevedore is installed in, or None."""
+    proc = subprocess.run(
+        [python, "-I", "-c", "import os, stevedore; "
+         "print(os.path.dirname(os.path.dirname(stevedore.__file__)))"],
+        env=env, capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+class Setup:
+    """The commands for one generated environment."""
+
+    def __init__(self, args, site, tmp, env, stevedore_dir):
+        self.site = site
+        self.group = args.group
+        self.cache_dir = os.path.join(tmp, "epload-cache")
+        os.makedirs(self.cache_dir, mode=0o700, exist_ok=True)
+        self.search = [site] + interpreter_path(args.python, env)
+        prefix = f"import sys; sys.path.insert(0, {site!r})"
+        py = [args.python, "-I", "-S", "-c"]
+        self.py = {
+            "bare": py + [prefix],
+            "importlib": py + [prefix + "; from importlib.metadata import entry_points; "
+                               f"eps = entry_points(group={self.group!r})"],
+        }
+        if stevedore_dir:
+            # stevedore is importable only from its own directory, which must
+            # not be on sys.path during the lookup (stevedore keys its cache
+            # on sys.path and would then scan it too).
+            self.py["stevedore"] = py + [
+                prefix + f"; sys.path.append({stevedore_dir!r}); import stevedore.extension; "
+                f"sys.path.pop(); from stevedore import _cache; "
+                f"eps = _cache.get_group_all({self.group!r})"]
+        paths = [a for p in self.search for a in ("--path", p)]
+        ep = [args.epload, "entry-points", *paths, "--group", self.group]
+        self.floor = {"true": [shutil.which("true") or "/bin/true"]}
+        self.epload = {
+            "epload-exe": [args.epload, "--version"],
+            "cold": ep + ["--no-cache"],
+            "full": ep + ["--cache-dir", self.cache_dir, "--validate", "full"],
+            "paths": ep + ["--cache-dir", self.cache_dir, "--validate", "paths"],
+        }
+
+    def check_answers(self, python, env, expected_backends):
+        """Refuses to time a comparison whose answers differ."""
+        code = ("import json, sys; sys.path.insert(0, sys.argv[1]); "
+                "from importlib.metadata import entry_points; "
+                "print(json.dumps([[e.name, e.value, e.dist.name] "
+                "for e in entry_points(group=sys.argv[2])]))")
+        want = json.loads(capture([python, "-I", "-S", "-c", code, self.site, self.group],
+                                  env).stdout)
+        if len(want) != expected_backends:
+            raise BenchError(f"importlib found {len(want)} backends, expected {expected_backends}")
+        for mode in ("cold", "full", "paths"):
+            got = json.loads(capture(self.epload[mode] + ["--json"], env).stdout)
+            got = [[e["name"], e["value"], e["dist"]] for e in got]
+            if [g[:2] for g in got] != [w[:2] for w in want] or \
+                    [norm(g[2]) for g in got] != [norm(w[2]) for w in want]:
+                raise BenchError(f"epload ({mode}) and importlib disagree on {self.site}: "
+                                 f"{len(got)} vs {len(want)} entry points")
+
+    def warm(self, env):
+        """Writes the caches, then waits until both validation levels hit
+        (a cache written in the same clock tick as a change is not trusted
+        at first — the racy rule — so retry a few times)."""
+        for mode in ("full", "paths"):
+            for _ in range(50):
+                proc = capture(self.epload[mode] + ["--verbose"], env)
+                if "cache hit" in proc.stderr:
+                    break
+                time.sleep(0.02)
+            else:
+                raise BenchError(f"epload cache never hit ({mode}): {proc.stderr.strip()}")
+        if "stevedore" in self.py:
+            capture(self.py["stevedore"], env)
+
+
+def norm(name):
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+# ------------------------------------------------------------- analysis ---
+
+def analyse(raw):
+    stats = {n: dict(summarize(v["wall"]), cpu_median_ms=statistics.median(v["cpu"]) / 1e6)
+             for n, v in raw.items()}
+    med = {n: s["median_ms"] for n, s in stats.items()}
+    derived = {}
+    if "importlib" in med:
+        derived["importlib_marginal_ms"] = med["importlib"] - med["bare"]
+    if "stevedore" in med:
+        derived["stevedore_marginal_ms"] = med["stevedore"] - med["bare"]
+    ratios = {}
+    if "importlib" in med:
+        imp = derived["importlib_marginal_ms"]
+        bare = raw["bare"]["wall"]
+        for mode in ("cold", "full", "paths"):
+            whole = med[mode]
+            marginal = med[mode] - med["epload-exe"]
+            # Paired per-round ratios: round i's importlib marginal over round
+            # i's epload time; their spread shows how stable the ratio is.
+            paired = sorted((i - b) / e for i, b, e in
+                            zip(raw["importlib"]["wall"], bare, raw[mode]["wall"]))
+            ratios[mode] = {
+                "epload_ms": whole,
+                "epload_marginal_ms": marginal,
+                "ratio": imp / whole,
+                "ratio_vs_marginal": imp / marginal if marginal > 0 else None,
+                "paired_ratio_median": statistics.median(paired),
+                "paired_ratio_q1": statistics.quantiles(paired, n=4, method="inclusive")[0]
+                if len(paired) > 1 else paired[0],
+                "paired_ratio_q3": statistics.quantiles(paired, n=4, method="inclusive")[2]
+                if len(paired) > 1 else paired[0],
+                "target": TARGETS[mode],
+                "met": imp / whole >= TARGETS[mode],
+            }
+            if "stevedore" in med:
+                ratios[mode]["ratio_vs_stevedore"] = derived["stevedore_marginal_ms"] / whole
+    return stats, derived, ratios
+
+
+def hyperfine_pass(commands, env, runs, warmup, tmp):
+    out = os.path.join(tmp, "hyperfine.json")
+    argv = ["hyperfine", "-N", "--style", "none", "--warmup", str(warmup), "--runs", str(runs),
+            "--export-json", out]
+    for name, cmd in commands.items():
+        argv += ["--command-name", name, " ".join(shlex_quote(a) for a in cmd)]
+    capture(argv, env)
+    with open(out) as f:
+        data = json.load(f)
+    return {r["command"]: {"median_ms": r["median"] * 1e3, "mean_ms": r["mean"] * 1e3,
+                           "stddev_ms": (r.get("stddev") or 0) * 1e3} for r in data["results"]}
+
+
+def shlex_quote(s):
+    import shlex
+    return shlex.quote(s)
+
+
+# --------------------------------------------------------------- report ---
+
+def fmt_ms(v):
+    return f"{v:.2f}" if v < 100 else f"{v:.1f}"
+
+
+def markdown(result):
+    L = []
+    m = result["main"]
+    cfg = result["config"]
+    L.append(f"### Entry-point lookup, {cfg['distributions']:,} distributions "
+             f"({cfg['backends']:,} with `{cfg['group']}`), {cfg['runs']} interleaved rounds\n")
+    la, lb = cfg.get("load_average_before"), cfg.get("load_average_after")
+    if la and lb:
+        L.append(f"{cfg['machine']['cpus']} CPUs; 1-minute load average {la[0]:.2f} before, "
+                 f"{lb[0]:.2f} after.\n")
+    L.append("| command | median ms | IQR ms | CPU ms | syscalls | stat | openat | getdents64 |"
+             + (" hyperfine median ms |" if m.get("hyperfine") else ""))
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if m.get("hyperfine") else ""))
+    order = ["true", "bare", "importlib", "stevedore", "epload-exe", "cold", "full", "paths"]
+    for n in order:
+        if n not in m["stats"]:
+            if n == "stevedore":
+                L.append("| stevedore (cached) | not installed | | | | | | |"
+                         + (" |" if m.get("hyperfine") else ""))
+            continue
+        s = m["stats"][n]
+        sc = m.get("strace", {}).get(n)
+        sys_cols = (f"{sc['total']:,} | {sc['stat']:,} | {sc['openat']:,} | {sc['getdents64']:,}"
+                    if sc else "| | |")
+        hf = ""
+        if m.get("hyperfine"):
+            h = m["hyperfine"].get(n)
+            hf = f" {fmt_ms(h['median_ms'])} |" if h else " |"
+        L.append(f"| {LABELS[n]} | {fmt_ms(s['median_ms'])} | {fmt_ms(s['q1_ms'])}–"
+                 f"{fmt_ms(s['q3_ms'])} | {fmt_ms(s['cpu_median_ms'])} | {sys_cols} |{hf}")
+    d = m["derived"]
+    L.append("")
+    L.append(f"importlib.metadata marginal cost (importlib − bare): "
+             f"**{fmt_ms(d['importlib_marginal_ms'])} ms**"
+             + (f"; stevedore cached marginal: {fmt_ms(d['stevedore_marginal_ms'])} ms"
+                if "stevedore_marginal_ms" in d else "; stevedore: not installed") + ".\n")
+    L.append("| epload mode | epload ms (whole process) | importlib marginal ÷ epload | "
+             "paired-round IQR | ÷ epload marginal over `--version` | target | met |")
+    L.append("|---|---:|---:|---:|---:|---:|---|")
+    for mode in ("cold", "full", "paths"):
+        r = m["ratios"][mode]
+        vm = f"{r['ratio_vs_marginal']:.0f}×" if r["ratio_vs_marginal"] else "n/a"
+        met = "yes" if r["met"] else f"**NO** ({r['ratio']:.1f}× of {r['target']:.0f}×)"
+        L.append(f"| {LABELS[mode]} | {fmt_ms(r['epload_ms'])} | **{r['ratio']:.1f}×** | "
+                 f"{r['paired_ratio_q1']:.1f}–{r['paired_ratio_q3']:.1f}× | {vm} | "
+                 f"≥ {r['target']:.0f}× | {met} |")
+    if result.get("scaling"):
+        sc = result["scaling"]
+        L.append("")
+        L.append(f"### Scaling ({sc['runs']} interleaved rounds per size; ms, median)\n")
+        L.append("| distributions | /bin/true | epload --version | paths | paths marginal | full | cold |")
+        L.append("|---:|---:|---:|---:|---:|---:|---:|")
+        for row in sc["sizes"]:
+            s = row["stats"]
+            L.append(f"| {row['distributions']:,} | {fmt_ms(s['true']['median_ms'])} | "
+                     f"{fmt_ms(s['epload-exe']['median_ms'])} | "
+                     f"{fmt_ms(s['paths']['median_ms'])} | "
+                     f"{fmt_ms(s['paths']['median_ms'] - s['epload-exe']['median_ms'])} | "
+                     f"{fmt_ms(s['full']['median_ms'])} | {fmt_ms(s['cold']['median_ms'])} |")
+        g = sc["paths_growth"]
+        L.append("")
+        gm = ("n/a (the smallest marginal is within noise of zero)" if g["marginal"] is None
+              else f"{g['marginal']:.2f}× ("
+              f"{'met' if g['marginal'] < SCALING_TARGET else '**not met**'})")
+        L.append(f"`paths` growth {sc['sizes'][0]['distributions']:,} → "
+                 f"{sc['sizes'][-1]['distributions']:,}: whole process **{g['whole']:.2f}×** "
+                 f"(target < {SCALING_TARGET:.0f}×: "
+                 f"{'met' if g['whole'] < SCALING_TARGET else '**NOT met**'}); "
+                 f"marginal over `epload --version`: {gm}.")
+    return "\n".join(L) + "\n"
+
+
+LABELS = {
+    "true": "process floor `/bin/true`",
+    "bare": "bare `python3 -I -S`",
+    "importlib": "importlib.metadata `entry_points(group=)`",
+    "stevedore": "stevedore cached `get_group_all`",
+    "epload-exe": "`epload --version`",
+    "cold": "epload `--no-cache` (cold scan)",
+    "full": "epload cached, `--validate full`",
+    "paths": "epload cached, `--validate paths`",
+}
+
+
+# ----------------------------------------------------------------- main ---
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="bench_index.py", description=__doc__.split("\n\n")[0],
+                                epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--backends", type=int, default=1000, help="backend distributions (1000)")
+    p.add_argument("--noise", type=int, default=5000, help="ordinary distributions (5000)")
+    p.add_argument("--group", default="torch.backends")
+    p.add_argument("--runs", type=int, default=21, help="timed rounds (21)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed rounds first (3)")
+    p.add_argument("--quick", action="store_true",
+                   help="5 rounds, 1 warm-up, no hyperfine pass, 5 rounds per scaling size")
+    p.add_argument("--python", default="/usr/bin/python3", help="interpreter (/usr/bin/python3)")
+    p.add_argument("--epload", default=os.path.join(SOURCE_DIR, "build", "epload"),
+                   help="the epload executable (<source>/build/epload)")
+    p.add_argument("--scaling-sizes", default="100,1000,10000",
+                   help="distribution counts of the scaling run ('' to skip)")
+    p.add_argument("--scaling-runs", type=int, default=15)
+    p.add_argument("--hyperfine", choices=("auto", "on", "off"), default="auto",
+                   help="confirmation pass under hyperfine (auto: if installed)")
+    p.add_argument("--no-strace", action="store_true", help="skip the system-call counts")
+    p.add_argument("--json-out", metavar="FILE", help="write all results as JSON")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.runs, args.warmup, args.scaling_runs = 5, 1, 5
+        if args.hyperfine == "auto":
+            args.hyperfine = "off"
+    for opt in ("backends", "noise"):
+        if getattr(args, opt) < 0:
+            p.error(f"--{opt} must be >= 0")
+    if args.runs < 1 or args.warmup < 0 or args.scaling_runs < 1:
+        p.error("--runs and --scaling-runs must be >= 1, --warmup >= 0")
+    if args.backends < 1:
+        p.error("--backends must be >= 1 (the ratios need a lookup that finds something)")
+    try:
+        args.sizes = [int(s) for s in args.scaling_sizes.split(",") if s.strip()]
+    except ValueError:
+        p.error(f"--scaling-sizes must be comma-separated integers, got {args.scaling_sizes!r}")
+    if any(n < 6 for n in args.sizes):
+        p.error("--scaling-sizes: each size must be at least 6 (one backend in six)")
+    args.epload = os.path.abspath(args.epload)
+    if not os.access(args.epload, os.X_OK):
+        p.error(f"epload executable not found at {args.epload}: build it first "
+                "(see README) or pass --epload PATH")
+    if not os.access(args.python, os.X_OK):
+        p.error(f"interpreter not found: {args.python}")
+    if args.hyperfine == "on" and not shutil.which("hyperfine"):
+        p.error("--hyperfine on: hyperfine is not installed (apt-get install hyperfine)")
+    if not args.no_strace and not shutil.which("strace"):
+        p.error("strace is not installed (apt-get install strace), or pass --no-strace")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    tmp = tempfile.mkdtemp(prefix="epload-bench-index-")
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", tmp), "LC_ALL": "C.UTF-8",
+           "XDG_CACHE_HOME": os.path.join(tmp, "xdg-cache")}
+    try:
+        stevedore_dir = stevedore_location(args.python, env)
+        result = {"config": {
+            "backends": args.backends, "distributions": args.backends + args.noise,
+            "group": args.group, "runs": args.runs, "warmup": args.warmup,
+            "python": args.python, "epload": args.epload,
+            "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
+                        "python": platform.python_version()},
+            "stevedore": stevedore_dir is not None,
+            "load_average_before": os.getloadavg()}}
+
+        print(f"generating {args.backends + args.noise} distributions ...", file=sys.stderr)
+        manifest = generate(args.python, os.path.join(tmp, "env"), args.backends, args.noise,
+                            args.group)
+        s = Setup(args, manifest["search_path"], tmp, env, stevedore_dir)
+        s.check_answers(args.python, env, args.backends)
+        s.warm(env)
+        commands = {**s.floor, **s.py, **s.epload}
+        print(f"timing {len(commands)} commands x {args.runs} rounds ...", file=sys.stderr)
+        raw = interleaved(commands, env, args.runs, args.warmup, tmp)
+        stats, derived, ratios = analyse(raw)
+        main_res = {"commands": commands, "stats": stats, "derived": derived, "ratios": ratios,
+                    "search_path": s.search}
+        if not args.no_strace:
+            print("counting system calls ...", file=sys.stderr)
+            main_res["strace"] = {n: strace_counts(c, env, tmp) for n, c in commands.items()}
+        use_hf = args.hyperfine == "on" or (args.hyperfine == "auto" and shutil.which("hyperfine"))
+        if use_hf:
+            print("hyperfine confirmation pass ...", file=sys.stderr)
+            main_res["hyperfine"] = hyperfine_pass(commands, env, args.runs, args.warmup, tmp)
+        result["main"] = main_res
+
+        if args.sizes:
+            rows = []
+            for n in args.sizes:
+                print(f"scaling: {n} distributions ...", file=sys.stderr)
+                b = max(1, n // 6)
+                d = os.path.join(tmp, f"scale-{n}")
+                man = generate(args.python, d, b, n - b, args.group)
+                ss = Setup(args, man["search_path"], os.path.join(d, "work"), env, None)
+                ss.check_answers(args.python, env, b)
+                ss.warm(env)
+                raw_n = interleaved({**ss.floor, **ss.epload}, env, args.scaling_runs, args.warmup, tmp)
+                st, _, _ = analyse(raw_n)
+                rows.append({"distributions": n, "backends": b, "stats": st})
+                shutil.rmtree(d, ignore_errors=True)
+            first, last = rows[0]["stats"], rows[-1]["stats"]
+            m0 = first["paths"]["median_ms"] - first["epload-exe"]["median_ms"]
+            m1 = last["paths"]["median_ms"] - last["epload-exe"]["median_ms"]
+            growth = {
+                "whole": last["paths"]["median_ms"] / first["paths"]["median_ms"],
+                # A marginal within noise of zero has no meaningful ratio.
+                "marginal": m1 / m0 if m0 > 0.05 else None,
+            }
+            result["scaling"] = {"runs": args.scaling_runs, "sizes": rows, "paths_growth": growth,
+                                 "target": SCALING_TARGET}
+
+        result["config"]["load_average_after"] = os.getloadavg()
+        report = markdown(result)
+        sys.stdout.write(report)
+        if args.json_out:
+            with open(args.json_out, "w") as f:
+                json.dump(result, f, indent=1)
+                f.write("\n")
+        return 0
+    except BenchError as e:
+        print(f"bench_index.py: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if args.keep:
+            print(f"kept {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
