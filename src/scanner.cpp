@@ -356,12 +356,12 @@ void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out) {
     // entry points to attribute).  A metadata failure here is not an error:
     // entry_points() never reads it.
     const detail::StemParts stem = detail::split_stem(child);
-    if (stem.ok && stem.dist_info && !stem.version.empty()) {
-      d.name = append(out.pool, stem.name);
-      d.version = append(out.pool, stem.version);
-    } else if (kept.meta.read) {  // phase 1 read it (the name came from it)
+    if (kept.meta.read) {  // phase 1 read it (the name came from it)
       d.name = append(out.pool, kept.meta.name.in(m_meta_pool));
       d.version = append(out.pool, kept.meta.version.in(m_meta_pool));
+    } else if (stem.ok && stem.dist_info && !stem.version.empty()) {
+      d.name = append(out.pool, stem.name);
+      d.version = append(out.pool, stem.version);
     } else if (!parsed.empty()) {
       MetaInfo meta;
       read_metadata(c, meta, reader, out.pool, out.watches, rel);

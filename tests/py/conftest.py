@@ -1,0 +1,79 @@
+"""Shared fixtures for the Python-level tests: where the build is, and how to
+ask both importlib.metadata (the oracle) and epload the same question."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))  # difftrees and other helpers
+
+PYTHON = os.environ.get("EPLOAD_PYTHON", "/usr/bin/python3")
+
+# Runs in a fresh `python -I -S` (no site: nothing added to sys.path), which
+# first imports everything the email parser will need lazily (sys.path is
+# about to point at the crafted tree only), then assigns sys.path and asks
+# importlib.metadata.  Prints {"ok": [[group, name, value, dist, version]...]}
+# in importlib's order, or {"error": "..."} when importlib raises.
+ORACLE = r"""
+import sys, json, itertools
+import email.parser, email.feedparser, email.message, email._policybase, email.errors
+import importlib.metadata as md
+sys.path[:] = json.loads(sys.argv[1])
+try:
+    eps = md.entry_points()
+except Exception as e:
+    print(json.dumps({"error": type(e).__name__ + ": " + str(e)}))
+    raise SystemExit(0)
+out = []
+for ep in itertools.chain.from_iterable(dict.values(eps)):  # no deprecation warning
+    try:
+        name, version = ep.dist.name, ep.dist.version
+        name = md.Prepared.normalize(name)
+    except Exception:
+        name = version = None
+    out.append([ep.group, ep.name, ep.value, name, version])
+print(json.dumps({"ok": out}))
+"""
+
+
+def _normalize(name):
+    # importlib.metadata.Prepared.normalize, without importing the module here
+    import re
+    return re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
+
+
+@pytest.fixture(scope="session")
+def epload_bin():
+    build = os.environ.get("EPLOAD_BUILD_DIR")
+    if not build:
+        pytest.skip("EPLOAD_BUILD_DIR is not set (run through ctest)")
+    exe = pathlib.Path(build) / "epload"
+    if not exe.exists():
+        pytest.fail(f"{exe} does not exist: build the 'epload' target first")
+    return str(exe)
+
+
+def run_importlib(paths, cwd=None):
+    """importlib.metadata.entry_points() for `paths`, in a subprocess."""
+    p = subprocess.run([PYTHON, "-I", "-S", "-c", ORACLE, json.dumps(paths)],
+                       cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, f"oracle crashed:\n{p.stderr}"
+    return json.loads(p.stdout)
+
+
+def run_epload(exe, paths, cwd=None):
+    """`epload entry-points --no-cache --path ... --json`: (returncode, rows or
+    None, stderr), rows in the oracle's shape."""
+    argv = [exe, "entry-points", "--no-cache", "--json"] + [f"--path={p}" for p in paths]
+    p = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120)
+    rows = None
+    if p.returncode == 0:
+        rows = [[e["group"], e["name"], e["value"], _normalize(e["dist"]), e["version"]]
+                for e in json.loads(p.stdout)]
+    return p.returncode, rows, p.stderr

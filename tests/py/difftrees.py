@@ -1,0 +1,560 @@
+"""Crafted search-path trees for the differential test (test_differential.py).
+
+Each case builds real files under a fresh directory and returns a Case: the
+ordered search paths and what importlib.metadata is expected to do with
+them.  The expectation only guards the fixtures themselves (a case meant to
+exercise an error must really make importlib raise); the comparison that
+matters is epload against importlib, made by the test.
+
+Every rule of importlib.metadata's discovery and parsing that epload
+reproduces has at least one case here; the comment on each says which.
+"""
+
+import dataclasses
+import os
+import pathlib
+import zipfile
+from typing import Callable, Dict, List, Optional
+
+OK = "ok"                    # importlib answers; epload must answer the same
+RAISES = "raises"            # importlib raises; epload must exit 1 naming a file
+UNSUPPORTED = "unsupported"  # importlib reads a zip; epload must refuse clearly
+
+
+@dataclasses.dataclass
+class Case:
+    paths: List[str]
+    expect: str = OK
+    # For OK: whether the answer must be non-empty (guards the fixture).
+    nonempty: bool = True
+    # For RAISES / UNSUPPORTED: a substring epload's message must contain
+    # (the offending file, relative to the tree root, or an absolute path).
+    names: Optional[str] = None
+    # Working directory for both sides (for '' and relative paths).
+    cwd: Optional[str] = None
+    # Compare ep.dist.name / ep.dist.version too (off where importlib itself
+    # cannot produce them).
+    compare_dist: bool = True
+    # A reason to skip, decided at build time (e.g. running as root).
+    skip: Optional[str] = None
+
+
+CASES: Dict[str, Callable[[pathlib.Path], Case]] = {}
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+def write(path: pathlib.Path, data, mode: str = "w") -> pathlib.Path:
+    """Writes text (UTF-8, no newline translation) or bytes, making parents."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    path.write_bytes(data)
+    return path
+
+
+def dist(site: pathlib.Path, dirname: str, entry_points=None, metadata=None,
+         metadata_file: str = "METADATA") -> pathlib.Path:
+    """A metadata directory with optional entry_points.txt and METADATA."""
+    d = site / dirname
+    d.mkdir(parents=True, exist_ok=True)
+    if metadata is None:
+        stem = dirname.rsplit(".", 1)[0]
+        name, _, version = stem.partition("-")
+        metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version or '0'}\n"
+    if metadata is not False:
+        write(d / metadata_file, metadata)
+    if entry_points is not None:
+        write(d / "entry_points.txt", entry_points)
+    return d
+
+
+# ---- entry_points.txt parsing ------------------------------------------------
+
+@case
+def basic(root):
+    """Two groups, two distributions: the plain, common case."""
+    site = root / "site"
+    dist(site, "alpha-1.0.dist-info", "[console_scripts]\nalpha = alpha.cli:main\n\n"
+         "[epload.test]\nfirst = alpha.plugin:First\n")
+    dist(site, "beta-2.3.dist-info", "[epload.test]\nsecond = beta:Second [fast, small]\n")
+    return Case([str(site)])
+
+
+@case
+def splitlines_boundaries(root):
+    """str.splitlines: \\n \\r \\r\\n \\v \\f \\x1c \\x1d \\x1e \\x85 U+2028 U+2029."""
+    site = root / "site"
+    seps = ["\n", "\r", "\r\n", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+    body = "[g]" + "".join(f"{sep}k{i} = v{i}" for i, sep in enumerate(seps)) + "\n"
+    dist(site, "lines-1.0.dist-info", body)
+    return Case([str(site)])
+
+
+@case
+def unicode_whitespace_strip(root):
+    """str.strip removes Python's whole whitespace set; \\x1f strips but does not split."""
+    site = root / "site"
+    ws = "\t \x1f\xa0\u1680\u2000\u2005\u200a\u202f\u205f\u3000"
+    body = (f"{ws}[g]{ws}\n"
+            f"{ws}a{ws}={ws}mod.a:obj{ws}\n"
+            "b\x1f=\x1fmod.b\n"
+            "c = keep\u200binner\u200b\n")  # U+200B is not whitespace
+    dist(site, "spaces-1.0.dist-info", body)
+    return Case([str(site)])
+
+
+@case
+def comments(root):
+    """Only a leading '#' (after strip) comments a line; ';' and inline '#' are data."""
+    site = root / "site"
+    body = ("# leading comment\n[g]\n# comment\n   # indented comment\n"
+            ";semi = 1\nhash = value # not a comment\n#x = hidden\n")
+    dist(site, "comments-1.0.dist-info", body)
+    return Case([str(site)])
+
+
+@case
+def section_names(root):
+    """'[...]' after strip opens a section named line.strip('[]'): inner spaces kept,
+    every outer bracket removed, names case-sensitive, '[]' is the empty group."""
+    site = root / "site"
+    body = ("[ spaced group ]\na = 1\n"
+            "[[double]]\nb = 2\n"
+            "[a]b]\nc = 3\n"
+            "[]\nd = 4\n"
+            "[Group]\ne = 5\n[group]\nf = 6\n"
+            "  [  padded ]  \ng = 7\n"
+            "[\u00e9t\u00e9]\nh = 8\n")
+    dist(site, "sections-1.0.dist-info", body)
+    return Case([str(site)])
+
+
+@case
+def lines_before_first_section(root):
+    """Lines before the first section are dropped without parsing (no '=' needed)."""
+    site = root / "site"
+    body = "stray line without equals\nx = y\n\n[g]\nk = v\n"
+    dist(site, "early-1.0.dist-info", body)
+    return Case([str(site)])
+
+
+@case
+def first_equals_splits(root):
+    """Split on the first '=' only; empty names and values are kept."""
+    site = root / "site"
+    body = "[g]\na = b = c\n= novalue_name\nempty =\nx==y\n"
+    dist(site, "equals-1.0.dist-info", body)
+    return Case([str(site)])
+
+
+@case
+def duplicates_kept(root):
+    """Duplicate names and repeated sections are all kept, in file order."""
+    site = root / "site"
+    body = "[g]\nsame = one\nsame = two\n[h]\nz = 1\n[g]\nsame = three\n"
+    dist(site, "dupes-1.0.dist-info", body)
+    return Case([str(site)])
+
+
+@case
+def missing_equals(root):
+    """A non-empty line without '=' inside a section: importlib raises."""
+    site = root / "site"
+    dist(site, "noeq-1.0.dist-info", "[g]\nok = 1\nthis line has no equals sign\n")
+    return Case([str(site)], expect=RAISES, names="noeq-1.0.dist-info/entry_points.txt:3")
+
+
+@case
+def section_with_trailing_comment(root):
+    """'[g] # c' does not end with ']': it is a pair line without '=' and raises."""
+    site = root / "site"
+    dist(site, "trail-1.0.dist-info", "[g]\na = 1\n[h] # comment\n")
+    return Case([str(site)], expect=RAISES, names="trail-1.0.dist-info/entry_points.txt:3")
+
+
+@case
+def invalid_utf8(root):
+    """Bytes that are not UTF-8 make read_text raise UnicodeDecodeError."""
+    site = root / "site"
+    dist(site, "latin-1.0.dist-info", "[g]\nname = caf\xe9\n".encode("latin-1"))
+    return Case([str(site)], expect=RAISES, names="latin-1.0.dist-info/entry_points.txt")
+
+
+@case
+def utf8_surrogate_and_overlong(root):
+    """Python's strict codec refuses encoded surrogates (ED A0 80) and overlongs."""
+    site = root / "site"
+    dist(site, "surr-1.0.dist-info", b"[g]\nname = \xed\xa0\x80\n")
+    dist(site, "overlong-1.0.dist-info", b"[g]\nname = \xc0\xaf\n")
+    return Case([str(site)], expect=RAISES, names="/entry_points.txt")
+
+
+@case
+def byte_order_mark(root):
+    """The 'utf-8' codec keeps a BOM, so '\\ufeff[g]' is not a section header."""
+    site = root / "site"
+    dist(site, "bom-1.0.dist-info", "\ufeff[g]\nhidden = 1\n[h]\nseen = 2\n")
+    return Case([str(site)])
+
+
+@case
+def nul_and_controls_in_values(root):
+    """Other control characters are ordinary data."""
+    site = root / "site"
+    dist(site, "ctl-1.0.dist-info", "[g]\nnul = a\x00b\nbell = \x07x\n")
+    return Case([str(site)])
+
+
+# ---- discovery -----------------------------------------------------------------
+
+@case
+def case_insensitive_suffixes(root):
+    """*.DIST-INFO / *.Egg-Info match too; such names come from METADATA's Name."""
+    site = root / "site"
+    dist(site, "Upper-1.0.DIST-INFO", "[g]\nupper = u\n",
+         metadata="Name: Upper\nVersion: 1.0\n")
+    dist(site, "Mixed-2.0.Egg-Info", "[g]\nmixed = m\n",
+         metadata="Name: Mixed\nVersion: 2.0\n", metadata_file="PKG-INFO")
+    return Case([str(site)])
+
+
+@case
+def egg_info_file(root):
+    """An egg-info FILE is its own PKG-INFO and has no entry points; it still
+    shadows a later distribution of the same name."""
+    a, b = root / "a", root / "b"
+    write(a / "shadow-1.0-py3.11.egg-info", "Metadata-Version: 1.1\nName: shadow\nVersion: 1.0\n")
+    dist(b, "shadow-2.0.dist-info", "[g]\nhidden = shadow.new\n")
+    dist(b, "visible-1.0.dist-info", "[g]\nvisible = v\n")
+    return Case([str(a), str(b)])
+
+
+@case
+def egg_info_file_uppercase(root):
+    """'Foo.EGG-INFO' as a file: the name is read from the file itself."""
+    a, b = root / "a", root / "b"
+    write(a / "Foo.EGG-INFO", "Metadata-Version: 1.1\nName: Foo\nVersion: 3\n")
+    dist(b, "foo-1.0.dist-info", "[g]\nhidden = foo\n")
+    dist(b, "bar-1.0.dist-info", "[g]\nbar = bar\n")
+    return Case([str(a), str(b)])
+
+
+@case
+def egg_directory(root):
+    """A *.egg path's EGG-INFO is found; eggs come after the path's infos."""
+    egg = root / "thing-1.0-py3.11.egg"
+    write(egg / "EGG-INFO" / "PKG-INFO", "Metadata-Version: 1.1\nName: thing\nVersion: 1.0\n")
+    write(egg / "EGG-INFO" / "entry_points.txt", "[g]\nthing = thing.main\n")
+    dist(egg, "inner-1.0.dist-info", "[g]\ninner = inner\n")
+    return Case([str(egg)])
+
+
+@case
+def egg_directory_trailing_slash(root):
+    """'x.egg/' has basename '' (os.path.basename), so EGG-INFO is not looked for."""
+    egg = root / "slash-1.0.egg"
+    write(egg / "EGG-INFO" / "PKG-INFO", "Name: slash\nVersion: 1.0\n")
+    write(egg / "EGG-INFO" / "entry_points.txt", "[g]\nslash = s\n")
+    dist(egg, "other-1.0.dist-info", "[g]\nother = o\n")
+    return Case([str(egg) + "/"])
+
+
+@case
+def first_path_wins(root):
+    """Same normalized name on two paths: the first wins; the shadowed copy is
+    broken but never read, so importlib does not raise."""
+    a, b = root / "a", root / "b"
+    dist(a, "My_Pkg-1.0.dist-info", "[g]\nwinner = a\n")
+    dist(b, "my.pkg-2.0.dist-info", b"[g]\nbroken \xff no equals\n")
+    dist(b, "other-1.0.dist-info", "[g]\nother = b\n")
+    return Case([str(a), str(b)])
+
+
+@case
+def shadowing_without_entry_points(root):
+    """A dist-info without entry_points.txt still shadows later copies."""
+    a, b = root / "a", root / "b"
+    dist(a, "quiet-1.0.dist-info")
+    dist(b, "quiet-0.9.dist-info", "[g]\nhidden = q\n")
+    dist(b, "loud-1.0.dist-info", "[g]\nloud = l\n")
+    return Case([str(a), str(b)])
+
+
+@case
+def grouped_by_lookup_key(root):
+    """Lookup groups infos by key in first-seen key order, not raw listing order.
+    'kN.DIST-INFO' shares its key with 'kN-1.dist-info' but is named otherN by
+    its METADATA, so both survive de-duplication and the order shows grouping."""
+    site = root / "site"
+    for k in range(8):
+        dist(site, f"k{k}-1.dist-info", f"[g]\nk{k} = lower{k}\n")
+        dist(site, f"K{k}.DIST-INFO", f"[g]\nK{k} = upper{k}\n",
+             metadata=f"Name: other{k}\nVersion: 1\n")
+    listing = [n.split("-")[0].split(".")[0].lower() for n in os.listdir(site)]
+    adjacent = all(listing[i] == listing[i + 1] for i in range(0, len(listing), 2))
+    assert not adjacent, "fixture: the listing should interleave keys"
+    return Case([str(site)])
+
+
+@case
+def uppercase_suffix_name_from_metadata(root):
+    """An uppercase suffix de-duplicates by METADATA's Name, not by the file name."""
+    a, b = root / "a", root / "b"
+    dist(a, "Dir-Name.DIST-INFO", "[g]\nfrom_upper = u\n",
+         metadata="Name: real-name\nVersion: 4.2\n")
+    dist(b, "real_name-1.0.dist-info", "[g]\nshadowed = s\n")
+    dist(b, "dir_name-1.0.dist-info", "[g]\nnot_shadowed = d\n")
+    return Case([str(a), str(b)])
+
+
+@case
+def metadata_empty_falls_back_to_pkg_info(root):
+    """'' is falsy: an empty METADATA falls through to PKG-INFO."""
+    site = root / "site"
+    d = dist(site, "Fallback.DIST-INFO", "[g]\nfb = f\n", metadata="")
+    write(d / "PKG-INFO", "Name: fallback-real\nVersion: 7\n")
+    dist(root / "b", "fallback_real-1.dist-info", "[g]\nshadowed = s\n")
+    return Case([str(site), str(root / "b")])
+
+
+@case
+def metadata_header_rules(root):
+    """email.message_from_string: case-insensitive names, first one wins,
+    trailing spaces kept (so 'spaced  ' does not shadow 'spaced')."""
+    a, b = root / "a", root / "b"
+    dist(a, "One.DIST-INFO", "[g]\none = 1\n", metadata="NAME: First\nName: second\nVersion: 1\n")
+    dist(a, "Two.DIST-INFO", "[g]\ntwo = 2\n", metadata="Name:   spaced  \nVersion: 2\n")
+    dist(b, "first-9.dist-info", "[g]\nshadowed = s\n")
+    dist(b, "spaced-1.dist-info", "[g]\nspaced = visible\n")
+    return Case([str(a), str(b)])
+
+
+@case
+def missing_name_raises(root):
+    """No Name header (here: it follows the blank line that ends the headers):
+    Prepared.normalize(None) raises TypeError."""
+    site = root / "site"
+    dist(site, "Nameless.DIST-INFO", "[g]\nx = y\n", metadata="Version: 1\n\nName: too-late\n")
+    return Case([str(site)], expect=RAISES, names="Nameless.DIST-INFO")
+
+
+@case
+def missing_metadata_raises(root):
+    """EGG-INFO with neither METADATA nor PKG-INFO: no name, TypeError."""
+    egg = root / "bare-1.0.egg"
+    write(egg / "EGG-INFO" / "entry_points.txt", "[g]\nbare = b\n")
+    return Case([str(egg)], expect=RAISES, names="EGG-INFO")
+
+
+@case
+def metadata_invalid_utf8_raises(root):
+    """Reading METADATA for the name decodes it: invalid UTF-8 raises."""
+    site = root / "site"
+    dist(site, "Bad.DIST-INFO", "[g]\nx = y\n", metadata=b"Name: caf\xe9\n")
+    return Case([str(site)], expect=RAISES, names="Bad.DIST-INFO/METADATA")
+
+
+@case
+def metadata_unread_when_named_by_stem(root):
+    """With a lowercase suffix METADATA is not read for de-duplication, so even
+    invalid METADATA does not make entry_points() raise (ep.dist.name would)."""
+    site = root / "site"
+    dist(site, "unread.dist-info", "[g]\nunread = u\n", metadata=b"Name: \xff\n")
+    return Case([str(site)], compare_dist=False)
+
+
+@case
+def empty_stem_name(root):
+    """'-1.0.dist-info' names nothing from its stem: importlib reads METADATA."""
+    a, b = root / "a", root / "b"
+    dist(a, "-1.0.dist-info", "[g]\nanon = a\n", metadata="Name: anon\nVersion: 1.0\n")
+    dist(b, "anon-2.0.dist-info", "[g]\nshadowed = s\n")
+    return Case([str(a), str(b)])
+
+
+@case
+def metadata_path_is_a_file(root):
+    """'x.dist-info' that is a regular file: no entry points, still shadows."""
+    a, b = root / "a", root / "b"
+    write(a / "plainfile-1.0.dist-info", "not a directory\n")
+    dist(b, "plainfile-2.0.dist-info", "[g]\nshadowed = s\n")
+    dist(b, "kept-1.0.dist-info", "[g]\nkept = k\n")
+    return Case([str(a), str(b)])
+
+
+@case
+def entry_points_txt_is_a_directory(root):
+    """IsADirectoryError is suppressed: no entry points, no error."""
+    site = root / "site"
+    d = dist(site, "dirfile-1.0.dist-info")
+    (d / "entry_points.txt").mkdir()
+    dist(site, "fine-1.0.dist-info", "[g]\nfine = f\n")
+    return Case([str(site)])
+
+
+@case
+def symlinks(root):
+    """Symlinked metadata directories are followed; a dangling one still shadows."""
+    real, a, b = root / "real", root / "a", root / "b"
+    dist(real, "linked-1.0.dist-info", "[g]\nlinked = l\n")
+    a.mkdir()
+    (a / "linked-1.0.dist-info").symlink_to(real / "linked-1.0.dist-info")
+    (a / "dangling-1.0.dist-info").symlink_to(root / "nowhere")
+    dist(b, "dangling-2.0.dist-info", "[g]\nshadowed = s\n")
+    return Case([str(a), str(b)])
+
+
+@case
+def unreadable_entry_points(root):
+    """PermissionError is suppressed: no entry points, no error."""
+    site = root / "site"
+    d = dist(site, "locked-1.0.dist-info", "[g]\nlocked = l\n")
+    (d / "entry_points.txt").chmod(0)
+    dist(site, "open-1.0.dist-info", "[g]\nopen = o\n")
+    skip = None
+    if os.geteuid() == 0:
+        skip = ("running as root: root reads mode-000 files, so PermissionError "
+                "cannot be provoked")
+    return Case([str(site)], skip=skip)
+
+
+@case
+def unlistable_path(root):
+    """A directory that cannot be listed contributes nothing."""
+    locked, site = root / "locked", root / "site"
+    dist(locked, "inside-1.0.dist-info", "[g]\ninside = i\n")
+    locked.chmod(0)
+    dist(site, "outside-1.0.dist-info", "[g]\noutside = o\n")
+    skip = None
+    if os.geteuid() == 0:
+        skip = "running as root: root lists mode-000 directories"
+    return Case([str(locked), str(site)], skip=skip)
+
+
+@case
+def nonexistent_and_file_paths(root):
+    """A missing path and a plain (non-zip) file contribute nothing."""
+    site = root / "site"
+    dist(site, "real-1.0.dist-info", "[g]\nreal = r\n")
+    write(root / "notes.txt", "just a file\n")
+    return Case([str(root / "missing"), str(root / "notes.txt"), str(site)])
+
+
+@case
+def empty_string_path_is_cwd(root):
+    """'' on the path means the current directory."""
+    dist(root, "here-1.0.dist-info", "[g]\nhere = h\n")
+    return Case([""], cwd=str(root))
+
+
+@case
+def relative_path(root):
+    """Relative paths resolve against the current directory."""
+    dist(root / "rel" / "site", "rel-1.0.dist-info", "[g]\nrel = r\n")
+    return Case(["rel/site", "./rel/../rel/site"], cwd=str(root))
+
+
+@case
+def repeated_path(root):
+    """The same directory twice: every distribution is shadowed by itself."""
+    site = root / "site"
+    dist(site, "twice-1.0.dist-info", "[g]\ntwice = t\n")
+    dist(site, "Upper.DIST-INFO", "[g]\nupper = u\n", metadata="Name: upper\n")
+    return Case([str(site), str(site)])
+
+
+@case
+def zip_without_distributions(root):
+    """A zip archive whose top level holds no metadata contributes nothing."""
+    z = root / "plain.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("pkg/__init__.py", "")
+        zf.writestr("lib/nested-1.0.dist-info/entry_points.txt", "[g]\nnested = n\n")
+    dist(root / "site", "after-1.0.dist-info", "[g]\nafter = a\n")
+    return Case([str(z), str(root / "site")])
+
+
+@case
+def zip_with_distribution(root):
+    """A zip archive holding a dist-info: importlib reads it; epload refuses
+    with a message naming the archive (its Python layer then uses importlib)."""
+    z = root / "dists.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("zipped-1.0.dist-info/METADATA", "Name: zipped\nVersion: 1.0\n")
+        zf.writestr("zipped-1.0.dist-info/entry_points.txt", "[g]\nzipped = z\n")
+    return Case([str(z)], expect=UNSUPPORTED, names="dists.zip")
+
+
+@case
+def zipped_egg(root):
+    """A zipped *.egg with EGG-INFO/ at its top level is read by importlib too."""
+    z = root / "zegg-1.0-py3.11.egg"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("EGG-INFO/PKG-INFO", "Name: zegg\nVersion: 1.0\n")
+        zf.writestr("EGG-INFO/entry_points.txt", "[g]\nzegg = z\n")
+    return Case([str(z)], expect=UNSUPPORTED, names="zegg-1.0-py3.11.egg")
+
+
+@case
+def corrupt_zip(root):
+    """A file with a zip signature but a broken central directory: zipfile
+    raises BadZipFile, importlib lists nothing."""
+    z = root / "broken.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("broken-1.0.dist-info/entry_points.txt", "[g]\nbroken = b\n")
+    data = bytearray(z.read_bytes())
+    cd = data.rfind(b"PK\x01\x02")
+    data[cd:cd + 4] = b"XXXX"  # bad central-directory magic
+    z.write_bytes(bytes(data))
+    dist(root / "site", "ok-1.0.dist-info", "[g]\nok = o\n")
+    return Case([str(z), str(root / "site")])
+
+
+@case
+def unicode_distribution_names(root):
+    """Names are lower-cased with full Unicode rules (str.lower), Final_Sigma
+    included: 'ΟΔΟΣ' and 'οδος' normalize alike, and Ñ/ñ too."""
+    a, b = root / "a", root / "b"
+    dist(a, "\u00d1ame-1.0.dist-info", "[g]\nupper_n = a\n")
+    dist(a, "\u039f\u0394\u039f\u03a3-1.0.dist-info", "[g]\nsigma = a\n")
+    dist(b, "\u00f1ame-2.0.dist-info", "[g]\nshadowed_n = b\n")
+    dist(b, "\u03bf\u03b4\u03bf\u03c2-2.0.dist-info", "[g]\nshadowed_sigma = b\n")
+    dist(b, "\u03bf\u03b4\u03bf\u03c3-2.0.dist-info", "[g]\nmedial_sigma_differs = b\n")
+    return Case([str(a), str(b)])
+
+
+@case
+def raw_values_and_sorting(root):
+    """Values stay raw; groups sort by code point (uppercase, lowercase, non-ASCII)."""
+    site = root / "site"
+    body = ("[zeta]\nz = pkg.mod:obj.attr [extra1, extra2]\n"
+            "[Alpha]\na = weird value with spaces\n"
+            "[\u00fcber]\nu = \u00fcber.mod\n"
+            "[alpha]\nb = mod\n")
+    dist(site, "vals-1.0.dist-info", body)
+    dist(site, "vals2-1.0.dist-info", "[alpha]\nc = second.dist\n[Alpha]\nd = x\n")
+    return Case([str(site)])
+
+
+@case
+def egg_info_directory_version_from_pkg_info(root):
+    """egg-info directories: name and version come from PKG-INFO."""
+    site = root / "site"
+    dist(site, "Legacy_Pkg-0.5-py3.11.egg-info", "[g]\nlegacy = l\n",
+         metadata="Metadata-Version: 1.1\nName: Legacy-Pkg\nVersion: 0.5\n",
+         metadata_file="PKG-INFO")
+    return Case([str(site)])
+
+
+@case
+def crlf_metadata(root):
+    """METADATA with CRLF endings and a folded header before Name."""
+    site = root / "site"
+    dist(site, "Crlf.DIST-INFO", "[g]\r\ncrlf = c\r\n",
+         metadata="Metadata-Version: 2.1\r\nSummary: folded\r\n  continued\r\nName: crlf\r\n"
+                  "Version: 1.0\r\n\r\nbody\r\n")
+    return Case([str(site)])
