@@ -261,8 +261,11 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
   } else {
     throw py::value_error("validation must be 'full' or 'paths', not '" + validation + "'");
   }
-  options.cache_dir = cache_dir;
   options.use_cache = use_cache;
+  // Resolved now ($EPLOAD_CACHE_DIR may change between calls): the Catalog
+  // table is keyed by the directory actually used.
+  options.cache_dir = cache_dir;
+  if (use_cache) options.cache_dir = resolve_cache_dir(options);
   options.interpreter = std::string(interpreter);
 
   std::vector<std::string> wanted;

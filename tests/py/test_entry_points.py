@@ -1,0 +1,392 @@
+"""epload.entry_points() against importlib.metadata.entry_points() (the oracle),
+in this interpreter, on crafted trees and on the real sys.path: same answer,
+same order, same types of result, same exceptions, same EntryPoint behaviour.
+"""
+
+import contextlib
+import importlib.metadata as im
+import os
+import pickle
+import sys
+import warnings
+import zipfile
+
+import pytest
+
+import epload
+from pyfixtures import make_dist, run_py, write
+
+ALL_PARAMS = [
+    {},
+    {'group': 'console_scripts'},
+    {'group': 'g1'},
+    {'group': 'g1', 'name': 'a'},
+    {'name': 'a'},
+    {'name': 'a', 'group': 'g2'},
+    {'value': 'mod_a:f'},
+    {'module': 'mod_a'},
+    {'attr': 'f'},
+    {'extras': ['x', 'y']},
+    {'group': 'nope'},
+    {'group': None},
+    {'group': 'g1', 'bogus': 1},
+    {'bogus': 1},
+]
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv('EPLOAD_CACHE_DIR', str(tmp_path / 'cache'))
+    for var in ('EPLOAD_VALIDATE', 'EPLOAD_NO_CACHE', 'EPLOAD_DEBUG'):
+        monkeypatch.delenv(var, raising=False)
+
+
+@contextlib.contextmanager
+def search_path(paths):
+    saved = sys.path[:]
+    sys.path[:] = [str(p) for p in paths]
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
+def outcome(fn, **params):
+    """What a call gives: ('ok', shape) or ('raise', type, text)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', DeprecationWarning)
+        try:
+            result = fn(**params)
+        except Exception as e:  # noqa: BLE001 - the exception is the answer
+            return ('raise', type(e).__name__, str(e))
+        return ('ok', shape(result))
+
+
+def shape(result):
+    if isinstance(result, dict):  # SelectableGroups
+        return ('groups', type(result).__name__,
+                [(g, [ep_shape(ep) for ep in dict.__getitem__(result, g)]) for g in dict.keys(result)])
+    return (type(result).__name__, [ep_shape(ep) for ep in result])
+
+
+def ep_shape(ep):
+    # importlib keeps a relative path for a relative sys.path entry; epload
+    # resolves it when the call is made (the same file, robust to chdir).
+    path = ep.dist._path
+    path = os.path.abspath(path) if isinstance(path, os.PathLike) else str(path)
+    return (ep.name, ep.value, ep.group, path, ep.dist.name, ep.dist.version)
+
+
+def assert_same(paths, **params):
+    with search_path(paths):
+        ours = outcome(epload.entry_points, **params)
+        theirs = outcome(im.entry_points, **params)
+    assert ours == theirs
+    return ours
+
+
+def assert_same_everywhere(paths):
+    for params in ALL_PARAMS:
+        assert_same(paths, **params)
+
+
+# ---- crafted trees --------------------------------------------------------------
+
+def test_groups_order_and_selection_match_importlib(tmp_path):
+    s1, s2 = tmp_path / 's1', tmp_path / 's2'
+    make_dist(s1, 'alpha', entry_points={
+        'g2': ['a = mod_a:f', 'b = mod_b'],
+        'g1': ['a = mod_a:f', 'z = pkg.mod:obj.attr [x, y]'],
+        'console_scripts': ['alpha = alpha.cli:main'],
+    })
+    make_dist(s2, 'beta', '2.0', {'g1': ['a = other:f', 'b=mod_b:g'], 'g3': ['q = q']})
+    assert_same_everywhere([s1, s2])
+    assert_same_everywhere([s2, s1])
+
+
+def test_parsing_rules_match_importlib(tmp_path):
+    s = tmp_path / 's'
+    make_dist(s, 'parse', entry_points=(
+        'ignored = before:any_section\n'
+        '# a comment\n'
+        '   [ spaced group ]  \n'
+        'k = v = w\n'
+        '  dup = one  \n'
+        'dup = two\n'
+        '\n'
+        ';semi = colon\n'
+        '[g1]\n'
+        'x=mod_x:f    [ extra1 ,extra2 ]\n'
+        'u\u00e9 = m\u00f6d:\u00e4ttr\n'
+        '[G1]\n'
+        'y = mod_y\n'
+        '[empty]\n'))
+    assert_same_everywhere([s])
+
+
+def test_distribution_kinds_and_case_match_importlib(tmp_path):
+    s = tmp_path / 's'
+    make_dist(s, 'upper', dirname='Upper-1.0.DIST-INFO', entry_points={'g1': ['u = up:f']})
+    make_dist(s, 'eggdir', kind='egg-info', entry_points={'g1': ['e = egg:f']})
+    make_dist(s / 'legacy-3.0.egg', 'legacy', dirname='EGG-INFO', kind='egg-info',
+              entry_points={'g1': ['l = legacy:f']})
+    write(str(s / 'flat-1.0.egg-info'), 'Metadata-Version: 1.0\nName: flat\nVersion: 1.0\n')
+    assert_same_everywhere([s, s / 'legacy-3.0.egg'])
+
+
+def test_first_distribution_on_the_path_wins(tmp_path):
+    s1, s2 = tmp_path / 's1', tmp_path / 's2'
+    make_dist(s1, 'Foo_Bar', '1.0', {'g1': ['a = first:f']})
+    make_dist(s2, 'foo.bar', '2.0', {'g1': ['a = second:f']})
+    # A shadowed copy is never read: its errors never surface.
+    make_dist(s2, 'foo_bar', '3.0', 'broken line without equals\n[g1]\nalso broken\n')
+    # A dist-info without entry_points.txt still shadows a later one.
+    make_dist(s1, 'quiet', '1.0', None)
+    make_dist(s2, 'quiet', '2.0', {'g1': ['q = shadowed:f']})
+    out = assert_same([s1, s2], group='g1')
+    assert [ep[1] for ep in out[1][1]] == ['first:f']
+
+
+@pytest.mark.parametrize('text', [
+    b'[g1]\nno equals sign here\n',
+    b'[g1]\na = \xff\xfe invalid utf-8\n',
+])
+def test_malformed_entry_points_raise_like_importlib(tmp_path, text):
+    s = tmp_path / 's'
+    make_dist(s, 'good', entry_points={'g1': ['a = ok:f']})
+    make_dist(s, 'bad', entry_points=text)
+    for params in ({}, {'group': 'g1'}, {'group': 'unrelated'}, {'name': 'a'}):
+        out = assert_same([s], **params)
+        assert out[0] == 'raise'
+
+
+def test_invalid_utf8_raises_a_real_unicode_decode_error(tmp_path):
+    s = tmp_path / 's'
+    make_dist(s, 'bad', entry_points=b'[g1]\na = \xff\n')
+    with search_path([s]), pytest.raises(UnicodeDecodeError) as info:
+        epload.entry_points(group='g1')
+    assert info.value.reason == 'invalid start byte'
+
+
+def test_distribution_without_a_name_raises_like_importlib(tmp_path):
+    s = tmp_path / 's'
+    egg = s / 'noname-1.0.egg'
+    make_dist(egg, 'noname', dirname='EGG-INFO', kind='egg-info',
+              metadata='Metadata-Version: 1.0\nVersion: 1.0\n', entry_points={'g1': ['a = m:f']})
+    out = assert_same([s, egg], group='g1')
+    assert out[:2] == ('raise', 'TypeError')
+
+
+def test_missing_and_unreadable_paths_match_importlib(tmp_path):
+    s = tmp_path / 's'
+    make_dist(s, 'one', entry_points={'g1': ['a = m:f']})
+    write(str(tmp_path / 'plainfile'), 'not a directory')
+    assert_same_everywhere([tmp_path / 'missing', tmp_path / 'plainfile', s])
+
+
+def test_sys_path_changes_between_calls(tmp_path):
+    s1, s2 = tmp_path / 's1', tmp_path / 's2'
+    make_dist(s1, 'one', entry_points={'g1': ['a = from_s1:f']})
+    make_dist(s2, 'one', '2.0', {'g1': ['a = from_s2:f']})
+    make_dist(s2, 'two', entry_points={'g1': ['b = from_s2:g']})
+    assert_same([s1], group='g1')
+    values = lambda out: sorted(ep[1] for ep in out[1][1])  # noqa: E731 (listing order varies)
+    assert values(assert_same([s2, s1], group='g1')) == ['from_s2:f', 'from_s2:g']
+    assert values(assert_same([s1, s2], group='g1')) == ['from_s1:f', 'from_s2:g']
+    # In place: append to the live sys.path list between two calls.
+    with search_path([s1]):
+        assert [ep.value for ep in epload.entry_points(group='g1')] == ['from_s1:f']
+        sys.path.append(str(s2))
+        assert [ep.value for ep in epload.entry_points(group='g1')] == ['from_s1:f', 'from_s2:g']
+
+
+def test_relative_entries_are_resolved_at_call_time(tmp_path, monkeypatch):
+    a, b = tmp_path / 'a', tmp_path / 'b'
+    make_dist(a, 'one', entry_points={'g1': ['x = in_a:f']})
+    make_dist(b / 'sub', 'two', entry_points={'g1': ['y = in_b:f']})
+    monkeypatch.chdir(a)
+    assert_same_everywhere(['', 'sub'])
+    monkeypatch.chdir(b)
+    assert_same_everywhere(['', 'sub'])
+    with search_path(['sub']):
+        ep = epload.entry_points(group='g1')['y']
+    monkeypatch.chdir(tmp_path)  # the dist stays the one found at call time
+    assert ep.dist.name == 'two'
+
+
+def test_validation_modes_give_the_same_answer(tmp_path, monkeypatch):
+    s = tmp_path / 's'
+    make_dist(s, 'one', entry_points={'g1': ['a = m:f']})
+    for mode in ('full', 'paths'):
+        monkeypatch.setenv('EPLOAD_VALIDATE', mode)
+        assert_same([s], group='g1')
+    monkeypatch.setenv('EPLOAD_VALIDATE', 'sometimes')
+    with search_path([s]), pytest.raises(ValueError, match="EPLOAD_VALIDATE must be 'full' or 'paths'"):
+        epload.entry_points(group='g1')
+
+
+def test_answer_follows_edits_in_place(tmp_path):
+    s = tmp_path / 's'
+    d = make_dist(s, 'one', entry_points={'g1': ['a = m:f']})
+    assert assert_same([s], group='g1')[1][1][0][1] == 'm:f'
+    write(os.path.join(d, 'entry_points.txt'), '[g1]\na = m:changed\n')
+    assert assert_same([s], group='g1')[1][1][0][1] == 'm:changed'
+
+
+# ---- the real environment ---------------------------------------------------------
+
+def test_real_sys_path_matches_importlib():
+    paths = list(sys.path)
+    for params in ({}, {'group': 'console_scripts'}, {'group': 'pytest11'},
+                   {'name': 'pytest'}, {'group': 'torch.backends'}):
+        assert_same(paths, **params)
+
+
+# ---- result objects -----------------------------------------------------------------
+
+@pytest.fixture
+def tree(tmp_path):
+    s = tmp_path / 's'
+    make_dist(s, 'pkg', '1.2', {
+        'g1': ['json = json:loads', 'path = os.path', 'x = pkg.mod:obj.attr [e1, e2]'],
+        'g2': ['y = bad value!'],
+    })
+    with search_path([s]):
+        yield s
+
+
+def test_entry_point_api_matches_importlib(tree):
+    ours = epload.entry_points(group='g1')
+    theirs = im.entry_points(group='g1')
+    assert len(ours) == len(theirs) == 3
+    for a, b in zip(ours, theirs):
+        assert (a.name, a.value, a.group, a.module, a.attr, a.extras) == \
+               (b.name, b.value, b.group, b.module, b.attr, b.extras)
+        assert repr(a) == repr(b)
+        assert a == b and b == a and hash(a) == hash(b)
+        assert not (a != b)
+        assert a.matches(group='g1') and not a.matches(group='g1', name='other')
+        assert (a.dist.name, a.dist.version) == ('pkg', '1.2')
+    assert {*ours} == {*theirs}
+    assert sorted(ours) == sorted(theirs)
+    assert ours.names == theirs.names and ours.groups == theirs.groups
+    assert ours['json'].load() is theirs['json'].load()
+    assert ours['path'].load() is os.path
+    assert list(ours.select(name='x')) == list(theirs.select(name='x'))
+    with pytest.raises(KeyError) as info:
+        ours['absent']
+    assert info.value.args == ('absent',)
+    with pytest.warns(DeprecationWarning):
+        assert ours[0] == theirs[0]
+    with pytest.warns(DeprecationWarning):
+        assert ours[0][:] == ('json', 'json:loads', 'g1')
+
+
+def test_entry_point_errors_match_importlib(tree):
+    ours = epload.entry_points(group='g2')['y']
+    theirs = im.entry_points(group='g2')['y']
+    for attribute in ('module', 'attr', 'extras', 'load'):
+        with pytest.raises(AttributeError) as a:
+            r = getattr(ours, attribute)
+            r() if attribute == 'load' else None
+        with pytest.raises(AttributeError) as b:
+            r = getattr(theirs, attribute)
+            r() if attribute == 'load' else None
+        assert str(a.value) == str(b.value)
+    with pytest.raises(AttributeError, match='immutable'):
+        ours.name = 'other'
+    with pytest.raises(ModuleNotFoundError):
+        epload.EntryPoint('n', 'no_such_module_anywhere:f', 'g').load()
+    assert outcome(epload.entry_points, module='x') == outcome(im.entry_points, module='x')
+
+
+def test_entry_point_pickles_and_constructs_like_importlib(tree):
+    ep = epload.entry_points(group='g1')['x']
+    back = pickle.loads(pickle.dumps(ep))
+    assert back == ep and type(back) is epload.EntryPoint
+    assert back.dist.name == 'pkg'
+    made = epload.EntryPoint(name='n', value='m:a', group='g')
+    assert made == im.EntryPoint(name='n', value='m:a', group='g')
+    assert made.dist is None
+    assert pickle.loads(pickle.dumps(made)) == made
+
+
+def test_no_params_gives_selectable_groups(tree):
+    ours, theirs = epload.entry_points(), im.entry_points()
+    assert type(ours).__name__ == type(theirs).__name__ == 'SelectableGroups'
+    assert ours.groups == theirs.groups and ours.names == theirs.names
+    assert ours.select() is ours
+    assert list(ours.select(group='g1')) == list(theirs.select(group='g1'))
+    with pytest.warns(DeprecationWarning):
+        assert list(ours['g1']) == list(theirs['g1'])
+    with pytest.warns(DeprecationWarning):
+        assert list(ours.keys()) == list(theirs.keys())
+
+
+# ---- delegation to importlib ---------------------------------------------------------
+
+def test_other_distribution_finder_is_honoured(tmp_path):
+    s = tmp_path / 's'
+    make_dist(s, 'real', entry_points={'g1': ['a = real:f']})
+    extra = tmp_path / 'extra'
+    make_dist(extra, 'virtual', entry_points={'g1': ['v = virtual:f']})
+    code = f'''
+import sys, json, importlib.metadata as im
+class Finder:
+    @staticmethod
+    def find_spec(*a, **k):
+        return None
+    @staticmethod
+    def find_distributions(context=im.DistributionFinder.Context()):
+        return [im.PathDistribution(__import__("pathlib").Path({str(extra)!r}) / "virtual-1.0.dist-info")]
+sys.meta_path.insert(0, Finder)
+sys.path[:0] = [{str(s)!r}]
+import epload
+ours = [(e.name, e.value) for e in epload.entry_points(group="g1")]
+theirs = [(e.name, e.value) for e in im.entry_points(group="g1")]
+print(json.dumps([ours, theirs]))
+'''
+    proc = run_py(tmp_path, code, env={'EPLOAD_DEBUG': '1'})
+    import json
+    ours, theirs = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert ours == theirs and ['v', 'virtual:f'] in ours
+    assert 'using importlib.metadata: sys.meta_path holds another distribution finder' in proc.stderr
+
+
+def test_zip_on_the_path_is_answered_exactly(tmp_path):
+    s = tmp_path / 's'
+    make_dist(s, 'plain', entry_points={'g1': ['a = plain:f']})
+    archive = tmp_path / 'bundle.zip'
+    with zipfile.ZipFile(archive, 'w') as z:
+        z.writestr('zipped-1.0.dist-info/METADATA', 'Name: zipped\nVersion: 1.0\n')
+        z.writestr('zipped-1.0.dist-info/entry_points.txt', '[g1]\nz = zipped:f\n')
+    out = assert_same([archive, s], group='g1')
+    assert [ep[0] for ep in out[1][1]] == ['z', 'a']
+
+
+def test_debug_switch_reports_delegation(tmp_path):
+    s = tmp_path / 's'
+    make_dist(s, 'bad', entry_points=b'[g1]\nno equals\n')
+    proc = run_py(tmp_path, f'''
+import sys
+sys.path[:0] = [{str(s)!r}]
+import epload
+try:
+    epload.entry_points(group="g1")
+except Exception as e:
+    print(type(e).__name__)
+''', env={'EPLOAD_DEBUG': '1'})
+    assert 'epload: using importlib.metadata: error:' in proc.stderr
+    assert 'bad-1.0.dist-info' in proc.stderr
+
+
+def test_epload_answers_itself_unless_it_must_delegate(tmp_path):
+    # Guards the parity tests above: they must compare epload's own answer.
+    from epload import _entry_points as internals
+    good, bad = tmp_path / 'good', tmp_path / 'bad'
+    make_dist(good, 'one', entry_points={'g1': ['a = m:f']})
+    make_dist(bad, 'two', entry_points=b'[g1]\nbroken\n')
+    with search_path([good]):
+        assert internals._query(('g1',)) is not None
+    with search_path([good, bad]):
+        assert internals._query(('g1',)) is None
