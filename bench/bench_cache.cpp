@@ -27,6 +27,7 @@
 namespace {
 
 using epload::bench::env_for;
+using epload::bench::fail;
 using epload::bench::GeneratedEnv;
 
 epload::CacheOptions options_for(const GeneratedEnv& env, epload::Validation v) {
@@ -46,14 +47,14 @@ bool warm(benchmark::State& state, const epload::CacheOptions& o) {
   for (int attempt = 0; attempt < 50; ++attempt) {
     auto index = epload::open_index(o, &report);
     if (!index) {
-      state.SkipWithError(index.error().message.c_str());
+      fail(state, index.error().message);
       return false;
     }
     if (report.status == epload::CacheStatus::hit) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   const std::string why = "cache never hit: " + report.reason;
-  state.SkipWithError(why.c_str());
+  fail(state, why);
   return false;
 }
 
@@ -68,14 +69,14 @@ void load_validate(benchmark::State& state, epload::Validation v) {
     auto index = epload::open_index(o, &report);
     if (!index || report.status != epload::CacheStatus::hit) {
       const std::string why = "not a cache hit: " + (index ? report.reason : index.error().message);
-      state.SkipWithError(why.c_str());
+      fail(state, why);
       return;
     }
     backends = (*index)->group("torch.backends").size();
     benchmark::DoNotOptimize(backends);
   }
   if (backends != static_cast<std::size_t>(env->backends)) {
-    state.SkipWithError("the cached answer does not match the generated environment");
+    fail(state, "the cached answer does not match the generated environment");
     return;
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * env->distributions));
@@ -100,7 +101,7 @@ void BM_CacheRead(benchmark::State& state) {
   for (auto _ : state) {
     auto index = epload::read_index(file);
     if (!index) {
-      state.SkipWithError(index.error().message.c_str());
+      fail(state, index.error().message);
       return;
     }
     benchmark::DoNotOptimize(index);
@@ -121,13 +122,13 @@ void validate(benchmark::State& state, epload::Validation v) {
   if (env == nullptr) return;
   auto index = settled_scan(*env);
   if (!index) {
-    state.SkipWithError(index.error().message.c_str());
+    fail(state, index.error().message);
     return;
   }
   std::string why;
   if (!epload::still_valid(*index, v, &why)) {
     why = "fresh index not valid: " + why;
-    state.SkipWithError(why.c_str());
+    fail(state, why);
     return;
   }
   for (auto _ : state) {
@@ -150,7 +151,7 @@ void BM_CacheStatBaseline(benchmark::State& state) {
   if (env == nullptr) return;
   auto index = settled_scan(*env);
   if (!index) {
-    state.SkipWithError(index.error().message.c_str());
+    fail(state, index.error().message);
     return;
   }
   // Copy the relative paths out: the loop must not touch the Index.
@@ -177,14 +178,14 @@ void BM_CacheWrite(benchmark::State& state) {
   if (env == nullptr) return;
   auto index = epload::scan(std::vector<std::string>{env->site});
   if (!index) {
-    state.SkipWithError(index.error().message.c_str());
+    fail(state, index.error().message);
     return;
   }
   const std::string file = env->root + "/write-bench.json";
   for (auto _ : state) {
     auto r = epload::write_index(*index, file);
     if (!r) {
-      state.SkipWithError(r.error().message.c_str());
+      fail(state, r.error().message);
       return;
     }
   }

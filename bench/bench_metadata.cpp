@@ -15,6 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using epload::bench::env_for;
+using epload::bench::fail;
 using epload::bench::read_file;
 
 /// Every file called `leaf` inside a metadata directory of the environment.
@@ -43,7 +44,7 @@ void BM_ParseEntryPoints(benchmark::State& state) {
       out.clear();
       auto r = epload::parse_entry_points(t, "entry_points.txt", out);
       if (!r) {
-        state.SkipWithError(r.error().message.c_str());
+        fail(state, r.error().message);
         return;
       }
       entries += out.size();

@@ -12,6 +12,7 @@
 namespace {
 
 using epload::bench::env_for;
+using epload::bench::fail;
 
 void BM_ScanCold(benchmark::State& state) {
   const auto* env = env_for(state);
@@ -21,7 +22,7 @@ void BM_ScanCold(benchmark::State& state) {
   for (auto _ : state) {
     auto index = epload::scan(paths);
     if (!index) {
-      state.SkipWithError(index.error().message.c_str());
+      fail(state, index.error().message);
       return;
     }
     dists = index->distributions().size();
@@ -30,7 +31,7 @@ void BM_ScanCold(benchmark::State& state) {
   }
   if (dists != static_cast<std::size_t>(env->distributions) ||
       backends != static_cast<std::size_t>(env->backends)) {
-    state.SkipWithError("the scan's answer does not match the generated environment");
+    fail(state, "the scan's answer does not match the generated environment");
     return;
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * dists));

@@ -23,6 +23,7 @@
 #include <cstdio>      // snprintf
 #include <cstdlib>     // getenv, system
 #include <filesystem>  // remove_all, directory_iterator
+#include <iostream>    // flush before a failing exit
 #include <map>         // per-size environments
 #include <memory>      // unique_ptr
 #include <string>      // paths
@@ -73,13 +74,23 @@ inline std::string sh_quote(const std::string& s) {
 
 /// Owns every generated tree and removes them at process exit (static
 /// destruction runs after the benchmarks, also when main returns early).
+/// Google Benchmark's main exits 0 even when a benchmark was skipped with an
+/// error, which would let bench.smoke pass on a broken cache; so a failure
+/// recorded through fail() turns the exit status into 1 here.
 struct Registry {
   std::map<int, std::unique_ptr<GeneratedEnv>> envs;
-  std::string error;
+  std::vector<std::string> failures;
   ~Registry() {
     for (auto& [n, env] : envs) {
       std::error_code ec;
       std::filesystem::remove_all(env->root, ec);
+    }
+    if (!failures.empty()) {
+      std::cout.flush();
+      std::fflush(stdout);
+      std::fprintf(stderr, "epload_bench: %zu benchmark(s) failed:\n", failures.size());
+      for (const std::string& f : failures) std::fprintf(stderr, "  %s\n", f.c_str());
+      std::_Exit(1);
     }
   }
 };
@@ -144,12 +155,20 @@ inline const GeneratedEnv* generated_env(int distributions, std::string* error) 
   return raw;
 }
 
-/// generated_env() for a benchmark: skips the benchmark with the reason on
-/// failure.
+/// Marks the running benchmark as failed: it stops with `message`, and the
+/// process exits with status 1 after all benchmarks ran.
+inline void fail(benchmark::State& state, const std::string& message) {
+  state.SkipWithError(message.c_str());
+  detail::registry().failures.push_back("at " + std::to_string(state.range(0)) +
+                                        " distributions: " + message);
+}
+
+/// generated_env() for a benchmark: fails the benchmark with the reason when
+/// the environment cannot be generated.
 inline const GeneratedEnv* env_for(benchmark::State& state) {
   std::string error;
   const GeneratedEnv* env = generated_env(static_cast<int>(state.range(0)), &error);
-  if (env == nullptr) state.SkipWithError(error.c_str());
+  if (env == nullptr) fail(state, error);
   return env;
 }
 
