@@ -14,7 +14,7 @@ after ``torch_npu`` ran).  Modes:
   <backend entry-point name>``) or were learned (the public attributes a
   backend added to its host on an earlier load, kept in
   ``<cache dir>/devices.json`` and forgotten when the backend's distribution
-  directory changes).  A backend with no known devices is loaded at once and
+  changes: its ``entry_points.txt`` is rewritten on every install).  A backend with no known devices is loaded at once and
   its devices learned; a backend that registers none is a *hook* and runs at
   once.  A failure never breaks ``import host``: it is recorded, warned about,
   and raised at the first lookup that needs the backend.
@@ -385,7 +385,7 @@ class Session:
     def _stamp(b):
         if not b.stamp and b.dist_path:
             try:
-                st = os.stat(b.dist_path)
+                st = os.stat(os.path.join(b.dist_path, 'entry_points.txt'))
             except OSError:
                 return ''
             b.stamp = f'{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}'

@@ -133,10 +133,10 @@ const char* errc_name(Errc c) {
   return "unknown";
 }
 
-/// The stamps of every metadata directory the index watches, by path
-/// ("<search path>/<rel path>" as the scanner joins them), as
-/// "dev:ino:mtime_ns:ctime_ns".  They let the learned-device store notice a
-/// reinstalled backend without a stat.  Built once per Index (the Catalog
+/// The stamps of every file the index watches, by path ("<search path>/<rel
+/// path>" as the scanner joins them), as "dev:ino:mtime_ns:ctime_ns".  The
+/// stamp of a backend's entry_points.txt lets the learned-device store notice
+/// a reinstalled or upgraded backend without a stat of its own.  Built once per Index (the Catalog
 /// hands out the same Index until the file system changes).
 class StampTable {
  public:
@@ -200,7 +200,7 @@ PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts,
         const Distribution& d = *ep.dist;
         std::string_view stamp;
         if (stamps != nullptr) {
-          auto found = stamps->find(std::string(d.metadata_dir));
+          auto found = stamps->find(std::string(d.metadata_dir) + "/entry_points.txt");
           if (found != stamps->end()) stamp = found->second;
         }
         Ref row(Py_BuildValue("(NNNN)", text(d.name), text(d.version), fs_path(d.metadata_dir),

@@ -1,0 +1,383 @@
+"""epload.autoload in lazy mode: nothing imported at `import host` once devices
+are known; exactly the needed backend at the first lookup; init once under
+16 threads; failures never break `import host` and surface, with the backend's
+name, cause and remedy, at the first lookup.  Every run is a fresh interpreter.
+"""
+
+import json
+import os
+
+import pytest
+
+from pyfixtures import HOST_STYLES, make_backend, make_host, run_json, run_py, write
+
+HOST_STYLES.setdefault('epload-auto', '''
+import epload
+epload.autoload(group="torch.backends", host=__name__)
+''')
+
+# Prints what `import fakehost` imported (backend modules, heavy modules) and
+# the backend events so far; then runs BODY; then prints STATE as JSON.
+RUN = '''
+import json, sys
+before = set(sys.modules)
+import fakehost
+state = {{
+    "at_import": sorted(m for m in set(sys.modules) - before if m.startswith("be_")),
+    "heavy": sorted(m for m in ("importlib.metadata", "email", "zipfile", "pathlib", "json", "re")
+                    if m in sys.modules and m not in before),
+    "events_at_import": [list(e) for e in fakehost._events],
+}}
+import epload
+{body}
+state["events"] = [list(e) for e in fakehost._events]
+state["imported"] = sorted(m for m in set(sys.modules) - before if m.startswith("be_"))
+print(json.dumps(state))
+'''
+
+
+class Env:
+    """A host plus backends in separate site directories (so that discovery
+    order is the order of creation), run in fresh interpreters that share
+    one cache directory."""
+
+    def __init__(self, tmp_path, style='epload-lazy'):
+        self.tmp_path = tmp_path
+        self.host_dir = tmp_path / 'hostdir'
+        make_host(self.host_dir, style)
+        self.sites = []
+
+    def backend(self, name, kind='normal', **kw):
+        site = self.tmp_path / f'site{len(self.sites)}'
+        self.sites.append(site)
+        return make_backend(site, name, kind, **kw)
+
+    def run(self, body='', env=None, check=True):
+        code = RUN.format(body=body)
+        proc = run_py(self.tmp_path, code, pythonpath=[self.host_dir, *self.sites], env=env,
+                      check=check)
+        if check:
+            state = json.loads(proc.stdout.strip().splitlines()[-1])
+            state['stderr'] = proc.stderr
+            return state
+        return proc
+
+
+def test_devices_are_learned_then_nothing_is_imported_at_start(tmp_path):
+    env = Env(tmp_path)
+    env.backend('be_a')
+    env.backend('be_b', devices=('gpu2', 'gpu3'))
+    first = env.run()
+    assert first['at_import'] == ['be_a', 'be_b']  # unknown devices: loaded at once
+    second = env.run('''
+dev = fakehost.gpu3
+state["after_b"] = sorted(m for m in sys.modules if m.startswith("be_"))
+state["same"] = dev is fakehost.gpu3 and dev.__name__ == "be_b.gpu3"
+''')
+    assert second['at_import'] == [] and second['events_at_import'] == []
+    assert second['heavy'] == []
+    assert second['after_b'] == ['be_b']
+    assert second['events'] == [['import', 'be_b'], ['call', 'be_b']]
+    assert second['same'] is True
+
+
+def test_declared_devices_are_lazy_from_the_first_run(tmp_path):
+    env = Env(tmp_path)
+    env.backend('be_a', declare=True)
+    env.backend('be_b', declare=True)
+    out = env.run('state["dev"] = fakehost.be_adev.__name__')
+    assert out['at_import'] == [] and out['heavy'] == []
+    assert out['dev'] == 'be_a.be_adev'
+    assert out['imported'] == ['be_a']
+
+
+def test_device_and_load_functions(tmp_path):
+    env = Env(tmp_path)
+    env.backend('be_a', declare=True)
+    env.backend('be_b', declare=True)
+    out = env.run('''
+state["device"] = epload.device("be_bdev").__name__
+state["after_device"] = sorted(m for m in sys.modules if m.startswith("be_"))
+epload.load("be_a")
+try:
+    epload.device("nodev")
+except LookupError as e:
+    state["missing"] = [type(e).__name__, str(e)]
+try:
+    epload.load("nobackend")
+except LookupError as e:
+    state["nobackend"] = str(e)
+state["backends"] = [(b.name, b.state, list(b.devices), b.source) for b in epload.backends()]
+''')
+    assert out['device'] == 'be_b.be_bdev' and out['after_device'] == ['be_b']
+    assert out['imported'] == ['be_a', 'be_b']
+    assert out['missing'] == ['DeviceNotFoundError',
+                              "no backend provides device 'nodev'; known devices: be_adev, be_bdev"]
+    assert "no backend named 'nobackend'" in out['nobackend']
+    assert out['backends'] == [['be_a', 'ready', ['be_adev'], 'declared'],
+                               ['be_b', 'ready', ['be_bdev'], 'declared']]
+
+
+def test_sixteen_threads_looking_up_one_device_run_its_init_once(tmp_path):
+    env = Env(tmp_path)
+    env.backend('be_a', declare=True, delay=0.3)
+    out = env.run('''
+import threading
+barrier = threading.Barrier(16)
+got = []
+def look(i):
+    barrier.wait()
+    got.append(fakehost.be_adev if i % 2 else epload.device("be_adev"))
+threads = [threading.Thread(target=look, args=(i,)) for i in range(16)]
+for t in threads: t.start()
+for t in threads: t.join()
+state["results"] = len(got)
+state["distinct"] = len({id(g) for g in got})
+state["inits"] = fakehost._init_counts
+''')
+    assert out['results'] == 16 and out['distinct'] == 1
+    assert out['inits'] == {'be_a': 1}
+
+
+@pytest.mark.parametrize('kind,cause', [
+    ('import-error', 'ImportError'),
+    ('missing-attr', 'AttributeError'),
+    ('not-callable', 'TypeError'),
+    ('raises', 'ValueError'),
+])
+def test_broken_backend_does_not_break_import_host(tmp_path, kind, cause):
+    env = Env(tmp_path)
+    env.backend('be_bad', kind, declare=True)
+    env.backend('be_ok', declare=True)
+    out = env.run('''
+errors = []
+for attempt in range(2):
+    try:
+        fakehost.be_baddev
+    except AttributeError as e:
+        errors.append([type(e).__name__, isinstance(e, RuntimeError), isinstance(e, epload.BackendError),
+                       str(e), type(e.__cause__).__name__])
+state["errors"] = errors
+state["hasattr"] = hasattr(fakehost, "be_baddev")
+state["ok"] = fakehost.be_okdev.__name__
+try:
+    epload.load("be_bad")
+except epload.BackendError as e:
+    state["load"] = [str(e), type(e.__cause__).__name__]
+''')
+    assert out['at_import'] == [] and out['stderr'] == ''
+    assert len(out['errors']) == 2 and out['errors'][0] == out['errors'][1]
+    name, is_runtime, is_backend, text, cause_name = out['errors'][0]
+    assert is_runtime and is_backend and cause_name == cause
+    assert text.startswith("Device 'be_baddev' of module 'fakehost' is unavailable: "
+                           "Failed to load the backend extension: be_bad ('be_bad:_autoload' from ")
+    assert text.endswith('You can disable extension auto-loading with TORCH_DEVICE_BACKEND_AUTOLOAD=0, '
+                         'or this backend alone with EPLOAD_DISABLE=be_bad.')
+    assert out['hasattr'] is False
+    assert out['ok'] == 'be_ok.be_okdev'
+    assert out['load'][1] == cause and 'be_bad' in out['load'][0]
+    # Sticky: the backend was tried once.
+    calls = [e for e in out['events'] if e[1] == 'be_bad']
+    assert len([e for e in calls if e[0] == 'import']) <= 1
+    assert len([e for e in calls if e[0] == 'call']) <= 1
+
+
+def test_broken_backend_with_unknown_devices_warns_and_raises_on_load(tmp_path):
+    env = Env(tmp_path)
+    env.backend('be_bad', 'raises')
+    env.backend('be_ok')
+    out = env.run('''
+try:
+    epload.load("be_bad")
+except epload.BackendError as e:
+    state["load"] = [str(e), repr(e.__cause__)]
+try:
+    fakehost.anything
+except AttributeError as e:
+    state["attr"] = [str(e), repr(e.__cause__)]
+''')
+    assert out['at_import'] == ['be_bad', 'be_ok']
+    assert 'RuntimeWarning: Failed to load the backend extension: be_bad' in out['stderr']
+    assert out['load'][1] == "ValueError('be_bad: no device found')"
+    assert out['attr'][0].startswith("module 'fakehost' has no attribute 'anything' "
+                                     "(backends whose devices are unknown failed to load: 'be_bad'")
+    # be_ok was learned; be_bad was not (it is tried again next time).
+    again = env.run()
+    assert again['at_import'] == ['be_bad']
+
+
+def test_hooks_run_at_once_in_every_run(tmp_path):
+    env = Env(tmp_path)
+    env.backend('be_hook', devices=())
+    env.backend('be_a')
+    env.run()
+    out = env.run()
+    assert out['at_import'] == ['be_hook']
+    assert out['events_at_import'] == [['import', 'be_hook'], ['call', 'be_hook']]
+
+
+@pytest.mark.parametrize('variables,loaded', [
+    ({'TORCH_DEVICE_BACKEND_AUTOLOAD': '0'}, []),
+    ({'TORCH_DEVICE_BACKEND_AUTOLOAD': 'true'}, []),
+    ({'EPLOAD_AUTOLOAD': '0'}, []),
+    ({'EPLOAD_DISABLE': 'be_a'}, ['be_b']),
+    ({'EPLOAD_DISABLE': ' be_b , other'}, ['be_a']),
+    ({'EPLOAD_ENABLE': 'be_b'}, ['be_b']),
+    ({'EPLOAD_ENABLE': ''}, ['be_a', 'be_b']),
+])
+def test_switches(tmp_path, variables, loaded):
+    env = Env(tmp_path)
+    env.backend('be_a', declare=True)
+    env.backend('be_b', declare=True)
+    out = env.run('''
+for d in ("be_adev", "be_bdev"):
+    try:
+        getattr(fakehost, d)
+    except AttributeError as e:
+        state.setdefault("missing", []).append(str(e))
+''', env=variables)
+    assert out['at_import'] == []
+    assert out['imported'] == loaded
+    for message in out.get('missing', []):
+        if 'EPLOAD_DISABLE' in variables or 'EPLOAD_ENABLE' in variables:
+            assert 'is disabled by EPLOAD_' in message
+
+
+def test_mode_comes_from_the_environment_when_not_given(tmp_path):
+    env = Env(tmp_path, style='epload-auto')
+    env.backend('be_a', declare=True)
+    assert env.run()['at_import'] == []
+    assert env.run(env={'EPLOAD_MODE': 'eager'})['at_import'] == ['be_a']
+    assert env.run(env={'EPLOAD_MODE': 'off'})['imported'] == []
+    proc = env.run(env={'EPLOAD_MODE': 'sometimes'}, check=False)
+    assert proc.returncode != 0
+    assert "autoload mode must be one of lazy, eager, off, not 'sometimes'" in proc.stderr
+
+
+def test_eager_mode_learns_for_the_next_lazy_run(tmp_path):
+    env = Env(tmp_path, style='epload-auto')
+    env.backend('be_a')
+    env.backend('be_b')
+    assert env.run(env={'EPLOAD_MODE': 'eager'})['at_import'] == ['be_a', 'be_b']
+    out = env.run('fakehost.be_bdev')
+    assert out['at_import'] == [] and out['imported'] == ['be_b']
+
+
+def test_reinstalled_backend_is_learned_again(tmp_path):
+    env = Env(tmp_path)
+    env.backend('be_a', devices=('old',))
+    env.run()
+    assert env.run()['at_import'] == []
+    # Reinstall with other devices: a new entry_points.txt (new inode).
+    site = env.sites[0]
+    dist = site / 'be_a-1.0.dist-info'
+    os.unlink(dist / 'entry_points.txt')
+    make_backend(site, 'be_a', devices=('new',))
+    out = env.run('state["new"] = fakehost.new.__name__')
+    assert out['at_import'] == ['be_a'] and out['new'] == 'be_a.new'
+    out = env.run('state["new"] = fakehost.new.__name__')
+    assert out['at_import'] == [] and out['imported'] == ['be_a']
+
+
+@pytest.mark.parametrize('content,mode', [
+    ('{"format": "epload-devices", "version": 1, "backends": {', 0o600),   # truncated
+    ('not json at all', 0o600),
+    ('{"format": "epload-devices", "version": 99, "backends": {}}', 0o600),
+    ('[1, 2, 3]', 0o600),
+    (None, 0o666),  # a valid store others can write: not trusted
+])
+def test_bad_store_means_learning_again(tmp_path, content, mode):
+    env = Env(tmp_path)
+    env.backend('be_a')
+    env.run()
+    store = tmp_path / 'cache' / 'devices.json'
+    assert env.run()['at_import'] == []
+    if content is not None:
+        write(str(store), content)
+    os.chmod(store, mode)
+    assert env.run()['at_import'] == ['be_a']
+
+
+def test_backend_importing_the_host_and_backend_imported_first(tmp_path):
+    env = Env(tmp_path)
+    env.backend('be_c', 'circular', declare=True)
+    env.backend('be_x', 'callable-first', declare=True)
+    out = env.run('state["c"] = fakehost.be_cdev.__name__')
+    assert out['at_import'] == [] and out['c'] == 'be_c.be_cdev'
+    # Imported explicitly before the host: the host's autoload sees it mid-import.
+    proc = run_py(tmp_path, '''
+import json, sys
+import be_x, be_c
+import fakehost
+calls = lambda: sorted(e[1] for e in fakehost._events if e[0] == "call")
+print(json.dumps([fakehost.be_xdev.__name__, fakehost.be_cdev.__name__, calls()]))
+''', pythonpath=[env.host_dir, *env.sites])
+    x, c, counts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (x, c) == ('be_x.be_xdev', 'be_c.be_cdev') and counts == ['be_c', 'be_x']
+
+
+def test_circular_backend_with_unknown_devices_imported_first(tmp_path):
+    # PyTorch fails here (the callable is not defined yet when the host's loop
+    # runs); lazy mode retries at the first lookup instead.
+    env = Env(tmp_path)
+    env.backend('be_c', 'circular')
+    proc = run_py(tmp_path, '''
+import json
+import be_c
+import fakehost
+print(json.dumps([fakehost.be_cdev.__name__, [e for e in fakehost._events if e[0] == "call"]]))
+''', pythonpath=[env.host_dir, *env.sites])
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == ['be_c.be_cdev', [['call', 'be_c']]]
+    assert proc.stderr == ''
+
+
+def test_existing_module_getattr_is_chained(tmp_path):
+    HOST_STYLES['chained'] = '''
+def __getattr__(name):
+    if name == "legacy":
+        return 42
+    raise AttributeError(f"custom: no {name}")
+
+import epload
+epload.autoload(group="torch.backends", host=__name__, mode="lazy")
+'''
+    env = Env(tmp_path, style='chained')
+    env.backend('be_a', declare=True)
+    out = env.run('''
+state["legacy"] = fakehost.legacy
+state["dev"] = fakehost.be_adev.__name__
+try:
+    fakehost.nothing
+except AttributeError as e:
+    state["error"] = str(e)
+''')
+    assert out['legacy'] == 42 and out['dev'] == 'be_a.be_adev'
+    assert out['error'] == 'custom: no nothing'
+
+
+def test_autoload_is_idempotent_per_host(tmp_path):
+    env = Env(tmp_path)
+    env.backend('be_a')
+    out = env.run('''
+s1 = epload.autoload(group="torch.backends", host="fakehost", mode="lazy")
+s2 = epload.autoload(group="torch.backends", host=fakehost, mode="eager")
+state["same"] = s1 is s2
+state["inits"] = fakehost._init_counts
+''')
+    assert out['same'] is True and out['inits'] == {'be_a': 1}
+
+
+def test_bad_arguments(tmp_path):
+    proc = run_py(tmp_path, '''
+import epload
+for kw in ({"mode": "lazy"}, {"host": 3, "mode": "eager"}, {"mode": "never", "host": "os"}):
+    try:
+        epload.autoload(**kw)
+    except (TypeError, ValueError) as e:
+        print(type(e).__name__, e)
+''')
+    assert proc.stdout.splitlines() == [
+        'ValueError lazy autoload needs a host module (host=...) to register devices on',
+        'TypeError host must be a module or a module name, not int',
+        "ValueError autoload mode must be one of lazy, eager, off, not 'never' (argument mode= or EPLOAD_MODE)",
+    ]
