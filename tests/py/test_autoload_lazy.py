@@ -19,7 +19,7 @@ epload.autoload(group="torch.backends", host=__name__)
 # Prints what `import fakehost` imported (backend modules, heavy modules) and
 # the backend events so far; then runs BODY; then prints STATE as JSON.
 RUN = '''
-import json, sys
+import sys
 before = set(sys.modules)
 import fakehost
 state = {{
@@ -32,6 +32,7 @@ import epload
 {body}
 state["events"] = [list(e) for e in fakehost._events]
 state["imported"] = sorted(m for m in set(sys.modules) - before if m.startswith("be_"))
+import json  # only now: it imports re
 print(json.dumps(state))
 '''
 

@@ -1,0 +1,79 @@
+"""What importing and using epload pulls into a fresh interpreter: `import
+epload` must not import importlib.metadata, email, zipfile or pathlib (nor re,
+json, threading, or its own native module), and neither must a query answered
+from the index.  Checked through sys.modules, never through timings.
+"""
+
+import json
+
+from pyfixtures import make_dist, run_json
+
+HEAVY = ('importlib.metadata', 'email', 'zipfile', 'pathlib', 're', 'json', 'threading',
+         'epload._native', 'epload._autoload')
+
+PROBE = '''
+import sys
+before = set(sys.modules)
+{code}
+new = set(sys.modules) - before
+import json  # only now: it imports re
+print(json.dumps(sorted(m for m in {heavy!r} if m in new)))
+'''
+
+
+def test_import_epload_imports_nothing_heavy(tmp_path):
+    assert run_json(tmp_path, PROBE.format(code='import epload', heavy=HEAVY)) == []
+
+
+def test_a_query_answered_from_the_index_imports_nothing_heavy(tmp_path):
+    site = tmp_path / 'site'
+    make_dist(site, 'one', entry_points={'g1': ['a = m:f [x]']})
+    code = f'''
+sys.path.insert(0, {str(site)!r})
+import epload
+eps = epload.entry_points(group="g1")
+eps = epload.entry_points()
+ep = eps.select(group="g1")["a"]
+ep.name, ep.value, ep.group, repr(ep), hash(ep)
+'''
+    heavy = tuple(m for m in HEAVY if m != 'epload._native')
+    assert run_json(tmp_path, PROBE.format(code=code, heavy=heavy)) == []
+
+
+def test_dist_and_extras_import_importlib_only_when_asked(tmp_path):
+    site = tmp_path / 'site'
+    make_dist(site, 'one', '3.1', {'g1': ['a = m:f [x]']})
+    code = f'''
+sys.path.insert(0, {str(site)!r})
+import epload
+ep = epload.entry_points(group="g1")["a"]
+assert ep.extras == ["x"] and ep.dist.version == "3.1"
+'''
+    assert run_json(tmp_path, PROBE.format(code=code, heavy=('importlib.metadata', 're'))) == [
+        'importlib.metadata', 're']
+
+
+def test_store_reader_parses_json_and_rejects_anything_else(tmp_path):
+    cases = {
+        '{"a": [1, -2.5e3, true, false, null, "x\\u00e9\\ud83d\\ude00\\n"], "b": {}}':
+            {'a': [1, -2500.0, True, False, None, 'x\u00e9\U0001F600\n'], 'b': {}},
+        ' [ ] ': [],
+        '"just a string"': 'just a string',
+        '{"a": 1,}': None,
+        '{"a": 1} trailing': None,
+        '{"a": "\\ud83d"}': None,       # lone surrogate
+        '{"a": "tab\tinside"}': None,   # raw control character
+        '[' * 100 + ']' * 100: None,    # too deep
+        '': None,
+        '01x': None,
+    }
+    code = 'import json, epload._native as n\nout = []\n'
+    for i, text in enumerate(cases):
+        path = tmp_path / f'store{i}.json'
+        path.write_text(text, encoding='utf-8')
+        path.chmod(0o600)
+        code += f'out.append(n.read_store({str(path)!r}))\n'
+    code += f'out.append(n.read_store({str(tmp_path / "absent.json")!r}))\nprint(json.dumps(out))\n'
+    got = run_json(tmp_path, code)
+    assert got[:-1] == [json.loads(json.dumps(v)) for v in cases.values()]
+    assert got[-1] is None

@@ -1,0 +1,139 @@
+"""Zero code change: epload installed into a fresh virtual environment with
+install_epload.py, turned on for an unmodified host by EPLOAD_AUTOLOAD_HOSTS,
+off (and free) without it, and removed again by --uninstall.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pyfixtures import PACKAGE_DIR, PYTHON, env_for, make_backend, make_host
+
+INSTALLER = os.path.join(PACKAGE_DIR, 'install_epload.py')
+
+PROBE = '''
+import json, sys
+before = set(sys.modules)
+import fakehost
+state = {
+    "at_import": sorted(m for m in set(sys.modules) - before if m.startswith("be_")),
+    "epload": "epload" in sys.modules,
+    "importlib.metadata": "importlib.metadata" in sys.modules,
+    "switch": __import__("os").environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD"),
+}
+try:
+    state["dev"] = fakehost.be_adev.__name__
+except AttributeError as e:
+    state["dev"] = "AttributeError: " + str(e)
+state["imported"] = sorted(m for m in set(sys.modules) - before if m.startswith("be_"))
+state["events"] = [list(e) for e in fakehost._events]
+print(json.dumps(state))
+'''
+
+
+@pytest.fixture
+def venv(tmp_path):
+    """A virtual environment (no pip) with epload installed by the documented
+    command; the host (PyTorch's own eager loop, unmodified) and two backends
+    installed in its site-packages."""
+    root = tmp_path / 'venv'
+    subprocess.run([PYTHON, '-m', 'venv', '--without-pip', str(root)], check=True)
+    python = str(root / 'bin' / 'python')
+    site = subprocess.run([python, '-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    out = subprocess.run([python, INSTALLER], check=True, capture_output=True, text=True).stdout
+    assert f'installed {site}/epload' in out and 'epload-autoload.pth' in out
+    make_host(site, 'pytorch')
+    make_backend(site, 'be_a', declare=True)
+    make_backend(site, 'be_hook', devices=())
+    return python, site
+
+
+def probe(tmp_path, python, extra=None):
+    env = env_for(tmp_path, extra=extra)
+    env.pop('PYTHONPATH')  # only what is installed in the environment
+    proc = subprocess.run([python, '-c', PROBE], env=env, capture_output=True, text=True,
+                          cwd=str(tmp_path), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    state = json.loads(proc.stdout.strip().splitlines()[-1])
+    state['stderr'] = proc.stderr
+    return state
+
+
+def test_without_the_variable_nothing_changes(tmp_path, venv):
+    python, _ = venv
+    out = probe(tmp_path, python)
+    assert out['epload'] is False  # the .pth line did not even import epload
+    assert out['importlib.metadata'] is True  # the host's own (PyTorch) loop ran
+    assert out['at_import'] == ['be_a', 'be_hook']
+
+
+def test_lazy_without_editing_the_host(tmp_path, venv):
+    python, _ = venv
+    out = probe(tmp_path, python, {'EPLOAD_AUTOLOAD_HOSTS': 'fakehost'})
+    assert out['epload'] is True
+    assert out['importlib.metadata'] is False  # the host's eager loop was skipped
+    assert out['switch'] is None  # and the user's environment is as it was
+    assert out['at_import'] == ['be_hook']  # hooks still run; be_a waits
+    assert out['dev'] == 'be_a.be_adev' and out['imported'] == ['be_a', 'be_hook']
+
+
+def test_eager_mode_and_the_pytorch_switch(tmp_path, venv):
+    python, _ = venv
+    out = probe(tmp_path, python, {'EPLOAD_AUTOLOAD_HOSTS': 'fakehost', 'EPLOAD_MODE': 'eager'})
+    assert out['at_import'] == ['be_a', 'be_hook'] and out['importlib.metadata'] is False
+    out = probe(tmp_path, python, {'EPLOAD_AUTOLOAD_HOSTS': 'fakehost',
+                                   'TORCH_DEVICE_BACKEND_AUTOLOAD': '0'})
+    assert out['at_import'] == [] and out['switch'] == '0'
+    assert out['dev'].startswith('AttributeError')
+
+
+def test_other_group_and_host_list_syntax(tmp_path, venv):
+    python, site = venv
+    make_backend(site, 'be_g', group='fakehost.plugins', devices=('gdev',))
+    out = probe(tmp_path, python, {'EPLOAD_AUTOLOAD_HOSTS': ' other , fakehost=fakehost.plugins '})
+    # For another group the host's own torch.backends loop is left alone.
+    assert out['importlib.metadata'] is True
+    assert 'be_g' in out['at_import']
+
+
+def test_uninstall_reverses_it(tmp_path, venv):
+    python, site = venv
+    out = subprocess.run([python, INSTALLER, '--uninstall'], check=True, capture_output=True,
+                         text=True).stdout
+    assert f'removed {site}/epload-autoload.pth' in out
+    assert not os.path.exists(os.path.join(site, 'epload'))
+    assert not os.path.exists(os.path.join(site, 'epload-autoload.pth'))
+    out = probe(tmp_path, python, {'EPLOAD_AUTOLOAD_HOSTS': 'fakehost'})
+    assert out['epload'] is False and out['at_import'] == ['be_a', 'be_hook']
+
+
+def test_hook_in_a_site_dir_added_at_run_time(tmp_path):
+    # The same .pth processed by site.addsitedir on the build tree.
+    make_host(tmp_path / 'h', 'plain')
+    make_backend(tmp_path / 's', 'be_a', declare=True)
+    env = env_for(tmp_path, pythonpath=[tmp_path / 'h', tmp_path / 's'],
+                  extra={'EPLOAD_AUTOLOAD_HOSTS': 'fakehost'})
+    code = f'import site; site.addsitedir({PACKAGE_DIR!r})\n' + PROBE
+    proc = subprocess.run([PYTHON, '-c', code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out['at_import'] == [] and out['dev'] == 'be_a.be_adev'
+
+
+def test_host_imported_before_the_hook_is_installed(tmp_path):
+    make_host(tmp_path / 'h', 'plain')
+    make_backend(tmp_path / 's', 'be_a', declare=True)
+    env = env_for(tmp_path, pythonpath=[tmp_path / 'h', tmp_path / 's'],
+                  extra={'EPLOAD_AUTOLOAD_HOSTS': 'fakehost'})
+    code = ('import fakehost\nfrom epload import _hook\n_hook.install()\n'
+            'print(fakehost.be_adev.__name__, [type(f).__name__ for f in __import__("sys").meta_path][0])\n'
+            '_hook.uninstall()\n'
+            'print([type(f).__name__ for f in __import__("sys").meta_path][0])')
+    proc = subprocess.run([PYTHON, '-c', code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ['be_a.be_adev', '_HostFinder', proc.stdout.split()[-1]]
+    assert proc.stdout.split()[-1] != '_HostFinder'
