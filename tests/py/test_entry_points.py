@@ -390,3 +390,42 @@ def test_epload_answers_itself_unless_it_must_delegate(tmp_path):
         assert internals._query(('g1',)) is not None
     with search_path([good, bad]):
         assert internals._query(('g1',)) is None
+
+
+# ---- every crafted tree of the differential test, through the Python API ------------
+
+def _difftree_cases():
+    import difftrees
+    return difftrees.CASES
+
+
+@pytest.mark.parametrize('name', sorted(_difftree_cases()))
+def test_difftree_case_matches_importlib(tmp_path, monkeypatch, name):
+    root = tmp_path / 'tree'
+    root.mkdir()
+    case = _difftree_cases()[name](root)
+    if case.skip:
+        pytest.skip(case.skip)
+    if case.cwd:
+        monkeypatch.chdir(case.cwd)
+
+    def light(fn, **params):
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore', DeprecationWarning)
+            try:
+                result = fn(**params)
+            except Exception as e:  # noqa: BLE001
+                return ('raise', type(e).__name__, str(e))
+            eps = [ep for members in dict.values(result) for ep in members] \
+                if isinstance(result, dict) else list(result)
+            rows = [(ep.name, ep.value, ep.group) for ep in eps]
+            if case.compare_dist:
+                rows = [r + (ep.dist.name, ep.dist.version) for r, ep in zip(rows, eps)]
+            return ('ok', type(result).__name__, rows)
+
+    with search_path(case.paths):
+        ours, theirs = light(epload.entry_points), light(im.entry_points)
+        assert ours == theirs
+        if ours[0] == 'ok' and ours[2]:
+            group = ours[2][-1][2]
+            assert light(epload.entry_points, group=group) == light(im.entry_points, group=group)
