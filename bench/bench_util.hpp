@@ -13,6 +13,7 @@
 //   EPLOAD_BENCH_PYTHON      interpreter that runs the generator
 //                            (default: the one the build was configured with)
 //   EPLOAD_BENCH_SMOKE=1     run the smallest size only (ctest bench.smoke)
+//   EPLOAD_BENCH_SIZES=a,b   run these distribution counts instead
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -21,7 +22,7 @@
 #include <unistd.h>    // read, close, mkdtemp
 
 #include <cstdio>      // snprintf
-#include <cstdlib>     // getenv, system
+#include <cstdlib>     // getenv, system, strtol
 #include <filesystem>  // remove_all, directory_iterator
 #include <iostream>    // flush before a failing exit
 #include <map>         // per-size environments
@@ -48,11 +49,28 @@ inline bool smoke() {
 }
 
 /// Applies the distribution counts every suite runs at: 100, 1,000 and
-/// 10,000, or 100 only under EPLOAD_BENCH_SMOKE.
+/// 10,000; 100 only under EPLOAD_BENCH_SMOKE; or the comma-separated list in
+/// EPLOAD_BENCH_SIZES (scripts/bench_index.py uses it to time the bare stat
+/// baseline at the size of its own environment).
 inline void sizes(benchmark::internal::Benchmark* b) {
+  b->Unit(benchmark::kMicrosecond);
+  if (const char* list = std::getenv("EPLOAD_BENCH_SIZES"); list != nullptr && list[0] != '\0') {
+    const char* p = list;
+    while (*p != '\0') {
+      char* end = nullptr;
+      const long n = std::strtol(p, &end, 10);
+      if (end == p || n < 6 || (*end != ',' && *end != '\0')) {
+        std::fprintf(stderr, "epload_bench: EPLOAD_BENCH_SIZES must be comma-separated "
+                             "distribution counts >= 6, got '%s'\n", list);
+        std::exit(2);
+      }
+      b->Arg(n);
+      p = (*end == ',') ? end + 1 : end;
+    }
+    return;
+  }
   b->Arg(100);
   if (!smoke()) b->Arg(1000)->Arg(10000);
-  b->Unit(benchmark::kMicrosecond);
 }
 
 namespace detail {

@@ -253,9 +253,11 @@ def analyse(raw):
     stats = {n: dict(summarize(v["wall"]), cpu_median_ms=statistics.median(v["cpu"]) / 1e6)
              for n, v in raw.items()}
     med = {n: s["median_ms"] for n, s in stats.items()}
+    cpu = {n: s["cpu_median_ms"] for n, s in stats.items()}
     derived = {}
     if "importlib" in med:
         derived["importlib_marginal_ms"] = med["importlib"] - med["bare"]
+        derived["importlib_marginal_cpu_ms"] = cpu["importlib"] - cpu["bare"]
     if "stevedore" in med:
         derived["stevedore_marginal_ms"] = med["stevedore"] - med["bare"]
     ratios = {}
@@ -274,6 +276,9 @@ def analyse(raw):
                 "epload_marginal_ms": marginal,
                 "ratio": imp / whole,
                 "ratio_vs_marginal": imp / marginal if marginal > 0 else None,
+                # The same ratio in CPU time (user+sys of the child): less
+                # sensitive to other load on the machine than wall time.
+                "ratio_cpu": derived["importlib_marginal_cpu_ms"] / cpu[mode],
                 "paired_ratio_median": statistics.median(paired),
                 "paired_ratio_q1": statistics.quantiles(paired, n=4, method="inclusive")[0]
                 if len(paired) > 1 else paired[0],
@@ -285,6 +290,36 @@ def analyse(raw):
             if "stevedore" in med:
                 ratios[mode]["ratio_vs_stevedore"] = derived["stevedore_marginal_ms"] / whole
     return stats, derived, ratios
+
+
+def stat_baseline(bench_exe, distributions, env, tmp, quick):
+    """In-process figures from epload_bench at this environment's size: the
+    bare cost of the stat calls `full` validation makes (BM_CacheStatBaseline:
+    the same fstatat calls relative to a directory descriptor, nothing else),
+    and epload's validate / load+validate.  epload_bench generates its own
+    copy of the environment (same generator, same arguments, same content)."""
+    out = os.path.join(tmp, "gbench.json")
+    e = dict(env, EPLOAD_BENCH_SIZES=str(distributions))
+    capture([bench_exe,
+             "--benchmark_filter=^BM_Cache(StatBaseline|ValidateFull|LoadValidateFull|"
+             "LoadValidatePaths)/",
+             f"--benchmark_repetitions={3 if quick else 7}",
+             "--benchmark_report_aggregates_only=true",
+             f"--benchmark_min_time={0.05 if quick else 0.2}",
+             f"--benchmark_out={out}", "--benchmark_out_format=json"], e)
+    with open(out) as f:
+        data = json.load(f)
+    scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+    res = {}
+    for b in data["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        name = b["run_name"].split("/")[0].removeprefix("BM_Cache")
+        res[name] = {"real_ms": b["real_time"] * scale[b["time_unit"]],
+                     "cpu_ms": b["cpu_time"] * scale[b["time_unit"]]}
+        if "stats" in b:
+            res[name]["stats"] = int(b["stats"])
+    return res
 
 
 def hyperfine_pass(commands, env, runs, warmup, tmp):
@@ -348,27 +383,57 @@ def markdown(result):
              + (f"; stevedore cached marginal: {fmt_ms(d['stevedore_marginal_ms'])} ms"
                 if "stevedore_marginal_ms" in d else "; stevedore: not installed") + ".\n")
     L.append("| epload mode | epload ms (whole process) | importlib marginal ÷ epload | "
-             "paired-round IQR | ÷ epload marginal over `--version` | target | met |")
-    L.append("|---|---:|---:|---:|---:|---:|---|")
+             "paired-round IQR | same in CPU time | ÷ epload marginal over `--version` | "
+             "target | met |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---|")
     for mode in ("cold", "full", "paths"):
         r = m["ratios"][mode]
         vm = f"{r['ratio_vs_marginal']:.0f}×" if r["ratio_vs_marginal"] else "n/a"
         met = "yes" if r["met"] else f"**NO** ({r['ratio']:.1f}× of {r['target']:.0f}×)"
         L.append(f"| {LABELS[mode]} | {fmt_ms(r['epload_ms'])} | **{r['ratio']:.1f}×** | "
-                 f"{r['paired_ratio_q1']:.1f}–{r['paired_ratio_q3']:.1f}× | {vm} | "
+                 f"{r['paired_ratio_q1']:.1f}–{r['paired_ratio_q3']:.1f}× | {r['ratio_cpu']:.1f}× | {vm} | "
                  f"≥ {r['target']:.0f}× | {met} |")
+    if result.get("stat_baseline"):
+        sb = result["stat_baseline"]
+        bare = sb["StatBaseline"]
+        L.append("")
+        L.append(f"### Cached `full` validation against the bare cost of its {bare['stats']:,} "
+                 "stat calls (epload_bench, medians)\n")
+        L.append("| figure | wall ms | CPU ms | ÷ bare stats |")
+        L.append("|---|---:|---:|---:|")
+        L.append(f"| bare `fstatat` calls (BM_CacheStatBaseline) | {fmt_ms(bare['real_ms'])} | "
+                 f"{fmt_ms(bare['cpu_ms'])} | 1.00 |")
+        for key, label in (("ValidateFull", "epload validate `full` only (BM_CacheValidateFull)"),
+                           ("LoadValidateFull", "epload load + validate `full` "
+                            "(BM_CacheLoadValidateFull)"),
+                           ("LoadValidatePaths", "epload load + validate `paths` "
+                            "(BM_CacheLoadValidatePaths)")):
+            r = sb[key]
+            L.append(f"| {label} | {fmt_ms(r['real_ms'])} | {fmt_ms(r['cpu_ms'])} | "
+                     f"{r['real_ms'] / bare['real_ms']:.2f} |")
+        full = m["stats"]["full"]["median_ms"]
+        ok = sb["full_process_over_bare_stats"] <= sb["target"]
+        L.append(f"| whole process `epload entry-points` cached `full` (above) | {fmt_ms(full)} | "
+                 f"{fmt_ms(m['stats']['full']['cpu_median_ms'])} | "
+                 f"{sb['full_process_over_bare_stats']:.2f} |")
+        L.append("")
+        L.append(f"Target ≤ {sb['target']}× the bare stat cost: whole process "
+                 f"{'met' if ok else '**NOT met**'} ({sb['full_process_over_bare_stats']:.2f}×); "
+                 f"in-process load+validate {sb['full_inprocess_over_bare_stats']:.2f}×.")
     if result.get("scaling"):
         sc = result["scaling"]
         L.append("")
         L.append(f"### Scaling ({sc['runs']} interleaved rounds per size; ms, median)\n")
-        L.append("| distributions | /bin/true | epload --version | paths | paths marginal | full | cold |")
-        L.append("|---:|---:|---:|---:|---:|---:|---:|")
+        L.append("| distributions | /bin/true | epload --version | paths | paths marginal | "
+                 "paths CPU | full | cold |")
+        L.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
         for row in sc["sizes"]:
             s = row["stats"]
             L.append(f"| {row['distributions']:,} | {fmt_ms(s['true']['median_ms'])} | "
                      f"{fmt_ms(s['epload-exe']['median_ms'])} | "
                      f"{fmt_ms(s['paths']['median_ms'])} | "
                      f"{fmt_ms(s['paths']['median_ms'] - s['epload-exe']['median_ms'])} | "
+                     f"{fmt_ms(s['paths']['cpu_median_ms'])} | "
                      f"{fmt_ms(s['full']['median_ms'])} | {fmt_ms(s['cold']['median_ms'])} |")
         g = sc["paths_growth"]
         L.append("")
@@ -379,7 +444,7 @@ def markdown(result):
                  f"{sc['sizes'][-1]['distributions']:,}: whole process **{g['whole']:.2f}×** "
                  f"(target < {SCALING_TARGET:.0f}×: "
                  f"{'met' if g['whole'] < SCALING_TARGET else '**NOT met**'}); "
-                 f"marginal over `epload --version`: {gm}.")
+                 f"marginal over `epload --version`: {gm}; CPU time {g['cpu']:.2f}×.")
     return "\n".join(L) + "\n"
 
 
@@ -411,6 +476,8 @@ def parse_args(argv):
     p.add_argument("--python", default="/usr/bin/python3", help="interpreter (/usr/bin/python3)")
     p.add_argument("--epload", default=os.path.join(SOURCE_DIR, "build", "epload"),
                    help="the epload executable (<source>/build/epload)")
+    p.add_argument("--bench-exe", help="epload_bench, for the bare stat baseline "
+                   "(default: bench/epload_bench beside --epload; skipped if absent)")
     p.add_argument("--scaling-sizes", default="100,1000,10000",
                    help="distribution counts of the scaling run ('' to skip)")
     p.add_argument("--scaling-runs", type=int, default=15)
@@ -438,6 +505,11 @@ def parse_args(argv):
     if any(n < 6 for n in args.sizes):
         p.error("--scaling-sizes: each size must be at least 6 (one backend in six)")
     args.epload = os.path.abspath(args.epload)
+    if args.bench_exe is None:
+        guess = os.path.join(os.path.dirname(args.epload), "bench", "epload_bench")
+        args.bench_exe = guess if os.access(guess, os.X_OK) else None
+    elif not os.access(args.bench_exe, os.X_OK):
+        p.error(f"--bench-exe {args.bench_exe}: not an executable")
     if not os.access(args.epload, os.X_OK):
         p.error(f"epload executable not found at {args.epload}: build it first "
                 "(see README) or pass --epload PATH")
@@ -487,6 +559,16 @@ def main(argv=None):
             main_res["hyperfine"] = hyperfine_pass(commands, env, args.runs, args.warmup, tmp)
         result["main"] = main_res
 
+        if args.bench_exe:
+            print("bare stat baseline (epload_bench) ...", file=sys.stderr)
+            sb = stat_baseline(args.bench_exe, args.backends + args.noise, env, tmp, args.quick)
+            bare = sb["StatBaseline"]
+            sb["full_process_over_bare_stats"] = stats["full"]["median_ms"] / bare["real_ms"]
+            sb["full_inprocess_over_bare_stats"] = sb["LoadValidateFull"]["real_ms"] / bare["real_ms"]
+            sb["validate_over_bare_stats"] = sb["ValidateFull"]["real_ms"] / bare["real_ms"]
+            sb["target"] = 1.5
+            result["stat_baseline"] = sb
+
         if args.sizes:
             rows = []
             for n in args.sizes:
@@ -508,6 +590,7 @@ def main(argv=None):
                 "whole": last["paths"]["median_ms"] / first["paths"]["median_ms"],
                 # A marginal within noise of zero has no meaningful ratio.
                 "marginal": m1 / m0 if m0 > 0.05 else None,
+                "cpu": last["paths"]["cpu_median_ms"] / first["paths"]["cpu_median_ms"],
             }
             result["scaling"] = {"runs": args.scaling_runs, "sizes": rows, "paths_growth": growth,
                                  "target": SCALING_TARGET}
