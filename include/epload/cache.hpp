@@ -73,9 +73,11 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options,
 /// system and none is racy; otherwise false and `why` names the first change.
 bool still_valid(const Index& index, Validation validation, std::string* why = nullptr);
 
-/// Serializes `index` to `path` atomically (temp file + rename), file mode
-/// 0600.  `relocatable`: search paths are stored relative to the file's
-/// directory, for an index shipped with an environment.
+/// Serializes `index` to `path` atomically (temp file + rename in the same
+/// directory, which must exist), file mode 0600.  `relocatable`: search paths
+/// are stored relative to the file's directory (they must be absolute) and
+/// the file is 0644, for an index shipped with an environment and read by all
+/// its users.
 Result<void> write_index(const Index& index, const std::string& path, bool relocatable = false);
 
 /// Parses a serialized index.  Any defect (truncation, corruption, foreign
@@ -100,6 +102,8 @@ class Catalog {
   CacheOptions m_options;
   std::mutex m_mutex;
   std::shared_ptr<const Index> m_current;
+  CacheReport m_report;  ///< how m_current was obtained
+  std::string m_cwd;     ///< the current directory it was keyed for, if relevant
 };
 
 }  // namespace epload

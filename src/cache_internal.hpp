@@ -1,0 +1,105 @@
+// cache_internal.hpp — what the cache's translation units share.
+//
+// cache.cpp        the file format: serialize (by hand) and parse (simdjson
+//                  On-Demand; the only file that includes simdjson)
+// cache_key.cpp    the key, its hash and file name, the cache directory,
+//                  lexical path helpers
+// cache_validate.cpp  still_valid(): the stat comparisons
+// cache_store.cpp  open_index(), Catalog, atomic writes, safety checks, pruning
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "epload/cache.hpp"
+#include "epload/index.hpp"
+#include "epload/result.hpp"
+
+namespace epload::detail {
+
+/// Bumped whenever the file layout or its meaning changes; part of the key,
+/// so files of other versions are simply never looked up (and pruned).
+inline constexpr int k_cache_format_version = 1;
+
+/// Everything that identifies one cache file.  The hash of this names the
+/// file; the full key is also stored inside it and compared on load, so a
+/// hash collision or a foreign file means "rebuild", never a wrong answer.
+struct CacheKey {
+  std::string interpreter;
+  std::vector<std::string> search_paths;
+  /// The current directory when a search path is "" or relative, else "".
+  std::string cwd;
+};
+
+/// The key for `options` (calls getcwd only when a search path is relative).
+CacheKey make_key(const CacheOptions& options);
+
+/// The current directory when a search path in `paths` is relative, else "".
+std::string key_cwd(const std::vector<std::string>& paths);
+
+/// True when `path` is "" or does not start with '/'.
+bool is_relative(std::string_view path);
+
+/// 64-bit FNV-1a of the key and the format version, length-prefixed fields.
+std::uint64_t key_hash(const CacheKey& key);
+
+/// "index-<16 hex digits>.json".
+std::string cache_file_name(const CacheKey& key);
+
+/// Lexical normalization of an absolute path, like os.path.normpath: no "."
+/// components, ".." removes its parent, no repeated or trailing '/'.
+std::string normalize_path(std::string_view path);
+
+/// `path` relative to directory `base` (both absolute and normalized).
+std::string relative_path(std::string_view path, std::string_view base);
+
+/// Joins a directory and a relative name with one '/'.
+std::string join_path(std::string_view dir, std::string_view name);
+
+/// The directory part of `path` ("." when it has none).
+std::string dir_name(std::string_view path);
+
+/// An absolute, normalized form of `path` (getcwd for a relative one).
+std::string absolute_path(std::string_view path);
+
+// ---- the file format (cache.cpp) -------------------------------------------
+
+/// What the serializer needs beyond the Index.
+struct WriteOptions {
+  const CacheKey* key = nullptr;  ///< stored in the file; null: empty key
+  bool relocatable = false;       ///< search paths relative to `base_dir`
+  std::string base_dir;           ///< absolute, normalized; relocatable only
+};
+
+/// Serializes an index to JSON text.  Fails only for a relocatable index
+/// whose search paths are not absolute.
+Result<std::string> serialize_index(const Index& index, const WriteOptions& options);
+
+/// What the parser checks beyond well-formedness.
+struct ReadExpectations {
+  /// When set: the file must carry exactly this key (interpreter, cwd and the
+  /// search-path list) and must not be relocatable.
+  const CacheKey* key = nullptr;
+  /// When set (shipped index): the stored search paths, resolved against
+  /// `base_dir` if relocatable, must equal these after lexical normalization;
+  /// the Index then carries these exact strings.
+  const std::vector<std::string>* search_paths = nullptr;
+  /// The directory of the file, absolute and normalized (relocatable files).
+  std::string base_dir;
+};
+
+/// Reads and parses the open file `fd` (the caller checked its safety;
+/// `file` names it in messages).  Any defect, or an unmet expectation, is an
+/// Errc::cache error.
+Result<Index> read_index_fd(int fd, std::string_view file, const ReadExpectations& expect);
+
+// ---- validation (cache_validate.cpp) ---------------------------------------
+
+/// The check for a shipped index: each search path must exist exactly when it
+/// did and have the same mtime_ns (dev, ino and ctime change when an
+/// environment is copied, so they are not compared).
+bool shipped_still_valid(const Index& index, std::string* why);
+
+}  // namespace epload::detail

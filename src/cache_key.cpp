@@ -1,0 +1,199 @@
+// cache_key.cpp — which file caches which answer, and where caches live.
+//
+// A cache file answers for one key: the interpreter identity, the exact
+// ordered search-path list, the current directory when a search path is
+// relative ("" on sys.path means the current directory), and the format
+// version.  The file name carries a 64-bit FNV-1a hash of the key so that a
+// lookup is one open(); the full key is stored inside the file and compared
+// on load, so a collision costs a rebuild, never a wrong answer.  Fields are
+// length-prefixed before hashing: ["a","bc"] and ["ab","c"] hash differently.
+#include <pwd.h>     // getpwuid_r: home directory fallback
+#include <unistd.h>  // getcwd, geteuid
+
+#include <cerrno>
+#include <cstdlib>  // getenv
+#include <vector>
+
+#include "cache_internal.hpp"
+
+namespace epload {
+namespace detail {
+
+namespace {
+
+constexpr std::uint64_t k_fnv_offset = 0xcbf29ce484222325ULL;
+constexpr std::uint64_t k_fnv_prime = 0x100000001b3ULL;
+
+void fnv_bytes(std::uint64_t& h, const void* data, std::size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= k_fnv_prime;
+  }
+}
+
+void fnv_u64(std::uint64_t& h, std::uint64_t v) {
+  unsigned char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(v >> (8 * i));
+  fnv_bytes(h, b, sizeof b);
+}
+
+void fnv_field(std::uint64_t& h, std::string_view s) {
+  fnv_u64(h, s.size());
+  fnv_bytes(h, s.data(), s.size());
+}
+
+std::string current_dir() {
+  std::vector<char> buf(4096);
+  for (;;) {
+    if (::getcwd(buf.data(), buf.size()) != nullptr) return buf.data();
+    if (errno != ERANGE) return {};  // deleted cwd: "" still keys consistently
+    buf.resize(buf.size() * 2);
+  }
+}
+
+std::string home_dir() {
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') return h;
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (::getpwuid_r(::geteuid(), &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr &&
+      found->pw_dir != nullptr) {
+    return found->pw_dir;
+  }
+  return {};
+}
+
+}  // namespace
+
+bool is_relative(std::string_view path) { return path.empty() || path.front() != '/'; }
+
+std::string key_cwd(const std::vector<std::string>& paths) {
+  for (const std::string& p : paths) {
+    if (is_relative(p)) return current_dir();
+  }
+  return {};
+}
+
+CacheKey make_key(const CacheOptions& options) {
+  CacheKey key;
+  key.interpreter = options.interpreter;
+  key.search_paths = options.search_paths;
+  key.cwd = key_cwd(options.search_paths);
+  return key;
+}
+
+std::uint64_t key_hash(const CacheKey& key) {
+  std::uint64_t h = k_fnv_offset;
+  fnv_field(h, "epload-index");
+  fnv_u64(h, static_cast<std::uint64_t>(k_cache_format_version));
+  fnv_field(h, key.interpreter);
+  fnv_u64(h, key.search_paths.size());
+  for (const std::string& p : key.search_paths) fnv_field(h, p);
+  fnv_field(h, key.cwd);
+  return h;
+}
+
+std::string cache_file_name(const CacheKey& key) {
+  static constexpr char k_hex[] = "0123456789abcdef";
+  const std::uint64_t h = key_hash(key);
+  std::string name = "index-";
+  for (int shift = 60; shift >= 0; shift -= 4) name += k_hex[(h >> shift) & 0xf];
+  name += ".json";
+  return name;
+}
+
+std::string normalize_path(std::string_view path) {
+  std::vector<std::string_view> parts;
+  std::size_t i = 0;
+  while (i <= path.size()) {
+    std::size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    std::string_view part = path.substr(i, j - i);
+    if (part.empty() || part == ".") {
+      // skip
+    } else if (part == "..") {
+      if (!parts.empty() && parts.back() != "..") {
+        parts.pop_back();
+      } else if (is_relative(path)) {
+        parts.push_back(part);  // a relative path keeps leading ".."
+      }  // "/.." is "/"
+    } else {
+      parts.push_back(part);
+    }
+    i = j + 1;
+  }
+  std::string out;
+  if (!is_relative(path)) out.push_back('/');
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    if (k != 0) out.push_back('/');
+    out.append(parts[k]);
+  }
+  if (out.empty()) out.push_back('.');
+  return out;
+}
+
+std::string relative_path(std::string_view path, std::string_view base) {
+  auto split = [](std::string_view p) {
+    std::vector<std::string_view> v;
+    std::size_t i = 0;
+    while (i < p.size()) {
+      std::size_t j = p.find('/', i);
+      if (j == std::string_view::npos) j = p.size();
+      if (j > i) v.push_back(p.substr(i, j - i));
+      i = j + 1;
+    }
+    return v;
+  };
+  const auto a = split(path), b = split(base);
+  std::size_t common = 0;
+  while (common < a.size() && common < b.size() && a[common] == b[common]) ++common;
+  std::string out;
+  for (std::size_t k = common; k < b.size(); ++k) out += out.empty() ? ".." : "/..";
+  for (std::size_t k = common; k < a.size(); ++k) {
+    if (!out.empty()) out += '/';
+    out += a[k];
+  }
+  return out.empty() ? "." : out;
+}
+
+std::string join_path(std::string_view dir, std::string_view name) {
+  std::string out(dir);
+  if (!out.empty() && out.back() != '/') out += '/';
+  out += name;
+  return out;
+}
+
+std::string dir_name(std::string_view path) {
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) return ".";
+  if (slash == 0) return "/";
+  return std::string(path.substr(0, slash));
+}
+
+std::string absolute_path(std::string_view path) {
+  if (!is_relative(path)) return normalize_path(path);
+  return normalize_path(join_path(current_dir(), path));
+}
+
+}  // namespace detail
+
+std::string resolve_cache_dir(const CacheOptions& options) {
+  if (!options.cache_dir.empty()) return options.cache_dir;
+  if (const char* d = std::getenv("EPLOAD_CACHE_DIR"); d != nullptr && *d != '\0') return d;
+  // The XDG spec says a relative XDG_CACHE_HOME is invalid and must be ignored.
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && x[0] == '/') {
+    return detail::join_path(x, "epload");
+  }
+  std::string home = detail::home_dir();
+  if (home.empty()) return {};  // no usable home: the caller works uncached
+  return detail::join_path(detail::join_path(home, ".cache"), "epload");
+}
+
+std::string cache_file_path(const CacheOptions& options) {
+  const std::string dir = resolve_cache_dir(options);
+  if (dir.empty()) return {};
+  return detail::join_path(dir, detail::cache_file_name(detail::make_key(options)));
+}
+
+}  // namespace epload

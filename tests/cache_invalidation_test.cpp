@@ -1,0 +1,347 @@
+// cache_invalidation_test.cpp — a cached answer must never outlive the tree
+// it describes.  Each test changes a real tree the way installers and people
+// do, then compares the cached answer with a fresh scan().
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "cache_test_util.hpp"
+#include "epload/cache.hpp"
+#include "epload/scanner.hpp"
+#include "stamp.hpp"
+
+namespace epload {
+namespace {
+
+using test::TempDir;
+namespace fs = std::filesystem;
+
+using test::next_tick;
+
+class Invalidation : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::unsetenv("EPLOAD_INDEX");
+    site1 = t / "site1";
+    site2 = t / "site2";
+    test::make_dist(site1, "alpha", "1.0", "[console_scripts]\nalpha = alpha.cli:main\n");
+    test::make_dist(site1, "beta", "1.0", "[torch.backends]\nnpu = beta_npu:init\n");
+    test::make_dist(site1, "noeps", "1.0", "");
+    test::make_dist(site2, "gamma", "1.0", "[torch.backends]\nxpu = gamma_xpu:init\n");
+    test::make_dist(site2, "shadow", "2.0", "[g]\nwho = site2:shadow\n");
+    options.search_paths = {site1, site2};
+    options.cache_dir = t / "cache";
+    warm();
+  }
+
+  /// Brings the cache to a valid, non-racy state for the current tree.
+  void warm() {
+    next_tick();
+    CacheReport r = open_checked();
+    ASSERT_NE(r.status, CacheStatus::uncached) << r.reason;
+    r = open_checked();
+    ASSERT_EQ(r.status, CacheStatus::hit) << r.reason;
+  }
+
+  /// open_index, whose answer must equal a fresh scan's.
+  CacheReport open_checked() {
+    CacheReport report;
+    auto got = open_index(options, &report);
+    EXPECT_TRUE(got) << got.error().message;
+    auto fresh = scan(options.search_paths);
+    EXPECT_TRUE(fresh) << fresh.error().message;
+    if (got && fresh) {
+      EXPECT_EQ(test::answer_text(**got), test::answer_text(*fresh)) << report.reason;
+    }
+    return report;
+  }
+
+  /// Expects the next open to notice a change and rebuild.
+  void expect_rebuilt(const std::string& reason_part = "") {
+    CacheReport r = open_checked();
+    EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
+    if (!reason_part.empty()) {
+      EXPECT_NE(r.reason.find(reason_part), std::string::npos) << r.reason;
+    }
+  }
+
+  std::string ep_file(const std::string& site, const std::string& dist) {
+    return site + "/" + dist + ".dist-info/entry_points.txt";
+  }
+
+  TempDir t;
+  std::string site1, site2;
+  CacheOptions options;
+};
+
+TEST_F(Invalidation, Install) {
+  test::make_dist(site2, "delta", "1.0", "[torch.backends]\nnew = delta:init\n");
+  expect_rebuilt("search path changed");
+}
+
+TEST_F(Invalidation, Uninstall) {
+  fs::remove_all(site1 + "/beta-1.0.dist-info");
+  expect_rebuilt("search path changed");
+}
+
+TEST_F(Invalidation, Upgrade) {
+  fs::remove_all(site1 + "/alpha-1.0.dist-info");
+  test::make_dist(site1, "alpha", "2.0", "[console_scripts]\nalpha = alpha.cli2:main\n");
+  expect_rebuilt();
+}
+
+TEST_F(Invalidation, InPlaceRewriteWithSameSizeAndRestoredMtime) {
+  const std::string f = ep_file(site1, "beta-1.0");
+  struct stat before;
+  ASSERT_EQ(::stat(f.c_str(), &before), 0);
+  test::write_file(f, "[torch.backends]\nnpu = beta_npx:init\n");  // same size
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
+  struct stat after;
+  ASSERT_EQ(::stat(f.c_str(), &after), 0);
+  ASSERT_EQ(after.st_size, before.st_size);
+  ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+  ASSERT_EQ(after.st_ino, before.st_ino);
+  expect_rebuilt("entry_points.txt");
+}
+
+TEST_F(Invalidation, EntryPointsFileCreatedInExistingDistInfo) {
+  test::write_file(ep_file(site1, "noeps-1.0"), "[g]\nlate = noeps:late\n");
+  expect_rebuilt("appeared");
+}
+
+TEST_F(Invalidation, EntryPointsFileDeleted) {
+  ASSERT_EQ(::unlink(ep_file(site1, "alpha-1.0").c_str()), 0);
+  expect_rebuilt("removed");
+}
+
+TEST_F(Invalidation, ShadowingDistAppearsInEarlierPath) {
+  test::make_dist(site1, "shadow", "9.0", "[g]\nwho = site1:shadow\n");
+  expect_rebuilt();
+  auto idx = open_index(options);
+  ASSERT_TRUE(idx);
+  EXPECT_EQ((*idx)->find("g", "who")->value, "site1:shadow");
+}
+
+TEST_F(Invalidation, PathOrderChanged) {
+  const std::string first_file = cache_file_path(options);
+  options.search_paths = {site2, site1};
+  EXPECT_NE(cache_file_path(options), first_file);
+  expect_rebuilt("no cache file");
+  // The original order still has its own, still valid, file.
+  options.search_paths = {site1, site2};
+  EXPECT_EQ(open_checked().status, CacheStatus::hit);
+}
+
+TEST_F(Invalidation, PathAdded) {
+  const std::string site3 = t / "site3";
+  test::make_dist(site3, "epsilon", "1.0", "[g]\ne = eps:e\n");
+  options.search_paths.push_back(site3);
+  expect_rebuilt("no cache file");
+}
+
+TEST_F(Invalidation, SearchPathCreatedAfterScan) {
+  const std::string later = t / "later";
+  options.search_paths.push_back(later);
+  warm();  // cached with the path absent
+  test::make_dist(later, "zeta", "1.0", "[g]\nz = zeta:z\n");
+  expect_rebuilt("appeared");
+}
+
+TEST_F(Invalidation, RacyChangeWithinTheScanTickIsNotMissed) {
+  // The worst case, built deterministically: the cache recorded the old
+  // answer, yet its stamp of the changed file equals the file's current stamp
+  // (the change landed in the scan's clock tick with the same size, so the
+  // stamp did not move).  Only the racy rule can catch it.
+  const std::string f = ep_file(site1, "beta-1.0");
+  auto old_answer = scan(options.search_paths);
+  ASSERT_TRUE(old_answer);
+  test::write_file(f, "[torch.backends]\nnpu = beta_npx:init\n");
+  const FileStamp now = detail::stamp_at(AT_FDCWD, f.c_str());
+  const FileStamp site_now = detail::stamp_at(AT_FDCWD, site1.c_str());
+  auto forged = [&](std::int64_t scanned_at) {
+    test::IndexEdit edit;
+    edit.scanned_at = scanned_at;
+    edit.watched_stamp = [&](std::string_view rel, FileStamp& s) {
+      if (rel == "beta-1.0.dist-info/entry_points.txt") s = now;
+    };
+    edit.path_stamp = [&](std::uint32_t i, FileStamp& s) {
+      if (i == 0) s = site_now;
+    };
+    return test::copy_index(*old_answer, edit);
+  };
+  const std::int64_t tick = std::max(now.mtime_ns, now.ctime_ns);
+
+  // Control: were the scan's clock past the change, the stamps would match
+  // and the stale answer would be served; this is the hole the rule closes.
+  Index trusting = forged(tick + 1);
+  EXPECT_TRUE(still_valid(trusting, Validation::full));
+
+  Index racy = forged(tick);
+  std::string why;
+  EXPECT_FALSE(still_valid(racy, Validation::full, &why));
+  EXPECT_NE(why.find("racy"), std::string::npos) << why;
+  EXPECT_FALSE(still_valid(forged(now.ctime_ns - 1), Validation::full));  // ctime alone is enough
+
+  ASSERT_TRUE(write_index(racy, cache_file_path(options)));
+  expect_rebuilt("racy");
+}
+
+TEST_F(Invalidation, RacySearchPathIsNotTrustedEvenInPathsMode) {
+  auto idx = scan(options.search_paths);
+  ASSERT_TRUE(idx);
+  const std::int64_t ctime = idx->search_path_stamps()[1].ctime_ns;
+  test::IndexEdit edit;
+  edit.scanned_at = ctime;
+  std::string why;
+  EXPECT_FALSE(still_valid(test::copy_index(*idx, edit), Validation::paths, &why));
+  EXPECT_NE(why.find("racy"), std::string::npos) << why;
+  edit.scanned_at = idx->scanned_at_ns();
+  EXPECT_TRUE(still_valid(test::copy_index(*idx, edit), Validation::paths, &why)) << why;
+}
+
+TEST_F(Invalidation, PathsModeMissesInPlaceEditsButNotInstalls) {
+  // The documented trade-off of `paths`: an edit inside an existing
+  // dist-info does not touch the search path, so it goes unnoticed.
+  options.validation = Validation::paths;
+  warm();
+  test::write_file(ep_file(site1, "beta-1.0"), "[torch.backends]\nnpu = edited:init\n");
+  CacheReport r;
+  auto stale = open_index(options, &r);
+  ASSERT_TRUE(stale);
+  EXPECT_EQ(r.status, CacheStatus::hit);
+  EXPECT_EQ((*stale)->find("torch.backends", "npu")->value, "beta_npu:init");
+  options.validation = Validation::full;
+  expect_rebuilt("entry_points.txt");
+
+  options.validation = Validation::paths;
+  warm();
+  test::make_dist(site2, "installed", "1.0", "[g]\ni = inst:i\n");
+  expect_rebuilt("search path");
+  warm();
+  fs::remove_all(site2 + "/installed-1.0.dist-info");
+  expect_rebuilt("search path");
+}
+
+TEST_F(Invalidation, RelativeSearchPathFollowsTheCurrentDirectory) {
+  char old[4096];
+  ASSERT_NE(::getcwd(old, sizeof old), nullptr);
+  ASSERT_EQ(::chdir(site1.c_str()), 0);
+  options.search_paths = {""};
+  next_tick();
+  CacheReport first = open_checked();
+  ASSERT_EQ(::chdir(site2.c_str()), 0);
+  CacheReport second = open_checked();  // another directory: another key
+  EXPECT_NE(first.file, second.file);
+  EXPECT_EQ(second.status, CacheStatus::rebuilt);
+  ASSERT_EQ(::chdir(old), 0);
+}
+
+// ---- shipped (relocatable, read-only) indexes --------------------------------
+
+TEST_F(Invalidation, ShippedIndexSurvivesCopyingTheEnvironment) {
+  // An environment with its index, copied elsewhere preserving times (as
+  // cp -a, tar and container layers do): the index is used as is.
+  const std::string env = t / "env";
+  test::make_dist(env + "/site", "shipped", "1.0", "[torch.backends]\nsh = shipped:init\n");
+  next_tick();
+  auto idx = scan(std::vector<std::string>{env + "/site"});
+  ASSERT_TRUE(idx);
+  fs::create_directories(env + "/share");
+  ASSERT_TRUE(write_index(*idx, env + "/share/index.json", /*relocatable=*/true));
+  const std::string copy = t / "copy";
+  ASSERT_EQ(std::system(("cp -a '" + env + "' '" + copy + "'").c_str()), 0);
+
+  options.search_paths = {copy + "/site"};
+  options.shipped_index = copy + "/share/index.json";
+  CacheReport r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::shipped) << r.reason;
+  auto got = open_index(options);
+  ASSERT_TRUE(got);
+  EXPECT_EQ((*got)->search_paths()[0], copy + "/site");
+  EXPECT_EQ((*got)->distributions()[0].metadata_dir.substr(0, copy.size()), copy);
+
+  // Through the environment variable too.
+  options.shipped_index.clear();
+  ::setenv("EPLOAD_INDEX", (copy + "/share/index.json").c_str(), 1);
+  EXPECT_EQ(open_checked().status, CacheStatus::shipped);
+
+  // Another search-path list: ignored, with the reason.
+  options.search_paths = {copy + "/site", site1};
+  r = open_checked();
+  EXPECT_NE(r.status, CacheStatus::shipped);
+  EXPECT_NE(r.reason.find("shipped index"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("search-path list"), std::string::npos) << r.reason;
+
+  // A change to the environment: ignored as stale.
+  options.search_paths = {copy + "/site"};
+  test::make_dist(copy + "/site", "added", "1.0", "[g]\na = added:a\n");
+  r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::rebuilt);
+  EXPECT_NE(r.reason.find("stale"), std::string::npos) << r.reason;
+
+  // A world-writable shipped index is never trusted.
+  ::chmod((env + "/share/index.json").c_str(), 0666);
+  ::setenv("EPLOAD_INDEX", (env + "/share/index.json").c_str(), 1);
+  options.search_paths = {env + "/site"};
+  r = open_checked();
+  EXPECT_NE(r.status, CacheStatus::shipped);
+  EXPECT_NE(r.reason.find("unsafe"), std::string::npos) << r.reason;
+  ::unsetenv("EPLOAD_INDEX");
+}
+
+// ---- Catalog -------------------------------------------------------------------
+
+TEST_F(Invalidation, CatalogRevalidatesOnEveryGet) {
+  Catalog catalog(options);
+  CacheReport r;
+  auto a = catalog.get(&r);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(r.status, CacheStatus::hit);
+  auto b = catalog.get(&r);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(a->get(), b->get()) << "an unchanged tree keeps the same Index";
+
+  test::make_dist(site2, "late", "1.0", "[torch.backends]\nlate = late:init\n");
+  auto c = catalog.get(&r);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
+  EXPECT_NE((*c)->find("torch.backends", "late"), nullptr);
+  EXPECT_EQ((*a)->find("torch.backends", "late"), nullptr) << "old users keep the old index";
+}
+
+TEST_F(Invalidation, CatalogIsThreadSafe) {
+  Catalog catalog(options);
+  std::atomic<int> bad{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> readers;
+  for (int k = 0; k < 4; ++k) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        auto idx = catalog.get();
+        if (!idx || (*idx)->find("console_scripts", "alpha") == nullptr) ++bad;
+      }
+    });
+  }
+  for (int i = 0; i < 30; ++i) {
+    test::make_dist(site2, "churn" + std::to_string(i), "1.0", "[g]\nc = churn:c\n");
+    ::usleep(1000);
+  }
+  stop = true;
+  for (auto& th : readers) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  next_tick();
+  auto final_idx = catalog.get();
+  ASSERT_TRUE(final_idx);
+  auto fresh = scan(options.search_paths);
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(test::answer_text(**final_idx), test::answer_text(*fresh));
+}
+
+}  // namespace
+}  // namespace epload

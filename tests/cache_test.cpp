@@ -1,0 +1,672 @@
+// cache_test.cpp — the serialized index, its key, and every way a cache file
+// or directory can be bad: each must mean "rebuild" or "work uncached", never a
+// crash and never a wrong answer.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include <sys/mman.h>  // memfd_create
+
+#include "cache_internal.hpp"
+#include "cache_test_util.hpp"
+#include "epload/cache.hpp"
+#include "epload/scanner.hpp"
+#include "stamp.hpp"
+
+namespace epload {
+namespace {
+
+using test::TempDir;
+
+/// An index exercising every field and the escaping edge cases.
+Index sample_index(int extra_dists = 0) {
+  IndexBuilder b;
+  b.add_search_path("/tmp/site \"quoted\" \\back\\slash\\ \n new\tline", test::fake_stamp(1));
+  b.add_search_path(std::string("/tmp/bad-\xff\xfe-byte"), test::fake_stamp(2));
+  b.add_search_path("", FileStamp{});  // the current directory, absent stamp
+  b.add_search_path("relative/dir", test::fake_stamp(3));
+  const std::uint32_t a = b.add_distribution("alpha", "1.0", "/tmp/site \"quoted\"/alpha-1.0.dist-info", 0);
+  const std::uint32_t u = b.add_distribution("caf\xc3\xa9-\xe2\x80\xa8", "2.0\x01\x1f\x7f",
+                                             std::string("/tmp/bad-\xff\xfe-byte/x.dist-info"), 1);
+  const std::uint32_t e = b.add_distribution("broken", "", "broken.egg-info", 2,
+                                             "broken.egg-info/entry_points.txt:3: line without '='");
+  b.add_entry_point(a, "console_scripts", "alpha", "alpha.cli:main");
+  b.add_entry_point(a, "torch.backends", "npu", "alpha_npu:init [extra1, extra2]");
+  b.add_entry_point(u, "console_scripts", "caf\xc3\xa9", "x:\"y\"\\z");
+  b.add_entry_point(a, "console_scripts", "alpha", "duplicate.kept:main");
+  b.add_entry_point(u, "a group", std::string("nul\0inside", 10), "v");
+  for (int i = 0; i < extra_dists; ++i) {
+    const std::string n = "noise" + std::to_string(i);
+    const std::uint32_t d = b.add_distribution(n, "0." + std::to_string(i), "/tmp/site/" + n + ".dist-info", 0);
+    b.add_entry_point(d, "console_scripts", n, n + ".main:run");
+    b.add_entry_point(d, "group" + std::to_string(i % 7), "ep", n + ":x");
+    b.add_watched_file(0, n + ".dist-info/entry_points.txt", test::fake_stamp(100 + i));
+  }
+  b.add_watched_file(0, "alpha-1.0.dist-info/entry_points.txt", test::fake_stamp(4));
+  b.add_watched_file(1, std::string("x.dist-info/\xff/entry_points.txt"), FileStamp{});
+  b.add_watched_file(2, "broken.egg-info/entry_points.txt", test::fake_stamp(5));
+  (void)e;
+  b.set_scanned_at(1700000000999999999LL);
+  return b.build();
+}
+
+/// Replaces the first occurrence of `from` in the file.
+void edit_file(const std::string& path, const std::string& from, const std::string& to) {
+  std::string text = test::read_file(path);
+  const auto at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << from;
+  text.replace(at, from.size(), to);
+  test::write_file(path, text);
+}
+
+/// Parses `text` as a file's content, without touching the file system
+/// (an in-memory file keeps the loops below fast).
+Result<Index> parse_bytes(const std::string& text) {
+  const int fd = ::memfd_create("epload-cache-test", MFD_CLOEXEC);
+  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+      ::lseek(fd, 0, SEEK_SET) != 0) {
+    std::abort();
+  }
+  auto r = detail::read_index_fd(fd, "memfd", detail::ReadExpectations{});
+  ::close(fd);
+  return r;
+}
+
+int python_check(const std::string& script, const std::string& arg) {
+  const std::string cmd = std::string(EPLOAD_TEST_PYTHON) + " -c '" + script + "' '" + arg + "'";
+  return std::system(cmd.c_str());
+}
+
+TEST(Cache, RoundTripKeepsEveryField) {
+  TempDir t;
+  const Index original = sample_index(3);
+  const std::string file = t / "index.json";
+  ASSERT_TRUE(write_index(original, file));
+  auto back = read_index(file);
+  ASSERT_TRUE(back) << back.error().message;
+  std::string why;
+  EXPECT_TRUE(test::identical(original, *back, &why)) << why;
+  EXPECT_EQ(back->find("console_scripts", "alpha")->value, "alpha.cli:main");
+  EXPECT_EQ(back->first_error()->name, "broken");
+
+  struct stat st;
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // The file is strict JSON (Python's parser agrees), and the non-UTF-8 path
+  // is stored as hex bytes that decode back exactly.
+  EXPECT_EQ(python_check("import json,sys; json.load(open(sys.argv[1], encoding=\"utf-8\"))", file), 0);
+  EXPECT_EQ(python_check("import json,sys; d=json.load(open(sys.argv[1])); "
+                         "assert bytes.fromhex(d[\"search_paths\"][1][\"path\"][\"hex\"])"
+                         "==b\"/tmp/bad-\\xff\\xfe-byte\"; "
+                         "assert d[\"search_paths\"][0][\"path\"].startswith(\"/tmp/site \\\"quoted\\\" \\\\back\")",
+                         file),
+            0);
+}
+
+TEST(Cache, EscapesEveryByteValue) {
+  std::string ascii, all;
+  for (int c = 0; c < 0x80; ++c) ascii += static_cast<char>(c);
+  for (int c = 0; c < 0x100; ++c) all += static_cast<char>(c);
+  IndexBuilder b;
+  b.add_search_path(ascii, FileStamp{});
+  b.add_search_path(all, FileStamp{});
+  const auto d = b.add_distribution(ascii, all, ascii + all, 1, all);
+  b.add_entry_point(d, ascii, all, ascii);
+  b.add_watched_file(1, all, test::fake_stamp(9));
+  const Index original = b.build();
+  TempDir t;
+  ASSERT_TRUE(write_index(original, t / "i.json"));
+  auto back = read_index(t / "i.json");
+  ASSERT_TRUE(back) << back.error().message;
+  std::string why;
+  EXPECT_TRUE(test::identical(original, *back, &why)) << why;
+  EXPECT_EQ(python_check("import json,sys; d=json.load(open(sys.argv[1])); "
+                         "assert d[\"search_paths\"][0][\"path\"]==\"\".join(map(chr,range(128)))",
+                         t / "i.json"),
+            0);
+}
+
+TEST(Cache, EmptyIndexRoundTrips) {
+  TempDir t;
+  IndexBuilder b;
+  const Index original = b.build();
+  ASSERT_TRUE(write_index(original, t / "i.json"));
+  auto back = read_index(t / "i.json");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_TRUE(test::identical(original, *back));
+}
+
+TEST(Cache, RelocatableIndexStoresPathsRelativeToItsDirectory) {
+  TempDir t;
+  IndexBuilder b;
+  const auto sp = b.add_search_path(t / "env/lib/site-packages", test::fake_stamp(1));
+  const auto d = b.add_distribution("foo", "1", t / "env/lib/site-packages/foo-1.dist-info", sp);
+  b.add_entry_point(d, "g", "n", "v");
+  const Index original = b.build();
+  const std::string file = t / "env/share/epload/index.json";
+  test::write_file(file, "");
+  ASSERT_TRUE(write_index(original, file, /*relocatable=*/true));
+  const std::string text = test::read_file(file);
+  EXPECT_NE(text.find("\"../../lib/site-packages\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"dir\":\"foo-1.dist-info\""), std::string::npos) << text;
+  EXPECT_EQ(text.find(t.path()), std::string::npos) << "no absolute path in a relocatable index";
+  auto back = read_index(file);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->search_paths()[0], t / "env/lib/site-packages");
+  EXPECT_EQ(back->distributions()[0].metadata_dir, t / "env/lib/site-packages/foo-1.dist-info");
+
+  IndexBuilder rel;
+  rel.add_search_path("relative", FileStamp{});
+  auto refused = write_index(rel.build(), t / "r.json", true);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Errc::invalid_argument);
+}
+
+TEST(Cache, KeySeparatesPathOrderInterpreterAndCurrentDirectory) {
+  CacheOptions a;
+  a.cache_dir = "/c";
+  a.search_paths = {"/x", "/y"};
+  CacheOptions b = a;
+  b.search_paths = {"/y", "/x"};
+  EXPECT_NE(cache_file_path(a), cache_file_path(b));
+  CacheOptions c = a;
+  c.interpreter = "/usr/bin/python3|/usr|3.11.2";
+  EXPECT_NE(cache_file_path(a), cache_file_path(c));
+  CacheOptions d = a;
+  d.search_paths = {"/x/", "/y"};
+  EXPECT_NE(cache_file_path(a), cache_file_path(d));
+  CacheOptions e1 = a, e2 = a;  // length-prefixed: no ambiguity in concatenation
+  e1.search_paths = {"/a", "bc"};
+  e2.search_paths = {"/ab", "c"};
+  EXPECT_NE(cache_file_path(e1), cache_file_path(e2));
+  EXPECT_EQ(cache_file_path(a), cache_file_path(CacheOptions(a)));
+  EXPECT_EQ(cache_file_path(a).rfind("/c/index-", 0), 0u);
+
+  // A relative entry makes the current directory part of the key.
+  TempDir t1, t2;
+  CacheOptions r = a;
+  r.search_paths = {"", "/x"};
+  char old[4096];
+  ASSERT_NE(::getcwd(old, sizeof old), nullptr);
+  ASSERT_EQ(::chdir(t1.path().c_str()), 0);
+  const std::string in1 = cache_file_path(r), abs1 = cache_file_path(a);
+  ASSERT_EQ(::chdir(t2.path().c_str()), 0);
+  const std::string in2 = cache_file_path(r), abs2 = cache_file_path(a);
+  ASSERT_EQ(::chdir(old), 0);
+  EXPECT_NE(in1, in2);
+  EXPECT_EQ(abs1, abs2);
+}
+
+TEST(Cache, ResolvesCacheDirectoryFromOptionsThenEnvironment) {
+  struct Saved {
+    const char* name;
+    std::optional<std::string> value;
+  } saved[] = {{"EPLOAD_CACHE_DIR", {}}, {"XDG_CACHE_HOME", {}}, {"HOME", {}}};
+  for (auto& s : saved) {
+    if (const char* v = std::getenv(s.name)) s.value = v;
+  }
+  CacheOptions o;
+  ::setenv("EPLOAD_CACHE_DIR", "/e", 1);
+  ::setenv("XDG_CACHE_HOME", "/xdg", 1);
+  ::setenv("HOME", "/home/u", 1);
+  o.cache_dir = "/opt";
+  EXPECT_EQ(resolve_cache_dir(o), "/opt");
+  o.cache_dir.clear();
+  EXPECT_EQ(resolve_cache_dir(o), "/e");
+  ::unsetenv("EPLOAD_CACHE_DIR");
+  EXPECT_EQ(resolve_cache_dir(o), "/xdg/epload");
+  ::setenv("XDG_CACHE_HOME", "relative", 1);  // invalid per the XDG spec: ignored
+  EXPECT_EQ(resolve_cache_dir(o), "/home/u/.cache/epload");
+  ::unsetenv("XDG_CACHE_HOME");
+  EXPECT_EQ(resolve_cache_dir(o), "/home/u/.cache/epload");
+  ::unsetenv("HOME");
+  EXPECT_NE(resolve_cache_dir(o), "");  // from the password database
+  for (auto& s : saved) {
+    if (s.value) ::setenv(s.name, s.value->c_str(), 1);
+    else ::unsetenv(s.name);
+  }
+}
+
+TEST(Cache, ReadRejectsOtherFormatVersion) {
+  TempDir t;
+  ASSERT_TRUE(write_index(sample_index(), t / "i.json"));
+  edit_file(t / "i.json", "\"version\":1,", "\"version\":2,");
+  auto r = read_index(t / "i.json");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, Errc::cache);
+  EXPECT_NE(r.error().message.find("format version 2"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find(t / "i.json"), std::string::npos) << r.error().message;
+}
+
+TEST(Cache, ReadRejectsForeignAndEmptyFiles) {
+  TempDir t;
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "empty"},
+      {"{}", "not an epload index"},
+      {"[1,2,3]", "not an epload index"},
+      {"\"epload-index\"", "not an epload index"},
+      {"{\"format\":\"stevedore\",\"version\":1}", "not an epload index"},
+      {"{\"groups\":{\"console_scripts\":[]},\"path_values\":[]}", "not an epload index"},
+      {"{\"format\":\"epload-index\",\"version\":1}", "truncated"},
+      {"{\"format\":\"epload-index\",\"version\":\"1\"}", "version"},
+      {"not json at all", "not an epload index"},
+      {"\xff\xfe{}", "malformed"},
+  };
+  for (const auto& [text, expected] : cases) {
+    test::write_file(t / "i.json", text);
+    auto r = read_index(t / "i.json");
+    ASSERT_FALSE(r) << text;
+    EXPECT_EQ(r.error().code, Errc::cache);
+    EXPECT_NE(r.error().message.find(expected), std::string::npos) << text << " -> " << r.error().message;
+  }
+  auto missing = read_index(t / "missing.json");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("missing.json"), std::string::npos);
+}
+
+TEST(Cache, ReadRejectsValidJsonWithBadContent) {
+  // Structurally valid files (correct checksum) whose values are wrong must
+  // still be rejected by the strict reader: build each one from a good file.
+  TempDir t;
+  IndexBuilder b;
+  const auto sp = b.add_search_path("/s", test::fake_stamp(1));
+  const auto d = b.add_distribution("n", "1", "/s/n.dist-info", sp);
+  b.add_entry_point(d, "g", "e", "v");
+  b.add_watched_file(sp, "n.dist-info/entry_points.txt", test::fake_stamp(2));
+  ASSERT_TRUE(write_index(b.build(), t / "good.json"));
+  const std::string good = test::read_file(t / "good.json");
+  // Re-checksums `text` with Python, which knows nothing of our reader.
+  auto reseal = [&](std::string text) {
+    test::write_file(t / "bad.json", text);
+    const char* script =
+        "import sys\n"
+        "p=sys.argv[1]; b=open(p,\"rb\").read(); i=b.index(b\"\\\"checksum\\\":\\\"\")+12\n"
+        "body=b[i+17:]; M=(1<<64)-1; h=(0x9e3779b97f4a7c15^len(body))&M\n"
+        "pad=body+b\"\\0\"*(8-len(body)%8)\n"
+        "for k in range(0,len(pad),8):\n"
+        "  h=((h^int.from_bytes(pad[k:k+8],\"little\"))*0xff51afd7ed558ccd)&M; h^=h>>32\n"
+        "open(p,\"wb\").write(b[:i]+b\"%016x\"%h+b[i+16:])\n";
+    EXPECT_EQ(python_check(script, t / "bad.json"), 0);
+  };
+  reseal(good);
+  ASSERT_TRUE(read_index(t / "bad.json")) << "the Python re-sealer must agree with the writer";
+  const std::pair<std::string, std::string> edits[] = {
+      {"\"path\":0,", "\"path\":7,"},                // dist -> nonexistent search path
+      {"\n[0,\"g\"", "\n[5,\"g\""},                  // entry point -> nonexistent dist
+      {"\n[0,\"n.dist-info", "\n[3,\"n.dist-info"},  // watched -> nonexistent path
+      {"\"name\":\"n\"", "\"name\":1"},               // wrong type
+      {"\"name\":\"n\"", "\"name\":{\"hex\":\"zz\"}"},  // bad hex
+      {"\"name\":\"n\"", "\"name\":{\"hex\":\"6\"}"},   // odd hex
+      {"\"relocatable\":false", "\"relocatable\":0"},
+      {",\"g\",\"e\",\"v\"]", ",\"g\",\"e\"]"},      // short entry point
+      {",\"g\",\"e\",\"v\"]", ",\"g\",\"e\",\"v\",\"w\"]"},
+      {"\"scanned_at_ns\"", "\"scanned_at\""},
+      {"]}\n", "]}\n{}"},                             // trailing data
+      {"]}\n", "],\"extra\":1}\n"},
+      {"\"stamp\":[", "\"stamp\":[1,"},               // 7 stamp fields
+      {"\"stamp\":[", "\"stamp\":[-1,"},
+  };
+  for (const auto& [from, to] : edits) {
+    std::string text = good;
+    const auto at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    reseal(text);
+    auto r = read_index(t / "bad.json");
+    EXPECT_FALSE(r) << "accepted: " << to;
+    if (!r) {
+      EXPECT_EQ(r.error().code, Errc::cache);
+    }
+  }
+}
+
+TEST(Cache, ByteFlipsAreRejectedOrHarmless) {
+  TempDir t;
+  const Index original = sample_index(40);
+  ASSERT_TRUE(write_index(original, t / "good.json"));
+  const std::string good = test::read_file(t / "good.json");
+  constexpr unsigned k_seeds = 10000;
+  int rejected = 0;
+  for (unsigned seed = 0; seed < k_seeds; ++seed) {
+    std::mt19937 rng(seed);
+    std::string bad = good;
+    const int flips = 1 + static_cast<int>(rng() % 3);
+    for (int f = 0; f < flips; ++f) {
+      bad[rng() % bad.size()] ^= static_cast<char>(1 + rng() % 255);
+    }
+    auto r = parse_bytes(bad);
+    if (r) {
+      std::string why;
+      EXPECT_TRUE(test::identical(original, *r, &why)) << "seed " << seed << ": " << why;
+    } else {
+      EXPECT_EQ(r.error().code, Errc::cache);
+      ++rejected;
+    }
+  }
+  // The checksum makes every one of these a rejection, not just a harmless load.
+  EXPECT_EQ(rejected, static_cast<int>(k_seeds));
+}
+
+TEST(Cache, EveryTruncationIsRejected) {
+  TempDir t;
+  ASSERT_TRUE(write_index(sample_index(10), t / "good.json"));
+  const std::string good = test::read_file(t / "good.json");
+  for (std::size_t n = 0; n < good.size(); ++n) {
+    auto r = parse_bytes(good.substr(0, n));
+    ASSERT_FALSE(r) << "truncated at " << n << " of " << good.size();
+    EXPECT_EQ(r.error().code, Errc::cache);
+  }
+}
+
+// ---- open_index against real trees -------------------------------------------
+
+class CacheOpen : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::unsetenv("EPLOAD_INDEX");
+    site = t / "site";
+    test::make_dist(site, "alpha", "1.0", "[console_scripts]\nalpha = alpha.cli:main\n");
+    test::make_dist(site, "beta", "2.0", "[torch.backends]\nnpu = beta_npu:init\n");
+    test::make_dist(site, "gamma", "3.0", "");
+    options.search_paths = {site};
+    options.cache_dir = t / "cache";
+  }
+
+  /// open_index, checked against a fresh scan.
+  CacheReport open_checked() {
+    CacheReport report;
+    auto got = open_index(options, &report);
+    EXPECT_TRUE(got) << got.error().message;
+    auto fresh = scan(options.search_paths);
+    EXPECT_TRUE(fresh) << fresh.error().message;
+    if (got && fresh) {
+      EXPECT_EQ(test::answer_text(**got), test::answer_text(*fresh));
+    }
+    return report;
+  }
+
+  TempDir t;
+  std::string site;
+  CacheOptions options;
+};
+
+TEST_F(CacheOpen, RebuildsOnceThenHits) {
+  test::next_tick();
+  CacheReport first = open_checked();
+  EXPECT_EQ(first.status, CacheStatus::rebuilt);
+  EXPECT_NE(first.reason.find("no cache"), std::string::npos) << first.reason;
+  EXPECT_EQ(first.file, cache_file_path(options));
+  struct stat dir_st, before, after;
+  ASSERT_EQ(::stat(options.cache_dir.c_str(), &dir_st), 0);
+  EXPECT_EQ(dir_st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::stat(first.file.c_str(), &before), 0);
+  EXPECT_EQ(before.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat(first.file.c_str(), &before), 0);
+  CacheReport third = open_checked();
+  EXPECT_EQ(third.status, CacheStatus::hit) << third.reason;
+  ASSERT_EQ(::stat(first.file.c_str(), &after), 0);
+  // A hit writes nothing.
+  EXPECT_EQ(before.st_ino, after.st_ino);
+  EXPECT_EQ(before.st_mtim.tv_nsec, after.st_mtim.tv_nsec);
+}
+
+TEST_F(CacheOpen, DisabledCacheScansAndWritesNothing) {
+  options.use_cache = false;
+  CacheReport r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::uncached);
+  EXPECT_TRUE(test::list_dir(options.cache_dir).empty());
+}
+
+TEST_F(CacheOpen, OtherVersionForeignKeyAndCorruptFilesAreRebuilt) {
+  (void)open_checked();
+  const std::string file = cache_file_path(options);
+  const std::string good = test::read_file(file);
+
+  edit_file(file, "\"version\":1,", "\"version\":99,");
+  CacheReport r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::rebuilt);
+  EXPECT_NE(r.reason.find("format version 99"), std::string::npos) << r.reason;
+
+  // Another key's file under this key's name (what a hash collision looks
+  // like): the stored key differs, so it is rebuilt, not trusted.
+  CacheOptions other = options;
+  other.search_paths = {site, t / "elsewhere"};
+  (void)open_index(other);
+  test::write_file(file, test::read_file(cache_file_path(other)));
+  r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::rebuilt);
+  EXPECT_NE(r.reason.find("search-path list"), std::string::npos) << r.reason;
+
+  CacheOptions with_interp = options;
+  with_interp.interpreter = "/usr/bin/python3 3.11";
+  (void)open_index(with_interp);
+  test::write_file(file, test::read_file(cache_file_path(with_interp)));
+  r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::rebuilt);
+  EXPECT_NE(r.reason.find("another key"), std::string::npos) << r.reason;
+
+  for (const std::string& bad : {std::string(), std::string("{\"a\":1}"), good.substr(0, good.size() / 2)}) {
+    test::write_file(file, bad);
+    r = open_checked();
+    EXPECT_EQ(r.status, CacheStatus::rebuilt);
+    EXPECT_NE(r.reason.find(file), std::string::npos) << r.reason;
+  }
+}
+
+TEST_F(CacheOpen, ByteFlippedCacheFilesGiveTheRightAnswer) {
+  (void)open_checked();
+  const std::string file = cache_file_path(options);
+  const std::string good = test::read_file(file);
+  for (unsigned seed = 0; seed < 100; ++seed) {
+    std::mt19937 rng(seed);
+    std::string bad = good;
+    bad[rng() % bad.size()] ^= static_cast<char>(1 + rng() % 255);
+    test::write_file(file, bad);
+    ::chmod(file.c_str(), 0600);
+    CacheReport r = open_checked();  // the answer is checked against a scan
+    EXPECT_EQ(r.status, CacheStatus::rebuilt) << "seed " << seed;
+  }
+}
+
+TEST_F(CacheOpen, GroupOrWorldWritableCacheFileIsIgnored) {
+  for (mode_t mode : {0620, 0602, 0666}) {
+    (void)open_checked();
+    const std::string file = cache_file_path(options);
+    ASSERT_EQ(::chmod(file.c_str(), mode), 0);
+    CacheReport r = open_checked();
+    EXPECT_EQ(r.status, CacheStatus::rebuilt);
+    EXPECT_NE(r.reason.find("unsafe"), std::string::npos) << r.reason;
+    EXPECT_NE(r.reason.find("writable by group or others"), std::string::npos) << r.reason;
+    struct stat st;
+    ASSERT_EQ(::stat(file.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << "the rewritten file is private again";
+  }
+}
+
+TEST_F(CacheOpen, SymlinkedCacheFileIsIgnored) {
+  (void)open_checked();
+  const std::string file = cache_file_path(options);
+  ASSERT_EQ(::rename(file.c_str(), (t / "elsewhere.json").c_str()), 0);
+  ASSERT_EQ(::symlink((t / "elsewhere.json").c_str(), file.c_str()), 0);
+  CacheReport r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::rebuilt);
+  EXPECT_NE(r.reason.find("unsafe"), std::string::npos) << r.reason;
+}
+
+TEST_F(CacheOpen, CacheOwnedByAnotherUserIsIgnored) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chown a file to another uid";
+  (void)open_checked();
+  const std::string file = cache_file_path(options);
+  ASSERT_EQ(::chown(file.c_str(), 65534, 65534), 0);
+  CacheReport r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::rebuilt);
+  EXPECT_NE(r.reason.find("owned by uid 65534"), std::string::npos) << r.reason;
+  struct stat st;
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+
+  // A directory owned by someone else is neither read nor written.
+  ASSERT_EQ(::chown(options.cache_dir.c_str(), 65534, 65534), 0);
+  const std::string before = test::read_file(file);
+  r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::uncached);
+  EXPECT_NE(r.reason.find("cache directory"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("owned by uid 65534"), std::string::npos) << r.reason;
+  EXPECT_EQ(test::read_file(file), before);
+}
+
+TEST_F(CacheOpen, WorldWritableCacheDirectoryIsNotUsed) {
+  (void)open_checked();
+  ASSERT_EQ(::chmod(options.cache_dir.c_str(), 0777), 0);
+  CacheReport r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::uncached);
+  EXPECT_NE(r.reason.find("unsafe"), std::string::npos) << r.reason;
+}
+
+TEST_F(CacheOpen, UnusableCacheDirectoryMeansUncached) {
+  test::write_file(t / "plain-file", "x");
+  for (const std::string& dir : {t / "plain-file/cache", t / "plain-file",
+                                 std::string("/proc/epload-no-such-dir/cache")}) {
+    options.cache_dir = dir;
+    CacheReport r = open_checked();
+    EXPECT_EQ(r.status, CacheStatus::uncached) << dir;
+    EXPECT_NE(r.reason.find("unusable"), std::string::npos) << r.reason;
+  }
+}
+
+TEST_F(CacheOpen, PrunesOldAndExcessFiles) {
+  ASSERT_EQ(::mkdir(options.cache_dir.c_str(), 0700), 0);
+  const std::int64_t now = detail::coarse_now_ns() / 1000000000;
+  auto make_aged = [&](const std::string& name, std::int64_t age_s) {
+    const std::string p = options.cache_dir + "/" + name;
+    test::write_file(p, "{}");
+    struct timespec ts[2];
+    ts[0].tv_sec = ts[1].tv_sec = static_cast<time_t>(now - age_s);
+    ts[0].tv_nsec = ts[1].tv_nsec = 0;
+    ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), ts, 0), 0);
+  };
+  for (int i = 0; i < 5; ++i) make_aged("index-old" + std::to_string(i) + ".json", 31 * 86400);
+  for (int i = 0; i < 70; ++i) make_aged("index-f" + std::to_string(100 + i) + ".json", 1000 + i);
+  make_aged(".index-x.tmp.abcdef", 2 * 3600);   // stray temp file: removed
+  make_aged(".index-y.tmp.abcdef", 60);         // maybe still being written: kept
+  make_aged("unrelated.txt", 365 * 86400);       // not ours: kept
+  CacheReport r = open_checked();
+  ASSERT_EQ(r.status, CacheStatus::rebuilt);
+  const auto files = test::list_dir(options.cache_dir);
+  auto has = [&](const std::string& n) { return std::find(files.begin(), files.end(), n) != files.end(); };
+  int index_files = 0;
+  for (const auto& f : files) index_files += f.rfind("index-", 0) == 0;
+  EXPECT_EQ(index_files, 64);
+  EXPECT_TRUE(has(r.file.substr(r.file.rfind('/') + 1)));
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(has("index-old" + std::to_string(i) + ".json"));
+  // The 63 most recently used of the 70 stay (ages 1000..1062 s).
+  EXPECT_TRUE(has("index-f100.json"));
+  EXPECT_TRUE(has("index-f162.json"));
+  EXPECT_FALSE(has("index-f163.json"));
+  EXPECT_FALSE(has("index-f169.json"));
+  EXPECT_FALSE(has(".index-x.tmp.abcdef"));
+  EXPECT_TRUE(has(".index-y.tmp.abcdef"));
+  EXPECT_TRUE(has("unrelated.txt"));
+
+  auto cleared = clear_cache(options);
+  ASSERT_TRUE(cleared);
+  EXPECT_EQ(*cleared, 65);  // 64 index files + the young temp file
+  EXPECT_EQ(test::list_dir(options.cache_dir), std::vector<std::string>{"unrelated.txt"});
+  options.cache_dir = t / "never-created";
+  auto none = clear_cache(options);
+  ASSERT_TRUE(none);
+  EXPECT_EQ(*none, 0);
+}
+
+TEST_F(CacheOpen, EightProcessesReadAndRebuildWhileTheTreeChanges) {
+  // Two distributions toggle in and out of the search path by rename, so the
+  // tree is always in one of four states.  Every answer served from the
+  // cache must be one of those (a fresh scan racing a rename may see a
+  // half-moved distribution, as importlib would, but such an answer must
+  // never be trusted later), and once the tree stops changing, every process
+  // must get exactly the final state.
+  const std::string stage = t / "stage";
+  test::make_dist(stage, "togglea", "1", "[g]\na = m:a\n");
+  test::make_dist(stage, "toggleb", "1", "[g]\nb = m:b\n");
+  for (int i = 0; i < 20; ++i) test::make_dist(site, "noise" + std::to_string(i), "1", "[g]\nn = m:n\n");
+  const std::string names[2] = {"togglea-1.dist-info", "toggleb-1.dist-info"};
+  bool present[2] = {false, false};
+  auto toggle = [&](int k) {
+    const std::string in = site + "/" + names[k], out = stage + "/" + names[k];
+    ASSERT_EQ(::rename(present[k] ? in.c_str() : out.c_str(), present[k] ? out.c_str() : in.c_str()), 0);
+    present[k] = !present[k];
+  };
+  std::vector<std::string> states;
+  for (int s = 0; s < 4; ++s) {
+    if (present[0] != bool(s & 1)) toggle(0);
+    if (present[1] != bool(s & 2)) toggle(1);
+    auto idx = scan(options.search_paths);
+    ASSERT_TRUE(idx);
+    states.push_back(test::answer_text(*idx));
+  }
+  int go[2], done[2];
+  ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  std::vector<pid_t> kids;
+  for (int k = 0; k < 8; ++k) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(go[1]);
+      ::close(done[1]);
+      char c;
+      if (::read(go[0], &c, 1) != 1) ::_exit(10);
+      for (int i = 0; i < 40; ++i) {
+        CacheReport rep;
+        auto idx = open_index(options, &rep);
+        if (!idx) ::_exit(11);
+        // A scan that races a rename may see a half-moved distribution, as
+        // importlib would; but an answer served from the cache must always
+        // be a state the tree was really in.
+        const bool consistent =
+            std::find(states.begin(), states.end(), test::answer_text(**idx)) != states.end();
+        if (!consistent && rep.status == CacheStatus::hit) {
+          std::fprintf(stderr, "inconsistent cached answer from %s\n", rep.file.c_str());
+          ::_exit(12);
+        }
+      }
+      (void)::read(done[0], &c, 1);  // EOF once the parent stops changing the tree
+      auto idx = open_index(options);
+      auto fresh = scan(options.search_paths);
+      if (!idx || !fresh) ::_exit(13);
+      ::_exit(test::answer_text(**idx) == test::answer_text(*fresh) ? 0 : 14);
+    }
+    kids.push_back(pid);
+  }
+  ::close(go[0]);
+  ::close(done[0]);
+  for (int k = 0; k < 8; ++k) ASSERT_EQ(::write(go[1], "x", 1), 1);
+  ::close(go[1]);
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200; ++i) {
+    toggle(static_cast<int>(rng() % 2));
+    ::usleep(500);
+  }
+  ::close(done[1]);
+  for (pid_t pid : kids) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "child exit " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+  // The file the processes left behind is whole and valid.
+  auto final_file = read_index(cache_file_path(options));
+  ASSERT_TRUE(final_file) << final_file.error().message;
+  CacheReport r = open_checked();
+  EXPECT_NE(r.status, CacheStatus::uncached) << r.reason;
+  for (const auto& f : test::list_dir(options.cache_dir)) {
+    EXPECT_EQ(f.find(".tmp."), std::string::npos) << "temporary file left behind: " << f;
+  }
+}
+
+}  // namespace
+}  // namespace epload

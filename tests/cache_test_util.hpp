@@ -1,0 +1,193 @@
+// cache_test_util.hpp — temp trees, distributions and index comparison for
+// the cache tests.
+#pragma once
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "epload/cache.hpp"
+#include "epload/index.hpp"
+#include "stamp.hpp"
+
+namespace epload::test {
+
+/// Waits until the coarse clock (the scanner's scanned_at clock) has passed
+/// the precise time of the call, so every change made before the call has a
+/// stamp older than the next scan's clock and is not "racy".  File times may
+/// be fine-grained (multigrain timestamps) and ahead of the coarse clock by
+/// up to a tick or two.  A condition on the clock, not a timing assertion:
+/// it only makes the following steps deterministic.
+inline void next_tick() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  const std::int64_t fine = static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  while (detail::coarse_now_ns() <= fine) ::usleep(200);
+}
+
+/// A fresh directory under $TMPDIR (or /tmp), removed with its contents.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/epload-cache-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
+    m_path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    // Restore permissions a test may have taken away, then remove.
+    std::filesystem::permissions(m_path, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::add, ec);
+    std::filesystem::remove_all(m_path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return m_path; }
+  std::string operator/(const std::string& rel) const { return m_path + "/" + rel; }
+
+ private:
+  std::string m_path;
+};
+
+inline void write_file(const std::string& path, const std::string& content) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << content;
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Writes `<site>/<name>-<version>.dist-info/{METADATA,entry_points.txt}`;
+/// no entry_points.txt when `entry_points` is empty.  Returns the dist-info.
+inline std::string make_dist(const std::string& site, const std::string& name,
+                             const std::string& version, const std::string& entry_points) {
+  const std::string dir = site + "/" + name + "-" + version + ".dist-info";
+  write_file(dir + "/METADATA",
+             "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n\n");
+  if (!entry_points.empty()) write_file(dir + "/entry_points.txt", entry_points);
+  return dir;
+}
+
+/// A stamp with every field set to something distinctive.
+inline FileStamp fake_stamp(std::uint64_t seed) {
+  FileStamp s;
+  s.dev = 0xfd00000000000000ULL + seed;
+  s.ino = 18446744073709551615ULL - seed;  // the full uint64 range must survive
+  s.size = 4096 + seed;
+  s.mtime_ns = 1700000000123456789LL + static_cast<std::int64_t>(seed);
+  s.ctime_ns = -1000000007LL - static_cast<std::int64_t>(seed);  // before 1970 too
+  s.mode = 040755;
+  return s;
+}
+
+/// True when two indexes are identical in every field, provenance included.
+inline bool identical(const Index& a, const Index& b, std::string* why = nullptr) {
+  auto say = [&](std::string w) {
+    if (why) *why = std::move(w);
+    return false;
+  };
+  if (a.scanned_at_ns() != b.scanned_at_ns()) return say("scanned_at_ns");
+  if (a.search_paths().size() != b.search_paths().size()) return say("search path count");
+  for (std::size_t i = 0; i < a.search_paths().size(); ++i) {
+    if (a.search_paths()[i] != b.search_paths()[i]) return say("search path " + std::to_string(i));
+    if (!(a.search_path_stamps()[i] == b.search_path_stamps()[i])) return say("stamp " + std::to_string(i));
+  }
+  if (a.distributions().size() != b.distributions().size()) return say("dist count");
+  for (std::size_t i = 0; i < a.distributions().size(); ++i) {
+    const Distribution &x = a.distributions()[i], &y = b.distributions()[i];
+    if (x.name != y.name || x.version != y.version || x.metadata_dir != y.metadata_dir ||
+        x.search_path != y.search_path || x.error != y.error) {
+      return say("dist " + std::to_string(i));
+    }
+  }
+  if (a.entry_points().size() != b.entry_points().size()) return say("entry point count");
+  for (std::size_t i = 0; i < a.entry_points().size(); ++i) {
+    const EntryPoint &x = a.entry_points()[i], &y = b.entry_points()[i];
+    if (x.group != y.group || x.name != y.name || x.value != y.value ||
+        (x.dist - a.distributions().data()) != (y.dist - b.distributions().data())) {
+      return say("entry point " + std::to_string(i));
+    }
+  }
+  if (a.groups().size() != b.groups().size()) return say("group count");
+  if (a.watched_files().size() != b.watched_files().size()) return say("watched count");
+  for (std::size_t i = 0; i < a.watched_files().size(); ++i) {
+    const WatchedFile &x = a.watched_files()[i], &y = b.watched_files()[i];
+    if (x.search_path != y.search_path || x.rel_path != y.rel_path || !(x.stamp == y.stamp)) {
+      return say("watched " + std::to_string(i));
+    }
+  }
+  return true;
+}
+
+/// The answer only: distributions and entry points, in order.
+inline std::string answer_text(const Index& index) {
+  std::string out;
+  for (const Distribution& d : index.distributions()) {
+    out += "dist " + std::string(d.name) + " " + std::string(d.version) + " " +
+           std::string(d.metadata_dir) + " " + std::string(d.error) + "\n";
+  }
+  for (const EntryPoint& ep : index.entry_points()) {
+    out += "ep " + std::string(ep.group) + " " + std::string(ep.name) + " = " +
+           std::string(ep.value) + " [" + std::string(ep.dist->name) + "]\n";
+  }
+  return out;
+}
+
+/// Every file name in `dir`.
+inline std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    out.push_back(e.path().filename().string());
+  }
+  return out;
+}
+
+/// Changes applied while copying an index (to construct racy or stale cases).
+struct IndexEdit {
+  std::optional<std::int64_t> scanned_at;
+  std::function<void(std::uint32_t path, FileStamp&)> path_stamp;
+  std::function<void(std::string_view rel, FileStamp&)> watched_stamp;
+};
+
+/// A field-by-field copy of `src` through IndexBuilder, with `edit` applied.
+inline Index copy_index(const Index& src, const IndexEdit& edit = {}) {
+  IndexBuilder b;
+  for (std::uint32_t i = 0; i < src.search_paths().size(); ++i) {
+    FileStamp s = src.search_path_stamps()[i];
+    if (edit.path_stamp) edit.path_stamp(i, s);
+    b.add_search_path(src.search_paths()[i], s);
+  }
+  for (const Distribution& d : src.distributions()) {
+    b.add_distribution(d.name, d.version, d.metadata_dir, d.search_path, d.error);
+  }
+  for (const EntryPoint& ep : src.entry_points()) {
+    b.add_entry_point(static_cast<std::uint32_t>(ep.dist - src.distributions().data()), ep.group,
+                      ep.name, ep.value);
+  }
+  for (const WatchedFile& f : src.watched_files()) {
+    FileStamp s = f.stamp;
+    if (edit.watched_stamp) edit.watched_stamp(f.rel_path, s);
+    b.add_watched_file(f.search_path, f.rel_path, s);
+  }
+  b.set_scanned_at(edit.scanned_at ? *edit.scanned_at : src.scanned_at_ns());
+  return b.build();
+}
+
+}  // namespace epload::test
