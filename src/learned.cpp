@@ -1,0 +1,313 @@
+// learned.cpp — the learned-devices store file.
+//
+// Format (text, one record per line, fields separated by TAB; '\\', TAB, LF
+// and CR inside a field are escaped as \\ \t \n \r):
+//
+//   epload-learned 1
+//   <metadata_dir> <name> <value> <kind> <library> <dev>:<ino>:<size>:<mtime_ns>:<ctime_ns>:<mode> <abi> <learned> <devices>
+//   ...
+//   end <record count>
+//
+// <kind> is n (native library) or p (Python module: <library> is its file),
+// <abi> is the declared ABI tag or -1 (no section), <learned> 0 or 1,
+// <devices> space-separated "d:<name>" / "l:<name>" (device names never need
+// escaping: they are validated).  The trailer makes truncation detectable.
+//
+// Why this shape: a warm start reads this one file instead of opening every
+// backend library (1,000 libraries would cost thousands of system calls), so
+// the read must be cheap: one open, one fstat, one read, then an in-place
+// parse whose records are views into the buffer (no allocation per record).
+// Any defect makes the whole file "absent": it is a cache of facts the
+// loader can recompute (and re-checks against the library's stamp before
+// trusting a learned fact at load time), never an authority.  Like the index
+// cache, a file another user owns or can write is ignored: its paths would
+// be handed to dlopen.
+#include "learned.hpp"
+
+#include <fcntl.h>     // open
+#include <sys/stat.h>  // fstat, mkdir
+#include <unistd.h>    // read, write, rename, getpid
+
+#include <atomic>   // temp-file counter
+#include <cerrno>   // errno
+#include <cstdio>   // rename
+#include <cstring>  // strerror
+
+namespace epload::detail {
+
+namespace {
+
+constexpr std::string_view k_magic = "epload-learned 1";
+constexpr std::size_t k_max_file = 64u << 20;
+
+std::uint64_t fnv(std::uint64_t h, std::string_view s) {
+  // Length-prefixed so ("ab","c") and ("a","bc") differ.
+  for (std::size_t n = s.size(), i = 0; i < 8; ++i, n >>= 8) h = (h ^ (n & 0xff)) * 0x100000001b3ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+void append_escaped(std::string& out, std::string_view s) {
+  for (char c : s) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      default: out.push_back(c);
+    }
+  }
+}
+
+// Unescapes [p, end) in place; returns the new view or false on a bad escape.
+bool unescape(char* p, char* end, std::string_view& out) {
+  char* w = p;
+  for (char* r = p; r < end; ++r) {
+    if (*r != '\\') {
+      *w++ = *r;
+      continue;
+    }
+    if (++r == end) return false;
+    switch (*r) {
+      case '\\': *w++ = '\\'; break;
+      case 't': *w++ = '\t'; break;
+      case 'n': *w++ = '\n'; break;
+      case 'r': *w++ = '\r'; break;
+      default: return false;
+    }
+  }
+  out = {p, static_cast<std::size_t>(w - p)};
+  return true;
+}
+
+bool parse_i64(std::string_view s, std::int64_t& v) {
+  bool neg = !s.empty() && s[0] == '-';
+  if (neg) s.remove_prefix(1);
+  if (s.empty() || s.size() > 19) return false;
+  std::uint64_t u = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    u = u * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  v = neg ? -static_cast<std::int64_t>(u) : static_cast<std::int64_t>(u);
+  return true;
+}
+
+bool parse_stamp(std::string_view s, FileStamp& st) {
+  std::int64_t v[6];
+  for (int i = 0; i < 6; ++i) {
+    std::size_t colon = s.find(':');
+    if ((i < 5) != (colon != std::string_view::npos)) return false;
+    if (!parse_i64(s.substr(0, colon), v[i])) return false;
+    s.remove_prefix(i < 5 ? colon + 1 : s.size());
+  }
+  st.dev = static_cast<std::uint64_t>(v[0]);
+  st.ino = static_cast<std::uint64_t>(v[1]);
+  st.size = static_cast<std::uint64_t>(v[2]);
+  st.mtime_ns = v[3];
+  st.ctime_ns = v[4];
+  st.mode = static_cast<std::uint32_t>(v[5]);
+  return true;
+}
+
+bool valid_devices_field(std::string_view s) {
+  // "d:x l:y"; names are checked loosely here (no control bytes) and
+  // strictly (valid_device_name) when the loader uses them.
+  while (!s.empty()) {
+    std::size_t end = s.find(' ');
+    std::string_view item = s.substr(0, end);
+    if (item.size() < 3 || (item[0] != 'd' && item[0] != 'l') || item[1] != ':') return false;
+    for (unsigned char c : item) {
+      if (c < 0x20 || c == 0x7f) return false;
+    }
+    if (end == std::string_view::npos) break;
+    s.remove_prefix(end + 1);
+    if (s.empty()) return false;  // trailing space
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string learned_file_path(const std::string& cache_dir, std::string_view group,
+                              std::span<const std::string_view> search_paths) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  h = fnv(h, k_magic);
+  h = fnv(h, group);
+  for (std::string_view p : search_paths) h = fnv(h, p);
+  static constexpr char k_hex[] = "0123456789abcdef";
+  std::string name = "learned-";
+  for (int shift = 60; shift >= 0; shift -= 4) name += k_hex[(h >> shift) & 0xf];
+  name += ".txt";
+  if (cache_dir.empty()) return name;
+  return cache_dir.back() == '/' ? cache_dir + name : cache_dir + '/' + name;
+}
+
+LearnedFile LearnedFile::read(const std::string& path, std::string* why) {
+  LearnedFile out;
+  auto fail = [&](const std::string& reason) {
+    if (why) *why = path + ": " + reason;
+    out.m_records.clear();
+    return std::move(out);
+  };
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return fail(std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return fail("not a regular file");
+  }
+  if (st.st_uid != ::geteuid() || (st.st_mode & 022) != 0) {
+    ::close(fd);
+    return fail("ignored: owned by another user or writable by group/others");
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > k_max_file) {
+    ::close(fd);
+    return fail("implausibly large");
+  }
+  const std::size_t size = static_cast<std::size_t>(st.st_size);
+  out.m_buffer.reset(new char[size + 1]);
+  std::size_t got = 0;
+  while (got < size) {
+    ssize_t n = ::read(fd, out.m_buffer.get() + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  if (got != size) return fail("short read");
+  char* p = out.m_buffer.get();
+  char* const end = p + size;
+
+  auto next_line = [&](char*& line_end) -> char* {
+    if (p >= end) return nullptr;
+    char* start = p;
+    char* nl = static_cast<char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
+    if (nl == nullptr) return nullptr;  // every line, the trailer included, ends in LF
+    line_end = nl;
+    p = nl + 1;
+    return start;
+  };
+
+  char* le = nullptr;
+  char* line = next_line(le);
+  if (line == nullptr || std::string_view(line, static_cast<std::size_t>(le - line)) != k_magic) {
+    return fail("not a learned-devices file of this version");
+  }
+  bool ended = false;
+  while ((line = next_line(le)) != nullptr) {
+    std::string_view text(line, static_cast<std::size_t>(le - line));
+    if (text.starts_with("end ")) {
+      std::int64_t n = -1;
+      if (!parse_i64(text.substr(4), n) || n != static_cast<std::int64_t>(out.m_records.size()) ||
+          p != end) {
+        return fail("bad trailer");
+      }
+      ended = true;
+      break;
+    }
+    char* fields[9];
+    char* fields_end[9];
+    int nf = 0;
+    char* f = line;
+    for (char* q = line; q <= le; ++q) {
+      if (q == le || *q == '\t') {
+        if (nf == 9) return fail("too many fields");
+        fields[nf] = f;
+        fields_end[nf] = q;
+        ++nf;
+        f = q + 1;
+      }
+    }
+    if (nf != 9) return fail("wrong number of fields");
+    LearnedRecord r;
+    auto view = [&](int i) {
+      return std::string_view(fields[i], static_cast<std::size_t>(fields_end[i] - fields[i]));
+    };
+    const std::string_view kind = view(3);
+    if (kind != "n" && kind != "p") return fail("unknown backend kind");
+    r.kind = kind[0];
+    std::string_view* text_fields[] = {&r.metadata_dir, &r.name, &r.value, nullptr, &r.library};
+    for (int i = 0; i < 5; ++i) {
+      if (text_fields[i] && !unescape(fields[i], fields_end[i], *text_fields[i])) return fail("bad escape");
+    }
+    std::int64_t learned = 0;
+    if (!parse_stamp(view(5), r.stamp) || !parse_i64(view(6), r.abi) || r.abi < -1 ||
+        !parse_i64(view(7), learned) || (learned != 0 && learned != 1) ||
+        !valid_devices_field(view(8))) {
+      return fail("malformed record");
+    }
+    r.learned = learned == 1;
+    r.devices = view(8);
+    if (r.library.empty() || r.library[0] != '/') return fail("library path is not absolute");
+    out.m_records.push_back(r);
+  }
+  if (!ended) return fail("truncated (no trailer)");
+  return out;
+}
+
+Result<void> write_learned(const std::string& path, std::span<const LearnedRecord> records) {
+  std::string text;
+  text.reserve(64 + records.size() * 200);
+  text.append(k_magic).push_back('\n');
+  for (const LearnedRecord& r : records) {
+    append_escaped(text, r.metadata_dir);
+    text.push_back('\t');
+    append_escaped(text, r.name);
+    text.push_back('\t');
+    append_escaped(text, r.value);
+    text.push_back('\t');
+    text.push_back(r.kind == 'p' ? 'p' : 'n');
+    text.push_back('\t');
+    append_escaped(text, r.library);
+    text.push_back('\t');
+    text += std::to_string(r.stamp.dev) + ':' + std::to_string(r.stamp.ino) + ':' +
+            std::to_string(r.stamp.size) + ':' + std::to_string(r.stamp.mtime_ns) + ':' +
+            std::to_string(r.stamp.ctime_ns) + ':' + std::to_string(r.stamp.mode);
+    text.push_back('\t');
+    text += std::to_string(r.abi);
+    text += r.learned ? "\t1\t" : "\t0\t";
+    text.append(r.devices);
+    text.push_back('\n');
+  }
+  text += "end " + std::to_string(records.size()) + "\n";
+
+  const std::size_t slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    // Create missing parents; the last level 0700 like the index cache's.
+    std::string dir = path.substr(0, slash);
+    for (std::size_t i = 1; i <= dir.size(); ++i) {
+      if (i == dir.size() || dir[i] == '/') {
+        std::string part = dir.substr(0, i);
+        if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
+          return Error{Errc::io, "cannot create directory " + part + ": " + std::strerror(errno)};
+        }
+      }
+    }
+  }
+  static std::atomic<unsigned> counter{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                          std::to_string(counter.fetch_add(1));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Error{Errc::io, "cannot write " + tmp + ": " + std::strerror(errno)};
+  std::size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Error{Errc::io, "cannot write " + tmp + ": " + std::strerror(e)};
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::close(fd) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    return Error{Errc::io, "cannot replace " + path + ": " + std::strerror(e)};
+  }
+  return {};
+}
+
+}  // namespace epload::detail

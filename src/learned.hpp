@@ -1,0 +1,70 @@
+// learned.hpp — the learned-devices store: what the loader knows about each
+// backend without loading it, remembered across processes.
+#pragma once
+
+#include <cstdint>      // abi
+#include <memory>       // buffer
+#include <span>         // records
+#include <string>       // paths
+#include <string_view>  // fields
+#include <vector>       // records
+
+#include "epload/index.hpp"   // FileStamp
+#include "epload/result.hpp"  // Result
+
+namespace epload::detail {
+
+/// One backend as the store remembers it.  Every view points into the
+/// LearnedFile that produced it (or, when writing, into the caller's memory).
+struct LearnedRecord {
+  // The key: the backend's entry point (its distribution's metadata
+  // directory, the entry point's name and raw value).
+  std::string_view metadata_dir, name, value;
+  char kind = 'n';           ///< 'n': native library; 'p': Python module
+  std::string_view library;  ///< the resolved shared library (or module file)
+  FileStamp stamp;           ///< of `library` when this was recorded
+  std::int64_t abi = -1;     ///< the declared ABI tag; -1: no epload_devices section
+  bool learned = false;      ///< the backend was loaded with this stamp: 'l' devices are complete
+  /// Space-separated "d:<name>" (declared) and "l:<name>" (learned) entries.
+  std::string_view devices;
+};
+
+/// The store file of one (group, search paths) pair: "learned-<hash>.txt" in
+/// the cache directory.
+std::string learned_file_path(const std::string& cache_dir, std::string_view group,
+                              std::span<const std::string_view> search_paths);
+
+/// A parsed store file.  Views in records() live as long as this object.
+class LearnedFile {
+ public:
+  LearnedFile() = default;
+  /// Reads `path`.  Missing, unsafe (another owner, group/other-writable),
+  /// truncated or corrupt files give an empty store, with the reason in
+  /// `*why` when given: the store is a cache, never an authority.
+  static LearnedFile read(const std::string& path, std::string* why = nullptr);
+
+  std::span<const LearnedRecord> records() const { return m_records; }
+
+ private:
+  std::unique_ptr<char[]> m_buffer;  // unescaped in place; records view it
+  std::vector<LearnedRecord> m_records;
+};
+
+/// Serializes `records` (line format, see learned.cpp) and writes them to
+/// `path` atomically (temporary file in the same directory, then rename),
+/// mode 0600, creating the directory (0700) if needed.
+Result<void> write_learned(const std::string& path, std::span<const LearnedRecord> records);
+
+/// Calls `fn(name, declared)` for each entry of a record's `devices`.
+template <class Fn>
+void for_each_device(std::string_view devices, Fn&& fn) {
+  while (!devices.empty()) {
+    std::size_t end = devices.find(' ');
+    std::string_view item = devices.substr(0, end);
+    if (item.size() > 2) fn(item.substr(2), item[0] == 'd');
+    if (end == std::string_view::npos) break;
+    devices.remove_prefix(end + 1);
+  }
+}
+
+}  // namespace epload::detail

@@ -1,0 +1,700 @@
+// loader_test.cpp — the lazy loader against real libraries: what is loaded,
+// how many inits run, every error, modes, switches and the learned store.
+// Behaviour only; timings live in bench/bench_loader.cpp.
+#include "epload/loader.hpp"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "backend_env.hpp"
+#include "epload/backend.h"
+#include "backends/test_backend.h"
+
+// Counting allocator for the whole test binary: a pass-through that lets a
+// test prove a code path allocates nothing.  (GCC, seeing the replaced
+// delete inlined next to a `new`, warns that free() does not match operator
+// new; here it does, by construction.)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+namespace {
+std::atomic<long> g_allocations{0};
+}
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace epload {
+namespace {
+
+using testing::BackendEnv;
+using testing::mapped;
+
+LoaderOptions options_for(const BackendEnv& env, LoadMode mode = LoadMode::lazy) {
+  LoaderOptions o;
+  o.mode = mode;
+  o.cache_dir = env.cache_dir();
+  return o;
+}
+
+std::unique_ptr<Loader> make_loader(const BackendEnv& env, LoaderOptions o) {
+  auto r = Loader::create(env.index(), std::move(o));
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return std::move(r).value();
+}
+
+const TbDevice* device_of(Loader& loader, std::string_view name) {
+  auto r = loader.lookup(name);
+  EXPECT_TRUE(r.ok()) << name << ": " << (r.ok() ? "" : r.error().message);
+  if (!r.ok()) return nullptr;
+  auto* d = static_cast<const TbDevice*>(r.value());
+  EXPECT_EQ(d->magic, TB_MAGIC);
+  return d;
+}
+
+std::string error_of(Loader& loader, std::string_view name) {
+  auto r = loader.lookup(name);
+  EXPECT_FALSE(r.ok()) << name << " unexpectedly found";
+  return r.ok() ? std::string() : r.error().message;
+}
+
+std::vector<std::size_t> order(const Loader& l) { return l.load_order(); }
+
+TEST(Loader, CreateAndStartLoadNothing) {
+  BackendEnv env;
+  const std::string a = env.add("alpha", "alpha", "tb_npu");
+  const std::string b = env.add("beta", "beta", "tb_undeclared");
+  auto loader = make_loader(env, options_for(env));
+  loader->start();
+  EXPECT_TRUE(loader->load_order().empty());
+  EXPECT_FALSE(mapped(a));
+  EXPECT_FALSE(mapped(b));
+  auto backends = loader->backends();
+  ASSERT_EQ(backends.size(), 2u);
+  EXPECT_EQ(backends[0].state, BackendState::unloaded);
+  EXPECT_EQ(backends[0].kind, BackendKind::native);
+  EXPECT_TRUE(backends[0].devices_known);
+  EXPECT_EQ(backends[0].devices, (std::vector<std::string>{"tnpu", "tnpu2"}));
+  EXPECT_FALSE(backends[1].devices_known);
+  EXPECT_EQ(loader->find("tnpu"), nullptr);
+}
+
+TEST(Loader, LookupLoadsOnlyTheProvider) {
+  BackendEnv env;
+  const std::string a = env.add("alpha", "alpha", "tb_undeclared");
+  const std::string b = env.add("beta", "beta", "tb_npu");
+  const std::string c = env.add("gamma", "gamma", "tb_slow");
+  auto loader = make_loader(env, options_for(env));
+  loader->start();
+  const TbDevice* d = device_of(*loader, "tnpu2");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->ping(), TB_PING);  // a function of the library, callable
+  EXPECT_EQ(d->init_count(), 1);
+  EXPECT_EQ(order(*loader), (std::vector<std::size_t>{1}));
+  EXPECT_TRUE(mapped(b));
+  EXPECT_FALSE(mapped(a));
+  EXPECT_FALSE(mapped(c));
+  // Same table again, from the hot path, without another init.
+  EXPECT_EQ(device_of(*loader, "tnpu2"), d);
+  EXPECT_EQ(loader->find("tnpu2"), d);
+  EXPECT_NE(loader->find("tnpu"), nullptr);
+  EXPECT_EQ(d->init_count(), 1);
+  auto backends = loader->backends();
+  EXPECT_EQ(backends[1].state, BackendState::ready);
+  EXPECT_EQ(backends[1].load_seq, 0);
+  EXPECT_GT(backends[1].dlopen_ns, 0);
+}
+
+TEST(Loader, ConcurrentLookupsRunInitOnce) {
+  BackendEnv env;
+  env.add("slow", "slow", "tb_slow");  // init sleeps 50 ms: every thread piles up
+  auto loader = make_loader(env, options_for(env));
+  std::vector<std::thread> threads;
+  std::vector<const void*> got(24, nullptr);
+  std::atomic<int> go{0};
+  for (std::size_t t = 0; t < got.size(); ++t) {
+    threads.emplace_back([&, t] {
+      while (go.load() == 0) {
+      }
+      auto r = loader->lookup("tslow");
+      got[t] = r.ok() ? r.value() : nullptr;
+    });
+  }
+  go.store(1);
+  for (auto& t : threads) t.join();
+  ASSERT_NE(got[0], nullptr);
+  for (const void* p : got) EXPECT_EQ(p, got[0]);
+  EXPECT_EQ(static_cast<const TbDevice*>(got[0])->init_count(), 1);
+  EXPECT_EQ(loader->load_order().size(), 1u);
+}
+
+TEST(Loader, ConcurrentLookupsOfUnknownDevicesRunEachInitOnce) {
+  BackendEnv env;
+  env.add("one", "one", "tb_undeclared");
+  env.add("two", "two", "tb_undeclared2");
+  auto loader = make_loader(env, options_for(env));
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      auto r = loader->lookup(t % 2 ? "tundecl" : "tundecl2");
+      if (!r.ok()) failures.fetch_add(1);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(device_of(*loader, "tundecl")->init_count(), 1);
+  EXPECT_EQ(device_of(*loader, "tundecl2")->init_count(), 1);
+  EXPECT_EQ(loader->load_order().size(), 2u);
+}
+
+TEST(Loader, InitLookingUpAnotherDeviceDoesNotDeadlock) {
+  BackendEnv env;
+  env.add("chain", "chain", "tb_chain");  // its init looks up tnpu
+  env.add("npu", "npu", "tb_npu");
+  auto loader = make_loader(env, options_for(env));
+  const TbDevice* chain = device_of(*loader, "tchain");
+  ASSERT_NE(chain, nullptr);
+  EXPECT_EQ(chain->looked_up, loader->find("tnpu"));
+  EXPECT_NE(chain->looked_up, nullptr);
+  // Loaded in this order: chain started first, npu finished inside it.
+  EXPECT_EQ(order(*loader), (std::vector<std::size_t>{1, 0}));
+}
+
+TEST(Loader, SelfLookupDuringInitFailsClearly) {
+  BackendEnv env;
+  env.add("selfish", "selfish", "tb_self");
+  auto loader = make_loader(env, options_for(env));
+  const std::string e = error_of(*loader, "tself");
+  EXPECT_NE(e.find("backend 'selfish'"), std::string::npos) << e;
+  EXPECT_NE(e.find("self-lookup"), std::string::npos) << e;
+  EXPECT_NE(e.find("EPLOAD_DISABLE=selfish"), std::string::npos) << e;
+}
+
+TEST(Loader, CycleOfBackendsInOneThreadDoesNotHang) {
+  BackendEnv env;
+  env.add("cyca", "cyca", "tb_cycle_a");  // needs tcycb
+  env.add("cycb", "cycb", "tb_cycle_b");  // tries tcyca, copes without
+  auto loader = make_loader(env, options_for(env));
+  const TbDevice* a = device_of(*loader, "tcyca");
+  ASSERT_NE(a, nullptr);
+  const TbDevice* b = device_of(*loader, "tcycb");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(a->looked_up, b);
+  EXPECT_EQ(b->looked_up, nullptr);  // its lookup of tcyca failed instead of waiting
+}
+
+TEST(Loader, UnknownDeviceLoadsUndeclaredBackendsInIndexOrder) {
+  BackendEnv env;
+  env.add("npu", "npu", "tb_npu");
+  env.add("u1", "u1", "tb_undeclared");
+  env.add("u2", "u2", "tb_undeclared2");
+  env.add("u3", "u3", "tb_chain");  // declared: never searched
+  auto loader = make_loader(env, options_for(env));
+  ASSERT_NE(device_of(*loader, "tundecl2"), nullptr);
+  EXPECT_EQ(order(*loader), (std::vector<std::size_t>{1, 2}));
+  // Now learned: no further loading for tundecl.
+  ASSERT_NE(device_of(*loader, "tundecl"), nullptr);
+  EXPECT_EQ(order(*loader).size(), 2u);
+}
+
+TEST(Loader, UnknownDeviceErrorListsKnownDevicesAndFailures) {
+  BackendEnv env;
+  env.add("npu", "npu", "tb_npu");
+  env.add("broken", "broken", "tb_reject_abi");
+  auto loader = make_loader(env, options_for(env));
+  const std::string e = error_of(*loader, "nosuch");
+  EXPECT_NE(e.find("no backend provides device 'nosuch'"), std::string::npos) << e;
+  EXPECT_NE(e.find("tnpu"), std::string::npos) << e;
+  EXPECT_NE(e.find("tnpu2"), std::string::npos) << e;
+  EXPECT_NE(e.find("backend 'broken'"), std::string::npos) << e;
+  EXPECT_NE(e.find("ABI version mismatch"), std::string::npos) << e;
+  EXPECT_NE(e.find("needs ABI 7"), std::string::npos) << e;
+  // The declared backend was not loaded for the search.
+  EXPECT_EQ(order(*loader), (std::vector<std::size_t>{1}));
+}
+
+TEST(Loader, InvalidDeviceNameIsAnError) {
+  BackendEnv env;
+  env.add("npu", "npu", "tb_npu");
+  auto loader = make_loader(env, options_for(env));
+  auto r = loader->lookup("bad name\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::invalid_argument);
+  EXPECT_TRUE(loader->load_order().empty());
+}
+
+// ---- errors ------------------------------------------------------------------
+
+void expect_backend_error(const std::string& e, const std::string& backend, const std::string& cause) {
+  EXPECT_NE(e.find("backend '" + backend + "'"), std::string::npos) << e;
+  EXPECT_NE(e.find(cause), std::string::npos) << e;
+  EXPECT_NE(e.find("EPLOAD_DISABLE=" + backend), std::string::npos) << e;
+}
+
+TEST(LoaderErrors, LibraryMissing) {
+  BackendEnv env;
+  env.add_entry_point("ghost", "ghost", "ghost._native:tb_init");
+  env.add("npu", "npu", "tb_npu");
+  auto loader = make_loader(env, options_for(env));
+  auto b = loader->backends();
+  EXPECT_EQ(b[0].state, BackendState::failed);
+  EXPECT_EQ(b[0].kind, BackendKind::unresolved);
+  expect_backend_error(b[0].error, "ghost", "library missing");
+  EXPECT_NE(b[0].error.find(env.site() + "/ghost/_native.so"), std::string::npos) << b[0].error;
+  // One broken backend breaks nobody else.
+  EXPECT_NE(device_of(*loader, "tnpu"), nullptr);
+  expect_backend_error(error_of(*loader, "nosuch"), "ghost", "library missing");
+}
+
+TEST(LoaderErrors, LibraryDeletedAfterItWasRemembered) {
+  BackendEnv env;
+  const std::string lib = env.add("npu", "npu", "tb_npu");
+  testing::let_clock_tick();
+  make_loader(env, options_for(env));  // writes the store
+  ASSERT_EQ(::unlink(lib.c_str()), 0);
+  auto loader = make_loader(env, options_for(env));
+  expect_backend_error(error_of(*loader, "tnpu"), "npu", "library missing");
+}
+
+TEST(LoaderErrors, DependencyMissing) {
+  BackendEnv env;
+  const std::string lib = env.add("dep", "dep", "tb_needs_dep");
+  auto loader = make_loader(env, options_for(env));
+  const std::string e = error_of(*loader, "tdep");
+  expect_backend_error(e, "dep", "a library it depends on is missing: libepload_test_dep.so");
+  EXPECT_NE(e.find(lib), std::string::npos) << e;
+}
+
+TEST(LoaderErrors, InitSymbolMissing) {
+  BackendEnv env;
+  env.add("npu", "npu", "tb_npu", "no_such_init");
+  auto loader = make_loader(env, options_for(env));
+  expect_backend_error(error_of(*loader, "tnpu"), "npu", "init symbol 'no_such_init' missing");
+}
+
+TEST(LoaderErrors, AbiMismatchDeclaredIsCaughtWithoutLoading) {
+  BackendEnv env;
+  const std::string lib = env.add("old", "old", "tb_bad_abi");
+  auto loader = make_loader(env, options_for(env));
+  const std::string e = error_of(*loader, "tabi");
+  expect_backend_error(e, "old", "ABI version mismatch: the library declares backend ABI 99");
+  EXPECT_FALSE(mapped(lib));
+  EXPECT_TRUE(loader->load_order().empty());
+}
+
+TEST(LoaderErrors, AbiMismatchReportedByInit) {
+  BackendEnv env;
+  env.add("picky", "picky", "tb_reject_abi");
+  auto loader = make_loader(env, options_for(env, LoadMode::eager));
+  loader->start();
+  auto b = loader->backends();
+  EXPECT_EQ(b[0].state, BackendState::failed);
+  expect_backend_error(b[0].error, "picky", "ABI version mismatch: init rejected");
+}
+
+TEST(LoaderErrors, InitReportsFailure) {
+  BackendEnv env;
+  env.add("flaky", "flaky", "tb_fail");
+  auto loader = make_loader(env, options_for(env));
+  expect_backend_error(error_of(*loader, "tfail"), "flaky",
+                       "init failed (returned -1): simulated failure: the device is unplugged");
+}
+
+TEST(LoaderErrors, InitThrowsCppException) {
+  BackendEnv env;
+  env.add("thrower", "thrower", "tb_throw");
+  auto loader = make_loader(env, options_for(env));
+  expect_backend_error(error_of(*loader, "tthrow"), "thrower",
+                       "init threw a C++ exception: driver table corrupt");
+  EXPECT_EQ(loader->backends()[0].state, BackendState::failed);
+}
+
+TEST(LoaderErrors, TwoBackendsClaimOneDeviceFirstInIndexOrderWins) {
+  BackendEnv env;
+  env.add("first", "first", "tb_npu");
+  env.add("second", "second", "tb_other_npu");  // also declares tnpu
+  auto loader = make_loader(env, options_for(env));
+  auto b = loader->backends();
+  ASSERT_EQ(b[1].conflicts.size(), 1u);
+  EXPECT_NE(b[1].conflicts[0].find("'tnpu'"), std::string::npos) << b[1].conflicts[0];
+  EXPECT_NE(b[1].conflicts[0].find("'first'"), std::string::npos) << b[1].conflicts[0];
+  const TbDevice* npu = device_of(*loader, "tnpu");
+  EXPECT_EQ(order(*loader), (std::vector<std::size_t>{0}));
+  // Loading the second (for its other device) leaves tnpu with the first.
+  const TbDevice* other = device_of(*loader, "tother");
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(device_of(*loader, "tnpu"), npu);
+  EXPECT_NE(other, npu);
+  for (const DeviceStatus& d : loader->devices()) {
+    if (d.name == "tnpu") {
+      EXPECT_EQ(d.backend, 0u);
+    }
+  }
+}
+
+TEST(LoaderErrors, TwoBackendsClaimOneDeviceEvenInEagerMode) {
+  BackendEnv env;
+  env.add("first", "first", "tb_npu");
+  env.add("second", "second", "tb_other_npu");
+  auto loader = make_loader(env, options_for(env, LoadMode::eager));
+  loader->start();
+  EXPECT_EQ(order(*loader), (std::vector<std::size_t>{0, 1}));
+  auto b = loader->backends();
+  EXPECT_EQ(b[1].state, BackendState::ready);
+  EXPECT_FALSE(b[1].conflicts.empty());
+  const void* npu = loader->find("tnpu");
+  ASSERT_NE(npu, nullptr);
+  EXPECT_NE(npu, loader->find("tother"));
+}
+
+TEST(LoaderErrors, CorruptOrNonElfLibrary) {
+  BackendEnv env;
+  const std::string junk = env.add("junk", "junk", "");
+  testing::write_file(junk, "this is not a shared library\n");
+  const std::string cut = env.add("cut", "cut", "");
+  std::string elf = testing::read_file(testing::test_backend("tb_npu"));
+  testing::write_file(cut, elf.substr(0, 100));
+  env.add("npu", "npu", "tb_undeclared");
+  auto loader = make_loader(env, options_for(env));
+  auto b = loader->backends();
+  expect_backend_error(b[0].error, "junk", "not an ELF file");
+  expect_backend_error(b[1].error, "cut", "truncated");
+  EXPECT_NE(device_of(*loader, "tundecl"), nullptr);
+  const std::string e = error_of(*loader, "nosuch");
+  EXPECT_NE(e.find("not an ELF file"), std::string::npos) << e;
+}
+
+TEST(LoaderErrors, FailureIsStickyUntilTheLibraryChanges) {
+  BackendEnv env;
+  const std::string lib = env.add("flaky", "flaky", "tb_fail");
+  auto loader = make_loader(env, options_for(env));
+  const std::string e1 = error_of(*loader, "tfail");
+  const std::string e2 = error_of(*loader, "tfail");
+  EXPECT_EQ(e1, e2);
+  EXPECT_EQ(loader->load_order().size(), 1u);  // not retried
+  // A fixed library is installed (new file, new inode): retried, and works.
+  testing::write_file(lib, testing::read_file(testing::test_backend("tb_fixed")));
+  const TbDevice* d = device_of(*loader, "tfail");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->init_count(), 1);  // the new library's own first init
+  EXPECT_EQ(loader->load_order().size(), 2u);
+  EXPECT_EQ(loader->backends()[0].state, BackendState::ready);
+}
+
+// ---- modes and switches --------------------------------------------------------
+
+TEST(LoaderModes, EagerLoadsEverythingInIndexOrder) {
+  BackendEnv env;
+  env.add("a", "a", "tb_undeclared");
+  env.add("b", "b", "tb_npu");
+  env.add("c", "c", "tb_fail");
+  env.add("d", "d", "tb_undeclared2");
+  auto loader = make_loader(env, options_for(env, LoadMode::eager));
+  loader->start();
+  EXPECT_EQ(order(*loader), (std::vector<std::size_t>{0, 1, 2, 3}));
+  EXPECT_NE(loader->find("tundecl2"), nullptr);  // a failure stopped nothing
+  EXPECT_EQ(loader->backends()[2].state, BackendState::failed);
+}
+
+TEST(LoaderModes, OffLoadsNothing) {
+  BackendEnv env;
+  const std::string lib = env.add("npu", "npu", "tb_npu");
+  env.add("hook", "hook", "tb_hook");
+  auto loader = make_loader(env, options_for(env, LoadMode::off));
+  ::setenv("EPLOAD_TB_HOOK_RUNS", "0", 1);
+  loader->start();
+  const std::string e = error_of(*loader, "tnpu");
+  EXPECT_NE(e.find("autoload is off"), std::string::npos) << e;
+  EXPECT_TRUE(loader->load_order().empty());
+  EXPECT_STREQ(std::getenv("EPLOAD_TB_HOOK_RUNS"), "0");
+  EXPECT_FALSE(mapped(lib));
+}
+
+TEST(LoaderModes, HooksRunAtStartInLazyAndEager) {
+  for (LoadMode mode : {LoadMode::lazy, LoadMode::eager}) {
+    BackendEnv env;
+    const std::string npu = env.add("npu", "npu", "tb_npu");
+    env.add("hook", "hook", "tb_hook");
+    auto loader = make_loader(env, options_for(env, mode));
+    ::setenv("EPLOAD_TB_HOOK_RUNS", "0", 1);
+    loader->start();
+    loader->start();  // idempotent
+    EXPECT_STREQ(std::getenv("EPLOAD_TB_HOOK_RUNS"), "1") << to_string(mode);
+    EXPECT_TRUE(loader->backends()[1].hook);
+    EXPECT_EQ(mapped(npu), mode == LoadMode::eager) << to_string(mode);
+  }
+}
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : m_name(name) {
+    if (const char* old = std::getenv(name)) m_old = old, m_had = true;
+    if (value) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (m_had) {
+      ::setenv(m_name, m_old.c_str(), 1);
+    } else {
+      ::unsetenv(m_name);
+    }
+  }
+
+ private:
+  const char* m_name;
+  std::string m_old;
+  bool m_had = false;
+};
+
+TEST(LoaderModes, TorchAutoloadVariableKeepsPyTorchMeaning) {
+  ScopedEnv mode("EPLOAD_LOAD_MODE", nullptr);
+  struct Case {
+    const char* value;
+    LoadMode expected;
+  };
+  for (Case c : {Case{nullptr, LoadMode::lazy}, Case{"1", LoadMode::lazy}, Case{"0", LoadMode::off},
+                 Case{"", LoadMode::off}, Case{"true", LoadMode::off}, Case{" 1", LoadMode::off},
+                 Case{"1 ", LoadMode::off}, Case{"yes", LoadMode::off}}) {
+    ScopedEnv v("TORCH_DEVICE_BACKEND_AUTOLOAD", c.value);
+    LoaderOptions o;
+    ASSERT_TRUE(apply_environment(o).ok());
+    EXPECT_EQ(o.mode, c.expected) << (c.value ? c.value : "(unset)");
+  }
+  {
+    ScopedEnv v("TORCH_DEVICE_BACKEND_AUTOLOAD", "0");
+    ScopedEnv m("EPLOAD_LOAD_MODE", "eager");
+    LoaderOptions o;
+    ASSERT_TRUE(apply_environment(o).ok());
+    EXPECT_EQ(o.mode, LoadMode::off);  // PyTorch's switch wins
+  }
+  {
+    ScopedEnv v("TORCH_DEVICE_BACKEND_AUTOLOAD", nullptr);
+    ScopedEnv m("EPLOAD_LOAD_MODE", "eager");
+    LoaderOptions o;
+    ASSERT_TRUE(apply_environment(o).ok());
+    EXPECT_EQ(o.mode, LoadMode::eager);
+  }
+  {
+    ScopedEnv m("EPLOAD_LOAD_MODE", "sometimes");
+    LoaderOptions o;
+    auto r = apply_environment(o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("sometimes"), std::string::npos);
+  }
+}
+
+TEST(LoaderModes, DisableAndEnableLists) {
+  BackendEnv env;
+  const std::string npu = env.add("npu_dist", "npu", "tb_npu");
+  env.add("other", "other", "tb_undeclared");
+  {
+    ScopedEnv d("EPLOAD_DISABLE", " npu , unrelated");
+    ScopedEnv e("EPLOAD_ENABLE", nullptr);
+    LoaderOptions o = options_for(env);
+    ASSERT_TRUE(apply_environment(o).ok());
+    auto loader = make_loader(env, o);
+    const std::string err = error_of(*loader, "tnpu");
+    EXPECT_NE(err.find("backend 'npu'"), std::string::npos) << err;
+    EXPECT_NE(err.find("disabled by EPLOAD_DISABLE"), std::string::npos) << err;
+    EXPECT_NE(device_of(*loader, "tundecl"), nullptr);
+    EXPECT_FALSE(mapped(npu));
+    EXPECT_EQ(loader->backends()[0].state, BackendState::disabled);
+  }
+  {
+    ScopedEnv d("EPLOAD_DISABLE", nullptr);
+    ScopedEnv e("EPLOAD_ENABLE", "NPU_Dist");  // a distribution name, normalized
+    LoaderOptions o = options_for(env);
+    ASSERT_TRUE(apply_environment(o).ok());
+    auto loader = make_loader(env, o);
+    EXPECT_NE(device_of(*loader, "tnpu"), nullptr);
+    const std::string err = error_of(*loader, "tundecl");
+    EXPECT_EQ(loader->backends()[1].state, BackendState::disabled);
+  }
+}
+
+// ---- learned store, identity, Python backends ---------------------------------
+
+TEST(LoaderStore, LearnedDevicesNeedNoSearchNextTime) {
+  BackendEnv env;
+  env.add("u1", "u1", "tb_undeclared");
+  env.add("u2", "u2", "tb_undeclared2");
+  testing::let_clock_tick();
+  {
+    auto loader = make_loader(env, options_for(env));
+    ASSERT_NE(device_of(*loader, "tundecl2"), nullptr);
+    EXPECT_EQ(loader->load_order().size(), 2u);  // had to search
+  }
+  auto loader = make_loader(env, options_for(env));
+  EXPECT_NE(loader->store_file().find(env.cache_dir()), std::string::npos);
+  auto devices = loader->devices();
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[0].name, "tundecl");
+  EXPECT_EQ(devices[0].source, DeviceSource::learned);
+  EXPECT_FALSE(devices[0].ready);
+  ASSERT_NE(device_of(*loader, "tundecl2"), nullptr);
+  EXPECT_EQ(order(*loader), (std::vector<std::size_t>{1}));  // straight to it
+  struct stat st;
+  ASSERT_EQ(::stat(loader->store_file().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(LoaderStore, ChangedLibraryInvalidatesWhatWasLearned) {
+  BackendEnv env;
+  const std::string lib = env.add("u1", "u1", "tb_undeclared");
+  testing::let_clock_tick();
+  {
+    auto loader = make_loader(env, options_for(env));
+    ASSERT_NE(device_of(*loader, "tundecl"), nullptr);
+  }
+  // Upgrade: the same path now provides another device.
+  testing::write_file(lib, testing::read_file(testing::test_backend("tb_undeclared2")));
+  testing::let_clock_tick();
+  auto loader = make_loader(env, options_for(env));
+  ASSERT_NE(device_of(*loader, "tundecl2"), nullptr);
+  error_of(*loader, "tundecl");
+  // And a checking loader reads the new declaration at once.
+  auto checked_options = options_for(env);
+  checked_options.check_libraries = true;
+  auto checked = make_loader(env, checked_options);
+  auto b = checked->backends();
+  EXPECT_EQ(b[0].devices, (std::vector<std::string>{"tundecl2"}));
+}
+
+TEST(LoaderStore, StaleDeclarationIsCorrectedAtLoad) {
+  BackendEnv env;
+  env.add("stale", "stale", "tb_stale");  // declares tstale_old, registers tstale_new
+  auto loader = make_loader(env, options_for(env));
+  const std::string e = error_of(*loader, "tstale_old");
+  EXPECT_NE(e.find("no backend provides device 'tstale_old'"), std::string::npos) << e;
+  EXPECT_NE(e.find("backend 'stale'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did not register it"), std::string::npos) << e;
+  // What it did register is known now, without another load.
+  ASSERT_NE(device_of(*loader, "tstale_new"), nullptr);
+  EXPECT_EQ(loader->load_order().size(), 1u);
+}
+
+TEST(LoaderStore, CorruptStoreIsIgnored) {
+  BackendEnv env;
+  env.add("npu", "npu", "tb_npu");
+  testing::let_clock_tick();
+  std::string path;
+  {
+    auto loader = make_loader(env, options_for(env));
+    path = loader->store_file();
+  }
+  std::string text = testing::read_file(path);
+  ASSERT_FALSE(text.empty());
+  testing::write_file(path, text.substr(0, text.size() / 2));
+  ::chmod(path.c_str(), 0600);
+  auto loader = make_loader(env, options_for(env));
+  EXPECT_NE(loader->store_note().find("truncated"), std::string::npos) << loader->store_note();
+  EXPECT_NE(device_of(*loader, "tnpu"), nullptr);
+}
+
+TEST(LoaderIdentity, SameFileByTwoPathsIsOneBackend) {
+  BackendEnv env;
+  const std::string lib = env.add("one", "one", "tb_npu");
+  testing::make_dirs(env.site() + "/two");
+  ASSERT_EQ(::link(lib.c_str(), (env.site() + "/two/_native.so").c_str()), 0);
+  env.add_entry_point("two", "two", "two._native:tb_init");
+  auto loader = make_loader(env, options_for(env));
+  auto b = loader->backends();
+  EXPECT_EQ(b[1].alias_of, "one");
+  EXPECT_TRUE(b[1].conflicts.empty());
+  EXPECT_NE(device_of(*loader, "tnpu"), nullptr);
+  EXPECT_EQ(order(*loader), (std::vector<std::size_t>{0}));
+  EXPECT_EQ(static_cast<const TbDevice*>(loader->find("tnpu"))->init_count(), 1);
+  // An eager loader inits it once more (its own init; dlopen gives the same
+  // mapping), not twice.
+  auto eager = make_loader(env, options_for(env, LoadMode::eager));
+  eager->start();
+  EXPECT_EQ(order(*eager), (std::vector<std::size_t>{0}));
+  EXPECT_EQ(static_cast<const TbDevice*>(eager->find("tnpu"))->init_count(), 2);
+}
+
+TEST(LoaderPython, PythonBackendIsRecognisedAndReported) {
+  BackendEnv env;
+  testing::make_dirs(env.site() + "/pyback");
+  testing::write_file(env.site() + "/pyback/__init__.py", "def _autoload(): pass\n");
+  env.add_entry_point("pyback", "pyback", "pyback:_autoload");
+  auto loader = make_loader(env, options_for(env));
+  auto b = loader->backends();
+  EXPECT_EQ(b[0].kind, BackendKind::python);
+  EXPECT_EQ(b[0].library, env.site() + "/pyback/__init__.py");
+  const std::string e = error_of(*loader, "pydev");
+  EXPECT_NE(e.find("1 Python backend(s)"), std::string::npos) << e;
+}
+
+TEST(LoaderPython, PythonLoaderCallbackRegistersDevices) {
+  BackendEnv env;
+  testing::make_dirs(env.site() + "/pyback");
+  testing::write_file(env.site() + "/pyback/__init__.py", "def _autoload(): pass\n");
+  env.add_entry_point("pyback", "pyback", "pyback:_autoload");
+  static int table = 7;
+  std::atomic<int> calls{0};
+  LoaderOptions o = options_for(env);
+  o.python_loader = [&](const PythonBackend& b, const EploadHost* host) -> Result<void> {
+    calls.fetch_add(1);
+    EXPECT_EQ(b.module, "pyback");
+    EXPECT_EQ(b.attr, "_autoload");
+    if (host->register_device(host->ctx, "pydev", &table) != EPLOAD_OK) {
+      return Error{Errc::backend, "register failed"};
+    }
+    return {};
+  };
+  auto loader = make_loader(env, o);
+  auto r = loader->lookup("pydev");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value(), &table);
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(loader->lookup("pydev").value(), &table);
+  EXPECT_EQ(calls.load(), 1);
+}
+
+TEST(LoaderHotPath, LookupAfterLoadAllocatesNothing) {
+  BackendEnv env;
+  env.add("npu", "npu", "tb_npu");
+  env.add("u", "u", "tb_undeclared");
+  auto loader = make_loader(env, options_for(env));
+  ASSERT_NE(device_of(*loader, "tnpu"), nullptr);
+  ASSERT_NE(device_of(*loader, "tundecl"), nullptr);
+  const long before = g_allocations.load();
+  const void* last = nullptr;
+  for (int i = 0; i < 1000; ++i) {
+    auto r = loader->lookup(i % 2 ? "tnpu" : "tundecl");
+    if (r.ok()) last = r.value();
+    last = loader->find("tnpu2") ? last : nullptr;
+  }
+  EXPECT_EQ(g_allocations.load() - before, 0);
+  EXPECT_NE(last, nullptr);
+}
+
+TEST(LoaderHotPath, CountingAllocatorSeesAllocations) {
+  // The allocation test above can fail: this is what an allocation looks like.
+  const long before = g_allocations.load();
+  std::string s(1000, 'x');
+  EXPECT_GE(g_allocations.load() - before, 1);
+  EXPECT_EQ(s.size(), 1000u);
+}
+
+}  // namespace
+}  // namespace epload
