@@ -13,7 +13,7 @@ after ``torch_npu`` ran).  Modes:
   ``epload.devices`` of the backend's own distribution: ``<device> =
   <backend entry-point name>``) or were learned (the public attributes a
   backend added to its host on an earlier load, kept in
-  ``<cache dir>/devices.json`` and forgotten when the backend's distribution
+  ``<cache dir>/devices-<group>-<host>.json`` and forgotten when the backend's distribution
   changes: its ``entry_points.txt`` is rewritten on every install).  A backend with no known devices is loaded at once and
   its devices learned; a backend that registers none is a *hook* and runs at
   once.  A failure never breaks ``import host``: it is recorded, warned about,
@@ -44,7 +44,6 @@ TORCH_GROUP = 'torch.backends'
 DEVICES_GROUP = 'epload.devices'
 MODES = ('lazy', 'eager', 'off')
 
-_STORE_FILE = 'devices.json'
 _STORE_FORMAT = 'epload-devices'
 _STORE_VERSION = 1
 _MISSING = object()
@@ -117,47 +116,52 @@ def _pytorch_message(group, name):
 
 # ---- the learned-device store -------------------------------------------------
 
-class _Store:
-    """``<cache dir>/devices.json``: {"format", "version", "backends": {key:
-    {"stamp": S, "devices": [S...]}}}.  Read natively (no ``json`` import);
-    written with ``json`` only when something new was learned."""
+def _file_part(text):
+    return ''.join(c if c.isascii() and (c.isalnum() or c in '._-') else '_' for c in text)
 
-    def __init__(self):
-        self.path = None
+
+class _Store:
+    """What was learned for one (group, host): the file
+    ``<cache dir>/devices-<group>-<host>.json`` holding
+    ``{"format": "epload-devices", "version": 1, "group": G, "host": H,
+    "backends": {"<name>\\u001f<value>\\u001f<dist dir>": [stamp, device...]}}``.
+    Read natively (no ``json`` import at start-up); written with ``json``
+    only when something new was learned."""
+
+    def __init__(self, group, host):
+        self.group = group
+        self.host = host
         self.entries = {}
         self.updates = {}
-
-    def load(self):
         try:
             directory = _eps._native_module().default_cache_dir()
         except Exception:  # no usable cache directory: learn every time
             directory = ''
-        path = os.path.join(directory, _STORE_FILE) if directory else None
-        if path == self.path:
-            return
-        self.path = path
-        self.entries = self._read(path) if path else {}
+        self.path = None
+        if directory and host:
+            self.path = os.path.join(directory, f'devices-{_file_part(group)}-{_file_part(host)}.json')
+            self.entries = self._read()
 
-    @staticmethod
-    def _read(path):
-        data = _eps._native_module().read_store(path)
+    def _read(self):
+        data = _eps._native_module().read_store(self.path)
         if (type(data) is not dict or data.get('format') != _STORE_FORMAT
-                or data.get('version') != _STORE_VERSION
-                or type(data.get('backends')) is not dict):
+                or data.get('version') != _STORE_VERSION or data.get('group') != self.group
+                or data.get('host') != self.host or type(data.get('backends')) is not dict):
             return {}
         return data['backends']
 
     def devices(self, key, stamp):
+        """The devices learned for ``key`` at ``stamp``; None if unknown."""
         entry = self.entries.get(key)
-        if type(entry) is not dict or entry.get('stamp') != stamp:
+        if type(entry) is not list or not entry or entry[0] != stamp:
             return None
-        devices = entry.get('devices')
-        if type(devices) is not list or not all(type(d) is str for d in devices):
-            return None
-        return tuple(devices)
+        for d in entry:
+            if type(d) is not str:
+                return None
+        return tuple(entry[1:])
 
     def learn(self, key, stamp, devices):
-        entry = {'stamp': stamp, 'devices': list(devices)}
+        entry = [stamp, *devices]
         with _lock:
             if self.entries.get(key) == entry:
                 return
@@ -174,10 +178,11 @@ class _Store:
         tmp = f'{self.path}.{os.getpid()}.{_thread.get_ident()}.tmp'
         try:
             os.makedirs(directory, mode=0o700, exist_ok=True)
-            entries = self._read(self.path)  # merge with other processes' learning
+            entries = self._read()  # merge with what other processes learned
             entries.update(updates)
             text = json.dumps({'format': _STORE_FORMAT, 'version': _STORE_VERSION,
-                               'backends': entries}, indent=0, sort_keys=True)
+                               'group': self.group, 'host': self.host, 'backends': entries},
+                              separators=(',', ':'), sort_keys=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, 'w', encoding='utf-8') as f:
                 f.write(text)
@@ -188,9 +193,6 @@ class _Store:
                 os.unlink(tmp)
             except OSError:
                 pass
-
-
-_store = _Store()
 
 
 # ---- backends -----------------------------------------------------------------
@@ -217,8 +219,7 @@ class Backend:
         self.host = session.host_name
         self.dist_path = dist_path
         self.stamp = stamp
-        self.key = '\x1f'.join((self.group, session.host_name or '', self.name, self.value,
-                                dist_path or ''))
+        self.key = '\x1f'.join((self.name, self.value, dist_path or ''))
         self.devices = None
         self.source = None
         self.state = 'unloaded'
@@ -339,6 +340,7 @@ class Session:
         self.backends = []
         self.devices = {}  # device -> [Backend, ...] in discovery order
         self.error = None  # a discovery failure in lazy mode
+        self.store = None  # _Store, once discovered
 
     def __repr__(self):
         return (f'<epload autoload group={self.group!r} host={self.host_name!r} '
@@ -364,7 +366,7 @@ class Session:
         for ep, path in declared:
             declarations.setdefault((path, ep.value.strip()), []).append(ep.name)
         disable, enable = _names('EPLOAD_DISABLE'), _names('EPLOAD_ENABLE')
-        _store.load()
+        store = self.store = _Store(self.group, self.host_name)
         for ep, path, stamp in found:
             b = Backend(self, ep, path, stamp)
             b.disabled_by = _disabled_by(b.name, disable, enable)
@@ -374,7 +376,7 @@ class Session:
             if names:
                 b.devices, b.source = tuple(names), 'declared'
             elif self.host is not None:
-                learned = _store.devices(b.key, self._stamp(b))
+                learned = store.devices(b.key, self._stamp(b))
                 if learned is not None:
                     b.devices, b.source = learned, 'learned'
             for d in b.devices or ():
@@ -399,7 +401,7 @@ class Session:
                     lst.append(b)
             if b.source != 'declared':
                 b.devices, b.source = devices, 'learned'
-        _store.learn(b.key, self._stamp(b), devices)
+        self.store.learn(b.key, self._stamp(b), devices)
 
     # -- modes --
 
@@ -412,7 +414,7 @@ class Session:
                 if err is not None:
                     raise RuntimeError(_pytorch_message(self.group, b.name)) from err
         finally:
-            _store.save()
+            self.store.save()
 
     def _lazy(self):
         if self.host is not None and self.backends:
@@ -425,7 +427,7 @@ class Session:
                 if err is not None and err is not _DEFERRED:
                     warnings.warn(b.message(), RuntimeWarning, stacklevel=4)
         finally:
-            _store.save()
+            self.store.save()
 
     def _install_getattr(self):
         host = self.host
@@ -453,7 +455,7 @@ class Session:
                     b.ensure(_BackendAttributeError, name)
                     value = host_dict.get(name, _MISSING)
                     if value is not _MISSING:
-                        _store.save()
+                        self.store.save()
                         return value
                 if disabled is not None and previous is None:
                     raise AttributeError(
@@ -479,7 +481,7 @@ class Session:
         for b in self.backends:
             if b.devices is None and b.state == 'unloaded':
                 b._load()
-                _store.save()
+                self.store.save()
                 if self.host is not None:
                     value = self.host.__dict__.get(name, _MISSING)
                     if value is not _MISSING:
@@ -493,7 +495,7 @@ class Session:
                 return None
             value = self.host.__dict__.get(name, _MISSING)
             if value is not _MISSING:
-                _store.save()
+                self.store.save()
                 return value
         return _MISSING
 
@@ -598,7 +600,7 @@ def load(name):
         for b in s.backends:
             if b.name == name:
                 b.ensure(BackendError)
-                _store.save()
+                s.store.save()
                 return None
     known = [b.name for s in _sessions_snapshot() for b in s.backends]
     raise LookupError(f'no backend named {name!r} in any autoload session; known: '

@@ -284,6 +284,8 @@ def test_reinstalled_backend_is_learned_again(tmp_path):
     ('{"format": "epload-devices", "version": 1, "backends": {', 0o600),   # truncated
     ('not json at all', 0o600),
     ('{"format": "epload-devices", "version": 99, "backends": {}}', 0o600),
+    ('{"format": "epload-devices", "version": 1, "group": "torch.backends", "host": "other",'
+     ' "backends": {}}', 0o600),
     ('[1, 2, 3]', 0o600),
     (None, 0o666),  # a valid store others can write: not trusted
 ])
@@ -291,7 +293,7 @@ def test_bad_store_means_learning_again(tmp_path, content, mode):
     env = Env(tmp_path)
     env.backend('be_a')
     env.run()
-    store = tmp_path / 'cache' / 'devices.json'
+    store = tmp_path / 'cache' / 'devices-torch.backends-fakehost.json'
     assert env.run()['at_import'] == []
     if content is not None:
         write(str(store), content)
