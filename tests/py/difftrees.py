@@ -409,6 +409,15 @@ def symlinks(root):
 
 
 @case
+def symlink_loop_raises(root):
+    """ELOOP is an OSError that read_text does not suppress: importlib raises."""
+    site = root / "site"
+    d = dist(site, "loop-1.0.dist-info")
+    (d / "entry_points.txt").symlink_to("entry_points.txt")
+    return Case([str(site)], expect=RAISES, names="loop-1.0.dist-info/entry_points.txt")
+
+
+@case
 def unreadable_entry_points(root):
     """PermissionError is suppressed: no entry points, no error."""
     site = root / "site"

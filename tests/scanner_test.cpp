@@ -1,0 +1,382 @@
+// scanner_test.cpp — scan() on real directories under a temp dir: discovery
+// order, first-wins de-duplication, errors recorded per distribution, zip
+// archives, and the provenance stamps a cache relies on.
+#include "epload/scanner.hpp"
+
+#include <gtest/gtest.h>
+
+#include <dirent.h>    // readdir, to know the raw listing order
+#include <sys/stat.h>  // chmod, mkdir
+#include <unistd.h>    // getcwd, chdir, geteuid, symlink
+
+#include <algorithm>  // std::find
+#include <cstdlib>    // mkdtemp, system
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "stamp.hpp"
+
+namespace epload {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Tree : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/epload-scanner-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    m_root = tmpl;
+  }
+  void TearDown() override {
+    // Give back permissions a test took away, then remove everything.
+    for (auto it = fs::recursive_directory_iterator(m_root, fs::directory_options::skip_permission_denied);
+         it != fs::recursive_directory_iterator(); ++it) {
+      std::error_code ec;
+      if (!it->is_symlink()) fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
+    }
+    std::error_code ec;
+    fs::remove_all(m_root, ec);
+  }
+
+  std::string path(const std::string& rel) const { return (fs::path(m_root) / rel).string(); }
+
+  void write(const std::string& rel, const std::string& text) const {
+    fs::create_directories(fs::path(path(rel)).parent_path());
+    std::ofstream(path(rel), std::ios::binary) << text;
+  }
+
+  // A dist-info (or any metadata dir) with optional entry_points.txt.
+  void dist(const std::string& site, const std::string& dir, const std::string& eps = "",
+            const std::string& metadata = "") const {
+    fs::create_directories(path(site + "/" + dir));
+    if (!eps.empty()) write(site + "/" + dir + "/entry_points.txt", eps);
+    if (!metadata.empty()) write(site + "/" + dir + "/METADATA", metadata);
+  }
+
+  Index scan_ok(const std::vector<std::string>& paths) const {
+    auto r = scan(paths);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+    return r.ok() ? std::move(r).value() : Index();
+  }
+
+  // "group:name=value@dist" for every entry point, in order.
+  static std::vector<std::string> flat(const Index& index) {
+    std::vector<std::string> v;
+    for (const EntryPoint& ep : index.entry_points()) {
+      v.push_back(std::string(ep.group) + ":" + std::string(ep.name) + "=" + std::string(ep.value) +
+                  "@" + std::string(ep.dist->name));
+    }
+    return v;
+  }
+
+  static const WatchedFile* watched(const Index& index, std::string_view rel) {
+    for (const WatchedFile& w : index.watched_files()) {
+      if (w.rel_path == rel) return &w;
+    }
+    return nullptr;
+  }
+
+  // The raw readdir order of `dir`, names only.
+  std::vector<std::string> listing(const std::string& dir) const {
+    std::vector<std::string> names;
+    DIR* d = ::opendir(path(dir).c_str());
+    while (const dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(n);
+    }
+    ::closedir(d);
+    return names;
+  }
+
+  std::string m_root;
+};
+
+TEST_F(Tree, FindsDistributionsAndEntryPoints) {
+  dist("site", "alpha-1.0.dist-info", "[console_scripts]\nalpha = alpha:main\n[g]\na = alpha.p\n");
+  dist("site", "beta-2.0.dist-info", "[g]\nb = beta.p [x]\n");
+  const Index index = scan_ok({path("site")});
+  ASSERT_EQ(index.distributions().size(), 2u);
+  EXPECT_EQ(index.group("console_scripts").size(), 1u);
+  ASSERT_EQ(index.group("g").size(), 2u);
+  const EntryPoint* b = index.find("g", "b");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->value, "beta.p [x]");
+  EXPECT_EQ(b->dist->name, "beta");
+  EXPECT_EQ(b->dist->version, "2.0");
+  EXPECT_EQ(b->dist->metadata_dir, path("site") + "/beta-2.0.dist-info");
+  EXPECT_EQ(index.first_error(), nullptr);
+}
+
+TEST_F(Tree, FirstSearchPathWinsByNormalizedName) {
+  dist("a", "My_Pkg-1.0.dist-info", "[g]\nx = from_a\n");
+  dist("b", "my.pkg-2.0.dist-info", "[g]\nx = from_b\n");
+  const Index index = scan_ok({path("a"), path("b")});
+  EXPECT_EQ(flat(index), (std::vector<std::string>{"g:x=from_a@My_Pkg"}));
+  EXPECT_EQ(index.distributions().size(), 1u);
+}
+
+TEST_F(Tree, ShadowedBrokenCopyIsNeverRead) {
+  dist("a", "pkg-1.0.dist-info", "[g]\nok = a\n");
+  dist("b", "pkg-2.0.dist-info", "[g]\nno equals here\n");
+  dist("b", "PKG.DIST-INFO", "[g]\nalso = hidden\n", "Name: pkg\n");
+  const Index index = scan_ok({path("a"), path("b")});
+  EXPECT_EQ(index.first_error(), nullptr);
+  EXPECT_EQ(flat(index), (std::vector<std::string>{"g:ok=a@pkg"}));
+  // Nothing of the shadowed copies is watched except the METADATA read to name one.
+  EXPECT_EQ(watched(index, "pkg-2.0.dist-info/entry_points.txt"), nullptr);
+  EXPECT_NE(watched(index, "PKG.DIST-INFO/METADATA"), nullptr);
+}
+
+TEST_F(Tree, DistInfoWithoutEntryPointsStillShadows) {
+  dist("a", "quiet-1.0.dist-info");
+  dist("b", "quiet-0.9.dist-info", "[g]\nhidden = q\n");
+  const Index index = scan_ok({path("a"), path("b")});
+  EXPECT_TRUE(index.entry_points().empty());
+  ASSERT_EQ(index.distributions().size(), 1u);
+  EXPECT_EQ(index.distributions()[0].version, "1.0");
+}
+
+TEST_F(Tree, ParseErrorIsRecordedOnTheDistributionNotTheScan) {
+  dist("site", "bad-1.0.dist-info", "[g]\nfine = 1\nbroken line\n");
+  dist("site", "good-1.0.dist-info", "[g]\ngood = 1\n");
+  const Index index = scan_ok({path("site")});
+  const Distribution* bad = index.first_error();
+  ASSERT_NE(bad, nullptr);
+  EXPECT_EQ(bad->name, "bad");
+  const std::string msg(bad->error);
+  EXPECT_NE(msg.find(path("site") + "/bad-1.0.dist-info/entry_points.txt:3:"), std::string::npos) << msg;
+  // The broken distribution contributes nothing; the good one is intact.
+  EXPECT_EQ(flat(index), (std::vector<std::string>{"g:good=1@good"}));
+}
+
+TEST_F(Tree, InvalidUtf8IsRecordedWithTheFileName) {
+  dist("site", "latin-1.0.dist-info", "[g]\nx = caf\xe9\n");
+  const Index index = scan_ok({path("site")});
+  ASSERT_NE(index.first_error(), nullptr);
+  EXPECT_NE(std::string(index.first_error()->error).find("latin-1.0.dist-info/entry_points.txt:2:"),
+            std::string::npos);
+}
+
+TEST_F(Tree, SuffixesMatchCaseInsensitivelyAndNameComesFromMetadata) {
+  dist("site", "Dir-Name.DIST-INFO", "[g]\nu = 1\n", "Name: Real-Name\nVersion: 4.2\n");
+  dist("b", "real_name-1.0.dist-info", "[g]\nshadowed = 1\n");
+  const Index index = scan_ok({path("site"), path("b")});
+  EXPECT_EQ(flat(index), (std::vector<std::string>{"g:u=1@Real-Name"}));
+  EXPECT_EQ(index.distributions()[0].version, "4.2");
+}
+
+TEST_F(Tree, MissingNameIsAnErrorNamingTheDirectory) {
+  dist("site", "Nameless.DIST-INFO", "[g]\nx = 1\n", "Version: 1\n\nName: in-body\n");
+  const Index index = scan_ok({path("site")});
+  ASSERT_NE(index.first_error(), nullptr);
+  const std::string msg(index.first_error()->error);
+  EXPECT_NE(msg.find(path("site") + "/Nameless.DIST-INFO"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Name"), std::string::npos) << msg;
+  EXPECT_TRUE(index.entry_points().empty());
+}
+
+TEST_F(Tree, EmptyMetadataFallsBackToPkgInfo) {
+  dist("site", "Fb.DIST-INFO", "[g]\nx = 1\n");
+  write("site/Fb.DIST-INFO/METADATA", "");
+  write("site/Fb.DIST-INFO/PKG-INFO", "Name: fallback\nVersion: 3\n");
+  const Index index = scan_ok({path("site")});
+  EXPECT_EQ(flat(index), (std::vector<std::string>{"g:x=1@fallback"}));
+}
+
+TEST_F(Tree, GroupsInfosByLookupKeyInFirstSeenOrder) {
+  // kN-1.dist-info and KN.DIST-INFO share Lookup key kN but de-duplicate by
+  // different names, so both survive and must come out next to each other.
+  for (int k = 0; k < 8; ++k) {
+    const std::string n = std::to_string(k);
+    dist("site", "k" + n + "-1.dist-info", "[g]\nk" + n + " = lower\n");
+    dist("site", "K" + n + ".DIST-INFO", "[g]\nK" + n + " = upper\n", "Name: other" + n + "\n");
+  }
+  // Expected: walk the raw listing; each key's entries at its first position.
+  std::vector<std::string> keys, expected;
+  for (const std::string& name : listing("site")) {
+    const std::string id = name.substr(1, 1);  // the digit: kN / KN share key kN
+    if (std::find(keys.begin(), keys.end(), id) == keys.end()) keys.push_back(id);
+  }
+  const std::vector<std::string> raw = listing("site");
+  for (const std::string& id : keys) {
+    for (const std::string& name : raw) {
+      if (name.substr(1, 1) == id) {
+        expected.push_back(std::string("g:") + name[0] + id + "=" + (name[0] == 'k' ? "lower" : "upper"));
+      }
+    }
+  }
+  const Index index = scan_ok({path("site")});
+  std::vector<std::string> got;
+  for (const EntryPoint& ep : index.entry_points()) {
+    got.push_back("g:" + std::string(ep.name) + "=" + std::string(ep.value));
+  }
+  EXPECT_EQ(got, expected);
+}
+
+TEST_F(Tree, EggInfoFileHasNoEntryPointsButShadowsAndIsWatched) {
+  write("a/shadow-1.0-py3.11.egg-info", "Metadata-Version: 1.1\nName: shadow\nVersion: 1.0\n");
+  dist("b", "shadow-2.0.dist-info", "[g]\nhidden = 1\n");
+  const Index index = scan_ok({path("a"), path("b")});
+  EXPECT_TRUE(index.entry_points().empty());
+  ASSERT_EQ(index.distributions().size(), 1u);
+  const WatchedFile* w = watched(index, "shadow-1.0-py3.11.egg-info");
+  ASSERT_NE(w, nullptr);
+  EXPECT_TRUE(w->stamp.exists());
+  EXPECT_EQ(w->search_path, 0u);
+}
+
+TEST_F(Tree, EggDirectoryEggInfoComesAfterTheInfos) {
+  write("thing-1.0-py3.11.egg/EGG-INFO/PKG-INFO", "Name: thing\nVersion: 1.0\n");
+  write("thing-1.0-py3.11.egg/EGG-INFO/entry_points.txt", "[g]\nthing = t\n");
+  dist("thing-1.0-py3.11.egg", "inner-1.0.dist-info", "[g]\ninner = i\n");
+  const Index index = scan_ok({path("thing-1.0-py3.11.egg")});
+  EXPECT_EQ(flat(index), (std::vector<std::string>{"g:inner=i@inner", "g:thing=t@thing"}));
+  EXPECT_EQ(index.distributions()[1].version, "1.0");
+  // A trailing slash makes the basename empty: not an egg.
+  const Index slash = scan_ok({path("thing-1.0-py3.11.egg") + "/"});
+  EXPECT_EQ(flat(slash), (std::vector<std::string>{"g:inner=i@inner"}));
+}
+
+TEST_F(Tree, EggInfoDirectoryVersionComesFromPkgInfo) {
+  dist("site", "Legacy-0.5-py3.11.egg-info", "[g]\nl = 1\n");
+  write("site/Legacy-0.5-py3.11.egg-info/PKG-INFO", "Name: Legacy\nVersion: 0.5\n");
+  const Index index = scan_ok({path("site")});
+  ASSERT_EQ(index.distributions().size(), 1u);
+  EXPECT_EQ(index.distributions()[0].name, "Legacy");
+  EXPECT_EQ(index.distributions()[0].version, "0.5");
+  EXPECT_NE(watched(index, "Legacy-0.5-py3.11.egg-info/PKG-INFO"), nullptr);
+}
+
+TEST_F(Tree, NonexistentAndPlainFilePathsContributeNothing) {
+  write("notes.txt", "not a zip\n");
+  dist("site", "real-1.0.dist-info", "[g]\nr = 1\n");
+  const Index index = scan_ok({path("missing"), path("notes.txt"), path("site")});
+  EXPECT_EQ(flat(index), (std::vector<std::string>{"g:r=1@real"}));
+  ASSERT_EQ(index.search_path_stamps().size(), 3u);
+  EXPECT_FALSE(index.search_path_stamps()[0].exists());
+  EXPECT_TRUE(index.search_path_stamps()[1].exists());
+  EXPECT_TRUE(index.search_path_stamps()[2].exists());
+  EXPECT_EQ(index.search_paths()[0], path("missing"));
+}
+
+TEST_F(Tree, EmptyPathIsTheCurrentDirectory) {
+  dist("cwd", "here-1.0.dist-info", "[g]\nhere = 1\n");
+  char old[4096];
+  ASSERT_NE(::getcwd(old, sizeof old), nullptr);
+  ASSERT_EQ(::chdir(path("cwd").c_str()), 0);
+  auto r = scan(std::vector<std::string>{"", "."});
+  ASSERT_EQ(::chdir(old), 0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(flat(r.value()), (std::vector<std::string>{"g:here=1@here"}));
+  EXPECT_EQ(r.value().distributions()[0].metadata_dir, "here-1.0.dist-info");
+  EXPECT_EQ(r.value().search_paths()[0], "");
+}
+
+TEST_F(Tree, ZipWithoutDistributionsContributesNothing) {
+  const std::string zip = path("plain.zip");
+  const std::string cmd = std::string(EPLOAD_TEST_PYTHON) +
+                          " -c \"import zipfile,sys; z=zipfile.ZipFile(sys.argv[1],'w');"
+                          "z.writestr('pkg/__init__.py','');"
+                          "z.writestr('lib/x-1.dist-info/entry_points.txt','[g]\\nx=1\\n');z.close()\" " +
+                          zip;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const Index index = scan_ok({zip});
+  EXPECT_TRUE(index.entry_points().empty());
+  EXPECT_TRUE(index.search_path_stamps()[0].exists());
+}
+
+TEST_F(Tree, ZipWithDistributionsIsUnsupportedNamingTheArchive) {
+  const std::string zip = path("dists.zip");
+  const std::string cmd = std::string(EPLOAD_TEST_PYTHON) +
+                          " -c \"import zipfile,sys; z=zipfile.ZipFile(sys.argv[1],'w');"
+                          "z.writestr('zipped-1.0.dist-info/entry_points.txt','[g]\\nx=1\\n');z.close()\" " +
+                          zip;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto r = scan(std::vector<std::string>{zip});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::unsupported);
+  EXPECT_NE(r.error().message.find(zip), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("zip"), std::string::npos) << r.error().message;
+}
+
+TEST_F(Tree, TruncatedZipIsNotAZip) {
+  write("cut.zip", std::string("PK\x05\x06", 4) + std::string(10, '\0'));  // EOCD cut short
+  const Index index = scan_ok({path("cut.zip")});
+  EXPECT_TRUE(index.entry_points().empty());
+}
+
+TEST_F(Tree, EntryPointsTxtThatIsADirectoryIsSkipped) {
+  dist("site", "d-1.0.dist-info");
+  fs::create_directories(path("site/d-1.0.dist-info/entry_points.txt"));
+  const Index index = scan_ok({path("site")});
+  EXPECT_EQ(index.first_error(), nullptr);
+  EXPECT_TRUE(index.entry_points().empty());
+}
+
+TEST_F(Tree, UnreadableEntryPointsTxtIsSkipped) {
+  if (::geteuid() == 0) GTEST_SKIP() << "running as root: root reads mode-000 files";
+  dist("site", "locked-1.0.dist-info", "[g]\nx = 1\n");
+  ::chmod(path("site/locked-1.0.dist-info/entry_points.txt").c_str(), 0);
+  const Index index = scan_ok({path("site")});
+  EXPECT_EQ(index.first_error(), nullptr);
+  EXPECT_TRUE(index.entry_points().empty());
+}
+
+TEST_F(Tree, SymlinkLoopIsAnErrorLikeImportlibsOSError) {
+  // ELOOP is not among the errors read_text suppresses.
+  dist("site", "loop-1.0.dist-info");
+  ASSERT_EQ(::symlink("entry_points.txt", path("site/loop-1.0.dist-info/entry_points.txt").c_str()), 0);
+  const Index index = scan_ok({path("site")});
+  ASSERT_NE(index.first_error(), nullptr);
+  EXPECT_NE(std::string(index.first_error()->error).find("loop-1.0.dist-info/entry_points.txt"),
+            std::string::npos);
+}
+
+TEST_F(Tree, WatchesEntryPointsFilesPresentOrAbsent) {
+  dist("site", "has-1.0.dist-info", "[g]\nx = 1\n");
+  dist("site", "hasnot-1.0.dist-info");
+  const Index index = scan_ok({path("site")});
+  const WatchedFile* has = watched(index, "has-1.0.dist-info/entry_points.txt");
+  const WatchedFile* hasnot = watched(index, "hasnot-1.0.dist-info/entry_points.txt");
+  ASSERT_NE(has, nullptr);
+  ASSERT_NE(hasnot, nullptr);
+  EXPECT_EQ(has->stamp, detail::stamp_at(AT_FDCWD, path("site/has-1.0.dist-info/entry_points.txt").c_str()));
+  EXPECT_FALSE(hasnot->stamp.exists());  // creation will be noticed
+  EXPECT_EQ(index.search_path_stamps()[0], detail::stamp_at(AT_FDCWD, path("site").c_str()));
+}
+
+TEST_F(Tree, ScanTimeIsTakenBeforeAnyStamp) {
+  dist("site", "t-1.0.dist-info", "[g]\nx = 1\n");
+  const std::int64_t before = detail::coarse_now_ns();
+  const Index index = scan_ok({path("site")});
+  const std::int64_t after = detail::coarse_now_ns();
+  EXPECT_GE(index.scanned_at_ns(), before);
+  EXPECT_LE(index.scanned_at_ns(), after);
+}
+
+TEST_F(Tree, LargeScanKeepsDiscoveryOrderAcrossThreads) {
+  // Enough distributions for phase 2 to split across two threads.
+  for (int i = 0; i < 700; ++i) {
+    const std::string n = "d" + std::to_string(i);
+    dist("site", n + "-1.0.dist-info", "[g]\n" + n + " = m" + std::to_string(i) + "\n");
+  }
+  dist("site", "broken-1.0.dist-info", "[g]\nno equals\n");
+  const Index index = scan_ok({path("site")});
+  std::vector<std::string> expected;
+  for (const std::string& name : listing("site")) {
+    const std::string n = name.substr(0, name.find('-'));
+    if (n != "broken") expected.push_back(n);
+  }
+  std::vector<std::string> got;
+  for (const EntryPoint& ep : index.group("g")) got.push_back(std::string(ep.name));
+  EXPECT_EQ(got, expected);
+  ASSERT_NE(index.first_error(), nullptr);
+  EXPECT_EQ(index.first_error()->name, "broken");
+  EXPECT_EQ(index.distributions().size(), 701u);
+}
+
+}  // namespace
+}  // namespace epload
