@@ -429,3 +429,23 @@ def test_difftree_case_matches_importlib(tmp_path, monkeypatch, name):
         if ours[0] == 'ok' and ours[2]:
             group = ours[2][-1][2]
             assert light(epload.entry_points, group=group) == light(im.entry_points, group=group)
+
+
+def test_cache_switches_and_debug_report(tmp_path):
+    s = tmp_path / 's'
+    make_dist(s, 'one', entry_points={'g1': ['a = m:f']})
+    code = f'''
+import sys
+import epload
+sys.path[:] = [{str(s)!r}]
+print([e.value for e in epload.entry_points(group="g1")])
+'''
+    cache = tmp_path / 'cache'
+    proc = run_py(tmp_path, code, env={'EPLOAD_NO_CACHE': '1', 'EPLOAD_DEBUG': '1'})
+    assert proc.stdout.strip() == "['m:f']" and 'epload: index uncached' in proc.stderr
+    assert not cache.exists() or not any(cache.iterdir())
+    first = run_py(tmp_path, code, env={'EPLOAD_DEBUG': '1'})
+    second = run_py(tmp_path, code, env={'EPLOAD_DEBUG': '1'})
+    assert first.stdout == second.stdout == proc.stdout
+    assert 'epload: index rebuilt' in first.stderr and 'epload: index hit' in second.stderr
+    assert any(p.name.startswith('index-') for p in cache.iterdir())
