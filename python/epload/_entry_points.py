@@ -13,7 +13,7 @@ answer, the call is handed to importlib.metadata itself, which then answers
 
 * a finder on ``sys.meta_path`` other than the standard ``PathFinder`` offers
   ``find_distributions`` (importlib would ask it too);
-* a ``sys.path`` entry is not a ``str``;
+* a ``sys.path`` entry is not a ``str`` (or holds a NUL character);
 * the index reports a distribution importlib would raise for (a malformed
   ``entry_points.txt``, invalid UTF-8, a distribution without a name);
 * the scanner cannot answer exactly (e.g. a zip archive with distributions
@@ -90,8 +90,8 @@ def _query(groups, want_stamps=False):
     paths = list(sys.path)
     relative = False
     for p in paths:
-        if type(p) is not str:
-            _debug(f'using importlib.metadata: sys.path holds a non-str entry {p!r}')
+        if type(p) is not str or '\0' in p:
+            _debug(f'using importlib.metadata: sys.path holds {p!r}, not a plain path string')
             return None
         if not p.startswith('/'):
             relative = True

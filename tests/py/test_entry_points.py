@@ -449,3 +449,20 @@ print([e.value for e in epload.entry_points(group="g1")])
     assert first.stdout == second.stdout == proc.stdout
     assert 'epload: index rebuilt' in first.stderr and 'epload: index hit' in second.stderr
     assert any(p.name.startswith('index-') for p in cache.iterdir())
+
+
+@pytest.mark.parametrize('odd', [b'/bytes/entry', 'nul\0inside', pytest.param(None, id='pathlike')])
+def test_odd_sys_path_entries_are_answered_like_importlib(tmp_path, odd):
+    s = tmp_path / 's'
+    make_dist(s, 'one', entry_points={'g1': ['a = m:f']})
+    if odd is None:
+        import pathlib
+        odd = pathlib.Path(s)
+    saved = sys.path[:]
+    sys.path[:] = [odd, str(s)]
+    try:
+        ours = outcome(epload.entry_points, group='g1')
+        theirs = outcome(im.entry_points, group='g1')
+    finally:
+        sys.path[:] = saved
+    assert ours == theirs
