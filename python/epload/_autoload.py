@@ -341,6 +341,10 @@ class Session:
         self.devices = {}  # device -> [Backend, ...] in discovery order
         self.error = None  # a discovery failure in lazy mode
         self.store = None  # _Store, once discovered
+        # Backends whose devices were unknown at discovery: the only ones a
+        # lookup of an unknown name may need (host attribute misses are
+        # frequent, e.g. hasattr probes, so they must not scan all backends).
+        self.unknown = []
 
     def __repr__(self):
         return (f'<epload autoload group={self.group!r} host={self.host_name!r} '
@@ -381,6 +385,8 @@ class Session:
                     b.devices, b.source = learned, 'learned'
             for d in b.devices or ():
                 self.devices.setdefault(d, []).append(b)
+            if b.devices is None:
+                self.unknown.append(b)
             self.backends.append(b)
 
     @staticmethod
@@ -466,7 +472,7 @@ class Session:
                 return value
         if previous is not None:
             return previous(name)
-        failed = [b for b in self.backends if b.state == 'failed' and b.devices is None]
+        failed = [b for b in self.unknown if b.state == 'failed' and b.devices is None]
         message = f'module {self.host_name!r} has no attribute {name!r}'
         if failed:
             names = ', '.join(repr(b.name) for b in failed)
@@ -478,7 +484,7 @@ class Session:
     def _load_unknown(self, name):
         """Loads backends whose devices are not known yet, in discovery
         order, until one provides ``name`` (on the host)."""
-        for b in self.backends:
+        for b in self.unknown:
             if b.devices is None and b.state == 'unloaded':
                 b._load()
                 self.store.save()
