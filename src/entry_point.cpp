@@ -11,7 +11,7 @@
 // line after which only whitespace remains.  Python's `$` also matches just
 // before a final "\n".
 //
-// Approximation (documented in ARCHITECTURE.md): `\w` is ASCII [A-Za-z0-9_]
+// Approximation: `\w` is ASCII [A-Za-z0-9_]
 // plus every non-ASCII code point that is not whitespace.  Python's Unicode
 // `\w` excludes non-ASCII punctuation and symbols (e.g. "é" is a word
 // character, "€" is not), so values using such symbols may split differently;

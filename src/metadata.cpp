@@ -28,7 +28,8 @@
 // stops at the first line that is not `From `, `<printable-no-colon>*:` or a
 // continuation (leading space or tab) — in particular at the first empty
 // line; a value is the rest of its line after ':' with leading spaces and
-// tabs removed (trailing spaces are kept, as Python keeps them).
+// tabs removed (trailing spaces are kept, as Python keeps them; only the
+// line ending is removed).
 #include "epload/metadata.hpp"
 
 #include <cstdint>  // std::uint64_t
@@ -193,8 +194,10 @@ MetadataHeaders parse_metadata_headers(std::string_view text) {
     p = next;
     if (!line.empty() && (line.front() == ' ' || line.front() == '\t')) {
       // Folded continuation: Python joins it (with its newline) to the value.
-      // The view spans the raw lines; see ARCHITECTURE.md for the one
-      // difference (Python also re-dedents folded values).
+      // The view spans the raw lines, so it differs from Python's string in
+      // the one case of a folded Name/Version: Python turns \r\n into \n
+      // and re-indents the value (textwrap.dedent); no real metadata folds
+      // these two fields.
       if (current != Field::none) value_end = q;
       continue;
     }

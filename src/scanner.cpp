@@ -18,6 +18,10 @@
 // PKG-INFO, else the path itself read as a file), which raises TypeError when
 // there is no Name.  A shadowed distribution is never read further.
 //
+// Python 3.12 and 3.13 discover and de-duplicate the same way; their
+// entry_points() only stops sorting by group when no selection is given
+// (see metadata.cpp).
+//
 // The scan runs in three phases:
 //   1. list every search path (getdents64 on one directory fd per path),
 //      classify and group the children, and de-duplicate in discovery order.
@@ -46,11 +50,11 @@
 #include <thread>   // phase 2 split
 #include <vector>
 
-#include "arena.hpp"
 #include "epload/metadata.hpp"
 #include "scan_list.hpp"
 #include "scan_lookup.hpp"
 #include "scan_read.hpp"
+#include "scan_seen.hpp"
 #include "scan_zip.hpp"
 #include "stamp.hpp"
 
@@ -108,52 +112,6 @@ struct WorkerOut {
   std::vector<DistOut> dists;
   std::vector<EntryOut> entries;
   std::vector<Watch> watches;
-};
-
-// A set of strings for first-wins de-duplication: open addressing over views
-// into an arena, so inserting 6,000 names costs no per-name allocation.
-class SeenSet {
- public:
-  bool insert(std::string_view key) {
-    if ((m_count + 1) * 2 > m_slots.size()) grow();
-    const std::size_t i = find(key);
-    if (m_used[i]) return false;
-    m_slots[i] = m_arena.copy(key);
-    m_used[i] = true;
-    ++m_count;
-    return true;
-  }
-
- private:
-  static std::size_t hash(std::string_view s) {
-    std::uint64_t h = 1469598103934665603ull;  // FNV-1a
-    for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-    return static_cast<std::size_t>(h);
-  }
-  std::size_t find(std::string_view key) const {
-    const std::size_t mask = m_slots.size() - 1;
-    for (std::size_t i = hash(key) & mask;; i = (i + 1) & mask) {
-      if (!m_used[i] || m_slots[i] == key) return i;
-    }
-  }
-  void grow() {
-    std::vector<std::string_view> old = std::move(m_slots);
-    std::vector<bool> old_used = std::move(m_used);
-    const std::size_t n = old.empty() ? 1024 : old.size() * 2;
-    m_slots.assign(n, {});
-    m_used.assign(n, false);
-    for (std::size_t i = 0; i < old.size(); ++i) {
-      if (old_used[i]) {
-        const std::size_t j = find(old[i]);
-        m_slots[j] = old[i];
-        m_used[j] = true;
-      }
-    }
-  }
-  detail::Arena m_arena;
-  std::vector<std::string_view> m_slots;
-  std::vector<bool> m_used;
-  std::size_t m_count = 0;
 };
 
 constexpr std::string_view k_entry_points = "/entry_points.txt";
@@ -237,7 +195,7 @@ Result<void> Scan::list_paths() {
 
 // Phase 1b: unique_everseen over _normalized_name, in discovery order.
 void Scan::deduplicate() {
-  SeenSet seen;
+  detail::SeenSet seen;
   FileReader reader;
   std::string key, scratch;
   m_kept.reserve(m_listing.size());

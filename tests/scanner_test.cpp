@@ -23,7 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class Tree : public ::testing::Test {
+class Scanner : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/epload-scanner-test-XXXXXX";
@@ -94,7 +94,7 @@ class Tree : public ::testing::Test {
   std::string m_root;
 };
 
-TEST_F(Tree, FindsDistributionsAndEntryPoints) {
+TEST_F(Scanner, FindsDistributionsAndEntryPoints) {
   dist("site", "alpha-1.0.dist-info", "[console_scripts]\nalpha = alpha:main\n[g]\na = alpha.p\n");
   dist("site", "beta-2.0.dist-info", "[g]\nb = beta.p [x]\n");
   const Index index = scan_ok({path("site")});
@@ -110,7 +110,7 @@ TEST_F(Tree, FindsDistributionsAndEntryPoints) {
   EXPECT_EQ(index.first_error(), nullptr);
 }
 
-TEST_F(Tree, FirstSearchPathWinsByNormalizedName) {
+TEST_F(Scanner, FirstSearchPathWinsByNormalizedName) {
   dist("a", "My_Pkg-1.0.dist-info", "[g]\nx = from_a\n");
   dist("b", "my.pkg-2.0.dist-info", "[g]\nx = from_b\n");
   const Index index = scan_ok({path("a"), path("b")});
@@ -118,7 +118,7 @@ TEST_F(Tree, FirstSearchPathWinsByNormalizedName) {
   EXPECT_EQ(index.distributions().size(), 1u);
 }
 
-TEST_F(Tree, ShadowedBrokenCopyIsNeverRead) {
+TEST_F(Scanner, ShadowedBrokenCopyIsNeverRead) {
   dist("a", "pkg-1.0.dist-info", "[g]\nok = a\n");
   dist("b", "pkg-2.0.dist-info", "[g]\nno equals here\n");
   dist("b", "PKG.DIST-INFO", "[g]\nalso = hidden\n", "Name: pkg\n");
@@ -130,7 +130,7 @@ TEST_F(Tree, ShadowedBrokenCopyIsNeverRead) {
   EXPECT_NE(watched(index, "PKG.DIST-INFO/METADATA"), nullptr);
 }
 
-TEST_F(Tree, DistInfoWithoutEntryPointsStillShadows) {
+TEST_F(Scanner, DistInfoWithoutEntryPointsStillShadows) {
   dist("a", "quiet-1.0.dist-info");
   dist("b", "quiet-0.9.dist-info", "[g]\nhidden = q\n");
   const Index index = scan_ok({path("a"), path("b")});
@@ -139,7 +139,7 @@ TEST_F(Tree, DistInfoWithoutEntryPointsStillShadows) {
   EXPECT_EQ(index.distributions()[0].version, "1.0");
 }
 
-TEST_F(Tree, ParseErrorIsRecordedOnTheDistributionNotTheScan) {
+TEST_F(Scanner, ParseErrorIsRecordedOnTheDistributionNotTheScan) {
   dist("site", "bad-1.0.dist-info", "[g]\nfine = 1\nbroken line\n");
   dist("site", "good-1.0.dist-info", "[g]\ngood = 1\n");
   const Index index = scan_ok({path("site")});
@@ -152,7 +152,7 @@ TEST_F(Tree, ParseErrorIsRecordedOnTheDistributionNotTheScan) {
   EXPECT_EQ(flat(index), (std::vector<std::string>{"g:good=1@good"}));
 }
 
-TEST_F(Tree, InvalidUtf8IsRecordedWithTheFileName) {
+TEST_F(Scanner, InvalidUtf8IsRecordedWithTheFileName) {
   dist("site", "latin-1.0.dist-info", "[g]\nx = caf\xe9\n");
   const Index index = scan_ok({path("site")});
   ASSERT_NE(index.first_error(), nullptr);
@@ -160,7 +160,7 @@ TEST_F(Tree, InvalidUtf8IsRecordedWithTheFileName) {
             std::string::npos);
 }
 
-TEST_F(Tree, SuffixesMatchCaseInsensitivelyAndNameComesFromMetadata) {
+TEST_F(Scanner, SuffixesMatchCaseInsensitivelyAndNameComesFromMetadata) {
   dist("site", "Dir-Name.DIST-INFO", "[g]\nu = 1\n", "Name: Real-Name\nVersion: 4.2\n");
   dist("b", "real_name-1.0.dist-info", "[g]\nshadowed = 1\n");
   const Index index = scan_ok({path("site"), path("b")});
@@ -168,7 +168,7 @@ TEST_F(Tree, SuffixesMatchCaseInsensitivelyAndNameComesFromMetadata) {
   EXPECT_EQ(index.distributions()[0].version, "4.2");
 }
 
-TEST_F(Tree, MissingNameIsAnErrorNamingTheDirectory) {
+TEST_F(Scanner, MissingNameIsAnErrorNamingTheDirectory) {
   dist("site", "Nameless.DIST-INFO", "[g]\nx = 1\n", "Version: 1\n\nName: in-body\n");
   const Index index = scan_ok({path("site")});
   ASSERT_NE(index.first_error(), nullptr);
@@ -178,7 +178,7 @@ TEST_F(Tree, MissingNameIsAnErrorNamingTheDirectory) {
   EXPECT_TRUE(index.entry_points().empty());
 }
 
-TEST_F(Tree, EmptyMetadataFallsBackToPkgInfo) {
+TEST_F(Scanner, EmptyMetadataFallsBackToPkgInfo) {
   dist("site", "Fb.DIST-INFO", "[g]\nx = 1\n");
   write("site/Fb.DIST-INFO/METADATA", "");
   write("site/Fb.DIST-INFO/PKG-INFO", "Name: fallback\nVersion: 3\n");
@@ -186,7 +186,7 @@ TEST_F(Tree, EmptyMetadataFallsBackToPkgInfo) {
   EXPECT_EQ(flat(index), (std::vector<std::string>{"g:x=1@fallback"}));
 }
 
-TEST_F(Tree, GroupsInfosByLookupKeyInFirstSeenOrder) {
+TEST_F(Scanner, GroupsInfosByLookupKeyInFirstSeenOrder) {
   // kN-1.dist-info and KN.DIST-INFO share Lookup key kN but de-duplicate by
   // different names, so both survive and must come out next to each other.
   for (int k = 0; k < 8; ++k) {
@@ -216,7 +216,7 @@ TEST_F(Tree, GroupsInfosByLookupKeyInFirstSeenOrder) {
   EXPECT_EQ(got, expected);
 }
 
-TEST_F(Tree, EggInfoFileHasNoEntryPointsButShadowsAndIsWatched) {
+TEST_F(Scanner, EggInfoFileHasNoEntryPointsButShadowsAndIsWatched) {
   write("a/shadow-1.0-py3.11.egg-info", "Metadata-Version: 1.1\nName: shadow\nVersion: 1.0\n");
   dist("b", "shadow-2.0.dist-info", "[g]\nhidden = 1\n");
   const Index index = scan_ok({path("a"), path("b")});
@@ -228,7 +228,7 @@ TEST_F(Tree, EggInfoFileHasNoEntryPointsButShadowsAndIsWatched) {
   EXPECT_EQ(w->search_path, 0u);
 }
 
-TEST_F(Tree, EggDirectoryEggInfoComesAfterTheInfos) {
+TEST_F(Scanner, EggDirectoryEggInfoComesAfterTheInfos) {
   write("thing-1.0-py3.11.egg/EGG-INFO/PKG-INFO", "Name: thing\nVersion: 1.0\n");
   write("thing-1.0-py3.11.egg/EGG-INFO/entry_points.txt", "[g]\nthing = t\n");
   dist("thing-1.0-py3.11.egg", "inner-1.0.dist-info", "[g]\ninner = i\n");
@@ -240,7 +240,7 @@ TEST_F(Tree, EggDirectoryEggInfoComesAfterTheInfos) {
   EXPECT_EQ(flat(slash), (std::vector<std::string>{"g:inner=i@inner"}));
 }
 
-TEST_F(Tree, EggInfoDirectoryVersionComesFromPkgInfo) {
+TEST_F(Scanner, EggInfoDirectoryVersionComesFromPkgInfo) {
   dist("site", "Legacy-0.5-py3.11.egg-info", "[g]\nl = 1\n");
   write("site/Legacy-0.5-py3.11.egg-info/PKG-INFO", "Name: Legacy\nVersion: 0.5\n");
   const Index index = scan_ok({path("site")});
@@ -250,7 +250,7 @@ TEST_F(Tree, EggInfoDirectoryVersionComesFromPkgInfo) {
   EXPECT_NE(watched(index, "Legacy-0.5-py3.11.egg-info/PKG-INFO"), nullptr);
 }
 
-TEST_F(Tree, NonexistentAndPlainFilePathsContributeNothing) {
+TEST_F(Scanner, NonexistentAndPlainFilePathsContributeNothing) {
   write("notes.txt", "not a zip\n");
   dist("site", "real-1.0.dist-info", "[g]\nr = 1\n");
   const Index index = scan_ok({path("missing"), path("notes.txt"), path("site")});
@@ -262,7 +262,7 @@ TEST_F(Tree, NonexistentAndPlainFilePathsContributeNothing) {
   EXPECT_EQ(index.search_paths()[0], path("missing"));
 }
 
-TEST_F(Tree, EmptyPathIsTheCurrentDirectory) {
+TEST_F(Scanner, EmptyPathIsTheCurrentDirectory) {
   dist("cwd", "here-1.0.dist-info", "[g]\nhere = 1\n");
   char old[4096];
   ASSERT_NE(::getcwd(old, sizeof old), nullptr);
@@ -275,7 +275,7 @@ TEST_F(Tree, EmptyPathIsTheCurrentDirectory) {
   EXPECT_EQ(r.value().search_paths()[0], "");
 }
 
-TEST_F(Tree, ZipWithoutDistributionsContributesNothing) {
+TEST_F(Scanner, ZipWithoutDistributionsContributesNothing) {
   const std::string zip = path("plain.zip");
   const std::string cmd = std::string(EPLOAD_TEST_PYTHON) +
                           " -c \"import zipfile,sys; z=zipfile.ZipFile(sys.argv[1],'w');"
@@ -288,7 +288,7 @@ TEST_F(Tree, ZipWithoutDistributionsContributesNothing) {
   EXPECT_TRUE(index.search_path_stamps()[0].exists());
 }
 
-TEST_F(Tree, ZipWithDistributionsIsUnsupportedNamingTheArchive) {
+TEST_F(Scanner, ZipWithDistributionsIsUnsupportedNamingTheArchive) {
   const std::string zip = path("dists.zip");
   const std::string cmd = std::string(EPLOAD_TEST_PYTHON) +
                           " -c \"import zipfile,sys; z=zipfile.ZipFile(sys.argv[1],'w');"
@@ -302,13 +302,13 @@ TEST_F(Tree, ZipWithDistributionsIsUnsupportedNamingTheArchive) {
   EXPECT_NE(r.error().message.find("zip"), std::string::npos) << r.error().message;
 }
 
-TEST_F(Tree, TruncatedZipIsNotAZip) {
+TEST_F(Scanner, TruncatedZipIsNotAZip) {
   write("cut.zip", std::string("PK\x05\x06", 4) + std::string(10, '\0'));  // EOCD cut short
   const Index index = scan_ok({path("cut.zip")});
   EXPECT_TRUE(index.entry_points().empty());
 }
 
-TEST_F(Tree, EntryPointsTxtThatIsADirectoryIsSkipped) {
+TEST_F(Scanner, EntryPointsTxtThatIsADirectoryIsSkipped) {
   dist("site", "d-1.0.dist-info");
   fs::create_directories(path("site/d-1.0.dist-info/entry_points.txt"));
   const Index index = scan_ok({path("site")});
@@ -316,7 +316,7 @@ TEST_F(Tree, EntryPointsTxtThatIsADirectoryIsSkipped) {
   EXPECT_TRUE(index.entry_points().empty());
 }
 
-TEST_F(Tree, UnreadableEntryPointsTxtIsSkipped) {
+TEST_F(Scanner, UnreadableEntryPointsTxtIsSkipped) {
   if (::geteuid() == 0) GTEST_SKIP() << "running as root: root reads mode-000 files";
   dist("site", "locked-1.0.dist-info", "[g]\nx = 1\n");
   ::chmod(path("site/locked-1.0.dist-info/entry_points.txt").c_str(), 0);
@@ -325,7 +325,7 @@ TEST_F(Tree, UnreadableEntryPointsTxtIsSkipped) {
   EXPECT_TRUE(index.entry_points().empty());
 }
 
-TEST_F(Tree, SymlinkLoopIsAnErrorLikeImportlibsOSError) {
+TEST_F(Scanner, SymlinkLoopIsAnErrorLikeImportlibsOSError) {
   // ELOOP is not among the errors read_text suppresses.
   dist("site", "loop-1.0.dist-info");
   ASSERT_EQ(::symlink("entry_points.txt", path("site/loop-1.0.dist-info/entry_points.txt").c_str()), 0);
@@ -335,7 +335,7 @@ TEST_F(Tree, SymlinkLoopIsAnErrorLikeImportlibsOSError) {
             std::string::npos);
 }
 
-TEST_F(Tree, WatchesEntryPointsFilesPresentOrAbsent) {
+TEST_F(Scanner, WatchesEntryPointsFilesPresentOrAbsent) {
   dist("site", "has-1.0.dist-info", "[g]\nx = 1\n");
   dist("site", "hasnot-1.0.dist-info");
   const Index index = scan_ok({path("site")});
@@ -348,7 +348,7 @@ TEST_F(Tree, WatchesEntryPointsFilesPresentOrAbsent) {
   EXPECT_EQ(index.search_path_stamps()[0], detail::stamp_at(AT_FDCWD, path("site").c_str()));
 }
 
-TEST_F(Tree, ScanTimeIsTakenBeforeAnyStamp) {
+TEST_F(Scanner, ScanTimeIsTakenBeforeAnyStamp) {
   dist("site", "t-1.0.dist-info", "[g]\nx = 1\n");
   const std::int64_t before = detail::coarse_now_ns();
   const Index index = scan_ok({path("site")});
@@ -357,7 +357,7 @@ TEST_F(Tree, ScanTimeIsTakenBeforeAnyStamp) {
   EXPECT_LE(index.scanned_at_ns(), after);
 }
 
-TEST_F(Tree, LargeScanKeepsDiscoveryOrderAcrossThreads) {
+TEST_F(Scanner, LargeScanKeepsDiscoveryOrderAcrossThreads) {
   // Enough distributions for phase 2 to split across two threads.
   for (int i = 0; i < 700; ++i) {
     const std::string n = "d" + std::to_string(i);

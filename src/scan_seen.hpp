@@ -1,0 +1,61 @@
+// scan_seen.hpp — the set of normalized names already discovered
+// (unique_everseen's `seen`), for first-wins de-duplication.
+#pragma once
+
+#include <cstdint>      // hash
+#include <string_view>  // keys
+#include <utility>      // std::move
+#include <vector>       // slots
+
+#include "arena.hpp"
+
+namespace epload::detail {
+
+// A set of strings for first-wins de-duplication: open addressing over views
+// into an arena, so inserting 6,000 names costs no per-name allocation.
+class SeenSet {
+ public:
+  /// Adds `key` (copied); returns false when it was already there.
+  bool insert(std::string_view key) {
+    if ((m_count + 1) * 2 > m_slots.size()) grow();
+    const std::size_t i = find(key);
+    if (m_used[i]) return false;
+    m_slots[i] = m_arena.copy(key);
+    m_used[i] = true;
+    ++m_count;
+    return true;
+  }
+
+ private:
+  static std::size_t hash(std::string_view s) {
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    return static_cast<std::size_t>(h);
+  }
+  std::size_t find(std::string_view key) const {
+    const std::size_t mask = m_slots.size() - 1;
+    for (std::size_t i = hash(key) & mask;; i = (i + 1) & mask) {
+      if (!m_used[i] || m_slots[i] == key) return i;
+    }
+  }
+  void grow() {
+    std::vector<std::string_view> old = std::move(m_slots);
+    std::vector<bool> old_used = std::move(m_used);
+    const std::size_t n = old.empty() ? 1024 : old.size() * 2;
+    m_slots.assign(n, {});
+    m_used.assign(n, false);
+    for (std::size_t i = 0; i < old.size(); ++i) {
+      if (old_used[i]) {
+        const std::size_t j = find(old[i]);
+        m_slots[j] = old[i];
+        m_used[j] = true;
+      }
+    }
+  }
+  detail::Arena m_arena;
+  std::vector<std::string_view> m_slots;
+  std::vector<bool> m_used;
+  std::size_t m_count = 0;
+};
+
+}  // namespace epload::detail
