@@ -22,7 +22,6 @@
 #include <Python.h>
 #include <pybind11/pybind11.h>
 
-#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -288,18 +287,23 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
       error_message = got.error().message;
     }
   }
+  // Messages and reasons may quote paths, which are bytes: decoded like paths.
+  auto loose = [](std::string_view s) {
+    auto o = py::reinterpret_steal<py::object>(fs_path(s));
+    if (!o) throw py::error_already_set();
+    return o;
+  };
   py::object status = py::str(status_name(report.status));
-  py::object reason = py::str(report.reason);
-  py::object file = py::reinterpret_steal<py::object>(fs_path(report.file));
-  if (!file) throw py::error_already_set();
+  py::object reason = loose(report.reason);
+  py::object file = loose(report.file);
   if (!index) {
-    return py::make_tuple(status, reason, file, py::make_tuple(error_kind, error_message),
-                          py::tuple(), py::tuple());
+    return py::make_tuple(status, reason, file,
+                          py::make_tuple(error_kind, loose(error_message)), py::tuple(),
+                          py::tuple());
   }
   if (const Distribution* bad = index->first_error()) {
-    return py::make_tuple(status, reason, file,
-                          py::make_tuple("error", std::string(bad->error)), py::tuple(),
-                          py::tuple());
+    return py::make_tuple(status, reason, file, py::make_tuple("error", loose(bad->error)),
+                          py::tuple(), py::tuple());
   }
   std::vector<std::span<const EntryPoint>> parts;
   if (all_groups) {

@@ -466,3 +466,15 @@ def test_odd_sys_path_entries_are_answered_like_importlib(tmp_path, odd):
     finally:
         sys.path[:] = saved
     assert ours == theirs
+
+
+def test_undecodable_directory_names(tmp_path):
+    # Paths are bytes: a site directory whose name is not UTF-8 reaches
+    # sys.path surrogate-escaped, and every message quoting it must survive.
+    root = os.fsencode(str(tmp_path)) + b'/site\xff'
+    site = os.fsdecode(root)
+    make_dist(site, 'good', entry_points={'g1': ['a = m:f']})
+    assert assert_same([site], group='g1')[0] == 'ok'
+    make_dist(site, 'bad', entry_points=b'[g1]\nno equals\n')
+    for params in ({'group': 'g1'}, {}):
+        assert assert_same([site], **params)[0] == 'raise'
