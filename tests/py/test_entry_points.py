@@ -478,3 +478,25 @@ def test_undecodable_directory_names(tmp_path):
     make_dist(site, 'bad', entry_points=b'[g1]\nno equals\n')
     for params in ({'group': 'g1'}, {}):
         assert assert_same([site], **params)[0] == 'raise'
+
+
+def test_concurrent_calls_agree(tmp_path):
+    import threading
+    s = tmp_path / 's'
+    for i in range(20):
+        make_dist(s, f'd{i}', entry_points={'g1': [f'e{i} = m{i}:f'], f'g{i % 3}': ['x = y']})
+    expected = None
+    with search_path([s]):
+        expected = [ep._key() for ep in im.entry_points(group='g1')]
+        results, barrier = [], threading.Barrier(8)
+
+        def call():
+            barrier.wait()
+            for _ in range(20):
+                results.append([ep._key() for ep in epload.entry_points(group='g1')])
+        threads = [threading.Thread(target=call) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(results) == 160 and all(r == expected for r in results)
