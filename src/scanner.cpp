@@ -47,7 +47,8 @@
 #include <algorithm>  // sort
 #include <cerrno>
 #include <cstring>  // strerror
-#include <thread>   // phase 2 split
+#include <system_error>  // std::thread failure
+#include <thread>        // phase 2 split
 #include <vector>
 
 #include "epload/metadata.hpp"
@@ -166,6 +167,11 @@ Result<void> Scan::list_paths() {
     // os.listdir raises ValueError on an embedded NUL; so does zipfile.
     if (path.find('\0') == std::string::npos) {
       fd = ::open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOMEM)) {
+        // Not an answer about the path: the scan cannot be exact.
+        return Error{Errc::io, path + ": cannot open the search path: " + std::strerror(errno) +
+                                   "; raise the open-file limit (ulimit -n) and retry."};
+      }
       struct stat st;
       if (fd >= 0 ? ::fstat(fd, &st) == 0 : ::stat(p, &st) == 0) stamp = detail::stamp_of(st);
     }
@@ -188,7 +194,14 @@ Result<void> Scan::list_paths() {
       }
       continue;
     }
-    if (!m_listing.add_directory(i, fd, egg)) continue;  // unreadable: nothing
+    const std::uint32_t before = m_listing.size();
+    m_listing.add_directory(i, fd, egg);  // unreadable: lists nothing, like os.listdir
+    if (m_listing.size() == before) {
+      // Nothing to read here later: give the descriptor back now, so a long
+      // path list holds only the directories that have distributions open.
+      ::close(fd);
+      m_dirfds.back() = -1;
+    }
   }
   return {};
 }
@@ -344,13 +357,22 @@ Result<Index> Scan::run() {
   constexpr std::size_t k_min_parallel = 256;
   const std::size_t n = m_kept.size();
   WorkerOut outs[2];
-  const std::size_t mid = n >= k_min_parallel && std::thread::hardware_concurrency() > 1 ? n / 2 : n;
+  std::size_t mid = n >= k_min_parallel && std::thread::hardware_concurrency() > 1 ? n / 2 : n;
+  bool split = false;
   if (mid < n) {
-    std::thread helper([&] { process(mid, n, outs[1]); });
-    process(0, mid, outs[0]);
-    helper.join();
-  } else {
+    try {
+      std::thread helper([&] { process(mid, n, outs[1]); });
+      process(0, mid, outs[0]);
+      helper.join();
+      split = true;
+    } catch (const std::system_error&) {
+      // No thread to be had (resource limits): do it all here.
+      outs[0] = WorkerOut();
+    }
+  }
+  if (!split) {
     process(0, n, outs[0]);
+    mid = n;
   }
 
   // Phase 3: into the builder, in discovery order.

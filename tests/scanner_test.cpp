@@ -5,7 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include <dirent.h>    // readdir, to know the raw listing order
+#include <dirent.h>        // readdir, to know the raw listing order
+#include <sys/resource.h>  // setrlimit
 #include <sys/stat.h>  // chmod, mkdir
 #include <unistd.h>    // getcwd, chdir, geteuid, symlink
 
@@ -355,6 +356,27 @@ TEST_F(Scanner, ScanTimeIsTakenBeforeAnyStamp) {
   const std::int64_t after = detail::coarse_now_ns();
   EXPECT_GE(index.scanned_at_ns(), before);
   EXPECT_LE(index.scanned_at_ns(), after);
+}
+
+TEST_F(Scanner, ManySearchPathsDoNotExhaustFileDescriptors) {
+  // Directories without distributions are closed as soon as they are listed,
+  // so a path list far longer than the descriptor limit still scans exactly.
+  std::vector<std::string> paths;
+  for (int i = 0; i < 300; ++i) {
+    fs::create_directories(path("empty" + std::to_string(i)));
+    paths.push_back(path("empty" + std::to_string(i)));
+  }
+  dist("site", "last-1.0.dist-info", "[g]\nlast = 1\n");
+  paths.push_back(path("site"));
+  struct rlimit old;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  struct rlimit low = old;
+  low.rlim_cur = 64;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  auto r = scan(paths);
+  ::setrlimit(RLIMIT_NOFILE, &old);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(flat(r.value()), (std::vector<std::string>{"g:last=1@last"}));
 }
 
 TEST_F(Scanner, LargeScanKeepsDiscoveryOrderAcrossThreads) {
