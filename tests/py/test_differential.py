@@ -108,3 +108,15 @@ def test_real_sys_path_whole(epload_bin):
 def test_case_count():
     # The brief for this suite: at least 25 distinct crafted cases.
     assert len(difftrees.CASES) >= 25
+
+
+def test_generated_environment(tmp_path, epload_bin):
+    # A synthetic site-packages large enough for the scanner to split its
+    # reads between threads, with egg-info directories and files among
+    # dist-infos (scripts/gen_env.py).
+    source = os.environ.get("EPLOAD_SOURCE_DIR", str(pathlib.Path(__file__).resolve().parents[2]))
+    out = tmp_path / "env"
+    subprocess.run([PYTHON, os.path.join(source, "scripts", "gen_env.py"), "--backends", "40",
+                    "--noise", "700", str(out)], check=True, capture_output=True)
+    oracle, *_ = _compare(epload_bin, [str(out / "site-packages")])
+    assert len(oracle["ok"]) > 700
