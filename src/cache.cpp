@@ -9,7 +9,7 @@
 //   "relocatable":false,
 //   "scanned_at_ns":N,
 //   "search_paths":[{"path":S,"stamp":[dev,ino,size,mtime_ns,ctime_ns,mode]},...],
-//   "dists":[{"name":S,"version":S,"dir":S,"path":I,"error":S},...],
+//   "dists":[[name,version,dir,path,error],...],
 //   "entry_points":[[dist,group,name,value],...],
 //   "watched":[[path,rel,dev,ino,size,mtime_ns,ctime_ns,mode],...]}
 //
@@ -146,6 +146,96 @@ class JsonWriter {
 
 // ---- reading ----------------------------------------------------------------
 
+/// Appends code point `cp` as UTF-8.
+void put_utf8(std::string& out, std::uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xc0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xe0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    out += static_cast<char>(0xf0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+}
+
+bool hex4(const char* p, const char* end, std::uint32_t& out) {
+  if (end - p < 4) return false;
+  out = 0;
+  for (int i = 0; i < 4; ++i) {
+    const char c = p[i];
+    out <<= 4;
+    if (c >= '0' && c <= '9') out |= static_cast<std::uint32_t>(c - '0');
+    else if (c >= 'a' && c <= 'f') out |= static_cast<std::uint32_t>(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') out |= static_cast<std::uint32_t>(c - 'A' + 10);
+    else return false;
+  }
+  return true;
+}
+
+/// Decodes the JSON string whose content starts at `p` (just past the
+/// opening quote) in the input buffer ending at `end`.  The common case, no
+/// escape, is a view into the input: no copy, and simdjson's string buffer
+/// (as large as the file) is never touched.  Escapes decode into `scratch`.
+/// Returns false for a malformed string (simdjson's stage 1 already checked
+/// that quotes balance; this also bounds every access by `end`).
+bool decode_json_string(const char* p, const char* end, std::string& scratch, std::string_view& out) {
+  const auto* quote = static_cast<const char*>(std::memchr(p, '"', static_cast<std::size_t>(end - p)));
+  if (quote == nullptr) return false;
+  if (std::memchr(p, '\\', static_cast<std::size_t>(quote - p)) == nullptr) {
+    out = std::string_view(p, static_cast<std::size_t>(quote - p));
+    return true;
+  }
+  scratch.clear();
+  while (p < end) {
+    const char c = *p++;
+    if (c == '"') {
+      out = scratch;
+      return true;
+    }
+    if (c != '\\') {
+      scratch += c;
+      continue;
+    }
+    if (p >= end) return false;
+    switch (*p++) {
+      case '"': scratch += '"'; break;
+      case '\\': scratch += '\\'; break;
+      case '/': scratch += '/'; break;
+      case 'b': scratch += '\b'; break;
+      case 'f': scratch += '\f'; break;
+      case 'n': scratch += '\n'; break;
+      case 'r': scratch += '\r'; break;
+      case 't': scratch += '\t'; break;
+      case 'u': {
+        std::uint32_t cp = 0, low = 0;
+        if (!hex4(p, end, cp)) return false;
+        p += 4;
+        if (cp >= 0xd800 && cp < 0xdc00) {  // a high surrogate needs its low half
+          if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, end, low) || low < 0xdc00 ||
+              low > 0xdfff) {
+            return false;
+          }
+          p += 6;
+          cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
+        } else if (cp >= 0xdc00 && cp <= 0xdfff) {
+          return false;  // a lone low surrogate is not a character
+        }
+        put_utf8(scratch, cp);
+        break;
+      }
+      default: return false;
+    }
+  }
+  return false;
+}
+
 /// Parses one document into an IndexBuilder; the first problem wins.
 class Parser {
  public:
@@ -164,6 +254,7 @@ class Parser {
     return fail("malformed " + std::string(where) + " (" + simdjson::error_message(e) + ")");
   }
 
+  bool string(od::value v, std::string_view where, std::string& scratch, std::string_view& out);
   bool bytes(od::value v, std::string_view where, std::string& scratch, std::string_view& out);
   bool u64(od::value v, std::string_view where, std::uint64_t& out);
   bool i64(od::value v, std::string_view where, std::int64_t& out);
@@ -194,14 +285,23 @@ class Parser {
   std::string m_s1, m_s2, m_s3, m_s4;  // scratch for hex-decoded strings
 };
 
+bool Parser::string(od::value v, std::string_view where, std::string& scratch,
+                    std::string_view& out) {
+  od::raw_json_string raw;
+  if (auto e = v.get_raw_json_string().get(raw)) return fail(e, where);
+  const char* p = raw.raw();
+  const char* end = m_json.data() + m_json.size();
+  if (p < m_json.data() || p > end || !decode_json_string(p, end, scratch, out)) {
+    return fail("malformed string in " + std::string(where));
+  }
+  return true;
+}
+
 bool Parser::bytes(od::value v, std::string_view where, std::string& scratch,
                    std::string_view& out) {
   od::json_type type;
   if (auto e = v.type().get(type)) return fail(e, where);
-  if (type == od::json_type::string) {
-    if (auto e = v.get_string().get(out)) return fail(e, where);
-    return true;
-  }
+  if (type == od::json_type::string) return string(v, where, scratch, out);
   if (type != od::json_type::object) return fail(std::string(where) + " is not a string");
   od::object obj;
   if (auto e = v.get_object().get(obj)) return fail(e, where);
@@ -210,7 +310,8 @@ bool Parser::bytes(od::value v, std::string_view where, std::string& scratch,
     std::string_view name, hex;
     if (auto e = f.unescaped_key().get(name)) return fail(e, where);
     if (seen || name != "hex") return fail(std::string(where) + ": unexpected field in byte string");
-    if (auto e = f.value().get_string().get(hex)) return fail(e, where);
+    std::string hex_scratch;
+    if (!string(f.value(), where, hex_scratch, hex)) return false;
     if (hex.size() % 2 != 0) return fail(std::string(where) + ": odd-length hex string");
     scratch.clear();
     for (std::size_t i = 0; i < hex.size(); i += 2) {
@@ -371,28 +472,27 @@ bool Parser::search_paths(od::value v) {
 }
 
 bool Parser::dist(od::value v) {
-  od::object obj;
-  if (auto e = v.get_object().get(obj)) return fail(e, "distribution");
-  static constexpr std::string_view k_names[] = {"name", "version", "dir", "path", "error"};
+  od::array arr;
+  if (auto e = v.get_array().get(arr)) return fail(e, "distribution");
   std::string_view name, version, dir, error;
   std::uint32_t path = 0;
   std::size_t k = 0;
-  for (auto f : obj) {
-    std::string_view field;
-    if (auto e = f.unescaped_key().get(field)) return fail(e, "distribution");
-    if (k >= 5 || field != k_names[k]) return fail("unexpected field in a distribution");
+  for (auto x : arr) {
+    od::value xv;
+    if (auto e = x.get(xv)) return fail(e, "distribution");
     bool ok = true;
     switch (k) {
-      case 0: ok = bytes(f.value(), "distribution name", m_s1, name); break;
-      case 1: ok = bytes(f.value(), "distribution version", m_s2, version); break;
-      case 2: ok = bytes(f.value(), "distribution dir", m_s3, dir); break;
-      case 3: ok = index(f.value(), "distribution search path", m_paths.size(), path); break;
-      case 4: ok = bytes(f.value(), "distribution error", m_s4, error); break;
+      case 0: ok = bytes(xv, "distribution name", m_s1, name); break;
+      case 1: ok = bytes(xv, "distribution version", m_s2, version); break;
+      case 2: ok = bytes(xv, "distribution dir", m_s3, dir); break;
+      case 3: ok = index(xv, "distribution search path", m_paths.size(), path); break;
+      case 4: ok = bytes(xv, "distribution error", m_s4, error); break;
+      default: return fail("distribution has more than 5 fields");
     }
     if (!ok) return false;
     ++k;
   }
-  if (k != 5) return fail("incomplete distribution");
+  if (k != 5) return fail("distribution has " + std::to_string(k) + " fields, not 5");
   if (m_relocatable && is_relative(dir)) {
     m_builder.add_distribution(name, version, join_path(m_paths[path], dir), path, error);
   } else {
@@ -498,7 +598,11 @@ bool Parser::header(od::object root) {
     switch (k) {
       case 0: {
         std::string_view format;
-        if (v.get_string().get(format) || format != k_format) return fail("not an epload index");
+        std::string scratch;
+        if (!string(v, "\"format\"", scratch, format) || format != k_format) {
+          m_problem.clear();
+          return fail("not an epload index");
+        }
         break;
       }
       case 1: {
@@ -612,11 +716,11 @@ Result<std::string> serialize_index(const Index& index, const WriteOptions& opti
   w.raw("],\n\"dists\":[");
   for (std::size_t i = 0; i < dists.size(); ++i) {
     const Distribution& d = dists[i];
-    w.raw(i == 0 ? "\n{\"name\":" : ",\n{\"name\":");
+    w.raw(i == 0 ? "\n[" : ",\n[");
     w.bytes(d.name);
-    w.raw(",\"version\":");
+    w.raw(",");
     w.bytes(d.version);
-    w.raw(",\"dir\":");
+    w.raw(",");
     std::string_view dir = d.metadata_dir;
     if (options.relocatable && d.search_path < paths.size()) {
       const std::string_view sp = paths[d.search_path];
@@ -630,11 +734,11 @@ Result<std::string> serialize_index(const Index& index, const WriteOptions& opti
       }
     }
     w.bytes(dir);
-    w.raw(",\"path\":");
+    w.raw(",");
     w.number(d.search_path);
-    w.raw(",\"error\":");
+    w.raw(",");
     w.bytes(d.error);
-    w.raw("}");
+    w.raw("]");
   }
 
   w.raw("],\n\"entry_points\":[");
