@@ -263,6 +263,15 @@ TEST_F(Scanner, NonexistentAndPlainFilePathsContributeNothing) {
   EXPECT_EQ(index.search_paths()[0], path("missing"));
 }
 
+TEST_F(Scanner, PathWithANulByteContributesNothing) {
+  // os.listdir and zipfile both raise ValueError, which importlib suppresses.
+  dist("site", "real-1.0.dist-info", "[g]\nr = 1\n");
+  const std::string nul = path("site") + std::string(1, '\0') + "x";
+  const Index index = scan_ok({nul, path("site")});
+  EXPECT_EQ(flat(index), (std::vector<std::string>{"g:r=1@real"}));
+  EXPECT_FALSE(index.search_path_stamps()[0].exists());
+}
+
 TEST_F(Scanner, EmptyPathIsTheCurrentDirectory) {
   dist("cwd", "here-1.0.dist-info", "[g]\nhere = 1\n");
   char old[4096];

@@ -509,6 +509,25 @@ def zipped_egg(root):
 
 
 @case
+def zip_with_comment(root):
+    """An archive comment moves the end record: zipfile searches backwards for
+    its signature, and so does the probe.  The first archive's comment holds a
+    fake signature, which zipfile takes and then rejects (nothing listed); the
+    second holds a dist-info."""
+    plain, dists = root / "commented.zip", root / "commented-dists.zip"
+    with zipfile.ZipFile(plain, "w") as zf:
+        zf.writestr("mod.py", "")
+        zf.comment = b"PK\x05\x06 looks like an end record but is only a comment"
+    with zipfile.ZipFile(dists, "w") as zf:
+        # Inside a zip, importlib always names a distribution from METADATA
+        # (str() of a zipfile.Path ends in '/', so there is no stem).
+        zf.writestr("c-1.0.dist-info/METADATA", "Name: c\nVersion: 1.0\n")
+        zf.writestr("c-1.0.dist-info/entry_points.txt", "[g]\nc = c\n")
+        zf.comment = b"x" * 1000
+    return Case([str(plain), str(dists)], expect=UNSUPPORTED, names="commented-dists.zip")
+
+
+@case
 def corrupt_zip(root):
     """A file with a zip signature but a broken central directory: zipfile
     raises BadZipFile, importlib lists nothing."""
