@@ -253,6 +253,26 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
   return out;
 }
 
+/// Writes the cache file `name` for `key` into `dir` (see store_index()).
+Result<void> store(const Index& index, const std::string& dir, const std::string& name,
+                   const CacheKey& key) {
+  if (auto r = make_dirs(dir); !r) return r;
+  // The directory may have existed already: never write into an unsafe one.
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return Error{Errc::io, "stat " + dir + ": " + errno_text()};
+  if (std::string unsafe = unsafe_reason(st, "cache directory " + dir); !unsafe.empty()) {
+    return Error{Errc::cache, unsafe};
+  }
+  WriteOptions wo;
+  wo.key = &key;
+  auto text = serialize_index(index, wo);
+  if (!text) return text.error();
+  const std::string temp_prefix = "." + name.substr(0, name.size() - 5);  // ".index-<hash>"
+  if (auto r = write_atomic(join_path(dir, name), *text, 0600, temp_prefix); !r) return r;
+  prune(dir, name);
+  return {};
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -313,33 +333,25 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
     rep.reason += "; working uncached";
     return index;
   }
-  Result<void> stored = detail::make_dirs(dir);
-  if (stored) {
-    detail::WriteOptions wo;
-    wo.key = &key;
-    auto text = detail::serialize_index(**index, wo);
-    if (!text) {
-      stored = text.error();
-    } else {
-      // The directory may have existed already: never write into an unsafe one.
-      struct stat st;
-      std::string unsafe;
-      if (::stat(dir.c_str(), &st) == 0) unsafe = detail::unsafe_reason(st, "cache directory " + dir);
-      if (!unsafe.empty()) {
-        stored = Error{Errc::cache, unsafe};
-      } else {
-        stored = detail::write_atomic(rep.file, *text, 0600, "." + name.substr(0, name.size() - 5));
-      }
-    }
-  }
+  Result<void> stored = detail::store(**index, dir, name, key);
   if (!stored) {
     rep.status = CacheStatus::uncached;
     rep.reason += "; cache directory unusable, working uncached (" + stored.error().message + ")";
     return index;
   }
-  detail::prune(dir, name);
   rep.status = CacheStatus::rebuilt;
   return index;
+}
+
+Result<std::string> store_index(const Index& index, const CacheOptions& options) {
+  const std::string dir = resolve_cache_dir(options);
+  if (dir.empty()) {
+    return Error{Errc::io, "no cache directory: set EPLOAD_CACHE_DIR or HOME, or pass --cache-dir"};
+  }
+  const detail::CacheKey key = detail::make_key(options);
+  const std::string name = detail::cache_file_name(key);
+  if (auto r = detail::store(index, dir, name, key); !r) return r.error();
+  return detail::join_path(dir, name);
 }
 
 Result<void> write_index(const Index& index, const std::string& path, bool relocatable) {

@@ -429,6 +429,27 @@ TEST_F(CacheOpen, RebuildsOnceThenHits) {
   EXPECT_EQ(before.st_mtim.tv_nsec, after.st_mtim.tv_nsec);
 }
 
+TEST_F(CacheOpen, StoreIndexWritesTheFileOpenIndexReads) {
+  options.interpreter = "/usr/bin/python3|/usr|3.11.2";
+  auto idx = scan(options.search_paths);
+  ASSERT_TRUE(idx);
+  test::next_tick();
+  idx = scan(options.search_paths);
+  ASSERT_TRUE(idx);
+  auto stored = store_index(*idx, options);
+  ASSERT_TRUE(stored) << stored.error().message;
+  EXPECT_EQ(*stored, cache_file_path(options));
+  struct stat st;
+  ASSERT_EQ(::stat(options.cache_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  CacheReport r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+
+  options.cache_dir = t / "plain-file";
+  test::write_file(options.cache_dir, "x");
+  EXPECT_FALSE(store_index(*idx, options));
+}
+
 TEST_F(CacheOpen, DisabledCacheScansAndWritesNothing) {
   options.use_cache = false;
   CacheReport r = open_checked();

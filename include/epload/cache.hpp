@@ -80,6 +80,14 @@ bool still_valid(const Index& index, Validation validation, std::string* why = n
 /// its users.
 Result<void> write_index(const Index& index, const std::string& path, bool relocatable = false);
 
+/// Stores `index` as the cache file for `options` (the file cache_file_path()
+/// names, carrying the full key), exactly as open_index() does after a
+/// rebuild: creates the cache directory (mode 0700) if needed, refuses a
+/// directory owned by another user or writable by group/others, writes
+/// atomically (mode 0600) and prunes old files.  Returns the file's path.
+/// For `epload index build`; open_index() already stores what it rebuilds.
+Result<std::string> store_index(const Index& index, const CacheOptions& options);
+
 /// Parses a serialized index.  Any defect (truncation, corruption, foreign
 /// JSON, other format version) is an Errc::cache error saying what is wrong.
 /// Freshness is not checked here (see still_valid).
