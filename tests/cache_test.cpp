@@ -114,7 +114,7 @@ TEST(Cache, EscapesEveryByteValue) {
   IndexBuilder b;
   b.add_search_path(ascii, FileStamp{});
   b.add_search_path(all, FileStamp{});
-  const auto d = b.add_distribution(ascii, all, ascii + all, 1, all);
+  const auto d = b.add_distribution(ascii, all, all + "/" + ascii, 1, all);
   b.add_entry_point(d, ascii, all, ascii);
   b.add_watched_file(1, all, test::fake_stamp(9));
   const Index original = b.build();
@@ -164,6 +164,14 @@ TEST(Cache, RelocatableIndexStoresPathsRelativeToItsDirectory) {
   auto refused = write_index(rel.build(), t / "r.json", true);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, Errc::invalid_argument);
+
+  // A relative metadata directory outside its (relative) search path has no
+  // representation: refused, never written wrongly.
+  IndexBuilder odd;
+  odd.add_distribution("x", "1", "elsewhere/x.dist-info", odd.add_search_path("lib", FileStamp{}));
+  auto odd_refused = write_index(odd.build(), t / "o.json");
+  ASSERT_FALSE(odd_refused);
+  EXPECT_NE(odd_refused.error().message.find("elsewhere/x.dist-info"), std::string::npos);
 }
 
 TEST(Cache, KeySeparatesPathOrderInterpreterAndCurrentDirectory) {
