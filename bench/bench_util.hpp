@@ -5,7 +5,8 @@
 // level harness and the tests use), run once per size and per process into a
 // private temporary directory that is removed when the process exits.  One
 // distribution in six is a backend, the proportion of the reference
-// environment (1,000 backends among 6,000 distributions).
+// environment (1,000 backends among 6,000 distributions).  Backends are of
+// the Python kind: these suites time discovery, never loading.
 //
 // Environment variables:
 //   EPLOAD_BENCH_SOURCE_DIR  source tree holding scripts/gen_env.py
@@ -161,7 +162,7 @@ inline const GeneratedEnv* generated_env(int distributions, std::string* error) 
   const std::string cmd = detail::sh_quote(python) + " " + detail::sh_quote(script) + " " +
                           detail::sh_quote(raw->root + "/env") + " --backends " +
                           std::to_string(raw->backends) + " --noise " +
-                          std::to_string(distributions - raw->backends) + " >&2";
+                          std::to_string(distributions - raw->backends) + " --kind python >&2";
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
     *error = "generator failed (status " + std::to_string(rc) + "): " + cmd;

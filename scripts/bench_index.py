@@ -155,7 +155,7 @@ def strace_counts(argv, env, tmp):
 
 def generate(python, out, backends, noise, group):
     capture([python, GEN_ENV, out, "--backends", str(backends), "--noise", str(noise),
-             "--group", group], os.environ.copy())
+             "--group", group, "--kind", "python"], os.environ.copy())
     with open(os.path.join(out, "manifest.json")) as f:
         return json.load(f)
 

@@ -16,6 +16,10 @@ PYTHON = os.environ.get("EPLOAD_PYTHON", "/usr/bin/python3")
 
 
 def gen(out, *args, check=True):
+    # These tests cover the generator's common part and the Python kind;
+    # other kinds have tests of their own.
+    if "--kind" not in args:
+        args = (*args, "--kind", "python")
     proc = subprocess.run([PYTHON, str(GEN), str(out), *map(str, args)],
                           capture_output=True, text=True)
     if check:
