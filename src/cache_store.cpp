@@ -178,7 +178,7 @@ void prune(const std::string& dir, std::string_view keep) {
 /// The shipped index at `path`, if it is safe, made for `search_paths`, and
 /// its search paths still hold.
 Result<Index> open_shipped(const std::string& path, const std::vector<std::string>& search_paths) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.fd < 0) return Error{Errc::cache, "cannot open " + path + ": " + errno_text()};
   struct stat st;
   if (::fstat(fd.fd, &st) != 0) return Error{Errc::cache, "fstat " + path + ": " + errno_text()};
@@ -366,7 +366,7 @@ Result<void> write_index(const Index& index, const std::string& path, bool reloc
 }
 
 Result<Index> read_index(const std::string& path) {
-  detail::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  detail::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.fd < 0) return Error{Errc::cache, "cannot open " + path + ": " + detail::errno_text()};
   detail::ReadExpectations expect;
   expect.base_dir = detail::dir_name(detail::absolute_path(path));

@@ -9,7 +9,8 @@
 #include <cstdlib>
 #include <random>
 
-#include <sys/mman.h>  // memfd_create
+#include <sys/mman.h>      // memfd_create
+#include <sys/resource.h>  // setrlimit
 
 #include "cache_internal.hpp"
 #include "cache_test_util.hpp"
@@ -456,6 +457,24 @@ TEST_F(CacheOpen, StoreIndexWritesTheFileOpenIndexReads) {
   options.cache_dir = t / "plain-file";
   test::write_file(options.cache_dir, "x");
   EXPECT_FALSE(store_index(*idx, options));
+}
+
+TEST_F(CacheOpen, ScanFailureIsReturned) {
+  // Without a free file descriptor the scan cannot answer exactly: that error
+  // (not a silently empty index) must come back from open_index.
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int lowest_free = ::dup(0);
+    ::close(lowest_free);
+    const struct rlimit lim = {static_cast<rlim_t>(lowest_free), static_cast<rlim_t>(lowest_free)};
+    if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) ::_exit(2);
+    auto r = open_index(options);
+    ::_exit(!r && r.error().code == Errc::io ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "open_index did not return the scan's error";
 }
 
 TEST_F(CacheOpen, DisabledCacheScansAndWritesNothing) {
