@@ -26,6 +26,11 @@ class SeenSet {
     return true;
   }
 
+  /// Makes room for `n` keys without rehashing.
+  void reserve(std::size_t n) {
+    while (m_slots.size() < 2 * n + 2) grow();
+  }
+
  private:
   static std::size_t hash(std::string_view s) {
     std::uint64_t h = 1469598103934665603ull;  // FNV-1a

@@ -209,6 +209,7 @@ Result<void> Scan::list_paths() {
 // Phase 1b: unique_everseen over _normalized_name, in discovery order.
 void Scan::deduplicate() {
   detail::SeenSet seen;
+  seen.reserve(m_listing.size());
   FileReader reader;
   std::string key, scratch;
   m_kept.reserve(m_listing.size());
