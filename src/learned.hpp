@@ -18,7 +18,10 @@ namespace epload::detail {
 /// LearnedFile that produced it (or, when writing, into the caller's memory).
 struct LearnedRecord {
   // The key: the backend's entry point (its distribution's metadata
-  // directory, the entry point's name and raw value).
+  // directory, the entry point's name and raw value).  metadata_dir and
+  // library are relative to search path number `search_path` unless they
+  // start with '/' (relative keeps the file small, so cheap to read).
+  std::uint32_t search_path = 0;
   std::string_view metadata_dir, name, value;
   char kind = 'n';           ///< 'n': native library; 'p': Python module
   std::string_view library;  ///< the resolved shared library (or module file)
@@ -46,7 +49,18 @@ class LearnedFile {
   std::span<const LearnedRecord> records() const { return m_records; }
 
  private:
-  std::unique_ptr<char[]> m_buffer;  // unescaped in place; records view it
+  /// A private, writable mapping of the file (unescaped in place; records
+  /// view it).  Mapping instead of reading saves the copy and the page
+  /// faults of a fresh buffer: the file's pages are in the page cache.
+  struct Mapping {
+    void* data = nullptr;
+    std::size_t size = 0;
+    Mapping() = default;
+    Mapping(Mapping&& o) noexcept : data(o.data), size(o.size) { o.data = nullptr; }
+    Mapping& operator=(Mapping&& o) noexcept;
+    ~Mapping();
+  };
+  Mapping m_map;
   std::vector<LearnedRecord> m_records;
 };
 

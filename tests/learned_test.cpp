@@ -16,6 +16,7 @@ using testing::BackendEnv;
 
 LearnedRecord record(std::string_view dir, std::string_view lib, std::string_view devices) {
   LearnedRecord r;
+  r.search_path = 3;
   r.metadata_dir = dir;
   r.name = "npu";
   r.value = "pkg.mod:init";
@@ -48,6 +49,7 @@ TEST(Learned, RoundTripWithEscapes) {
   const LearnedRecord& a = f.records()[0];
   EXPECT_EQ(a.metadata_dir, "/site/a\tb\\c\nd.dist-info");
   EXPECT_EQ(a.library, "/site/a/mod.so");
+  EXPECT_EQ(a.search_path, 3u);
   EXPECT_EQ(a.stamp, in[0].stamp);
   EXPECT_EQ(a.abi, 1);
   EXPECT_TRUE(a.learned);
@@ -92,11 +94,13 @@ TEST(Learned, DamageMeansNoStore) {
        std::string(), good.substr(0, good.size() - 1), good.substr(0, good.size() / 2),
         "epload-learned 2\nend 0\n", good + "extra\n", "not a store",
         good.substr(0, good.find('\n') + 1) + "a\tb\n" + "end 1\n",
-        std::string("epload-learned 1\n/a\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\tx:bad\nend 1\n"),
-        std::string("epload-learned 1\n/a\tb\tc\tq\t/l\t1:2:3:4:5:6\t1\t0\t\nend 1\n"),
-        std::string("epload-learned 1\n/a\tb\tc\tn\trel\t1:2:3:4:5:6\t1\t0\t\nend 1\n"),
-        std::string("epload-learned 1\n/a\\x\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\t\nend 1\n"),
-        std::string("epload-learned 1\n/a\tb\tc\tn\t/l\t1:2:3:4:5\t1\t0\t\nend 1\n")};
+        std::string("epload-learned 1\n0\t/a\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\tx:bad\nend 1\n"),
+        std::string("epload-learned 1\n0\t/a\tb\tc\tq\t/l\t1:2:3:4:5:6\t1\t0\t\nend 1\n"),
+        std::string("epload-learned 1\nx\t/a\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\t\nend 1\n"),
+        std::string("epload-learned 1\n0\t/a\tb\tc\tn\t\t1:2:3:4:5:6\t1\t0\t\nend 1\n"),
+        std::string("epload-learned 1\n0\t/a\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\t\textra\nend 1\n"),
+        std::string("epload-learned 1\n0\t/a\\x\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\t\nend 1\n"),
+        std::string("epload-learned 1\n0\t/a\tb\tc\tn\t/l\t1:2:3:4:5\t1\t0\t\nend 1\n")};
   for (const std::string& bad : bads) {
     auto [n, why] = read_text(bad);
     EXPECT_EQ(n, 0u) << bad;

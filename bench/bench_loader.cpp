@@ -1,0 +1,347 @@
+// bench_loader.cpp — the lazy loader against eager loading, at 10, 100 and
+// 1,000 native backends (scripts/gen_env.py --kind native, no noise).
+//
+// A library, once loaded, stays loaded (the loader never closes one), so any
+// case that loads backends runs each iteration in a fresh fork()ed child and
+// reports the child's own measurement (manual time): every iteration pays
+// for real dlopens, as a new process would.  Cases that load nothing, or that
+// measure what happens after loading, run in-process.
+//
+//   BM_LoaderStartupLazy/N    create + start, warm learned store: nothing loads
+//   BM_LoaderStartupCold/N    the same without a store: resolve + ELF read per backend
+//   BM_LoaderStartupEager/N   create + start in eager mode: every backend loads
+//   BM_LoaderFirstLookup/N    the first lookup of one device (lazy, warm)
+//   BM_LoaderBareDlopen/N     dlopen + dlsym + init of that same library, by hand
+//   BM_LoaderHotLookup/N      lookup of a loaded device
+//   BM_LoaderHashMapBaseline/N  std::unordered_map<string_view, void*>::find, for scale
+//   BM_LoaderUnknownDevice/N  lookup of a name no backend provides (the error path)
+//
+// Counters: mapped_backends = backend libraries in /proc/self/maps after the
+// measured step (0 after a lazy start: nothing was loaded).
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>  // the bare baseline only; the library itself keeps dlfcn in loader.cpp
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "bench_util.hpp"
+#include "epload/backend.h"
+#include "epload/loader.hpp"
+#include "epload/scanner.hpp"
+
+namespace {
+
+using epload::Loader;
+using epload::LoaderOptions;
+using epload::LoadMode;
+
+struct LoaderEnv {
+  std::string root, site, cache_dir;
+  int backends = 0;
+  std::shared_ptr<const epload::Index> index;
+};
+
+struct LoaderEnvs {
+  std::map<int, std::unique_ptr<LoaderEnv>> envs;
+  ~LoaderEnvs() {
+    for (auto& [n, env] : envs) {
+      std::error_code ec;
+      std::filesystem::remove_all(env->root, ec);
+    }
+  }
+};
+
+LoaderEnvs& loader_envs() {
+  static LoaderEnvs e;
+  return e;
+}
+
+void loader_sizes(benchmark::internal::Benchmark* b) {
+  b->Unit(benchmark::kMicrosecond);
+  b->Arg(10);
+  if (!epload::bench::smoke()) b->Arg(100)->Arg(1000);
+}
+
+// N native backends and nothing else, generated once per process, with a
+// warm learned-devices store.
+const LoaderEnv* env_for(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  auto& envs = loader_envs().envs;
+  if (auto it = envs.find(n); it != envs.end()) return it->second.get();
+  std::string tmpl = (std::filesystem::temp_directory_path() / "epload-bench-loader-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    epload::bench::fail(state, "mkdtemp failed");
+    return nullptr;
+  }
+  auto env = std::make_unique<LoaderEnv>();
+  env->root = tmpl;
+  env->site = tmpl + "/env/site-packages";
+  env->cache_dir = tmpl + "/cache";
+  env->backends = n;
+  LoaderEnv* raw = env.get();
+  envs.emplace(n, std::move(env));
+  const std::string source = epload::bench::detail::env_or("EPLOAD_BENCH_SOURCE_DIR", EPLOAD_BENCH_SOURCE_DIR);
+  const std::string python = epload::bench::detail::env_or("EPLOAD_BENCH_PYTHON", EPLOAD_BENCH_PYTHON);
+  using epload::bench::detail::sh_quote;
+  const std::string cmd = sh_quote(python) + " " + sh_quote(source + "/scripts/gen_env.py") + " " +
+                          sh_quote(raw->root + "/env") + " --kind native --backends " +
+                          std::to_string(n) + " --noise 0 >&2";
+  if (std::system(cmd.c_str()) != 0) {
+    epload::bench::fail(state, "generator failed: " + cmd);
+    return nullptr;
+  }
+  std::vector<std::string> paths = {raw->site};
+  auto index = epload::scan(paths);
+  if (!index) {
+    epload::bench::fail(state, "scan failed: " + index.error().message);
+    return nullptr;
+  }
+  raw->index = std::make_shared<const epload::Index>(std::move(index).value());
+  // Stamps taken in the clock tick of the generation are "racy" and not
+  // stored; wait one tick, then let a loader write the store.
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  LoaderOptions o;
+  o.cache_dir = raw->cache_dir;
+  auto warm = Loader::create(raw->index, o);
+  if (!warm) {
+    epload::bench::fail(state, warm.error().message);
+    return nullptr;
+  }
+  return raw;
+}
+
+LoaderOptions options(const LoaderEnv& env, LoadMode mode = LoadMode::lazy) {
+  LoaderOptions o;
+  o.mode = mode;
+  o.cache_dir = env.cache_dir;
+  return o;
+}
+
+int mapped_backends() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  int n = 0;
+  std::string last;
+  while (std::getline(maps, line)) {
+    const auto at = line.find("/gen_backend_");
+    if (at == std::string::npos) continue;
+    std::string path = line.substr(line.find('/'));
+    if (path != last) ++n;  // one library spans several adjacent mappings
+    last = path;
+  }
+  return n;
+}
+
+double now_s() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Runs `fn` in a fork()ed child; fn returns {seconds, counter}.  Returns
+// false when the child failed.
+template <class Fn>
+bool in_child(Fn fn, double& seconds, double& counter) {
+  int fds[2];
+  if (::pipe(fds) != 0) return false;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    double out[2] = {-1, 0};
+    auto [s, c] = fn();
+    out[0] = s;
+    out[1] = c;
+    if (::write(fds[1], out, sizeof out) != static_cast<ssize_t>(sizeof out)) ::_exit(2);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  double got[2] = {-1, 0};
+  const bool read_ok = ::read(fds[0], got, sizeof got) == static_cast<ssize_t>(sizeof got);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  seconds = got[0];
+  counter = got[1];
+  return read_ok && WIFEXITED(status) && WEXITSTATUS(status) == 0 && seconds >= 0;
+}
+
+std::string middle_device(const LoaderEnv& env) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "dev%04d", env.backends / 2);
+  return buf;
+}
+
+void BM_LoaderStartupLazy(benchmark::State& state) {
+  const LoaderEnv* env = env_for(state);
+  if (env == nullptr) return;
+  for (auto _ : state) {
+    auto loader = Loader::create(env->index, options(*env));
+    loader.value()->start();
+    benchmark::DoNotOptimize(loader.value().get());
+  }
+  state.counters["mapped_backends"] = mapped_backends();
+}
+BENCHMARK(BM_LoaderStartupLazy)->Apply(loader_sizes);
+
+void BM_LoaderStartupCold(benchmark::State& state) {
+  const LoaderEnv* env = env_for(state);
+  if (env == nullptr) return;
+  for (auto _ : state) {
+    LoaderOptions o = options(*env);
+    o.use_store = false;
+    auto loader = Loader::create(env->index, o);
+    loader.value()->start();
+    benchmark::DoNotOptimize(loader.value().get());
+  }
+  state.counters["mapped_backends"] = mapped_backends();
+}
+BENCHMARK(BM_LoaderStartupCold)->Apply(loader_sizes);
+
+void BM_LoaderStartupEager(benchmark::State& state) {
+  const LoaderEnv* env = env_for(state);
+  if (env == nullptr) return;
+  double mapped = 0;
+  for (auto _ : state) {
+    double seconds = 0;
+    const bool ok = in_child(
+        [&] {
+          const double t = now_s();
+          auto loader = Loader::create(env->index, options(*env, LoadMode::eager));
+          loader.value()->start();
+          const double s = now_s() - t;
+          return std::pair<double, double>(s, mapped_backends());
+        },
+        seconds, mapped);
+    if (!ok) {
+      epload::bench::fail(state, "eager child failed");
+      return;
+    }
+    state.SetIterationTime(seconds);
+  }
+  state.counters["mapped_backends"] = mapped;
+}
+BENCHMARK(BM_LoaderStartupEager)->Apply(loader_sizes)->UseManualTime()->Iterations(5);
+
+void BM_LoaderFirstLookup(benchmark::State& state) {
+  const LoaderEnv* env = env_for(state);
+  if (env == nullptr) return;
+  const std::string device = middle_device(*env);
+  double mapped = 0;
+  for (auto _ : state) {
+    double seconds = 0;
+    const bool ok = in_child(
+        [&] {
+          auto loader = Loader::create(env->index, options(*env));
+          loader.value()->start();
+          const double t = now_s();
+          auto r = loader.value()->lookup(device);
+          const double s = now_s() - t;
+          return std::pair<double, double>(r.ok() ? s : -1, mapped_backends());
+        },
+        seconds, mapped);
+    if (!ok) {
+      epload::bench::fail(state, "first lookup of " + device + " failed");
+      return;
+    }
+    state.SetIterationTime(seconds);
+  }
+  state.counters["mapped_backends"] = mapped;
+}
+BENCHMARK(BM_LoaderFirstLookup)->Apply(loader_sizes)->UseManualTime()->Iterations(200);
+
+// The floor the first lookup is compared with: what a host that knew the
+// library already would do by hand.
+int bare_register(void*, const char*, void*) { return EPLOAD_OK; }
+void bare_set_error(void*, const char*) {}
+int bare_lookup(void*, const char*, void**) { return EPLOAD_ERR_INVALID; }
+
+void BM_LoaderBareDlopen(benchmark::State& state) {
+  const LoaderEnv* env = env_for(state);
+  if (env == nullptr) return;
+  char pkg[64];
+  std::snprintf(pkg, sizeof pkg, "gen_backend_%04d", env->backends / 2);
+  const std::string lib = env->site + "/" + pkg + "/_backend.cpython-311-x86_64-linux-gnu.so";
+  for (auto _ : state) {
+    double seconds = 0, unused = 0;
+    const bool ok = in_child(
+        [&] {
+          const double t = now_s();
+          void* h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+          if (h == nullptr) return std::pair<double, double>(-1, 0);
+          auto init = reinterpret_cast<EploadBackendInit>(::dlsym(h, "gen_backend_init"));
+          if (init == nullptr) return std::pair<double, double>(-1, 0);
+          EploadHost host{EPLOAD_ABI_VERSION, sizeof(EploadHost), nullptr, bare_register, bare_set_error,
+                          bare_lookup};
+          const int rc = init(&host);
+          const double s = now_s() - t;
+          return std::pair<double, double>(rc == EPLOAD_OK ? s : -1, 0);
+        },
+        seconds, unused);
+    if (!ok) {
+      epload::bench::fail(state, "bare dlopen of " + lib + " failed");
+      return;
+    }
+    state.SetIterationTime(seconds);
+  }
+}
+BENCHMARK(BM_LoaderBareDlopen)->Apply(loader_sizes)->UseManualTime()->Iterations(200);
+
+void BM_LoaderHotLookup(benchmark::State& state) {
+  const LoaderEnv* env = env_for(state);
+  if (env == nullptr) return;
+  auto loader = Loader::create(env->index, options(*env));
+  const std::string device = middle_device(*env);
+  if (!loader.value()->lookup(device).ok()) {
+    epload::bench::fail(state, "lookup of " + device + " failed");
+    return;
+  }
+  const std::string_view name = device;
+  for (auto _ : state) {
+    auto r = loader.value()->lookup(name);
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_LoaderHotLookup)->Apply(loader_sizes)->Unit(benchmark::kNanosecond);
+
+void BM_LoaderHashMapBaseline(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  std::vector<std::string> names;
+  for (int i = 0; i < n; ++i) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "dev%04d", i);
+    names.emplace_back(buf);
+  }
+  std::unordered_map<std::string_view, void*> map;
+  for (const std::string& s : names) map.emplace(s, const_cast<char*>(s.data()));
+  const std::string device = names[static_cast<std::size_t>(n / 2)];
+  const std::string_view name = device;
+  for (auto _ : state) {
+    auto it = map.find(name);
+    benchmark::DoNotOptimize(it);
+  }
+}
+BENCHMARK(BM_LoaderHashMapBaseline)->Apply(loader_sizes)->Unit(benchmark::kNanosecond);
+
+void BM_LoaderUnknownDevice(benchmark::State& state) {
+  const LoaderEnv* env = env_for(state);
+  if (env == nullptr) return;
+  auto loader = Loader::create(env->index, options(*env));
+  for (auto _ : state) {
+    auto r = loader.value()->lookup("nosuchdevice");
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_LoaderUnknownDevice)->Apply(loader_sizes);
+
+}  // namespace

@@ -1,0 +1,143 @@
+// loader_impl.hpp — what loader.cpp (loading; the one file with <dlfcn.h>)
+// and loader_setup.cpp (creation, the store, messages, status) share.
+#pragma once
+
+#include <atomic>              // slot state
+#include <condition_variable>  // waiting for a slot
+#include <memory>              // outcome, table
+#include <mutex>               // registry, waits
+#include <string>              // messages
+#include <string_view>         // names
+#include <thread>              // thread ids
+#include <vector>              // load order
+
+#include "arena.hpp"
+#include "device_table.hpp"
+#include "epload/loader.hpp"
+#include "learned.hpp"
+
+namespace epload {
+
+namespace detail {
+
+/// What happened to a backend: allocated only for backends that were
+/// loaded, failed, were disabled or conflict, so that a start-up with 1,000
+/// untouched backends allocates none of it.
+struct SlotOutcome {
+  std::string error;  ///< the whole message; set with the failed/disabled state
+  FileStamp failed_stamp;  ///< the library's stamp when it failed (sticky until it changes)
+  int attempts = 0;
+  bool changed = false;  ///< the file changed since create() (see load_native)
+  void* handle = nullptr;
+  std::int64_t dlopen_ns = 0, init_ns = 0, load_ns = 0;
+  int load_seq = -1;
+  std::vector<std::string> conflicts;
+};
+
+/// One backend.  Kept small (one cache line and a half): a start-up touches
+/// every slot, and 1,000 of them must cost microseconds.
+struct Slot {
+  // Identity: fixed once create() returns.
+  const EntryPoint* ep = nullptr;
+  std::string_view library;  ///< arena or store buffer
+  std::string_view symbol;   ///< view into the entry point's value
+  std::uint32_t index = 0;
+  std::uint32_t alias_of = k_no_slot;
+  BackendKind kind = BackendKind::unresolved;
+  bool enabled = true;
+
+  // Knowledge: guarded by the registry mutex once create() returns.
+  bool verified = false;  ///< stamp checked against the file in this process
+  bool learned = false;   ///< the 'l' devices are complete for this stamp
+  std::int32_t abi = -1;  ///< declared ABI tag; -1: no epload_devices section
+  /// "d:<name> l:<name> ..." — declared and learned devices (store text or
+  /// arena); see detail::for_each_device.
+  std::string_view devices;
+  FileStamp stamp;
+  std::int64_t stamped_at = 0;  ///< coarse clock before `stamp` was taken; 0: from the store
+
+  bool devices_known() const { return abi >= 0 || learned; }
+  bool hook() const { return devices_known() && devices.empty(); }
+
+  // Life cycle.  `state` changes under the loader's wait mutex (except the
+  // release store that ends a load); `out` is written by the loading thread
+  // before that store and read after an acquire load of `state`.
+  std::atomic<BackendState> state{BackendState::unloaded};
+  std::atomic<std::thread::id> loader_thread{};
+  std::unique_ptr<SlotOutcome> out;
+
+  SlotOutcome& outcome() {
+    if (!out) out = std::make_unique<SlotOutcome>();
+    return *out;
+  }
+};
+
+/// The ctx of one init call.
+struct InitContext {
+  Loader::Impl* impl = nullptr;
+  std::uint32_t slot = 0;
+  std::thread::id thread;
+  std::vector<std::pair<std::string, void*>> registered;
+  std::string message;            ///< set_error
+  std::string last_lookup_error;  ///< host->lookup failures, for the report
+};
+
+/// Monotonic ns (vDSO: no system call).
+std::int64_t loader_now_ns();
+
+}  // namespace detail
+
+struct Loader::Impl {
+  std::shared_ptr<const Index> index;
+  LoaderOptions options;
+  detail::LearnedFile store;  // views in slots point into it
+  std::string store_path;
+  std::string store_note;
+  std::unique_ptr<detail::Slot[]> slots;
+  std::uint32_t count = 0;
+  std::unique_ptr<detail::DeviceTable> table;
+
+  // The registry mutex: device claims, slot knowledge and outcomes'
+  // conflicts, the arena, the load order.  Never held across dlopen or init.
+  mutable std::mutex registry;
+  detail::Arena arena;
+  std::vector<std::uint32_t> order;
+  bool store_dirty = false;
+  std::mutex store_write;  // one writer of the store file at a time
+
+  // Slot state transitions and waits: one mutex and condition variable for
+  // all slots (waits are rare and short; a per-slot pair would cost every
+  // start-up 1,000 constructions).  Never held across dlopen or init.
+  std::mutex wait_mutex;
+  std::condition_variable wait_cv;
+  std::vector<std::pair<std::thread::id, std::uint32_t>> waiting;  // for cycle detection
+
+  std::atomic<bool> started{false};
+  std::atomic<int> batch{0};  // > 0 while start() loads: store writes wait for its end
+
+  // ---- loader_setup.cpp ----------------------------------------------------
+  void setup();
+  bool is_disabled(const EntryPoint& ep, const char** by) const;
+  void claim_known_devices(detail::Slot& s);
+  void set_devices(detail::Slot& s, const std::vector<std::string_view>& declared,
+                   const std::vector<std::string_view>& learned);
+  std::string describe(const detail::Slot& s) const;
+  void fail(detail::Slot& s, const std::string& cause);
+  Error not_found(std::string_view name);
+  void save_store();
+
+  // ---- loader.cpp ------------------------------------------------------------
+  Result<void*> lookup_slow(std::string_view name);
+  Result<void> ensure_loaded(std::uint32_t i, std::string_view device);
+  void load(detail::Slot& s);
+  bool load_native(detail::Slot& s, detail::InitContext& ctx);
+  bool load_python(detail::Slot& s, detail::InitContext& ctx);
+  bool refresh_knowledge(detail::Slot& s);
+  void publish(detail::Slot& s, detail::InitContext& ctx);
+
+  detail::Slot& primary(std::uint32_t i) {
+    return slots[slots[i].alias_of == detail::k_no_slot ? i : slots[i].alias_of];
+  }
+};
+
+}  // namespace epload

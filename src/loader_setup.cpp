@@ -1,0 +1,569 @@
+// loader_setup.cpp — creating a Loader, the learned-devices store, messages
+// and status snapshots.  (Loading itself is in loader.cpp.)
+//
+// create() must be cheap enough that a lazy start-up with 1,000 backends
+// costs about 1% of loading them.  It does no system call per backend when
+// the store knows them: one mmap of the store file, an in-place parse, then
+// per backend a positional key match (the store is written in index order),
+// a slot of ~150 bytes filled with views into the store, and its device names
+// inserted into the device table.  Only backends the store does not know
+// cost file-system work: resolving the library (an open per suffix tried)
+// and reading its declared devices (a few preads).  The store is trusted
+// until a backend loads, which is when its library is stat'ed and re-read if
+// it changed (loader.cpp); LoaderOptions::check_libraries checks them all
+// up front instead, for listings that must be current.
+#include <fcntl.h>  // AT_FDCWD
+
+#include <algorithm>      // sort
+#include <cstdlib>        // getenv
+#include <cstring>        // memcpy
+#include <unordered_map>  // store lookup fallback
+
+#include "elf.hpp"
+#include "epload/backend.h"
+#include "epload/cache.hpp"
+#include "loader_impl.hpp"
+#include "resolve.hpp"
+#include "stamp.hpp"
+
+namespace epload {
+
+using detail::DeviceEntry;
+using detail::k_no_slot;
+using detail::Slot;
+
+const char* to_string(LoadMode mode) {
+  switch (mode) {
+    case LoadMode::lazy: return "lazy";
+    case LoadMode::eager: return "eager";
+    case LoadMode::off: return "off";
+  }
+  return "?";
+}
+
+std::optional<LoadMode> parse_load_mode(std::string_view text) {
+  if (text == "lazy") return LoadMode::lazy;
+  if (text == "eager") return LoadMode::eager;
+  if (text == "off") return LoadMode::off;
+  return std::nullopt;
+}
+
+const char* to_string(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::native: return "native";
+    case BackendKind::python: return "python";
+    case BackendKind::unresolved: return "unresolved";
+  }
+  return "?";
+}
+
+const char* to_string(BackendState state) {
+  switch (state) {
+    case BackendState::unloaded: return "unloaded";
+    case BackendState::loading: return "loading";
+    case BackendState::ready: return "ready";
+    case BackendState::failed: return "failed";
+    case BackendState::disabled: return "disabled";
+  }
+  return "?";
+}
+
+namespace {
+
+std::vector<std::string> split_list(const char* text) {
+  std::vector<std::string> out;
+  std::string_view s = text;
+  while (!s.empty()) {
+    std::size_t comma = s.find(',');
+    std::string_view item = s.substr(0, comma);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    s.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+// PEP 503 normalization: lower case, runs of "-_." become "-".
+std::string normalize_name(std::string_view s) {
+  std::string out;
+  bool sep = false;
+  for (char c : s) {
+    if (c == '-' || c == '_' || c == '.') {
+      sep = true;
+      continue;
+    }
+    if (sep && !out.empty()) out.push_back('-');
+    sep = false;
+    out.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
+  }
+  return out;
+}
+
+// `full` relative to directory `base` when it lies inside it, else `full`.
+std::string_view relative_to(std::string_view full, std::string_view base) {
+  if (base.empty() || full.size() <= base.size() || !full.starts_with(base)) return full;
+  if (base.back() == '/') return full.substr(base.size());
+  if (full[base.size()] != '/') return full;
+  return full.substr(base.size() + 1);
+}
+
+// True when `stored` (relative to `base` unless absolute) names `full`.
+bool same_path(std::string_view stored, std::string_view base, std::string_view full) {
+  if (!stored.empty() && stored[0] == '/') return stored == full;
+  return relative_to(full, base) == stored && stored != full;
+}
+
+// The attr of "module:attr" without the general parser in the common case
+// (no spaces, no extras); split_value otherwise.  A view into `value`.
+std::string_view attr_of(std::string_view value) {
+  const std::size_t colon = value.find(':');
+  if (colon == std::string_view::npos) return {};
+  std::string_view attr = value.substr(colon + 1);
+  if (attr.find_first_of(" \t[") == std::string_view::npos && !attr.empty()) return attr;
+  auto parts = split_value(value);
+  return parts ? parts->attr : std::string_view();
+}
+
+}  // namespace
+
+Result<void> apply_environment(LoaderOptions& options) {
+  if (const char* m = std::getenv("EPLOAD_LOAD_MODE"); m != nullptr && *m != '\0') {
+    auto mode = parse_load_mode(m);
+    if (!mode) {
+      return Error{Errc::invalid_argument, std::string("EPLOAD_LOAD_MODE='") + m +
+                                               "' is not one of lazy, eager, off"};
+    }
+    options.mode = *mode;
+  }
+  // PyTorch's switch: unset or exactly "1" enables autoloading.
+  if (const char* a = std::getenv("TORCH_DEVICE_BACKEND_AUTOLOAD");
+      a != nullptr && std::string_view(a) != "1") {
+    options.mode = LoadMode::off;
+  }
+  if (const char* e = std::getenv("EPLOAD_ENABLE"); e != nullptr) options.enable = split_list(e);
+  if (const char* d = std::getenv("EPLOAD_DISABLE"); d != nullptr) {
+    for (std::string& name : split_list(d)) options.disable.push_back(std::move(name));
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------
+// Setup.
+
+bool Loader::Impl::is_disabled(const EntryPoint& ep, const char** by) const {
+  auto matches = [&](const std::string& want) {
+    return want == ep.name || normalize_name(want) == normalize_name(ep.dist->name);
+  };
+  for (const std::string& d : options.disable) {
+    if (matches(d)) {
+      *by = "EPLOAD_DISABLE";
+      return true;
+    }
+  }
+  if (!options.enable.empty()) {
+    for (const std::string& e : options.enable) {
+      if (matches(e)) return false;
+    }
+    *by = "EPLOAD_ENABLE";
+    return true;
+  }
+  return false;
+}
+
+void Loader::Impl::set_devices(Slot& s, const std::vector<std::string_view>& declared,
+                               const std::vector<std::string_view>& learned) {
+  std::size_t n = 0;
+  for (std::string_view d : declared) n += d.size() + 3;
+  for (std::string_view d : learned) n += d.size() + 3;
+  if (n == 0) {
+    s.devices = {};
+    return;
+  }
+  char* p = arena.allocate(n);
+  std::size_t at = 0;
+  auto put = [&](char tag, std::string_view d) {
+    if (at) p[at++] = ' ';
+    p[at++] = tag;
+    p[at++] = ':';
+    std::memcpy(p + at, d.data(), d.size());
+    at += d.size();
+  };
+  for (std::string_view d : declared) put('d', d);
+  for (std::string_view d : learned) put('l', d);
+  s.devices = {p, at};
+}
+
+void Loader::Impl::claim_known_devices(Slot& s) {
+  detail::for_each_device(s.devices, [&](std::string_view name, bool declared) {
+    if (!detail::valid_device_name(name)) return;
+    DeviceEntry* e = table->insert(name);
+    if (e->owner == k_no_slot) {
+      e->owner = s.index;
+      e->source = declared ? DeviceSource::declared : DeviceSource::learned;
+    } else if (e->owner != s.index) {
+      s.outcome().conflicts.push_back("device '" + std::string(name) + "' is also provided by backend '" +
+                                      std::string(slots[e->owner].ep->name) +
+                                      "', which comes first in index order and wins");
+    }
+  });
+}
+
+void Loader::Impl::setup() {
+  std::span<const EntryPoint> eps = index->group(options.group);
+  count = static_cast<std::uint32_t>(eps.size());
+  slots.reset(new Slot[count]);
+
+  if (options.use_store) {
+    CacheOptions co;
+    co.cache_dir = options.cache_dir;
+    const std::string dir = resolve_cache_dir(co);
+    if (!dir.empty()) {
+      store_path = detail::learned_file_path(dir, options.group, index->search_paths());
+      store = detail::LearnedFile::read(store_path, &store_note);
+    } else {
+      store_note = "no cache directory (set EPLOAD_CACHE_DIR): devices are not remembered";
+    }
+  }
+  std::span<const detail::LearnedRecord> records = store.records();
+  std::span<const std::string_view> search_paths = index->search_paths();
+  auto matches = [&](const detail::LearnedRecord& r, const EntryPoint& ep) {
+    return r.search_path == ep.dist->search_path && r.search_path < search_paths.size() &&
+           r.name == ep.name && r.value == ep.value &&
+           same_path(r.metadata_dir, search_paths[r.search_path], ep.dist->metadata_dir);
+  };
+  // Only if the store is out of order (the index changed since it was written).
+  std::unordered_map<std::string, std::size_t> by_key;
+  auto key_of = [](std::uint32_t sp, std::string_view dir, std::string_view name, std::string_view value) {
+    std::string k = std::to_string(sp);
+    k.append("\n").append(dir).append("\n").append(name).append("\n").append(value);
+    return k;
+  };
+  auto record_for = [&](std::uint32_t i, const EntryPoint& ep) -> const detail::LearnedRecord* {
+    if (i < records.size() && matches(records[i], ep)) return &records[i];
+    if (records.empty() || ep.dist->search_path >= search_paths.size()) return nullptr;
+    if (by_key.empty()) {
+      for (std::size_t k = 0; k < records.size(); ++k) {
+        const auto& r = records[k];
+        by_key.emplace(key_of(r.search_path, r.metadata_dir, r.name, r.value), k);
+      }
+    }
+    const std::uint32_t sp = ep.dist->search_path;
+    auto it = by_key.find(key_of(sp, relative_to(ep.dist->metadata_dir, search_paths[sp]), ep.name, ep.value));
+    if (it == by_key.end() || !matches(records[it->second], ep)) return nullptr;
+    return &records[it->second];
+  };
+
+  detail::ResolveOptions ro;
+  ro.ext_suffixes = options.ext_suffixes;
+  std::size_t expected_devices = 0;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    Slot& s = slots[i];
+    const EntryPoint& ep = eps[i];
+    s.ep = &ep;
+    s.index = i;
+    const char* disabled_by = nullptr;
+    if (is_disabled(ep, &disabled_by)) s.enabled = false;
+    bool known = false;
+    if (const detail::LearnedRecord* r = record_for(i, ep)) {
+      s.kind = r->kind == 'p' ? BackendKind::python : BackendKind::native;
+      if (r->library[0] == '/') {
+        s.library = r->library;
+      } else {
+        // search path + "/" + relative library, in the arena.
+        const std::string_view base = search_paths[r->search_path];
+        const std::size_t slash = base.empty() || base.back() == '/' ? 0 : 1;
+        const std::size_t n = base.size() + slash + r->library.size();
+        char* p = arena.allocate(n);
+        std::memcpy(p, base.data(), base.size());
+        if (slash) p[base.size()] = '/';
+        std::memcpy(p + base.size() + slash, r->library.data(), r->library.size());
+        s.library = {p, n};
+      }
+      s.stamp = r->stamp;
+      s.abi = static_cast<std::int32_t>(r->abi);
+      s.learned = r->learned;
+      s.devices = r->devices;
+      s.symbol = attr_of(ep.value);
+      known = true;
+      if (options.check_libraries) {
+        const std::int64_t t = detail::coarse_now_ns();
+        if (detail::stamp_at(AT_FDCWD, std::string(s.library).c_str()) == s.stamp) {
+          s.verified = true;
+          s.stamped_at = t;
+        } else {
+          known = false;  // changed: resolve and read it again
+        }
+      }
+    }
+    if (!known) {
+      const std::int64_t t = detail::coarse_now_ns();
+      detail::Resolved r =
+          detail::resolve_backend(ep, search_paths[ep.dist->search_path], ro);
+      s.kind = r.kind;
+      s.library = arena.copy(r.file);
+      s.symbol = attr_of(ep.value);
+      s.stamp = r.stamp;
+      s.stamped_at = t;
+      s.verified = true;
+      s.abi = -1;
+      s.learned = false;
+      s.devices = {};
+      if (r.kind == BackendKind::unresolved) {
+        s.state.store(BackendState::failed, std::memory_order_relaxed);
+        fail(s, r.error);
+      } else if (!r.elf_error.empty()) {
+        s.state.store(BackendState::failed, std::memory_order_relaxed);
+        s.outcome().failed_stamp = r.stamp;
+        fail(s, r.elf_error);
+      } else {
+        if (r.declared.has_section) {
+          s.abi = static_cast<std::int32_t>(r.declared.abi);
+          std::vector<std::string_view> declared(r.declared.devices.begin(), r.declared.devices.end());
+          set_devices(s, declared, {});
+        }
+        store_dirty = true;
+      }
+    }
+    if (!s.enabled) {
+      s.state.store(BackendState::disabled, std::memory_order_relaxed);
+      s.outcome().error = describe(s) + "disabled by " + disabled_by + " (remove it from there to use it)";
+    } else if (s.state.load(std::memory_order_relaxed) == BackendState::unloaded &&
+               s.kind == BackendKind::native && s.abi >= 0 && s.abi != EPLOAD_ABI_VERSION) {
+      s.state.store(BackendState::failed, std::memory_order_relaxed);
+      s.outcome().failed_stamp = s.stamp;
+      fail(s, "ABI version mismatch: the library declares backend ABI " + std::to_string(s.abi) +
+                  ", this host speaks ABI " + std::to_string(EPLOAD_ABI_VERSION) +
+                  " (rebuild the backend against this epload/backend.h)");
+    }
+    expected_devices += s.devices_known() ? 1 + s.devices.size() / 8 : 4;
+  }
+
+  // One file reached by two paths (or listed twice) is one backend: later
+  // slots become aliases of the first.  Sorting beats a hash map here.
+  struct Id {
+    std::uint64_t dev, ino;
+    std::string_view symbol;
+    std::uint32_t slot;
+  };
+  std::vector<Id> ids;
+  ids.reserve(count);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const Slot& s = slots[i];
+    if (s.kind == BackendKind::native && s.stamp.exists()) ids.push_back({s.stamp.dev, s.stamp.ino, s.symbol, i});
+  }
+  std::sort(ids.begin(), ids.end(), [](const Id& a, const Id& b) {
+    if (a.ino != b.ino) return a.ino < b.ino;
+    if (a.dev != b.dev) return a.dev < b.dev;
+    if (a.symbol != b.symbol) return a.symbol < b.symbol;
+    return a.slot < b.slot;
+  });
+  for (std::size_t k = 1; k < ids.size(); ++k) {
+    const Id& a = ids[k - 1];
+    const Id& b = ids[k];
+    if (a.dev == b.dev && a.ino == b.ino && a.symbol == b.symbol) {
+      const std::uint32_t first = slots[a.slot].alias_of == k_no_slot ? a.slot : slots[a.slot].alias_of;
+      slots[b.slot].alias_of = first;
+    }
+  }
+
+  // Disabled and failed backends claim nothing, so that a later one may
+  // provide the device; not_found() still names them.
+  table = std::make_unique<detail::DeviceTable>(expected_devices);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    Slot& s = slots[i];
+    if (s.alias_of != k_no_slot || !s.enabled) continue;
+    if (s.state.load(std::memory_order_relaxed) == BackendState::failed) continue;
+    claim_known_devices(s);
+  }
+  if (store_dirty) save_store();
+}
+
+// ---------------------------------------------------------------------------
+// Messages.
+
+std::string Loader::Impl::describe(const Slot& s) const {
+  std::string out = "backend '" + std::string(s.ep->name) + "' (distribution " + std::string(s.ep->dist->name);
+  if (!s.library.empty()) {
+    out += s.kind == BackendKind::python ? ", module " : ", library ";
+    out.append(s.library);
+  }
+  out += "): ";
+  return out;
+}
+
+void Loader::Impl::fail(Slot& s, const std::string& cause) {
+  s.outcome().error = describe(s) + cause + ". Disable it with EPLOAD_DISABLE=" + std::string(s.ep->name);
+}
+
+Error Loader::Impl::not_found(std::string_view name) {
+  std::string msg = "no backend provides device '" + std::string(name) + "'";
+  std::lock_guard<std::mutex> lock(registry);
+  // A disabled or failed backend that declares it is the likeliest
+  // explanation (neither claims its devices, so that a later one may).
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const Slot& s = slots[i];
+    if (s.alias_of != k_no_slot) continue;
+    const BackendState st = s.state.load(std::memory_order_acquire);
+    if (st != BackendState::disabled && st != BackendState::failed) continue;
+    bool declares = false;
+    detail::for_each_device(s.devices, [&](std::string_view d, bool) { declares = declares || d == name; });
+    if (declares) return Error{Errc::not_found, msg + ": " + s.out->error};
+  }
+  std::vector<std::string_view> known;
+  for (const DeviceEntry& e : table->entries()) known.push_back(e.name);
+  msg += "; known devices: ";
+  if (known.empty()) msg += "none";
+  const std::size_t shown = std::min<std::size_t>(known.size(), 30);
+  for (std::size_t k = 0; k < shown; ++k) {
+    if (k) msg += ", ";
+    msg.append(known[k]);
+  }
+  if (known.size() > shown) msg += ", ... (" + std::to_string(known.size() - shown) + " more)";
+  std::size_t failed = 0, python = 0;
+  std::string failures;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const Slot& s = slots[i];
+    if (s.alias_of != k_no_slot) continue;
+    if (s.state.load(std::memory_order_acquire) == BackendState::failed) {
+      if (failed++ < 10) failures += "\n  " + s.out->error;
+    } else if (s.kind == BackendKind::python && !options.python_loader && !s.devices_known()) {
+      ++python;
+    }
+  }
+  if (failed) {
+    msg += "\nfailed backends (" + std::to_string(failed) + "):" + failures;
+    if (failed > 10) msg += "\n  ... (" + std::to_string(failed - 10) + " more)";
+  }
+  if (python) {
+    msg += "\n" + std::to_string(python) +
+           " Python backend(s) with unknown devices were not searched (the Python layer loads them)";
+  }
+  return Error{Errc::not_found, msg};
+}
+
+// ---------------------------------------------------------------------------
+// The store.
+
+void Loader::Impl::save_store() {
+  if (store_path.empty()) return;
+  std::lock_guard<std::mutex> writer(store_write);
+  std::vector<detail::LearnedRecord> records;
+  {
+    std::lock_guard<std::mutex> lock(registry);
+    if (!store_dirty) return;
+    store_dirty = false;
+    records.reserve(count);
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const Slot& s = slots[i];
+      if (s.kind == BackendKind::unresolved || s.library.empty() || !s.stamp.exists()) continue;
+      if (s.library[0] != '/') continue;  // relative search path: not stable across processes
+      // A stamp taken in the same clock tick as a change may hide it.
+      if (s.stamped_at != 0 && detail::is_racy(s.stamp, s.stamped_at)) continue;
+      detail::LearnedRecord r;
+      r.search_path = s.ep->dist->search_path;
+      const std::string_view base = r.search_path < index->search_paths().size()
+                                        ? index->search_paths()[r.search_path]
+                                        : std::string_view();
+      r.metadata_dir = relative_to(s.ep->dist->metadata_dir, base);
+      r.name = s.ep->name;
+      r.value = s.ep->value;
+      r.kind = s.kind == BackendKind::python ? 'p' : 'n';
+      r.library = relative_to(s.library, base);
+      r.stamp = s.stamp;
+      r.abi = s.abi;
+      r.learned = s.learned;
+      r.devices = s.devices;  // arena or store: outlives this call
+      records.push_back(r);
+    }
+  }
+  auto r = detail::write_learned(store_path, records);
+  if (!r) {
+    std::lock_guard<std::mutex> lock(registry);
+    store_note = r.error().message;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Creation and status.
+
+Loader::Loader() : m(std::make_unique<Impl>()) {}
+Loader::~Loader() = default;
+
+Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Index> index, LoaderOptions options) {
+  if (!index) return Error{Errc::invalid_argument, "Loader::create: no index"};
+  if (options.group.empty()) return Error{Errc::invalid_argument, "Loader::create: empty group"};
+  std::unique_ptr<Loader> loader(new Loader());
+  loader->m->index = std::move(index);
+  loader->m->options = std::move(options);
+  loader->m->setup();
+  return loader;
+}
+
+LoadMode Loader::mode() const { return m->options.mode; }
+
+std::vector<BackendStatus> Loader::backends() const {
+  std::vector<BackendStatus> out;
+  out.reserve(m->count);
+  for (std::uint32_t i = 0; i < m->count; ++i) {
+    Slot& s = m->slots[i];
+    BackendStatus b;
+    b.name.assign(s.ep->name);
+    b.dist.assign(s.ep->dist->name);
+    b.value.assign(s.ep->value);
+    b.kind = s.kind;
+    b.symbol.assign(s.symbol);
+    if (s.alias_of != k_no_slot) b.alias_of.assign(m->slots[s.alias_of].ep->name);
+    {
+      std::lock_guard<std::mutex> lock(m->wait_mutex);
+      b.state = s.state.load(std::memory_order_acquire);
+    }
+    std::lock_guard<std::mutex> lock(m->registry);
+    if (s.out && b.state != BackendState::loading) {
+      if (b.state == BackendState::failed || b.state == BackendState::disabled) b.error = s.out->error;
+      b.dlopen_ns = s.out->dlopen_ns;
+      b.init_ns = s.out->init_ns;
+      b.load_ns = s.out->load_ns;
+      b.load_seq = s.out->load_seq;
+      b.conflicts = s.out->conflicts;
+    }
+    b.library.assign(s.library);
+    b.devices_known = s.devices_known();
+    b.hook = s.hook();
+    detail::for_each_device(s.devices, [&](std::string_view d, bool) { b.devices.emplace_back(d); });
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+std::vector<DeviceStatus> Loader::devices() const {
+  std::vector<DeviceStatus> out;
+  std::lock_guard<std::mutex> lock(m->registry);
+  for (const DeviceEntry& e : m->table->entries()) {
+    if (e.owner == k_no_slot) continue;
+    DeviceStatus d;
+    d.name.assign(e.name);
+    d.backend = e.owner;
+    d.source = e.source;
+    d.ready = e.table.load(std::memory_order_acquire) != nullptr;
+    out.push_back(std::move(d));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const DeviceStatus& a, const DeviceStatus& b) { return a.backend < b.backend; });
+  return out;
+}
+
+std::vector<std::size_t> Loader::load_order() const {
+  std::lock_guard<std::mutex> lock(m->registry);
+  return {m->order.begin(), m->order.end()};
+}
+
+std::string Loader::store_file() const { return m->store_path; }
+
+std::string Loader::store_note() const {
+  std::lock_guard<std::mutex> lock(m->registry);
+  return m->store_note;
+}
+
+}  // namespace epload
