@@ -37,14 +37,17 @@
 // type checked, nothing may follow the root object.  Any defect is an
 // Errc::cache error naming the file and the problem; the caller rebuilds.
 // simdjson's On-Demand API parses straight into IndexBuilder, whose arena
-// copies the strings; no DOM is built.  ~1 MB (6,000 distributions) parses in
-// about a millisecond.
+// copies the strings; no DOM is built, and strings without escapes are read
+// in place (cache_text.cpp).  The 1.5 MB file of 6,000 distributions parses
+// into an Index in ~3 ms, a third of it page faults for fresh memory.
+//
+// The writer is cache_write.cpp; the hash and the string decoder it shares
+// with this reader are in cache_text.cpp.
 #include <unistd.h>  // read
 
 #include <simdjson.h>
 
 #include <cerrno>
-#include <charconv>  // to_chars
 #include <cstring>
 #include <limits>
 #include <memory>  // read buffer
@@ -60,183 +63,10 @@ namespace od = simdjson::ondemand;
 
 constexpr std::string_view k_format = "epload-index";
 
-/// The integrity hash (see the top of the file): word by word, each step
-/// (xor, multiply by an odd constant, xorshift) a bijection of the state.
-std::uint64_t body_hash(std::string_view s) {
-  constexpr std::uint64_t k_mul = 0xff51afd7ed558ccdULL;
-  std::uint64_t h = 0x9e3779b97f4a7c15ULL ^ s.size();
-  std::size_t i = 0;
-  for (; i + 8 <= s.size(); i += 8) {
-    std::uint64_t w;
-    std::memcpy(&w, s.data() + i, 8);
-    h = (h ^ w) * k_mul;
-    h ^= h >> 32;
-  }
-  std::uint64_t w = 0;
-  std::memcpy(&w, s.data() + i, s.size() - i);
-  h = (h ^ w) * k_mul;
-  h ^= h >> 32;
-  return h;
-}
-
-void put_hex16(char* out, std::uint64_t v) {
-  static constexpr char k_hex[] = "0123456789abcdef";
-  for (int k = 15; k >= 0; --k, v >>= 4) out[k] = k_hex[v & 0xf];
-}
-
-// ---- writing ----------------------------------------------------------------
-
-class JsonWriter {
- public:
-  explicit JsonWriter(std::string& out) : m_out(out) {}
-
-  void raw(std::string_view s) { m_out += s; }
-
-  /// A byte string: a JSON string when valid UTF-8, else {"hex":"..."}.
-  void bytes(std::string_view s) {
-    if (!simdjson::validate_utf8(s.data(), s.size())) {
-      static constexpr char k_hex[] = "0123456789abcdef";
-      m_out += R"({"hex":")";
-      for (unsigned char c : s) {
-        m_out += k_hex[c >> 4];
-        m_out += k_hex[c & 0xf];
-      }
-      m_out += "\"}";
-      return;
-    }
-    m_out += '"';
-    std::size_t run = 0;  // start of the pending run of bytes that need no escape
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      const unsigned char c = static_cast<unsigned char>(s[i]);
-      if (c >= 0x20 && c != '"' && c != '\\') continue;
-      m_out.append(s.data() + run, i - run);
-      run = i + 1;
-      switch (c) {
-        case '"': m_out += "\\\""; break;
-        case '\\': m_out += "\\\\"; break;
-        case '\n': m_out += "\\n"; break;
-        case '\t': m_out += "\\t"; break;
-        case '\r': m_out += "\\r"; break;
-        case '\b': m_out += "\\b"; break;
-        case '\f': m_out += "\\f"; break;
-        default: {
-          static constexpr char k_hex[] = "0123456789abcdef";
-          char u[6] = {'\\', 'u', '0', '0', k_hex[c >> 4], k_hex[c & 0xf]};
-          m_out.append(u, sizeof u);
-        }
-      }
-    }
-    m_out.append(s.data() + run, s.size() - run);
-    m_out += '"';
-  }
-
-  template <class Int>
-  void number(Int v) {
-    char buf[24];
-    auto r = std::to_chars(buf, buf + sizeof buf, v);
-    m_out.append(buf, r.ptr);
-  }
-
-  void stamp_numbers(const FileStamp& s) {
-    number(s.dev), raw(","), number(s.ino), raw(","), number(s.size), raw(",");
-    number(s.mtime_ns), raw(","), number(s.ctime_ns), raw(","), number(s.mode);
-  }
-
- private:
-  std::string& m_out;
-};
-
 // ---- reading ----------------------------------------------------------------
 
-/// Appends code point `cp` as UTF-8.
-void put_utf8(std::string& out, std::uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-}
 
-bool hex4(const char* p, const char* end, std::uint32_t& out) {
-  if (end - p < 4) return false;
-  out = 0;
-  for (int i = 0; i < 4; ++i) {
-    const char c = p[i];
-    out <<= 4;
-    if (c >= '0' && c <= '9') out |= static_cast<std::uint32_t>(c - '0');
-    else if (c >= 'a' && c <= 'f') out |= static_cast<std::uint32_t>(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F') out |= static_cast<std::uint32_t>(c - 'A' + 10);
-    else return false;
-  }
-  return true;
-}
 
-/// Decodes the JSON string whose content starts at `p` (just past the
-/// opening quote) in the input buffer ending at `end`.  The common case, no
-/// escape, is a view into the input: no copy, and simdjson's string buffer
-/// (as large as the file) is never touched.  Escapes decode into `scratch`.
-/// Returns false for a malformed string (simdjson's stage 1 already checked
-/// that quotes balance; this also bounds every access by `end`).
-bool decode_json_string(const char* p, const char* end, std::string& scratch, std::string_view& out) {
-  const auto* quote = static_cast<const char*>(std::memchr(p, '"', static_cast<std::size_t>(end - p)));
-  if (quote == nullptr) return false;
-  if (std::memchr(p, '\\', static_cast<std::size_t>(quote - p)) == nullptr) {
-    out = std::string_view(p, static_cast<std::size_t>(quote - p));
-    return true;
-  }
-  scratch.clear();
-  while (p < end) {
-    const char c = *p++;
-    if (c == '"') {
-      out = scratch;
-      return true;
-    }
-    if (c != '\\') {
-      scratch += c;
-      continue;
-    }
-    if (p >= end) return false;
-    switch (*p++) {
-      case '"': scratch += '"'; break;
-      case '\\': scratch += '\\'; break;
-      case '/': scratch += '/'; break;
-      case 'b': scratch += '\b'; break;
-      case 'f': scratch += '\f'; break;
-      case 'n': scratch += '\n'; break;
-      case 'r': scratch += '\r'; break;
-      case 't': scratch += '\t'; break;
-      case 'u': {
-        std::uint32_t cp = 0, low = 0;
-        if (!hex4(p, end, cp)) return false;
-        p += 4;
-        if (cp >= 0xd800 && cp < 0xdc00) {  // a high surrogate needs its low half
-          if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, end, low) || low < 0xdc00 ||
-              low > 0xdfff) {
-            return false;
-          }
-          p += 6;
-          cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
-        } else if (cp >= 0xdc00 && cp <= 0xdfff) {
-          return false;  // a lone low surrogate is not a character
-        }
-        put_utf8(scratch, cp);
-        break;
-      }
-      default: return false;
-    }
-  }
-  return false;
-}
 
 /// Parses one document into an IndexBuilder; the first problem wins.
 class Parser {
@@ -680,108 +510,6 @@ Result<Index> Parser::run(simdjson::padded_string_view json) {
 }
 
 }  // namespace
-
-Result<std::string> serialize_index(const Index& index, const WriteOptions& options) {
-  std::string out;
-  out.reserve(256 + index.distributions().size() * 200 + index.entry_points().size() * 80 +
-              index.watched_files().size() * 120);
-  JsonWriter w(out);
-  w.raw("{\"format\":\"epload-index\",\"version\":");
-  w.number(k_cache_format_version);
-  w.raw(",\"checksum\":\"");
-  const std::size_t checksum_at = out.size();
-  w.raw("0000000000000000\",\n\"key\":{\"interpreter\":");
-  w.bytes(options.key != nullptr ? std::string_view(options.key->interpreter) : "");
-  w.raw(",\"cwd\":");
-  w.bytes(options.key != nullptr ? std::string_view(options.key->cwd) : "");
-  w.raw(options.relocatable ? "},\n\"relocatable\":true" : "},\n\"relocatable\":false");
-  w.raw(",\n\"scanned_at_ns\":");
-  w.number(index.scanned_at_ns());
-
-  const auto paths = index.search_paths();
-  const auto stamps = index.search_path_stamps();
-  w.raw(",\n\"search_paths\":[");
-  for (std::size_t i = 0; i < paths.size(); ++i) {
-    w.raw(i == 0 ? "\n{\"path\":" : ",\n{\"path\":");
-    if (options.relocatable) {
-      if (is_relative(paths[i])) {
-        return Error{Errc::invalid_argument,
-                     "cannot write a relocatable index for the relative search path \"" +
-                         std::string(paths[i]) + "\": give absolute search paths"};
-      }
-      w.bytes(relative_path(normalize_path(paths[i]), options.base_dir));
-    } else {
-      w.bytes(paths[i]);
-    }
-    w.raw(",\"stamp\":[");
-    w.stamp_numbers(i < stamps.size() ? stamps[i] : FileStamp{});
-    w.raw("]}");
-  }
-
-  const auto dists = index.distributions();
-  w.raw("],\n\"dists\":[");
-  for (std::size_t i = 0; i < dists.size(); ++i) {
-    const Distribution& d = dists[i];
-    w.raw(i == 0 ? "\n[" : ",\n[");
-    w.bytes(d.name);
-    w.raw(",");
-    w.bytes(d.version);
-    w.raw(",");
-    // Relative to the search path when join_path(sp, tail) gives it back.
-    std::string_view dir = d.metadata_dir;
-    const std::string_view sp = d.search_path < paths.size() ? paths[d.search_path] : "";
-    std::string_view tail;
-    if (!sp.empty() && dir.size() > sp.size() && dir.substr(0, sp.size()) == sp) {
-      if (sp.back() == '/') tail = dir.substr(sp.size());
-      else if (dir[sp.size()] == '/') tail = dir.substr(sp.size() + 1);
-    }
-    if (!tail.empty() && tail.front() != '/') {
-      dir = tail;
-    } else if (is_relative(dir) && !sp.empty()) {
-      return Error{Errc::invalid_argument, "cannot serialize the index: metadata directory \"" +
-                                               std::string(dir) + "\" is neither absolute nor inside its search path"};
-    }
-    w.bytes(dir);
-    w.raw(",");
-    w.number(d.search_path);
-    w.raw(",");
-    w.bytes(d.error);
-    w.raw("]");
-  }
-
-  w.raw("],\n\"entry_points\":[");
-  bool first = true;
-  for (const EntryPoint& ep : index.entry_points()) {
-    w.raw(first ? "\n[" : ",\n[");
-    first = false;
-    w.number(static_cast<std::size_t>(ep.dist - dists.data()));
-    w.raw(",");
-    w.bytes(ep.group);
-    w.raw(",");
-    w.bytes(ep.name);
-    w.raw(",");
-    w.bytes(ep.value);
-    w.raw("]");
-  }
-
-  w.raw("],\n\"watched\":[");
-  first = true;
-  for (const WatchedFile& f : index.watched_files()) {
-    w.raw(first ? "\n[" : ",\n[");
-    first = false;
-    w.number(f.search_path);
-    w.raw(",");
-    w.bytes(f.rel_path);
-    w.raw(",");
-    w.stamp_numbers(f.stamp);
-    w.raw("]");
-  }
-  w.raw("]}\n");
-  const std::size_t body_at = checksum_at + 17;
-  put_hex16(out.data() + checksum_at,
-            body_hash(std::string_view(out).substr(body_at)));
-  return out;
-}
 
 Result<Index> read_index_fd(int fd, std::string_view file, const ReadExpectations& expect) {
   struct stat st;

@@ -1,7 +1,9 @@
 // cache_internal.hpp — what the cache's translation units share.
 //
-// cache.cpp        the file format: serialize (by hand) and parse (simdjson
-//                  On-Demand; the only file that includes simdjson)
+// cache.cpp        the file format and its parser (simdjson On-Demand; the
+//                  only file that includes simdjson)
+// cache_write.cpp  the serializer (by hand: simdjson 3.0 has no writer)
+// cache_text.cpp   the checksum hash and the JSON string decoder
 // cache_key.cpp    the key, its hash and file name, the cache directory,
 //                  lexical path helpers
 // cache_validate.cpp  still_valid(): the stat comparisons
@@ -94,6 +96,19 @@ struct ReadExpectations {
 /// `file` names it in messages).  Any defect, or an unmet expectation, is an
 /// Errc::cache error.
 Result<Index> read_index_fd(int fd, std::string_view file, const ReadExpectations& expect);
+
+// ---- JSON text helpers (cache_text.cpp) ------------------------------------
+
+/// The integrity hash of a file's body (see cache.cpp and cache_text.cpp).
+std::uint64_t body_hash(std::string_view s);
+
+/// Writes `v` as 16 lower-case hex digits to out[0..16).
+void put_hex16(char* out, std::uint64_t v);
+
+/// Decodes the JSON string whose content starts at `p` (just past the
+/// opening quote) and whose buffer ends at `end`: a view into the input when
+/// it has no escape, else decoded into `scratch`.  False when malformed.
+bool decode_json_string(const char* p, const char* end, std::string& scratch, std::string_view& out);
 
 // ---- validation (cache_validate.cpp) ---------------------------------------
 

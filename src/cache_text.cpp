@@ -1,0 +1,135 @@
+// cache_text.cpp — JSON text helpers shared by the cache writer and reader:
+// the integrity hash, hex digits, and the decoder of JSON string escapes.
+//
+// The checksum (see cache.cpp) is a word-at-a-time hash whose every step —
+// xor in an 8-byte word, multiply by an odd constant, xorshift — is a
+// bijection of the 64-bit state, so a change confined to one aligned word
+// always changes the result.  It runs at ~8 bytes per 4 cycles.
+//
+// decode_json_string() is the reader's string path: the common string has
+// no escape and is returned as a view into the input buffer, so nothing is
+// copied and simdjson's string buffer (as large as the file) is never
+// touched; a string with escapes is decoded exactly as JSON defines them.
+#include <cstring>
+
+#include "cache_internal.hpp"
+
+namespace epload::detail {
+
+namespace {
+
+/// Appends code point `cp` as UTF-8.
+void put_utf8(std::string& out, std::uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xc0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xe0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    out += static_cast<char>(0xf0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+}
+
+bool hex4(const char* p, const char* end, std::uint32_t& out) {
+  if (end - p < 4) return false;
+  out = 0;
+  for (int i = 0; i < 4; ++i) {
+    const char c = p[i];
+    out <<= 4;
+    if (c >= '0' && c <= '9') out |= static_cast<std::uint32_t>(c - '0');
+    else if (c >= 'a' && c <= 'f') out |= static_cast<std::uint32_t>(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') out |= static_cast<std::uint32_t>(c - 'A' + 10);
+    else return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::uint64_t body_hash(std::string_view s) {
+  constexpr std::uint64_t k_mul = 0xff51afd7ed558ccdULL;
+  std::uint64_t h = 0x9e3779b97f4a7c15ULL ^ s.size();
+  std::size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * k_mul;
+    h ^= h >> 32;
+  }
+  std::uint64_t w = 0;
+  std::memcpy(&w, s.data() + i, s.size() - i);
+  h = (h ^ w) * k_mul;
+  h ^= h >> 32;
+  return h;
+}
+
+void put_hex16(char* out, std::uint64_t v) {
+  static constexpr char k_hex[] = "0123456789abcdef";
+  for (int k = 15; k >= 0; --k, v >>= 4) out[k] = k_hex[v & 0xf];
+}
+
+/// Decodes the JSON string whose content starts at `p` (just past the
+/// opening quote) in the input buffer ending at `end`.  The common case, no
+/// escape, is a view into the input: no copy, and simdjson's string buffer
+/// (as large as the file) is never touched.  Escapes decode into `scratch`.
+/// Returns false for a malformed string (simdjson's stage 1 already checked
+/// that quotes balance; this also bounds every access by `end`).
+bool decode_json_string(const char* p, const char* end, std::string& scratch, std::string_view& out) {
+  const auto* quote = static_cast<const char*>(std::memchr(p, '"', static_cast<std::size_t>(end - p)));
+  if (quote == nullptr) return false;
+  if (std::memchr(p, '\\', static_cast<std::size_t>(quote - p)) == nullptr) {
+    out = std::string_view(p, static_cast<std::size_t>(quote - p));
+    return true;
+  }
+  scratch.clear();
+  while (p < end) {
+    const char c = *p++;
+    if (c == '"') {
+      out = scratch;
+      return true;
+    }
+    if (c != '\\') {
+      scratch += c;
+      continue;
+    }
+    if (p >= end) return false;
+    switch (*p++) {
+      case '"': scratch += '"'; break;
+      case '\\': scratch += '\\'; break;
+      case '/': scratch += '/'; break;
+      case 'b': scratch += '\b'; break;
+      case 'f': scratch += '\f'; break;
+      case 'n': scratch += '\n'; break;
+      case 'r': scratch += '\r'; break;
+      case 't': scratch += '\t'; break;
+      case 'u': {
+        std::uint32_t cp = 0, low = 0;
+        if (!hex4(p, end, cp)) return false;
+        p += 4;
+        if (cp >= 0xd800 && cp < 0xdc00) {  // a high surrogate needs its low half
+          if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, end, low) || low < 0xdc00 ||
+              low > 0xdfff) {
+            return false;
+          }
+          p += 6;
+          cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
+        } else if (cp >= 0xdc00 && cp <= 0xdfff) {
+          return false;  // a lone low surrogate is not a character
+        }
+        put_utf8(scratch, cp);
+        break;
+      }
+      default: return false;
+    }
+  }
+  return false;
+}
+
+}  // namespace epload::detail
