@@ -61,10 +61,14 @@ std::size_t line_of(std::string_view text, std::size_t offset) {
 }
 
 std::string quote_excerpt(std::string_view line) {
-  constexpr std::size_t k_max = 80;
+  std::size_t cut = 80;
+  if (line.size() > cut) {
+    // Never split a UTF-8 sequence: the message must stay valid text.
+    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xc0) == 0x80) --cut;
+  }
   std::string out = "\"";
-  out.append(line.substr(0, k_max));
-  if (line.size() > k_max) out.append("...");
+  out.append(line.substr(0, cut));
+  if (line.size() > cut) out.append("...");
   out.push_back('"');
   return out;
 }

@@ -162,6 +162,14 @@ TEST(ParseEntryPoints, MissingEqualsIsAnErrorNamingFileAndLine) {
   EXPECT_NE(e.message.find("'='"), std::string::npos) << e.message;
 }
 
+TEST(ParseEntryPoints, LongBadLineIsQuotedWithoutSplittingACharacter) {
+  std::string line(79, 'x');
+  line += "\xc3\xa9\xc3\xa9 and more text";  // a 2-byte character straddles byte 80
+  const Error e = parse_err("[g]\n" + line + "\n");
+  EXPECT_EQ(find_invalid_utf8(e.message), std::string_view::npos) << e.message;
+  EXPECT_NE(e.message.find("...\""), std::string::npos) << e.message;
+}
+
 TEST(ParseEntryPoints, ErrorLeavesExistingOutputUnchanged) {
   std::vector<ParsedEntry> out{{"keep", "me", "x"}};
   auto r = parse_entry_points("[g]\na = 1\nbad\n", "f", out);
