@@ -15,6 +15,17 @@
 // with many processes rebuilding the same key at once.  No fsync: a file torn
 // by a crash fails to parse and is rebuilt.
 //
+// A shipped index (`epload index build --output F`, used via $EPLOAD_INDEX or
+// CacheOptions::shipped_index) is read-only and travels with its
+// environment: its search paths are stored relative to its own directory.
+// It is used when its relocated search-path list equals the requested one
+// and each search path still exists exactly when it did with the same
+// mtime_ns.  dev, ino and ctime are not compared: copying an environment
+// (cp -a, tar, a container layer) changes them but keeps mtimes; an install
+// into the copy changes the directory's mtime.  It may belong to you or to
+// root (installed system-wide), never be writable by group or others.
+// Otherwise it is ignored, with the reason, and the user cache is used.
+//
 // Pruning (on each write only, never on the read path): in the cache
 // directory, index files whose last use — the later of atime and mtime — is
 // more than 30 days ago are removed; then, if more than 64 remain, the least
