@@ -32,6 +32,9 @@ FileRead FileReader::read(int dirfd, const char* rel) {
   if (fd < 0) {
     r.error = errno;
     r.status = suppressed(r.error) ? ReadStatus::absent : ReadStatus::failed;
+    // The stamp must be what a later fstatat (cache validation) sees: a
+    // file that exists but cannot be opened (permissions) still has one.
+    if (r.error != ENOENT && r.error != ENOTDIR) r.stamp = stamp_at(dirfd, rel);
     return r;
   }
   struct stat st;
@@ -44,7 +47,8 @@ FileRead FileReader::read(int dirfd, const char* rel) {
   if (S_ISDIR(st.st_mode)) {
     ::close(fd);
     r.error = EISDIR;
-    return r;  // absent
+    r.stamp = stamp_of(st);  // it exists: a validator must see it unchanged
+    return r;                // absent, as IsADirectoryError is suppressed
   }
   const bool regular = S_ISREG(st.st_mode);
   std::size_t want = static_cast<std::size_t>(st.st_size) + 1;

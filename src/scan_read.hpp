@@ -20,7 +20,8 @@ enum class ReadStatus {
 struct FileRead {
   ReadStatus status = ReadStatus::absent;
   int error = 0;          ///< errno for absent / failed
-  FileStamp stamp;        ///< fstat of the open file; zero unless ok
+  FileStamp stamp;        ///< what fstatat(dirfd, rel) gives: zero only when
+                          ///< the path does not exist (ENOENT, ENOTDIR)
   std::string_view text;  ///< LIFETIME: valid until the next read() on this reader
 };
 

@@ -358,6 +358,29 @@ TEST_F(Scanner, WatchesEntryPointsFilesPresentOrAbsent) {
   EXPECT_EQ(index.search_path_stamps()[0], detail::stamp_at(AT_FDCWD, path("site").c_str()));
 }
 
+TEST_F(Scanner, WatchedStampsEqualWhatAValidatorSees) {
+  // Every recorded stamp must equal a fresh fstatat of the same path, or a
+  // cache would find the answer stale forever (or never).
+  dist("a", "plain-1.0.dist-info", "[g]\nx = 1\n");
+  dist("a", "noeps-1.0.dist-info");
+  dist("a", "dirfile-1.0.dist-info");
+  fs::create_directories(path("a/dirfile-1.0.dist-info/entry_points.txt"));
+  dist("a", "Bare.DIST-INFO", "[g]\nb = 1\n");  // no METADATA, no PKG-INFO: TypeError
+  dist("a", "Pkg.DIST-INFO", "[g]\np = 1\n");
+  write("a/Pkg.DIST-INFO/PKG-INFO", "Name: pkg\nVersion: 1\n");
+  dist("a", "Egg-1.0.egg-info", "[g]\ne = 1\n");
+  write("a/Egg-1.0.egg-info/PKG-INFO", "Name: egg\nVersion: 1\n");
+  write("a/file-1.0.egg-info", "Name: file\n");
+  write("a/Upper.EGG-INFO", "Name: upper\n");
+  const Index index = scan_ok({path("a")});
+  ASSERT_GT(index.watched_files().size(), 8u);
+  for (const WatchedFile& w : index.watched_files()) {
+    const std::string full = std::string(index.search_paths()[w.search_path]) + "/" + std::string(w.rel_path);
+    EXPECT_EQ(w.stamp, detail::stamp_at(AT_FDCWD, full.c_str())) << full;
+  }
+  EXPECT_NE(watched(index, "Bare.DIST-INFO"), nullptr);  // the '' read: the directory itself
+}
+
 TEST_F(Scanner, ScanTimeIsTakenBeforeAnyStamp) {
   dist("site", "t-1.0.dist-info", "[g]\nx = 1\n");
   const std::int64_t before = detail::coarse_now_ns();
