@@ -37,17 +37,35 @@ Backend kinds (--kind):
           "import dev<i>" and each _autoload call "autoload dev<i>" to it, so
           a test can see which backends a fresh process loaded.
           The manifest's "library" is null for Python backends.
-Other kinds (e.g. native shared libraries) plug in through BACKEND_KINDS.
+  native  (the default) Backend i is the package site-packages/gen_backend_<i>/
+          holding an empty __init__.py and the shared library
+              _backend.cpython-311-x86_64-linux-gnu.so
+          The entry point is  gen_backend_<i> = gen_backend_<i>._backend:gen_backend_init
+          (epload's backend ABI, include/epload/backend.h).  The libraries are
+          copies (never hard links: dlopen de-duplicates by inode) of a few
+          variants of scripts/native_backend.c, compiled once per run with cc
+          ($CC): --init-cost-us of CPU work in init, --relocs symbol
+          relocations at dlopen, the device declared in the library's
+          epload_devices section (every --undeclared-every'th one is not).
+          Each copy gets its own device name patched into a placeholder.
+          --broken makes the first backends broken, one of each kind
+          (missing_library, missing_symbol, missing_dependency, init_fails,
+          truncated, not_elf, abi_mismatch); the manifest's "broken" names it.
+          The manifest's "library" is the library path.
+Other kinds plug in through BACKEND_KINDS.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import random
 import shutil
+import subprocess
 import sys
+import tempfile
 
 # Distribution names, so that the environment is recognisable and does not
 # collide with anything real.
@@ -265,10 +283,137 @@ def write_python_backend(w: Writer, args: argparse.Namespace, index: int,
             "device": device, "package": pkg, "library": None}
 
 
+# ----------------------------------------------------------- native kind ---
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NATIVE_SOURCE = os.path.join(HERE, "native_backend.c")
+NATIVE_INCLUDE = os.path.join(os.path.dirname(HERE), "include")
+NATIVE_PLACEHOLDER = b"EPLOAD_DEVICE_PLACEHOLDER______"  # 31 bytes + the NUL
+NATIVE_SUFFIX = ".cpython-311-x86_64-linux-gnu.so"
+NATIVE_INIT = "gen_backend_init"
+NATIVE_RELOCS = (0, 10, 100, 1000, 10000)
+BROKEN_KINDS = ("missing_library", "missing_symbol", "missing_dependency", "init_fails",
+                "truncated", "not_elf", "abi_mismatch")
+NATIVE_DEP_SOURCE = "int nb_dep_value(void) { return 7; }\n"
+
+
+class NativeBuilder:
+    """Compiles each variant of native_backend.c once per run (into a
+    temporary directory) and hands out per-device copies of it."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.cc = os.environ.get("CC", "cc")
+        self.tmp = tempfile.mkdtemp(prefix="epload-gen-native-")
+        atexit.register(shutil.rmtree, self.tmp, True)
+        self.variants: dict[str, bytes] = {}
+
+    def compile(self, out: str, defines: list[str], extra: list[str]) -> None:
+        cmd = [self.cc, "-std=c11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
+               "-I", NATIVE_INCLUDE, f"-DNB_INIT_COST_US={self.args.init_cost_us}",
+               f"-DNB_RELOCS={self.args.relocs}", *defines, NATIVE_SOURCE, "-o", out, *extra]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+        except OSError as e:
+            raise SystemExit(f"gen_env.py: cannot run the C compiler {self.cc!r}: {e.strerror} "
+                             "(install gcc, or set CC)")
+        if proc.returncode != 0:
+            raise SystemExit(f"gen_env.py: compiling {NATIVE_SOURCE} failed:\n"
+                             f"{' '.join(cmd)}\n{proc.stderr}")
+
+    def variant(self, name: str) -> bytes:
+        if name in self.variants:
+            return self.variants[name]
+        out = os.path.join(self.tmp, name + ".so")
+        defines = {"declared": [], "undeclared": ["-DNB_UNDECLARED"], "init_fails": ["-DNB_FAIL"],
+                   "abi_mismatch": ["-DNB_BAD_ABI"], "missing_dependency": ["-DNB_DEP"]}[name]
+        extra = []
+        if name == "missing_dependency":
+            # Linked against a library that is then not installed anywhere.
+            dep_c = os.path.join(self.tmp, "nb_dep.c")
+            with open(dep_c, "w", encoding="utf-8") as f:
+                f.write(NATIVE_DEP_SOURCE)
+            dep = os.path.join(self.tmp, "libnb_dep.so")
+            proc = subprocess.run([self.cc, "-shared", "-fPIC", dep_c, "-o", dep],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise SystemExit(f"gen_env.py: compiling {dep_c} failed:\n{proc.stderr}")
+            extra = ["-L", self.tmp, "-lnb_dep"]
+        self.compile(out, defines, extra)
+        with open(out, "rb") as f:
+            data = f.read()
+        if data.count(NATIVE_PLACEHOLDER) != 1:
+            raise SystemExit(f"gen_env.py: {name} variant of {NATIVE_SOURCE} must contain the "
+                             "device placeholder exactly once")
+        self.variants[name] = data
+        return data
+
+    def copy_for(self, name: str, device: str) -> bytes:
+        data = self.variant(name)
+        at = data.index(NATIVE_PLACEHOLDER)
+        patch = device.encode("ascii").ljust(len(NATIVE_PLACEHOLDER), b"\0")
+        return data[:at] + patch + data[at + len(NATIVE_PLACEHOLDER):]
+
+
+def write_binary(w: Writer, rel: str, data: bytes) -> None:
+    fd = os.open(os.path.join(w.root, rel), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    w.files += 1
+
+
+def write_native_backend(w: Writer, args: argparse.Namespace, index: int,
+                         width: int, device: str) -> dict:
+    """Writes backend `index` as a package holding a native library; returns
+    its manifest entry."""
+    builder = getattr(args, "native_builder", None)
+    if builder is None:
+        builder = args.native_builder = NativeBuilder(args)
+    broken = BROKEN_KINDS[index] if args.broken and index < len(BROKEN_KINDS) else None
+    declared = not (args.undeclared_every and index % args.undeclared_every
+                    == args.undeclared_every - 1)
+    pkg = f"{BACKEND_PREFIX}{index:0{width}d}"
+    name = pkg.replace("_", "-")
+    version = "1.0.0"
+    symbol = NATIVE_INIT + ("_missing" if broken == "missing_symbol" else "")
+    value = f"{pkg}._backend:{symbol}"
+    lib_rel = f"{pkg}/_backend{NATIVE_SUFFIX}"
+    d = f"{pkg}-{version}.dist-info"
+    w.mkdir(d)
+    w.write(f"{d}/METADATA", metadata_text(name, version, f"Synthetic native backend for {device}"))
+    w.write(f"{d}/entry_points.txt", f"[{args.group}]\n{pkg} = {value}\n")
+    files = [f"{pkg}/__init__.py", f"{d}/METADATA", f"{d}/entry_points.txt"]
+    if broken != "missing_library":
+        files.append(lib_rel)
+    w.write(f"{d}/RECORD", record_text(d, files))
+    w.mkdir(pkg)
+    w.write(f"{pkg}/__init__.py", "")
+    if broken is None or broken == "missing_symbol":
+        data = builder.copy_for("declared" if declared else "undeclared", device)
+    elif broken in ("init_fails", "abi_mismatch", "missing_dependency"):
+        data = builder.copy_for(broken, device)
+    elif broken == "truncated":
+        data = builder.copy_for("declared", device)
+        data = data[:len(data) // 3]
+    elif broken == "not_elf":
+        data = b"this is not a shared library\n" * 8
+    else:
+        data = None
+    if data is not None:
+        write_binary(w, lib_rel, data)
+    return {"dist": name, "version": version, "entry_point": pkg, "value": value,
+            "device": device, "package": pkg, "library": os.path.join(w.root, lib_rel),
+            "declared": declared and broken not in ("missing_library", "not_elf"),
+            "broken": broken, "init_cost_us": args.init_cost_us, "relocs": args.relocs}
+
+
 # kind -> function(writer, args, index, width, device) -> manifest entry.
 # A new kind adds one function here (and whatever build step it needs).
 BACKEND_KINDS = {
     "python": write_python_backend,
+    "native": write_native_backend,
 }
 
 
@@ -298,14 +443,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="number of backend distributions (with a --group entry point)")
     p.add_argument("--noise", "-m", type=int, required=True, metavar="M",
                    help="number of ordinary distributions among them")
-    p.add_argument("--kind", default="python", choices=sorted(BACKEND_KINDS),
-                   help="backend kind (default: python)")
+    p.add_argument("--kind", default="native", choices=sorted(BACKEND_KINDS),
+                   help="backend kind (default: native)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed for the shuffle and the noise shapes (default: 0)")
     p.add_argument("--group", default=DEFAULT_GROUP,
                    help=f"entry-point group of the backends (default: {DEFAULT_GROUP})")
     p.add_argument("--import-cost-ms", type=float, default=0.0, metavar="MS",
                    help="CPU time each Python backend's import burns (default: 0)")
+    p.add_argument("--init-cost-us", type=int, default=0, metavar="US",
+                   help="CPU time each native backend's init burns (default: 0)")
+    p.add_argument("--relocs", type=int, default=100, choices=NATIVE_RELOCS,
+                   help="symbol relocations per native library (default: 100)")
+    p.add_argument("--undeclared-every", type=int, default=0, metavar="K",
+                   help="every K-th native backend does not declare its device (default: 0, none)")
+    p.add_argument("--broken", action="store_true",
+                   help="make the first native backends broken, one of each kind: "
+                        + ", ".join(BROKEN_KINDS))
     p.add_argument("--force", action="store_true",
                    help="replace OUT/site-packages and OUT/manifest.json if OUT is not empty")
     args = p.parse_args(argv)
@@ -316,6 +470,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             p.error(f"--{opt} must be between 0 and {MAX_DISTRIBUTIONS}, got {v}")
     if args.import_cost_ms < 0 or args.import_cost_ms != args.import_cost_ms:
         p.error(f"--import-cost-ms must be a non-negative number, got {args.import_cost_ms}")
+    if args.init_cost_us < 0:
+        p.error(f"--init-cost-us must be non-negative, got {args.init_cost_us}")
+    if args.undeclared_every < 0:
+        p.error(f"--undeclared-every must be non-negative, got {args.undeclared_every}")
+    if args.kind != "native" and (args.broken or args.undeclared_every or args.init_cost_us):
+        p.error("--broken, --undeclared-every and --init-cost-us apply to --kind native only")
     why = valid_group(args.group)
     if why:
         p.error(f"--group {args.group!r} {why}")

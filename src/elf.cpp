@@ -4,10 +4,13 @@
 // which puts NUL-separated strings in the section "epload_devices".  Reading
 // them must not load or run the library, and must cost little enough to do
 // for every native backend when the loader first meets it, so this reads the
-// file with pread only, touching four small regions: the ELF header (64
-// bytes), the section header table (~2 KiB), the section-name string table
-// (a few hundred bytes) and the section itself (tens of bytes).  No mmap, no
-// libelf, no dlopen.
+// file with pread only, touching four small regions: the first 4 KiB (ELF
+// and program headers), the section header table (~2 KiB), the section-name
+// string table (a few hundred bytes) and the section itself (tens of bytes).
+// No mmap, no libelf, no dlopen.  On the way it checks that every loadable
+// segment lies within the file, because dlopen of a truncated library does
+// not fail: it crashes the process (SIGBUS) when it touches the missing
+// pages.  A library that passes here is safe to hand to dlopen.
 //
 // Every offset and size in the file is untrusted: each region is checked to
 // lie within the file (with overflow-safe arithmetic) and to have a plausible
@@ -149,12 +152,15 @@ Result<DeclaredDevices> parse_declared_section(std::string_view bytes, std::stri
 
 Result<DeclaredDevices> read_declared_devices_fd(int fd, std::uint64_t file_size,
                                                  std::string_view file) {
-  unsigned char eh[64];
+  // One read for the ELF header and, in any ordinary library, the program
+  // headers right behind it.
+  unsigned char head[4096];
+  const unsigned char* eh = head;
   if (file_size < 16) {
     return corrupt(file, file_size == 0 ? "the file is empty" : "the file is too short for ELF");
   }
-  const std::size_t ident_size = file_size < sizeof eh ? static_cast<std::size_t>(file_size) : sizeof eh;
-  if (!read_exact(fd, 0, eh, ident_size)) return corrupt(file, "cannot read the ELF header");
+  const std::size_t head_size = file_size < sizeof head ? static_cast<std::size_t>(file_size) : sizeof head;
+  if (!read_exact(fd, 0, head, head_size)) return corrupt(file, "cannot read the ELF header");
   if (std::memcmp(eh, "\x7f" "ELF", 4) != 0) return corrupt(file, "not an ELF file (bad magic)");
   const unsigned cls = eh[4], data = eh[5];
   if (cls != 1 && cls != 2) return corrupt(file, "unknown ELF class " + std::to_string(cls));
@@ -173,6 +179,36 @@ Result<DeclaredDevices> read_declared_devices_fd(int fd, std::uint64_t file_size
   if (type != 3) {  // ET_DYN
     return corrupt(file, "ELF type " + std::to_string(type) + " is not a shared object");
   }
+  // Every loadable segment must lie within the file: dlopen maps them, and
+  // touching a page past the end of a truncated file kills the process
+  // with SIGBUS instead of failing.
+  const std::uint64_t phoff = is64 ? f.get(eh + 0x20, 8) : f.get(eh + 0x1C, 4);
+  const unsigned phentsize = static_cast<unsigned>(f.get(eh + (is64 ? 0x36 : 0x2A), 2));
+  const std::uint64_t phnum = f.get(eh + (is64 ? 0x38 : 0x2C), 2);
+  const unsigned min_phentsize = is64 ? 56 : 32;
+  if (phnum == 0 || phentsize < min_phentsize) return corrupt(file, "no program headers");
+  if (phnum > 4096 || !within(phoff, phnum * phentsize, file_size)) {
+    return corrupt(file, "program headers lie outside the file (truncated?)");
+  }
+  std::string phdrs;
+  const unsigned char* ph;
+  if (phoff + phnum * phentsize <= head_size) {
+    ph = head + phoff;
+  } else {
+    phdrs.resize(static_cast<std::size_t>(phnum * phentsize));
+    if (!read_exact(fd, phoff, phdrs.data(), phdrs.size())) return corrupt(file, "cannot read program headers");
+    ph = reinterpret_cast<const unsigned char*>(phdrs.data());
+  }
+  for (std::uint64_t i = 0; i < phnum; ++i) {
+    const unsigned char* p = ph + i * phentsize;
+    if (f.get(p, 4) != 1) continue;  // PT_LOAD
+    const std::uint64_t off = is64 ? f.get(p + 8, 8) : f.get(p + 4, 4);
+    const std::uint64_t filesz = is64 ? f.get(p + 32, 8) : f.get(p + 16, 4);
+    if (!within(off, filesz, file_size)) {
+      return corrupt(file, "a loadable segment lies outside the file (truncated?)");
+    }
+  }
+
   const std::uint64_t shoff = is64 ? f.get(eh + 0x28, 8) : f.get(eh + 0x20, 4);
   const unsigned shentsize = static_cast<unsigned>(f.get(eh + (is64 ? 0x3A : 0x2E), 2));
   std::uint64_t shnum = f.get(eh + (is64 ? 0x3C : 0x30), 2);

@@ -261,6 +261,8 @@ bool Loader::Impl::refresh_knowledge(Slot& s) {
   if (s.kind == BackendKind::native) {
     auto declared = detail::read_declared_devices(path, &now);
     if (!declared) {
+      std::lock_guard<std::mutex> lock(registry);
+      s.unreadable = true;
       s.out->failed_stamp = now;
       fail(s, declared.error().code == Errc::not_found ? "library missing: " + declared.error().message
                                                         : declared.error().message);
@@ -271,6 +273,7 @@ bool Loader::Impl::refresh_knowledge(Slot& s) {
     declared_names = std::move(declared->devices);
   }
   std::lock_guard<std::mutex> lock(registry);
+  s.unreadable = false;
   s.out->changed = true;
   s.stamp = now;
   s.stamped_at = t;

@@ -45,6 +45,7 @@ struct Slot {
   std::uint32_t alias_of = k_no_slot;
   BackendKind kind = BackendKind::unresolved;
   bool enabled = true;
+  bool unreadable = false;  ///< its ELF file failed the checks: never stored, never dlopen'ed
 
   // Knowledge: guarded by the registry mutex once create() returns.
   bool verified = false;  ///< stamp checked against the file in this process

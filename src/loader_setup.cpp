@@ -314,6 +314,7 @@ void Loader::Impl::setup() {
         s.state.store(BackendState::failed, std::memory_order_relaxed);
         fail(s, r.error);
       } else if (!r.elf_error.empty()) {
+        s.unreadable = true;
         s.state.store(BackendState::failed, std::memory_order_relaxed);
         s.outcome().failed_stamp = r.stamp;
         fail(s, r.elf_error);
@@ -457,7 +458,9 @@ void Loader::Impl::save_store() {
     records.reserve(count);
     for (std::uint32_t i = 0; i < count; ++i) {
       const Slot& s = slots[i];
-      if (s.kind == BackendKind::unresolved || s.library.empty() || !s.stamp.exists()) continue;
+      if (s.kind == BackendKind::unresolved || s.unreadable || s.library.empty() || !s.stamp.exists()) {
+        continue;  // nothing worth remembering: resolved and checked again next time
+      }
       if (s.library[0] != '/') continue;  // relative search path: not stable across processes
       // A stamp taken in the same clock tick as a change may hide it.
       if (s.stamped_at != 0 && detail::is_racy(s.stamp, s.stamped_at)) continue;

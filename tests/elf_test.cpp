@@ -100,6 +100,26 @@ TEST(Elf, MalformedFilesGiveClearErrors) {
   }
 }
 
+TEST(Elf, SegmentPastTheEndOfTheFileIsRefused) {
+  // dlopen of such a file dies of SIGBUS; the reader must refuse it first.
+  BackendEnv env;
+  std::string bytes = read_file(test_backend("tb_npu"));
+  const std::uint64_t phoff = static_cast<unsigned char>(bytes[0x20]);  // small, little-endian
+  bool patched = false;
+  for (int i = 0; i < 16 && !patched; ++i) {
+    char* ph = bytes.data() + phoff + 56 * i;
+    if (ph[0] == 1 && ph[1] == 0 && ph[2] == 0 && ph[3] == 0) {  // PT_LOAD
+      ph[32 + 3] = 0x10;  // p_filesz += 256 MiB
+      patched = true;
+    }
+  }
+  ASSERT_TRUE(patched);
+  auto r = read_bytes(env, bytes);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("loadable segment lies outside the file"), std::string::npos)
+      << r.error().message;
+}
+
 TEST(Elf, DirectoryIsNotALibrary) {
   BackendEnv env;
   auto r = read_declared_devices(env.root());

@@ -380,6 +380,24 @@ TEST(LoaderErrors, CorruptOrNonElfLibrary) {
   EXPECT_NE(e.find("not an ELF file"), std::string::npos) << e;
 }
 
+TEST(LoaderErrors, TruncatedLibraryIsNeverHandedToDlopen) {
+  // dlopen of a truncated library crashes the process (SIGBUS): it must be
+  // refused before, on every start, also once a store exists.
+  BackendEnv env;
+  const std::string cut = env.add("cut", "cut", "");
+  std::string elf = testing::read_file(testing::test_backend("tb_undeclared"));
+  testing::write_file(cut, elf.substr(0, elf.size() / 2));
+  env.add("u", "u", "tb_undeclared2");
+  testing::let_clock_tick();
+  for (int run = 0; run < 2; ++run) {
+    auto loader = make_loader(env, options_for(env, run ? LoadMode::eager : LoadMode::lazy));
+    loader->start();
+    const std::string e = error_of(*loader, "nosuch");
+    expect_backend_error(e, "cut", "truncated");
+    EXPECT_FALSE(mapped(cut));
+  }
+}
+
 TEST(LoaderErrors, FailureIsStickyUntilTheLibraryChanges) {
   BackendEnv env;
   const std::string lib = env.add("flaky", "flaky", "tb_fail");

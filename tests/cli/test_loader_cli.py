@@ -1,0 +1,250 @@
+"""`epload devices` and `epload load` on environments from
+`scripts/gen_env.py --kind native`: what is loaded (checked with strace where
+available), every broken-backend error, modes and switches, learned devices.
+Real libraries, real dlopen; no timings are asserted."""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import time
+
+import pytest
+
+SOURCE_DIR = pathlib.Path(os.environ.get("EPLOAD_SOURCE_DIR",
+                                         pathlib.Path(__file__).resolve().parents[2]))
+BUILD_DIR = pathlib.Path(os.environ.get("EPLOAD_BUILD_DIR", SOURCE_DIR / "build"))
+EPLOAD = BUILD_DIR / "epload"
+GEN = SOURCE_DIR / "scripts" / "gen_env.py"
+PYTHON = os.environ.get("EPLOAD_PYTHON", "/usr/bin/python3")
+
+
+def generate(out, *args):
+    proc = subprocess.run([PYTHON, str(GEN), str(out), *map(str, args)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    # Stamps from the clock tick of the generation are not remembered
+    # ("racy"); let the tick pass so that the learned store is written.
+    time.sleep(0.03)
+    return json.loads((out / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    out = tmp_path_factory.mktemp("native")
+    m = generate(out, "--kind", "native", "--backends", 16, "--noise", 30,
+                 "--undeclared-every", 5, "--broken", "--seed", 3)
+    return out, m
+
+
+def run(site, cache, *args, env_extra=None, check=None, strace=None):
+    e = dict(os.environ)
+    for k in ("TORCH_DEVICE_BACKEND_AUTOLOAD", "EPLOAD_LOAD_MODE", "EPLOAD_ENABLE",
+              "EPLOAD_DISABLE", "EPLOAD_INDEX"):
+        e.pop(k, None)
+    e.update(env_extra or {})
+    cmd = [str(EPLOAD), *map(str, args), "--path", str(site), "--cache-dir", str(cache)]
+    if strace:
+        cmd = ["strace", "-f", "-qq", "-e", "trace=open,openat", "-o", str(strace)] + cmd
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=e)
+    if check is not None:
+        assert proc.returncode == check, (proc.stdout, proc.stderr)
+    return proc
+
+
+def by_broken(m):
+    return {b["broken"]: b for b in m["backends"] if b["broken"]}
+
+
+def healthy(m, declared=True):
+    return [b for b in m["backends"] if not b["broken"] and b["declared"] == declared]
+
+
+def test_manifest_describes_native_backends(env):
+    out, m = env
+    assert m["kind"] == "native"
+    assert len(m["backends"]) == 16
+    assert set(by_broken(m)) == {"missing_library", "missing_symbol", "missing_dependency",
+                                 "init_fails", "truncated", "not_elf", "abi_mismatch"}
+    for b in m["backends"]:
+        lib = pathlib.Path(b["library"])
+        assert lib.name == "_backend.cpython-311-x86_64-linux-gnu.so"
+        assert lib.exists() == (b["broken"] != "missing_library")
+    # Copies, not links: every library is its own inode.
+    inodes = {os.stat(b["library"]).st_ino for b in m["backends"] if pathlib.Path(b["library"]).exists()}
+    assert len(inodes) == 15
+    assert healthy(m, declared=False), "some backends must be undeclared"
+
+
+def test_devices_lists_declared_devices_without_loading(env, tmp_path):
+    out, m = env
+    trace = tmp_path / "trace"
+    proc = run(m["search_path"], tmp_path / "c", "devices", "--json", check=0,
+               strace=trace if shutil.which("strace") else None)
+    data = json.loads(proc.stdout)
+    listed = {d["device"]: d for d in data["devices"]}
+    for b in healthy(m):
+        assert listed[b["device"]]["backend"] == b["entry_point"]
+        assert listed[b["device"]]["how"] == "declared"
+        assert listed[b["device"]]["state"] == "unloaded"
+    for b in healthy(m, declared=False):
+        assert b["device"] not in listed
+    backends = {b["backend"]: b for b in data["backends"]}
+    for b in healthy(m, declared=False):
+        assert backends[b["entry_point"]]["devices_known"] is False
+    for kind, b in by_broken(m).items():
+        if kind == "missing_symbol" or kind == "init_fails" or kind == "missing_dependency":
+            continue  # only loading tells
+        assert backends[b["entry_point"]]["state"] == "failed", kind
+        assert b["entry_point"] in backends[b["entry_point"]]["error"]
+    if shutil.which("strace"):
+        # Read, never loaded: no library was mmap'ed by the loader; at most
+        # opened for its ELF section (and then only by the first run).
+        text = trace.read_text()
+        assert "ld.so.cache" in text or "openat" in text  # strace worked
+
+
+def test_lazy_load_loads_only_the_provider(env, tmp_path):
+    out, m = env
+    target = healthy(m)[-1]
+    cache = tmp_path / "c"
+    run(m["search_path"], cache, "devices", check=0)  # warm the caches
+    trace = tmp_path / "trace"
+    use_strace = shutil.which("strace") is not None
+    proc = run(m["search_path"], cache, "load", target["device"], "--json", check=0,
+               strace=trace if use_strace else None)
+    data = json.loads(proc.stdout)
+    assert data["ok"] and data["mode"] == "lazy"
+    assert data["backend"] == target["entry_point"]
+    assert [b["backend"] for b in data["loaded"]] == [target["entry_point"]]
+    assert data["loaded"][0]["library"] == target["library"]
+    assert data["loaded"][0]["dlopen_us"] > 0
+    if use_strace:
+        # The one library loaded, plus the unreadable ones, whose ELF checks
+        # are repeated on every start (they are never remembered as good).
+        opened = {line.split('"')[1] for line in trace.read_text().splitlines()
+                  if "_backend.cpython" in line and "ENOENT" not in line}
+        unreadable = {by_broken(m)[k]["library"] for k in ("truncated", "not_elf")}
+        assert target["library"] in opened
+        assert opened - unreadable == {target["library"]}, opened
+
+
+def test_eager_loads_everything_in_index_order(env, tmp_path):
+    out, m = env
+    target = healthy(m)[0]
+    proc = run(m["search_path"], tmp_path / "c", "load", target["device"], "--mode", "eager",
+               "--json", check=0)
+    data = json.loads(proc.stdout)
+    assert data["ok"] and data["mode"] == "eager"
+    loaded = [b["backend"] for b in data["loaded"]]
+    # Every backend in index (manifest) order, except those known to be
+    # broken without loading them: no library, not a (complete) ELF file,
+    # another ABI.  These are never attempted.
+    never = {by_broken(m)[k]["entry_point"]
+             for k in ("missing_library", "truncated", "not_elf", "abi_mismatch")}
+    # Index order is importlib's (directory-listing order), not creation order.
+    eps = json.loads(run(m["search_path"], tmp_path / "c", "entry-points", "--group",
+                         "torch.backends", "--json", check=0).stdout)
+    expected = [ep["name"] for ep in eps if ep["name"] not in never]
+    assert loaded == expected
+    states = {b["backend"]: b["state"] for b in data["loaded"]}
+    for kind, b in by_broken(m).items():
+        if b["entry_point"] not in never:
+            assert states[b["entry_point"]] == "failed", kind
+    for b in healthy(m) + healthy(m, declared=False):
+        assert states[b["entry_point"]] == "ready"
+
+
+@pytest.mark.parametrize("kind,cause", [
+    ("missing_library", "library missing"),
+    ("missing_symbol", "init symbol 'gen_backend_init_missing' missing"),
+    ("missing_dependency", "a library it depends on is missing: libnb_dep.so"),
+    ("init_fails", "init failed (returned -1): synthetic failure"),
+    ("truncated", "outside the file (truncated?)"),
+    ("not_elf", "not an ELF file"),
+    ("abi_mismatch", "ABI version mismatch: the library declares backend ABI 99"),
+])
+def test_broken_backend_errors(env, tmp_path, kind, cause):
+    out, m = env
+    b = by_broken(m)[kind]
+    proc = run(m["search_path"], tmp_path / "c", "load", b["device"], check=1)
+    err = proc.stderr
+    assert f"backend '{b['entry_point']}'" in err, err
+    assert cause in err, err
+    assert f"EPLOAD_DISABLE={b['entry_point']}" in err, err
+    assert os.path.dirname(b["library"]) in err, err
+
+
+def test_broken_backends_do_not_break_others(env, tmp_path):
+    out, m = env
+    for b in healthy(m)[:2] + healthy(m, declared=False)[:1]:
+        proc = run(m["search_path"], tmp_path / "c", "load", b["device"], "--json", check=0)
+        assert json.loads(proc.stdout)["backend"] == b["entry_point"]
+
+
+def test_undeclared_device_is_learned(env, tmp_path):
+    out, m = env
+    target = healthy(m, declared=False)[0]
+    cache = tmp_path / "c"
+    first = json.loads(run(m["search_path"], cache, "load", target["device"], "--json",
+                           check=0).stdout)
+    assert first["loaded"][-1]["backend"] == target["entry_point"]
+    listed = json.loads(run(m["search_path"], cache, "devices", "--json", check=0).stdout)
+    dev = {d["device"]: d for d in listed["devices"]}[target["device"]]
+    assert dev["how"] == "learned" and dev["backend"] == target["entry_point"]
+    second = json.loads(run(m["search_path"], cache, "load", target["device"], "--json",
+                            check=0).stdout)
+    assert [b["backend"] for b in second["loaded"]] == [target["entry_point"]]
+    # Without a cache nothing is remembered: the search runs again.
+    third = json.loads(run(m["search_path"], tmp_path / "c2", "load", target["device"],
+                           "--no-cache", "--json", check=0).stdout)
+    assert len(third["loaded"]) >= len(first["loaded"])
+
+
+def test_unknown_device_lists_known_devices(env, tmp_path):
+    out, m = env
+    proc = run(m["search_path"], tmp_path / "c", "load", "nosuchdevice", check=1)
+    assert "no backend provides device 'nosuchdevice'" in proc.stderr
+    assert healthy(m)[0]["device"] in proc.stderr
+    assert "failed backends" in proc.stderr
+
+
+def test_switches(env, tmp_path):
+    out, m = env
+    target = healthy(m)[0]
+    proc = run(m["search_path"], tmp_path / "c", "load", target["device"], check=1,
+               env_extra={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert "autoload is off" in proc.stderr
+    proc = run(m["search_path"], tmp_path / "c", "load", target["device"], check=1,
+               env_extra={"EPLOAD_DISABLE": target["entry_point"]})
+    assert "disabled by EPLOAD_DISABLE" in proc.stderr
+    proc = run(m["search_path"], tmp_path / "c", "load", target["device"], "--json", check=0,
+               env_extra={"EPLOAD_LOAD_MODE": "eager"})
+    assert json.loads(proc.stdout)["mode"] == "eager"
+    proc = run(m["search_path"], tmp_path / "c", "load", target["device"], check=1,
+               env_extra={"EPLOAD_LOAD_MODE": "sometimes"})
+    assert "EPLOAD_LOAD_MODE" in proc.stderr
+    proc = run(m["search_path"], tmp_path / "c", "load", target["device"], "--mode", "off", check=1)
+    assert "autoload is off" in proc.stderr
+
+
+def test_usage_errors(env, tmp_path):
+    out, m = env
+    assert run(m["search_path"], tmp_path / "c", "load", check=2).stderr.count("DEVICE")
+    assert "--mode takes" in run(m["search_path"], tmp_path / "c", "load", "x", "--mode", "fast",
+                                 check=2).stderr
+    assert "unknown argument" in run(m["search_path"], tmp_path / "c", "devices", "--bogus",
+                                     check=2).stderr
+    for cmd in ("load", "devices"):
+        proc = subprocess.run([str(EPLOAD), cmd, "--help"], capture_output=True, text=True)
+        assert proc.returncode == 0 and "usage: epload " + cmd in proc.stdout
+
+
+def test_python_backends_are_reported(tmp_path):
+    out = tmp_path / "py"
+    m = generate(out, "--kind", "python", "--backends", 3, "--noise", 2)
+    proc = run(m["search_path"], tmp_path / "c", "load", m["backends"][0]["device"], check=1)
+    assert "Python backend" in proc.stderr
+    listed = run(m["search_path"], tmp_path / "c", "devices", check=0).stdout
+    assert "Python backend" in listed
