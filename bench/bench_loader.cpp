@@ -4,14 +4,21 @@
 // A library, once loaded, stays loaded (the loader never closes one), so any
 // case that loads backends runs each iteration in a fresh fork()ed child and
 // reports the child's own measurement (manual time): every iteration pays
-// for real dlopens, as a new process would.  Cases that load nothing, or that
-// measure what happens after loading, run in-process.
+// for real dlopens, as a new process would.  Those report, as manual time,
+// the child's CPU time (user + system) for the measured step: on a shared
+// 2-core machine wall time mostly measures the neighbours.  Cases that load
+// nothing, or that measure what happens after loading, run in-process (read
+// their CPU column for the same reason).
 //
 //   BM_LoaderStartupLazy/N    create + start, warm learned store: nothing loads
 //   BM_LoaderStartupCold/N    the same without a store: resolve + ELF read per backend
 //   BM_LoaderStartupEager/N   create + start in eager mode: every backend loads
-//   BM_LoaderFirstLookup/N    the first lookup of one device (lazy, warm)
-//   BM_LoaderBareDlopen/N     dlopen + dlsym + init of that same library, by hand
+//   BM_LoaderFirstLookup/N/cold_code:C  the first lookup of one device (lazy, warm
+//                             store); counters: bare_us = dlopen + dlsym + init by hand
+//                             of a twin library in the same child, ratio = lookup / bare.
+//                             cold_code:1 = the first lookup in the process (pays the
+//                             one-time lazy binding of the loader's own calls)
+//   BM_LoaderBareDlopen/N     dlopen + dlsym + init by hand, alone in a child
 //   BM_LoaderHotLookup/N      lookup of a loaded device
 //   BM_LoaderHashMapBaseline/N  std::unordered_map<string_view, void*>::find, for scale
 //   BM_LoaderUnknownDevice/N  lookup of a name no backend provides (the error path)
@@ -143,9 +150,11 @@ int mapped_backends() {
   return n;
 }
 
+// The measuring thread's CPU time (user + system): what a step costs, also
+// on a busy machine, where wall time mostly measures the other processes.
 double now_s() {
   struct timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
@@ -233,61 +242,99 @@ void BM_LoaderStartupEager(benchmark::State& state) {
 }
 BENCHMARK(BM_LoaderStartupEager)->Apply(loader_sizes)->UseManualTime()->Iterations(5);
 
-void BM_LoaderFirstLookup(benchmark::State& state) {
-  const LoaderEnv* env = env_for(state);
-  if (env == nullptr) return;
-  const std::string device = middle_device(*env);
-  double mapped = 0;
-  for (auto _ : state) {
-    double seconds = 0;
-    const bool ok = in_child(
-        [&] {
-          auto loader = Loader::create(env->index, options(*env));
-          loader.value()->start();
-          const double t = now_s();
-          auto r = loader.value()->lookup(device);
-          const double s = now_s() - t;
-          return std::pair<double, double>(r.ok() ? s : -1, mapped_backends());
-        },
-        seconds, mapped);
-    if (!ok) {
-      epload::bench::fail(state, "first lookup of " + device + " failed");
-      return;
-    }
-    state.SetIterationTime(seconds);
-  }
-  state.counters["mapped_backends"] = mapped;
-}
-BENCHMARK(BM_LoaderFirstLookup)->Apply(loader_sizes)->UseManualTime()->Iterations(200);
-
 // The floor the first lookup is compared with: what a host that knew the
 // library already would do by hand.
 int bare_register(void*, const char*, void*) { return EPLOAD_OK; }
 void bare_set_error(void*, const char*) {}
 int bare_lookup(void*, const char*, void**) { return EPLOAD_ERR_INVALID; }
 
+std::string library_of(const LoaderEnv& env, int i) {
+  char pkg[64];
+  std::snprintf(pkg, sizeof pkg, "gen_backend_%04d", i);
+  return env.site + "/" + pkg + "/_backend.cpython-311-x86_64-linux-gnu.so";
+}
+
+std::string device_of(int i) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "dev%04d", i);
+  return buf;
+}
+
+// dlopen + dlsym + init by hand; seconds of CPU, or -1.
+double bare_load(const std::string& lib) {
+  const double t = now_s();
+  void* h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return -1;
+  auto init = reinterpret_cast<EploadBackendInit>(::dlsym(h, "gen_backend_init"));
+  if (init == nullptr) return -1;
+  EploadHost host{EPLOAD_ABI_VERSION, sizeof(EploadHost), nullptr, bare_register, bare_set_error,
+                  bare_lookup};
+  const int rc = init(&host);
+  const double s = now_s() - t;
+  return rc == EPLOAD_OK ? s : -1;
+}
+
+// The first lookup of a device, and, in the same child, a bare load of
+// another copy of the same library (same variant, only the device name
+// differs), in alternating order: both pay the same process state, so the
+// ratio counter compares like with like.  Manual time: the lookup.
+void BM_LoaderFirstLookup(benchmark::State& state) {
+  const LoaderEnv* env = env_for(state);
+  if (env == nullptr) return;
+  const int a = env->backends / 2, b = env->backends / 2 - 1;
+  const std::string device = device_of(a), other = library_of(*env, b);
+  // The very first lookup in a process also pays, once, for binding the
+  // loader's own calls into libc and libstdc++ (lazy PLT resolution, ~50 us
+  // in a fresh fork); warm that up on a third backend unless measuring it.
+  const bool cold_code = state.range(1) != 0;
+  const std::string warmup = device_of(env->backends / 2 + 1), warmup_lib = library_of(*env, 1);
+  double bare_total = 0, lookup_total = 0;
+  int iteration = 0;
+  for (auto _ : state) {
+    const bool bare_first = (iteration++ % 2) == 0;
+    double lookup = 0, bare = 0;
+    const bool ok = in_child(
+        [&] {
+          auto loader = Loader::create(env->index, options(*env));
+          loader.value()->start();
+          if (!cold_code && (!loader.value()->lookup(warmup).ok() || bare_load(warmup_lib) < 0)) {
+            return std::pair<double, double>(-1, 0);
+          }
+          double bare_s = bare_first ? bare_load(other) : 0;
+          const double t = now_s();
+          auto r = loader.value()->lookup(device);
+          const double s = now_s() - t;
+          if (!bare_first) bare_s = bare_load(other);
+          return std::pair<double, double>(r.ok() && bare_s > 0 ? s : -1, bare_s);
+        },
+        lookup, bare);
+    if (!ok) {
+      epload::bench::fail(state, "first lookup of " + device + " (or bare load of " + other + ") failed");
+      return;
+    }
+    state.SetIterationTime(lookup);
+    lookup_total += lookup;
+    bare_total += bare;
+  }
+  state.counters["bare_us"] = bare_total / static_cast<double>(state.iterations()) * 1e6;
+  state.counters["ratio"] = bare_total > 0 ? lookup_total / bare_total : 0;
+}
+void first_lookup_sizes(benchmark::internal::Benchmark* b) {
+  b->Unit(benchmark::kMicrosecond)->ArgNames({"", "cold_code"});
+  for (int cold : {0, 1}) {
+    b->Args({10, cold});
+    if (!epload::bench::smoke()) b->Args({100, cold})->Args({1000, cold});
+  }
+}
+BENCHMARK(BM_LoaderFirstLookup)->Apply(first_lookup_sizes)->UseManualTime()->Iterations(300);
+
 void BM_LoaderBareDlopen(benchmark::State& state) {
   const LoaderEnv* env = env_for(state);
   if (env == nullptr) return;
-  char pkg[64];
-  std::snprintf(pkg, sizeof pkg, "gen_backend_%04d", env->backends / 2);
-  const std::string lib = env->site + "/" + pkg + "/_backend.cpython-311-x86_64-linux-gnu.so";
+  const std::string lib = library_of(*env, env->backends / 2);
   for (auto _ : state) {
     double seconds = 0, unused = 0;
-    const bool ok = in_child(
-        [&] {
-          const double t = now_s();
-          void* h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-          if (h == nullptr) return std::pair<double, double>(-1, 0);
-          auto init = reinterpret_cast<EploadBackendInit>(::dlsym(h, "gen_backend_init"));
-          if (init == nullptr) return std::pair<double, double>(-1, 0);
-          EploadHost host{EPLOAD_ABI_VERSION, sizeof(EploadHost), nullptr, bare_register, bare_set_error,
-                          bare_lookup};
-          const int rc = init(&host);
-          const double s = now_s() - t;
-          return std::pair<double, double>(rc == EPLOAD_OK ? s : -1, 0);
-        },
-        seconds, unused);
+    const bool ok = in_child([&] { return std::pair<double, double>(bare_load(lib), 0); }, seconds, unused);
     if (!ok) {
       epload::bench::fail(state, "bare dlopen of " + lib + " failed");
       return;
@@ -295,7 +342,7 @@ void BM_LoaderBareDlopen(benchmark::State& state) {
     state.SetIterationTime(seconds);
   }
 }
-BENCHMARK(BM_LoaderBareDlopen)->Apply(loader_sizes)->UseManualTime()->Iterations(200);
+BENCHMARK(BM_LoaderBareDlopen)->Apply(loader_sizes)->UseManualTime()->Iterations(300);
 
 void BM_LoaderHotLookup(benchmark::State& state) {
   const LoaderEnv* env = env_for(state);

@@ -28,7 +28,9 @@
 #include <time.h>   // clock_gettime
 
 #include <algorithm>  // find_if
+#include <cstring>    // memcpy
 #include <exception>  // init boundary
+#include <iterator>   // size
 
 #include "elf.hpp"
 #include "epload/backend.h"
@@ -177,7 +179,7 @@ Result<void> Loader::Impl::ensure_loaded(std::uint32_t i, std::string_view devic
       if (s.library.empty()) return Error{Errc::backend, s.out->error};
       const FileStamp failed_at = s.out->failed_stamp;
       lock.unlock();
-      const FileStamp now = detail::stamp_at(AT_FDCWD, std::string(s.library).c_str());
+      const FileStamp now = detail::stamp_at(AT_FDCWD, detail::CString(s.library).c_str());
       lock.lock();
       if (s.state.load(std::memory_order_acquire) != BackendState::failed) continue;
       if (now == failed_at) return Error{Errc::backend, s.out->error};
@@ -233,20 +235,20 @@ Result<void> Loader::Impl::ensure_loaded(std::uint32_t i, std::string_view devic
 // Checks the library before loading it: one stat; read again only if it
 // changed.  False (with the slot's error set) when it is gone or unreadable.
 bool Loader::Impl::refresh_knowledge(Slot& s) {
-  std::string path;
   FileStamp known;
   {
     std::lock_guard<std::mutex> lock(registry);
     if (s.verified) return true;
-    path.assign(s.library);
     known = s.stamp;
   }
+  const detail::CString cpath(s.library);  // identity: never changes
+  const std::string_view path = s.library;
   const std::int64_t t = detail::coarse_now_ns();
-  FileStamp now = detail::stamp_at(AT_FDCWD, path.c_str());
+  FileStamp now = detail::stamp_at(AT_FDCWD, cpath.c_str());
   if (!now.exists()) {
     s.out->failed_stamp = now;
-    fail(s, (s.kind == BackendKind::native ? "library missing: " : "module file missing: ") + path +
-                " no longer exists (reinstall " + std::string(s.ep->dist->name) + ")");
+    fail(s, (s.kind == BackendKind::native ? "library missing: " : "module file missing: ") +
+                std::string(path) + " no longer exists (reinstall " + std::string(s.ep->dist->name) + ")");
     return false;
   }
   if (now == known) {
@@ -259,7 +261,7 @@ bool Loader::Impl::refresh_knowledge(Slot& s) {
   bool has_section = false;
   std::uint32_t abi = 0;
   if (s.kind == BackendKind::native) {
-    auto declared = detail::read_declared_devices(path, &now);
+    auto declared = detail::read_declared_devices(std::string(path), &now);
     if (!declared) {
       std::lock_guard<std::mutex> lock(registry);
       s.unreadable = true;
@@ -330,8 +332,9 @@ bool Loader::Impl::load_native(Slot& s, InitContext& ctx) {
                 " (rebuild the backend against this epload/backend.h)");
     return false;
   }
-  std::string path(s.library);
+  std::string path;  // stays empty (no allocation) unless respelled below
   if (s.out->attempts > 1 || s.out->changed) {
+    path.assign(s.library);
     // The file changed since this process may have loaded it (a retry, or
     // an upgrade seen by a second Loader).  glibc matches loaded objects by
     // name first and would hand back the old mapping, so spell the path
@@ -345,11 +348,13 @@ bool Loader::Impl::load_native(Slot& s, InitContext& ctx) {
       path.insert(at, "./");
     }
   }
+  const detail::CString library(s.library);
+  const char* const file = path.empty() ? library.c_str() : path.c_str();
   void* handle;
   {
     profile::Span span(profile::Phase::dlopen, s.ep->name);
     const std::int64_t t1 = loader_now_ns();
-    handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    handle = ::dlopen(file, RTLD_NOW | RTLD_LOCAL);
     s.out->dlopen_ns = loader_now_ns() - t1;
   }
   if (handle == nullptr) {
@@ -358,7 +363,8 @@ bool Loader::Impl::load_native(Slot& s, InitContext& ctx) {
     // glibc: "<path>: <dep>: cannot open shared object file: ..." for a
     // missing dependency, "<path>: cannot open shared object file" for the
     // library itself, "invalid ELF header" / "file too short" for junk.
-    const std::string rest = why.starts_with(path + ": ") ? why.substr(path.size() + 2) : why;
+    const std::string prefix = std::string(file) + ": ";
+    const std::string rest = why.starts_with(prefix) ? why.substr(prefix.size()) : why;
     const std::size_t cannot = rest.find(": cannot open shared object file");
     if (cannot != std::string::npos && cannot > 0) {
       fail(s, "a library it depends on is missing: " + rest.substr(0, cannot) + " (dlopen: " + why +
@@ -375,11 +381,11 @@ bool Loader::Impl::load_native(Slot& s, InitContext& ctx) {
   }
   s.out->handle = handle;  // never closed: its functions may be handed out
   ::dlerror();
-  const std::string symbol(s.symbol);
+  const detail::CString symbol(s.symbol);
   void* sym = ::dlsym(handle, symbol.c_str());
   if (sym == nullptr) {
     const char* e = ::dlerror();
-    fail(s, "init symbol '" + symbol + "' missing: the library does not export it (dlsym: " +
+    fail(s, "init symbol '" + std::string(s.symbol) + "' missing: the library does not export it (dlsym: " +
                 (e ? std::string(e) : std::string("null symbol")) + ")");
     return false;
   }
@@ -449,48 +455,63 @@ bool Loader::Impl::load_python(Slot& s, InitContext& ctx) {
 
 void Loader::Impl::publish(Slot& s, InitContext& ctx) {
   std::lock_guard<std::mutex> lock(registry);
-  std::vector<std::string_view> declared, learned;
-  detail::for_each_device(s.devices, [&](std::string_view d, bool is_declared) {
-    if (is_declared) declared.push_back(d);
-  });
-  auto is_declared = [&](std::string_view n) {
-    return std::find(declared.begin(), declared.end(), n) != declared.end();
+  auto declared_here = [&](std::string_view n) {
+    bool found = false;
+    detail::for_each_device(s.devices, [&](std::string_view d, bool is_declared) {
+      found = found || (is_declared && d == n);
+    });
+    return found;
   };
-  for (auto& [name, table_ptr] : ctx.registered) {
+  bool all_declared = true;
+  ctx.for_each_registered([&](detail::Registered& reg) {
+    const std::string_view name = reg.view();
     DeviceEntry* e = table->find(name);
-    const std::string_view stored = e ? e->name : arena.copy(name);
-    if (!is_declared(stored) && std::find(learned.begin(), learned.end(), stored) == learned.end()) {
-      learned.push_back(stored);
-    }
-    if (e == nullptr) e = table->insert(stored);
+    if (e == nullptr) e = table->insert(arena.copy(name));
+    const bool is_declared = declared_here(name);
+    all_declared = all_declared && is_declared;
     if (e->table.load(std::memory_order_relaxed) != nullptr) {
-      s.out->conflicts.push_back("device '" + name + "' was already provided by backend '" +
+      s.out->conflicts.push_back("device '" + std::string(name) + "' was already provided by backend '" +
                                  std::string(slots[e->owner].ep->name) + "'; this backend's is ignored");
-      continue;
+      return;
     }
     if (e->owner != k_no_slot && e->owner != s.index) {
       Slot& o = slots[e->owner];
       const BackendState os = o.state.load(std::memory_order_acquire);
       const bool owner_may_provide = os == BackendState::unloaded || os == BackendState::loading;
       if (o.index < s.index && owner_may_provide) {
-        s.out->conflicts.push_back("device '" + name + "' is also provided by backend '" +
+        s.out->conflicts.push_back("device '" + std::string(name) + "' is also provided by backend '" +
                                    std::string(o.ep->name) + "', which comes first in index order and wins");
-        continue;
+        return;
       }
       if (owner_may_provide) {
-        o.outcome().conflicts.push_back("device '" + name + "' is also provided by backend '" +
+        o.outcome().conflicts.push_back("device '" + std::string(name) + "' is also provided by backend '" +
                                         std::string(s.ep->name) + "', which was loaded first and got it");
       }
     }
-    e->source = is_declared(stored) ? DeviceSource::declared : DeviceSource::learned;
+    e->source = is_declared ? DeviceSource::declared : DeviceSource::learned;
     e->owner = s.index;
-    e->table.store(table_ptr, std::memory_order_release);
+    e->table.store(reg.table, std::memory_order_release);
+  });
+  // The common case, a declared backend registering just what it declared,
+  // teaches the store nothing and allocates nothing here.
+  bool had_learned = false;
+  detail::for_each_device(s.devices, [&](std::string_view, bool is_declared) {
+    had_learned = had_learned || !is_declared;
+  });
+  if (all_declared && !had_learned && s.abi >= 0) {
+    s.learned = true;
+    return;
   }
-  // Worth writing down only if it adds to what the store knows: a declared
-  // backend that registered just what it declared teaches nothing.
-  std::vector<std::string_view> before;
-  detail::for_each_device(s.devices, [&](std::string_view d, bool is_decl) {
-    if (!is_decl) before.push_back(d);
+  std::vector<std::string_view> declared, before, learned;
+  detail::for_each_device(s.devices, [&](std::string_view d, bool is_declared) {
+    (is_declared ? declared : before).push_back(d);
+  });
+  ctx.for_each_registered([&](detail::Registered& reg) {
+    const DeviceEntry* e = table->find(reg.view());
+    const std::string_view stored = e->name;  // inserted above: lives as long as the table
+    if (!declared_here(stored) && std::find(learned.begin(), learned.end(), stored) == learned.end()) {
+      learned.push_back(stored);
+    }
   });
   if (learned != before || (!s.learned && s.abi < 0)) {
     store_dirty = true;
@@ -530,13 +551,24 @@ int host_register(void* ctx, const char* name, void* device_table) {
       }
     }
   }
-  for (auto& [existing, table_ptr] : c->registered) {
-    if (existing == n) {
-      table_ptr = device_table;
-      return EPLOAD_OK;
+  bool replaced = false;
+  c->for_each_registered([&](detail::Registered& r) {
+    if (!replaced && r.view() == n) {
+      r.table = device_table;
+      replaced = true;
     }
+  });
+  if (replaced) return EPLOAD_OK;
+  detail::Registered r;
+  std::memcpy(r.name, n.data(), n.size());  // valid names are at most 63 bytes
+  r.name[n.size()] = '\0';
+  r.size = n.size();
+  r.table = device_table;
+  if (c->inline_count < std::size(c->inline_registered)) {
+    c->inline_registered[c->inline_count++] = r;
+  } else {
+    c->more_registered.push_back(r);
   }
-  c->registered.emplace_back(n, device_table);
   return EPLOAD_OK;
 }
 

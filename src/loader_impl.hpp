@@ -4,6 +4,7 @@
 
 #include <atomic>              // slot state
 #include <condition_variable>  // waiting for a slot
+#include <cstring>             // memcpy
 #include <memory>              // outcome, table
 #include <mutex>               // registry, waits
 #include <string>              // messages
@@ -19,6 +20,9 @@
 namespace epload {
 
 namespace detail {
+
+/// EPLOAD_MAX_DEVICE_NAME of backend.h (not included here).
+inline constexpr std::size_t EPLOAD_MAX_DEVICE_NAME_ = 63;
 
 /// What happened to a backend: allocated only for backends that were
 /// loaded, failed, were disabled or conflict, so that a start-up with 1,000
@@ -73,12 +77,53 @@ struct Slot {
   }
 };
 
+/// A NUL-terminated copy of a view, on the stack: the load path copies
+/// paths and symbol names for the C APIs without allocating (in a fork()ed
+/// worker every allocation can cost a copy-on-write page fault).
+class CString {
+ public:
+  explicit CString(std::string_view s) {
+    if (s.size() < sizeof m_buf) {
+      std::memcpy(m_buf, s.data(), s.size());
+      m_buf[s.size()] = '\0';
+      m_ptr = m_buf;
+    } else {
+      m_long.assign(s);
+      m_ptr = m_long.c_str();
+    }
+  }
+  const char* c_str() const { return m_ptr; }
+
+ private:
+  char m_buf[512];
+  std::string m_long;
+  const char* m_ptr;
+};
+
+/// One registration from an init: the name (a copy, the backend's string
+/// may not outlive init) and the table.
+struct Registered {
+  char name[EPLOAD_MAX_DEVICE_NAME_ + 1];
+  std::size_t size = 0;
+  void* table = nullptr;
+  std::string_view view() const { return {name, size}; }
+};
+
 /// The ctx of one init call.
 struct InitContext {
   Loader::Impl* impl = nullptr;
   std::uint32_t slot = 0;
   std::thread::id thread;
-  std::vector<std::pair<std::string, void*>> registered;
+  // Registrations: a few inline (almost every backend registers one or
+  // two devices), the rest in a vector.
+  Registered inline_registered[4];
+  std::size_t inline_count = 0;
+  std::vector<Registered> more_registered;
+  template <class Fn>
+  void for_each_registered(Fn&& fn) {
+    for (std::size_t i = 0; i < inline_count; ++i) fn(inline_registered[i]);
+    for (Registered& r : more_registered) fn(r);
+  }
   std::string message;            ///< set_error
   std::string last_lookup_error;  ///< host->lookup failures, for the report
 };

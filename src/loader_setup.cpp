@@ -214,6 +214,7 @@ void Loader::Impl::setup() {
   std::span<const EntryPoint> eps = index->group(options.group);
   count = static_cast<std::uint32_t>(eps.size());
   slots.reset(new Slot[count]);
+  order.reserve(count);  // no allocation when a backend loads
 
   if (options.use_store) {
     CacheOptions co;
@@ -289,7 +290,7 @@ void Loader::Impl::setup() {
       known = true;
       if (options.check_libraries) {
         const std::int64_t t = detail::coarse_now_ns();
-        if (detail::stamp_at(AT_FDCWD, std::string(s.library).c_str()) == s.stamp) {
+        if (detail::stamp_at(AT_FDCWD, detail::CString(s.library).c_str()) == s.stamp) {
           s.verified = true;
           s.stamped_at = t;
         } else {
