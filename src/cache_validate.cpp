@@ -145,7 +145,8 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
   std::size_t bad_a = detail::k_none, bad_b = detail::k_none;
   const std::size_t n = watched.size();
   bool split = false;
-  if (n > detail::k_parallel_threshold) {
+  static const bool k_two_cores = std::thread::hardware_concurrency() > 1;
+  if (n > detail::k_parallel_threshold && k_two_cores) {
     const std::size_t mid = n / 2;
     try {
       std::thread helper(detail::check_range, watched, mid, n, std::cref(fds), scanned_at,
