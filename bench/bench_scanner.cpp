@@ -37,8 +37,6 @@ void BM_ScanCold(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * dists));
   state.counters["dists"] = static_cast<double>(dists);
 }
-// The scanner splits large scans between threads: wall time is the figure,
-// and the CPU column counts the whole process.
-BENCHMARK(BM_ScanCold)->Apply(epload::bench::sizes)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_ScanCold)->Apply(epload::bench::sizes);
 
 }  // namespace
