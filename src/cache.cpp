@@ -53,6 +53,7 @@
 #include <memory>  // read buffer
 
 #include "cache_internal.hpp"
+#include "epload/profile.hpp"
 #include "stamp.hpp"
 
 namespace epload::detail {
@@ -513,6 +514,7 @@ Result<Index> Parser::run(simdjson::padded_string_view json) {
 
 Result<Index> read_index_fd(int fd, std::string_view file, const ReadExpectations& expect) {
   struct stat st;
+  profile::count(profile::Counter::stat);
   if (::fstat(fd, &st) != 0) {
     return Error{Errc::cache, "cache file " + std::string(file) + ": fstat: " + std::strerror(errno)};
   }
@@ -523,17 +525,22 @@ Result<Index> read_index_fd(int fd, std::string_view file, const ReadExpectation
   const std::size_t size = static_cast<std::size_t>(st.st_size);
   std::unique_ptr<char[]> buf(new char[size + simdjson::SIMDJSON_PADDING]);
   std::size_t got = 0;
-  while (got < size) {
-    const ssize_t n = ::read(fd, buf.get() + got, size - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      return Error{Errc::cache, "cache file " + std::string(file) + ": read: " + std::strerror(errno)};
+  {
+    profile::Span span(profile::Phase::read, file);
+    while (got < size) {
+      profile::count(profile::Counter::read);
+      const ssize_t n = ::read(fd, buf.get() + got, size - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        return Error{Errc::cache, "cache file " + std::string(file) + ": read: " + std::strerror(errno)};
+      }
+      if (n == 0) break;  // shrank under us: parse what is there (it will fail)
+      got += static_cast<std::size_t>(n);
     }
-    if (n == 0) break;  // shrank under us: parse what is there (it will fail)
-    got += static_cast<std::size_t>(n);
   }
   std::memset(buf.get() + got, 0, simdjson::SIMDJSON_PADDING);
   if (got == 0) return Error{Errc::cache, "cache file " + std::string(file) + ": empty"};
+  profile::Span span(profile::Phase::parse, file);
   Parser parser(file, expect);
   return parser.run(simdjson::padded_string_view(buf.get(), got, got + simdjson::SIMDJSON_PADDING));
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cache_internal.hpp"
+#include "epload/profile.hpp"
 
 namespace epload {
 namespace detail {
@@ -76,6 +77,7 @@ std::string key_cwd(const std::vector<std::string>& paths) {
 }
 
 CacheKey make_key(const CacheOptions& options) {
+  profile::Span span(profile::Phase::cache_key);
   CacheKey key;
   key.interpreter = options.interpreter;
   key.search_paths = options.search_paths;

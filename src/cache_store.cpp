@@ -46,6 +46,7 @@
 #include <utility>
 
 #include "cache_internal.hpp"
+#include "epload/profile.hpp"
 #include "epload/scanner.hpp"
 #include "stamp.hpp"
 
@@ -218,12 +219,14 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
                Validation validation) {
   Lookup out;
   const std::string path = join_path(dir, name);
+  profile::count(profile::Counter::open);
   Fd dfd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (dfd.fd < 0) {
     out.why = errno == ENOENT ? "no cache directory yet" : "cache directory " + dir + ": " + errno_text();
     return out;
   }
   struct stat st;
+  profile::count(profile::Counter::stat);
   if (::fstat(dfd.fd, &st) != 0) {
     out.why = "fstat " + dir + ": " + errno_text();
     return out;
@@ -233,6 +236,7 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
     out.dir_unsafe = true;
     return out;
   }
+  profile::count(profile::Counter::open);
   Fd fd(::openat(dfd.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (fd.fd < 0) {
     if (errno == ENOENT) out.why = "no cache file";
@@ -240,6 +244,7 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
     else out.why = "cache file " + path + ": " + errno_text();
     return out;
   }
+  profile::count(profile::Counter::stat);
   if (::fstat(fd.fd, &st) != 0) {
     out.why = "fstat " + path + ": " + errno_text();
     return out;
@@ -288,6 +293,7 @@ Result<void> store(const Index& index, const std::string& dir, const std::string
 }  // namespace detail
 
 Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, CacheReport* report) {
+  profile::Span span(profile::Phase::total, "open_index");
   CacheReport local;
   CacheReport& rep = report != nullptr ? *report : local;
   rep = CacheReport{};

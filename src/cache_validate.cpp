@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "cache_internal.hpp"
+#include "epload/profile.hpp"
 #include "stamp.hpp"
 
 namespace epload {
@@ -68,7 +69,14 @@ void check_range(std::span<const WatchedFile> watched, std::size_t begin, std::s
                  const std::vector<int>& fds, std::int64_t scanned_at, std::atomic<bool>& stop,
                  std::size_t& bad) {
   char buf[PATH_MAX + 1];
-  for (std::size_t i = begin; i < end; ++i) {
+  std::size_t i = begin;
+  // The profiler's stat count, added once per range, not once per call.
+  struct Tally {
+    const std::size_t& at;
+    std::size_t from;
+    ~Tally() { profile::count(profile::Counter::stat, at - from); }
+  } tally{i, begin};
+  for (; i < end; ++i) {
     if ((i & 31) == 0 && stop.load(std::memory_order_relaxed)) return;
     const WatchedFile& f = watched[i];
     FileStamp now;
@@ -80,7 +88,7 @@ void check_range(std::span<const WatchedFile> watched, std::size_t begin, std::s
       now = stamp_at(fd, buf);
     }
     if (now != f.stamp || is_racy(f.stamp, scanned_at)) {
-      bad = i;
+      bad = i++;  // i counts the stats made
       stop.store(true, std::memory_order_relaxed);
       return;
     }
@@ -108,6 +116,8 @@ bool shipped_still_valid(const Index& index, std::string* why) {
 
 bool still_valid(const Index& index, Validation validation, std::string* why) {
   using detail::describe;
+  profile::Span span(profile::Phase::stat, validation == Validation::full ? "validate full" : "validate paths");
+  profile::test_slowdown(profile::SlowPoint::validate);  // test-only; one relaxed load when unset
   const auto paths = index.search_paths();
   const auto stamps = index.search_path_stamps();
   const std::int64_t scanned_at = index.scanned_at_ns();
@@ -117,6 +127,7 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
   }
   for (std::size_t i = 0; i < paths.size(); ++i) {
     const FileStamp now = detail::path_stamp(detail::os_path(paths[i]));
+    profile::count(profile::Counter::stat);
     const bool racy = detail::is_racy(stamps[i], scanned_at);
     if (now != stamps[i] || racy) {
       if (why) *why = "search path " + describe(stamps[i], now, racy, std::string(paths[i]));

@@ -293,7 +293,8 @@ bool Loader::Impl::refresh_knowledge(Slot& s) {
 
 void Loader::Impl::load(Slot& s) {
   const std::int64_t t0 = loader_now_ns();
-  profile::Span span(profile::Phase::total, s.ep->name);
+  profile::Span span(profile::Phase::load, s.ep->name);
+  profile::test_slowdown(profile::SlowPoint::load);  // test-only; one relaxed load when unset
   {
     std::lock_guard<std::mutex> lock(registry);
     s.outcome();  // created here, under the lock status readers take
@@ -608,6 +609,7 @@ void Loader::start() {
   if (m->started.exchange(true)) return;
   const LoadMode mode = m->options.mode;
   if (mode == LoadMode::off) return;
+  profile::Span span(profile::Phase::total, "loader start");
   m->batch.fetch_add(1, std::memory_order_acq_rel);
   for (std::uint32_t i = 0; i < m->count; ++i) {
     Slot& s = m->slots[i];

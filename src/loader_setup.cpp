@@ -22,6 +22,7 @@
 #include "elf.hpp"
 #include "epload/backend.h"
 #include "epload/cache.hpp"
+#include "epload/profile.hpp"
 #include "loader_impl.hpp"
 #include "resolve.hpp"
 #include "stamp.hpp"
@@ -222,6 +223,7 @@ void Loader::Impl::setup() {
     const std::string dir = resolve_cache_dir(co);
     if (!dir.empty()) {
       store_path = detail::learned_file_path(dir, options.group, index->search_paths());
+      profile::Span span(profile::Phase::read, store_path);
       store = detail::LearnedFile::read(store_path, &store_note);
     } else {
       store_note = "no cache directory (set EPLOAD_CACHE_DIR): devices are not remembered";
@@ -300,6 +302,7 @@ void Loader::Impl::setup() {
     }
     if (!known) {
       const std::int64_t t = detail::coarse_now_ns();
+      profile::Span span(profile::Phase::resolve, ep.name);
       detail::Resolved r =
           detail::resolve_backend(ep, search_paths[ep.dist->search_path], ro);
       s.kind = r.kind;
@@ -498,6 +501,7 @@ Loader::~Loader() = default;
 Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Index> index, LoaderOptions options) {
   if (!index) return Error{Errc::invalid_argument, "Loader::create: no index"};
   if (options.group.empty()) return Error{Errc::invalid_argument, "Loader::create: empty group"};
+  profile::Span span(profile::Phase::total, "loader create");
   std::unique_ptr<Loader> loader(new Loader());
   loader->m->index = std::move(index);
   loader->m->options = std::move(options);

@@ -1,36 +1,51 @@
-// profile.cpp — recording spans and counters, and writing Chrome traces.
+// profile.cpp — recording spans and counters, EPLOAD_TRACE, and the test-only
+// slowdown switch.  (Reading, merging, writing and summarising traces:
+// profile_trace.cpp.)
 //
 // Spans are appended to one vector under a mutex: profiling runs record
-// hundreds to a few thousand spans, so contention is irrelevant, while the
-// off path (the only one that matters for speed) never reaches this file
-// beyond the inline enabled() check.  Timestamps are CLOCK_MONOTONIC; the
-// trace converts them to microseconds relative to the first span, as the
-// trace-event format expects ("ts"/"dur" in µs, complete events "ph":"X").
+// hundreds to a few tens of thousands of spans, so contention is
+// irrelevant, while the off path (the only one that matters for speed) never
+// reaches this file beyond the inline enabled() check: one relaxed atomic
+// load.  Timestamps are CLOCK_MONOTONIC nanoseconds, the clock Python's
+// time.monotonic_ns() reads too, so spans timed by the Python layer and by
+// other processes line up with the native ones.
+//
+// EPLOAD_TRACE is read once, at the first enabled() check.  The trace is
+// written by an atexit handler (the Recorder is never destroyed, so spans
+// that end during exit are still safe to record).  fork() is handled so
+// that a child neither inherits its parent's events nor, unless the file
+// name holds "%p", overwrites the parent's file.
 #include "epload/profile.hpp"
 
-#include <fcntl.h>   // open
-#include <time.h>    // clock_gettime
-#include <unistd.h>  // write, close, getpid
+#include <pthread.h>  // pthread_atfork
+#include <time.h>     // clock_gettime
+#include <unistd.h>   // getpid
 
-#include <algorithm>  // sort
-#include <cstdio>     // snprintf, rename
-#include <cstdlib>    // getenv, atexit
-#include <cstring>    // strerror
+#include <algorithm>  // stable_sort
+#include <cerrno>     // program_invocation_short_name
+#include <cstdio>     // fprintf
+#include <cstdlib>    // getenv, atexit, strtoll
 #include <mutex>      // recording lock
+
+#include "profile_internal.hpp"
 
 namespace epload::profile {
 
 namespace detail {
 std::atomic<int> g_state{-1};
+std::atomic<int> g_slowdown{-1};
 }  // namespace detail
 
 namespace {
 
+constexpr int k_counters = static_cast<int>(Counter::count_);
+
 struct Recorder {
   std::mutex mutex;
   std::vector<Event> events;
-  std::atomic<std::uint64_t> counters[static_cast<int>(Counter::count_)] = {};
-  std::string trace_path;  // EPLOAD_TRACE
+  std::atomic<std::uint64_t> counters[k_counters] = {};
+  std::string trace_path;  // EPLOAD_TRACE, "%p" not yet replaced
+  pid_t owner = 0;         // the process that read EPLOAD_TRACE
   std::atomic<std::uint32_t> next_tid{0};
 };
 
@@ -39,43 +54,121 @@ Recorder& recorder() {
   return *r;
 }
 
+// Per-process thread numbers; a fork()ed child starts again at 1 (its only
+// thread is the one that forked), so the generation is part of the key.
+std::atomic<std::uint32_t> g_generation{0};
+
 std::uint32_t thread_number() {
-  thread_local std::uint32_t tid = recorder().next_tid.fetch_add(1) + 1;
+  thread_local std::uint32_t tid = 0;
+  thread_local std::uint32_t generation = 0;
+  const std::uint32_t g = g_generation.load(std::memory_order_relaxed);
+  if (tid == 0 || generation != g) {
+    tid = recorder().next_tid.fetch_add(1) + 1;
+    generation = g;
+  }
   return tid;
 }
 
+void at_fork_prepare() { recorder().mutex.lock(); }
+void at_fork_parent() { recorder().mutex.unlock(); }
+void at_fork_child() {
+  Recorder& r = recorder();
+  r.mutex.unlock();
+  r.events.clear();  // the child records its own story
+  for (auto& c : r.counters) c.store(0);
+  r.next_tid.store(0);
+  g_generation.fetch_add(1);
+}
+
+void install_fork_handlers() {
+  static std::once_flag once;
+  std::call_once(once, [] { ::pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child); });
+}
+
 void write_trace_at_exit() {
+  Recorder& r = recorder();
+  if (r.trace_path.empty()) return;
+  const bool per_process = r.trace_path.find("%p") != std::string::npos;
+  if (!per_process && ::getpid() != r.owner) return;  // a fork()ed child: the parent's file
   std::string error;
-  const std::string& path = recorder().trace_path;
-  if (!path.empty() && !write_trace(path, &error)) {
+  if (!write_trace(detail::expand_trace_path(r.trace_path, ::getpid()), &error)) {
     // The one place the library reports on its own: nobody is left to ask.
     std::fprintf(stderr, "epload: EPLOAD_TRACE: %s\n", error.c_str());
   }
 }
 
-void append_escaped(std::string& out, std::string_view s) {
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out.push_back(static_cast<char>(c));
+// ---- EPLOAD_TEST_SLOWDOWN ---------------------------------------------------
+
+constexpr int k_slow_points = 3;
+std::int64_t g_slow_us[k_slow_points] = {};
+
+void decide_slowdown() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* spec = std::getenv("EPLOAD_TEST_SLOWDOWN");
+    bool any = false;
+    if (spec != nullptr && *spec != '\0') {
+      static const char* const k_names[k_slow_points] = {"validate", "scan", "load"};
+      std::string_view s = spec;
+      while (!s.empty()) {
+        const std::size_t comma = s.find(',');
+        const std::string_view item = s.substr(0, comma);
+        s = comma == std::string_view::npos ? std::string_view() : s.substr(comma + 1);
+        const std::size_t colon = item.find(':');
+        bool ok = false;
+        if (colon != std::string_view::npos) {
+          const std::string number(item.substr(colon + 1));
+          char* end = nullptr;
+          const long long us = std::strtoll(number.c_str(), &end, 10);
+          for (int k = 0; k < k_slow_points; ++k) {
+            if (item.substr(0, colon) == k_names[k] && end != number.c_str() && *end == '\0' && us >= 0) {
+              g_slow_us[k] = us;
+              any = any || us > 0;
+              ok = true;
+            }
+          }
+        }
+        if (!ok) {
+          std::fprintf(stderr,
+                       "epload: EPLOAD_TEST_SLOWDOWN: ignoring '%.*s' (expected POINT:MICROSECONDS, "
+                       "POINT one of validate, scan, load)\n",
+                       static_cast<int>(item.size()), item.data());
+        }
+      }
     }
-  }
+    detail::g_slowdown.store(any ? 1 : 0);
+  });
+}
+
+std::int64_t cpu_now_ns() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 }  // namespace
+
+void detail::slow_down(int point) {
+  if (g_slowdown.load(std::memory_order_acquire) < 0) decide_slowdown();
+  if (g_slowdown.load(std::memory_order_relaxed) == 0 || point < 0 || point >= k_slow_points) return;
+  const std::int64_t us = g_slow_us[point];
+  if (us <= 0) return;
+  // Burn CPU time, not wall time: the gate compares CPU-time ratios, and a
+  // sleep would not show in them.
+  const std::int64_t until = cpu_now_ns() + us * 1000;
+  while (cpu_now_ns() < until) {
+  }
+}
 
 bool detail::decide() {
   static std::once_flag once;
   std::call_once(once, [] {
     const char* path = std::getenv("EPLOAD_TRACE");
     if (path && *path) {
-      recorder().trace_path = path;
+      Recorder& r = recorder();
+      r.trace_path = path;
+      r.owner = ::getpid();
+      install_fork_handlers();
       std::atexit(write_trace_at_exit);
       g_state.store(1);
     } else {
@@ -85,6 +178,21 @@ bool detail::decide() {
   });
   return g_state.load(std::memory_order_relaxed) > 0;
 }
+
+std::string detail::expand_trace_path(const std::string& path, long pid) {
+  std::string out;
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '%' && i + 1 < path.size() && path[i + 1] == 'p') {
+      out += std::to_string(pid);
+      ++i;
+    } else {
+      out.push_back(path[i]);
+    }
+  }
+  return out;
+}
+
+const char* detail::process_label() { return program_invocation_short_name; }
 
 const char* phase_name(Phase phase) {
   switch (phase) {
@@ -99,12 +207,33 @@ const char* phase_name(Phase phase) {
     case Phase::py_import: return "py_import";
     case Phase::py_call: return "py_call";
     case Phase::total: return "total";
+    case Phase::load: return "load";
+  }
+  return "?";
+}
+
+std::optional<Phase> parse_phase(std::string_view name) {
+  for (int k = 0; k < k_phase_count; ++k) {
+    const Phase p = static_cast<Phase>(k);
+    if (name == phase_name(p)) return p;
+  }
+  return std::nullopt;
+}
+
+const char* counter_name(Counter c) {
+  switch (c) {
+    case Counter::stat: return "stat";
+    case Counter::open: return "open";
+    case Counter::read: return "read";
+    case Counter::readdir: return "readdir";
+    case Counter::count_: break;
   }
   return "?";
 }
 
 void enable() {
   recorder();
+  install_fork_handlers();
   detail::g_state.store(1);
 }
 
@@ -116,11 +245,21 @@ void reset() {
   for (auto& c : r.counters) c.store(0);
 }
 
-void count(Counter c, std::uint64_t n) {
-  if (enabled()) recorder().counters[static_cast<int>(c)].fetch_add(n, std::memory_order_relaxed);
+void detail::add_count(Counter c, std::uint64_t n) {
+  if (c < Counter::count_) recorder().counters[static_cast<int>(c)].fetch_add(n, std::memory_order_relaxed);
 }
 
-std::uint64_t counter(Counter c) { return recorder().counters[static_cast<int>(c)].load(); }
+std::uint64_t counter(Counter c) {
+  return c < Counter::count_ ? recorder().counters[static_cast<int>(c)].load() : 0;
+}
+
+void record(Phase phase, std::string_view detail, std::int64_t start_ns, std::int64_t dur_ns) {
+  if (!enabled()) return;
+  Event e{phase, std::string(detail), start_ns, dur_ns < 0 ? 0 : dur_ns, thread_number(), 0};
+  Recorder& r = recorder();
+  std::lock_guard lock(r.mutex);
+  r.events.push_back(std::move(e));
+}
 
 std::vector<Event> events() {
   Recorder& r = recorder();
@@ -129,8 +268,10 @@ std::vector<Event> events() {
     std::lock_guard lock(r.mutex);
     out = r.events;
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const Event& a, const Event& b) { return a.start_ns < b.start_ns; });
+  // Parents before their children: by start, then longest first.
+  std::stable_sort(out.begin(), out.end(), [](const Event& a, const Event& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.dur_ns > b.dur_ns;
+  });
   return out;
 }
 
@@ -150,63 +291,20 @@ void Span::begin(Phase phase, std::string_view detail) {
 void Span::end() {
   const std::int64_t end = now_ns();
   Recorder& r = recorder();
-  Event e{m_phase, std::move(m_detail), m_start, end - m_start, thread_number()};
+  Event e{m_phase, std::move(m_detail), m_start, end - m_start, thread_number(), 0};
   std::lock_guard lock(r.mutex);
   r.events.push_back(std::move(e));
 }
 
 bool write_trace(const std::string& path, std::string* error) {
-  std::vector<Event> evs = events();
-  const std::int64_t origin = evs.empty() ? 0 : evs.front().start_ns;
-  const int pid = static_cast<int>(::getpid());
-  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  char buf[160];
-  std::snprintf(buf, sizeof buf,
-                "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-                "\"args\":{\"name\":\"epload\"}}",
-                pid);
-  out += buf;
-  for (const Event& e : evs) {
-    out += ",\n{\"name\":\"";
-    append_escaped(out, e.detail.empty() ? std::string_view(phase_name(e.phase)) : e.detail);
-    std::snprintf(buf, sizeof buf,
-                  "\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%u,"
-                  "\"args\":{\"phase\":\"%s\"}}",
-                  phase_name(e.phase), static_cast<double>(e.start_ns - origin) / 1000.0,
-                  static_cast<double>(e.dur_ns) / 1000.0, pid, e.tid, phase_name(e.phase));
-    out += buf;
-  }
-  std::snprintf(buf, sizeof buf, "\n],\"otherData\":{\"stat\":%llu,\"open\":%llu,\"read\":%llu}}\n",
-                static_cast<unsigned long long>(counter(Counter::stat)),
-                static_cast<unsigned long long>(counter(Counter::open)),
-                static_cast<unsigned long long>(counter(Counter::read)));
-  out += buf;
-
-  const std::string tmp = path + ".tmp." + std::to_string(pid);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (error) *error = "cannot write trace " + tmp + ": " + std::strerror(errno);
-    return false;
-  }
-  std::size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n = ::write(fd, out.data() + done, out.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (error) *error = "cannot write trace " + tmp + ": " + std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return false;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    if (error) *error = "cannot rename trace to " + path + ": " + std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  return true;
+  Trace t;
+  const std::int32_t pid = static_cast<std::int32_t>(::getpid());
+  t.events = events();
+  for (Event& e : t.events) e.pid = pid;
+  for (int k = 0; k < k_counters; ++k) t.counters[k] = counter(static_cast<Counter>(k));
+  t.pids.push_back(pid);
+  t.process_names.push_back(detail::process_label());
+  return write_trace(t, path, error);
 }
 
 }  // namespace epload::profile

@@ -14,6 +14,8 @@
 #include <algorithm>  // sort, stable_sort
 #include <cstring>    // strlen
 
+#include "epload/profile.hpp"
+
 namespace epload::detail {
 
 bool Listing::add_directory(std::uint32_t path, int fd, bool base_is_egg) {
@@ -23,6 +25,7 @@ bool Listing::add_directory(std::uint32_t path, int fd, bool base_is_egg) {
   m_key_off.clear();
   alignas(8) char buf[32 * 1024];
   for (;;) {
+    profile::count(profile::Counter::readdir);
     const ssize_t n = ::getdents64(fd, buf, sizeof buf);
     if (n < 0) return false;  // os.listdir raises: the path lists nothing
     if (n == 0) break;

@@ -14,6 +14,7 @@
 
 #include <cerrno>
 
+#include "epload/profile.hpp"
 #include "stamp.hpp"
 
 namespace epload::detail {
@@ -28,6 +29,7 @@ bool suppressed(int err) {
 
 FileRead FileReader::read(int dirfd, const char* rel) {
   FileRead r;
+  profile::count(profile::Counter::open);
   const int fd = ::openat(dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) {
     r.error = errno;
@@ -38,6 +40,7 @@ FileRead FileReader::read(int dirfd, const char* rel) {
     return r;
   }
   struct stat st;
+  profile::count(profile::Counter::stat);
   if (::fstat(fd, &st) != 0) {
     r.error = errno;
     r.status = ReadStatus::failed;
@@ -56,6 +59,7 @@ FileRead FileReader::read(int dirfd, const char* rel) {
   if (m_buf.size() < want) m_buf.resize(want);
   std::size_t len = 0;
   for (;;) {
+    profile::count(profile::Counter::read);
     const ssize_t n = ::read(fd, m_buf.data() + len, m_buf.size() - len);
     if (n < 0) {
       if (errno == EINTR) continue;

@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "epload/metadata.hpp"
+#include "epload/profile.hpp"
 #include "scan_list.hpp"
 #include "scan_lookup.hpp"
 #include "scan_read.hpp"
@@ -166,6 +167,8 @@ Result<void> Scan::list_paths() {
     FileStamp stamp;
     // os.listdir raises ValueError on an embedded NUL; so does zipfile.
     if (path.find('\0') == std::string::npos) {
+      profile::count(profile::Counter::open);
+      profile::count(profile::Counter::stat);  // the fstat or stat below
       fd = ::open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
       if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOMEM)) {
         // Not an answer about the path: the scan cannot be exact.
@@ -247,7 +250,10 @@ void Scan::read_metadata(const detail::Candidate& c, MetaInfo& meta, FileReader&
   static constexpr std::string_view k_files[] = {"/METADATA", "/PKG-INFO", ""};
   for (const std::string_view file : k_files) {
     rel.assign(child).append(file);
-    const FileRead r = reader.read(m_dirfds[c.path], rel.c_str());
+    const FileRead r = [&] {
+      profile::Span span(profile::Phase::read, rel);
+      return reader.read(m_dirfds[c.path], rel.c_str());
+    }();
     watches.push_back({c.path, append(pool, rel), r.stamp});
     if (r.status == ReadStatus::absent) continue;
     if (r.status == ReadStatus::failed) {
@@ -300,7 +306,10 @@ void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out) {
     }
     rel.assign(child).append(k_entry_points);
     const int dirfd = m_dirfds[c.path];
-    const FileRead r = reader.read(dirfd, rel.c_str());
+    const FileRead r = [&] {
+      profile::Span span(profile::Phase::read, rel);
+      return reader.read(dirfd, rel.c_str());
+    }();
     parsed.clear();
     if (r.status == ReadStatus::absent && r.error == ENOTDIR) {
       // The metadata path is a file (an egg-info file is its own PKG-INFO).
@@ -315,7 +324,11 @@ void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out) {
       } else {
         const std::uint32_t base = static_cast<std::uint32_t>(out.pool.size());
         out.pool.append(r.text);  // entries become spans of this copy
-        if (auto res = parse_entry_points(r.text, file, parsed); !res) {
+        Result<void> res = [&] {
+          profile::Span span(profile::Phase::parse, rel);
+          return parse_entry_points(r.text, file, parsed);
+        }();
+        if (!res) {
           out.pool.resize(base);
           parsed.clear();
           d.error = append(out.pool, res.error().message);
@@ -410,6 +423,8 @@ Result<Index> Scan::run() {
 }  // namespace
 
 Result<Index> scan(std::span<const std::string> search_paths) {
+  profile::Span span(profile::Phase::scan);
+  profile::test_slowdown(profile::SlowPoint::scan);
   Scan s(search_paths);
   return s.run();
 }

@@ -7,13 +7,31 @@
 // backend or file name), start and duration, and the calling thread.  The
 // trace is written as Chrome trace-event JSON, which Perfetto and
 // chrome://tracing open.
+//
+// EPLOAD_TRACE=FILE makes any process that uses epload (the CLI, a C++ host,
+// a Python program through the epload module) write FILE when it exits.  A
+// "%p" in FILE is replaced by the process id, so that a program starting
+// other epload processes gets one file each (`epload profile -- CMD` relies
+// on it and merges them).  Without "%p", only the process that read the
+// variable first writes (a fork()ed child does not overwrite its parent's
+// file).
+//
+// Trace events are complete events ("ph":"X") with "name" (the detail, else
+// the phase), "cat" (the phase), "ts"/"dur" in microseconds of
+// CLOCK_MONOTONIC (one clock for every process, so traces of several
+// processes merge by concatenation), "pid" and "tid".  Every backend load is
+// one `load` event named after the backend; its dlopen/init (native) or
+// py_import/py_call (Python) events nest inside it on the same thread.
 #pragma once
 
 #include <atomic>       // the on/off switch, read on every Span
 #include <cstdint>      // counters, timestamps
+#include <optional>     // parse_phase
 #include <string>       // event names
 #include <string_view>  // details
 #include <vector>       // snapshots
+
+#include "epload/result.hpp"
 
 namespace epload::profile {
 
@@ -29,27 +47,39 @@ enum class Phase : std::uint8_t {
   init,       ///< a backend's init function
   py_import,  ///< Python backend: import of its module
   py_call,    ///< Python backend: call of its entry point
-  total,      ///< an enclosing span (a command, a whole load)
+  total,      ///< an enclosing span (a command, a step of one)
+  load,       ///< one backend's whole load (detail: the backend's name)
 };
+
+/// Number of phases (for tables indexed by phase).
+inline constexpr int k_phase_count = static_cast<int>(Phase::load) + 1;
 
 /// The phase's name as it appears in tables and traces.
 const char* phase_name(Phase phase);
+/// The phase named `name` (as phase_name() spells it); nullopt otherwise.
+std::optional<Phase> parse_phase(std::string_view name);
 
 /// System-call counters, incremented by the core where it makes the call.
-enum class Counter : std::uint8_t { stat, open, read, count_ };
+enum class Counter : std::uint8_t { stat, open, read, readdir, count_ };
+
+/// The counter's name ("stat", "open", "read", "readdir").
+const char* counter_name(Counter counter);
 
 /// One recorded span.
 struct Event {
-  Phase phase;
-  std::string detail;  ///< backend, file or command; may be empty
+  Phase phase = Phase::total;
+  std::string detail;         ///< backend, file or command; may be empty
   std::int64_t start_ns = 0;  ///< CLOCK_MONOTONIC
   std::int64_t dur_ns = 0;
   std::uint32_t tid = 0;      ///< small per-process thread number
+  std::int32_t pid = 0;       ///< 0 for this process's own events (events())
 };
 
 namespace detail {
-extern std::atomic<int> g_state;  ///< -1 not yet decided, 0 off, 1 on
-bool decide();                    ///< reads EPLOAD_TRACE once
+extern std::atomic<int> g_state;     ///< -1 not yet decided, 0 off, 1 on
+extern std::atomic<int> g_slowdown;  ///< -1 not yet decided, 0 none, 1 some
+bool decide();                       ///< reads EPLOAD_TRACE once
+void slow_down(int point);           ///< EPLOAD_TEST_SLOWDOWN (test-only)
 }  // namespace detail
 
 /// True when recording.  The first call reads EPLOAD_TRACE; after that it is
@@ -64,9 +94,13 @@ void enable();
 void reset();
 
 /// Adds `n` to a system-call counter (no-op when disabled).
-void count(Counter counter, std::uint64_t n = 1);
+inline void count(Counter counter, std::uint64_t n = 1);
 /// The current value of a counter.
 std::uint64_t counter(Counter counter);
+
+/// Records a span timed by the caller (the Python layer times its imports
+/// and calls with the same clock) on the calling thread.  No-op when off.
+void record(Phase phase, std::string_view detail, std::int64_t start_ns, std::int64_t dur_ns);
 
 /// A copy of every span recorded so far, in start order.
 std::vector<Event> events();
@@ -98,5 +132,90 @@ class Span {
   std::string m_detail;
   std::int64_t m_start = 0;
 };
+
+// ---------------------------------------------------------------------------
+// Reading and summarising traces (epload profile, tests).
+
+/// A trace file as read back: its complete events (with their pid) and the
+/// system-call counters its process wrote.
+struct Trace {
+  std::vector<Event> events;  ///< by start time; `pid` set
+  /// System calls counted, summed over its processes.
+  std::uint64_t counters[static_cast<int>(Counter::count_)] = {};
+  std::vector<std::int32_t> pids;          ///< its processes, in order of first appearance
+  std::vector<std::string> process_names;  ///< parallel to pids ("epload", "python3", ...)
+};
+
+/// Appends `from` to `into` (events re-sorted by start, counters added).
+void merge(Trace& into, const Trace& from);
+
+/// Reads a trace written by write_trace() (or several merged by merge()).  Events whose "cat" is not a phase are skipped.  Fails
+/// (Errc::io, Errc::parse) naming the file and what is wrong with it.
+Result<Trace> read_trace(const std::string& path);
+
+/// Writes `trace` (events of possibly several processes) as trace-event JSON.
+bool write_trace(const Trace& trace, const std::string& path, std::string* error = nullptr);
+
+/// Per-phase figures of a set of events.
+struct PhaseTotal {
+  Phase phase = Phase::total;
+  std::uint64_t count = 0;
+  std::int64_t total_ns = 0;  ///< sum of durations (nested spans of one phase counted once)
+  std::int64_t self_ns = 0;   ///< minus the time in nested spans of other phases
+};
+
+/// Per-backend figures: the spans whose detail is the backend's name.
+struct BackendTotal {
+  std::string name;
+  std::uint64_t loads = 0;      ///< `load` spans (attempts)
+  std::int64_t load_ns = 0;     ///< whole loads
+  std::int64_t resolve_ns = 0;  ///< entry point -> library
+  std::int64_t dlopen_ns = 0;
+  std::int64_t init_ns = 0;
+  std::int64_t import_ns = 0;   ///< Python: module import
+  std::int64_t call_ns = 0;     ///< Python: entry point call
+  std::int64_t first_start_ns = 0;
+};
+
+/// What `epload profile` prints: phases by self time (descending), loaded
+/// backends by load time (descending), and the wall-clock extent.
+struct Summary {
+  std::vector<PhaseTotal> phases;      ///< phases that occurred, costliest first
+  std::vector<BackendTotal> backends;  ///< backends with a `load` span, costliest first
+  std::int64_t wall_ns = 0;            ///< first start to last end
+};
+
+/// Summarises `events` (of one or several processes and threads).  Self time
+/// subtracts, per thread, the time covered by directly nested spans.
+Summary summarize(const std::vector<Event>& events);
+
+// ---------------------------------------------------------------------------
+// Test-only slowdown.
+
+/// Places where EPLOAD_TEST_SLOWDOWN can inject a busy-wait.
+enum class SlowPoint : std::uint8_t {
+  validate,  ///< each still_valid() call (cache validation)
+  scan,      ///< each cold scan
+  load,      ///< each backend load
+};
+
+/// TEST-ONLY.  EPLOAD_TEST_SLOWDOWN=point:us[,point:us...] (points:
+/// validate, scan, load), read once, makes each pass through `point` spin for
+/// `us` microseconds of CPU time.  It exists so tests can show that the CI
+/// gate (scripts/bench_gate) catches a real regression; never set it
+/// otherwise.  Unset: one relaxed atomic load.
+inline void test_slowdown(SlowPoint point) {
+  if (detail::g_slowdown.load(std::memory_order_relaxed) != 0) detail::slow_down(static_cast<int>(point));
+}
+
+// ---------------------------------------------------------------------------
+
+namespace detail {
+void add_count(Counter counter, std::uint64_t n);
+}  // namespace detail
+
+inline void count(Counter counter, std::uint64_t n) {
+  if (enabled()) detail::add_count(counter, n);
+}
 
 }  // namespace epload::profile

@@ -39,6 +39,7 @@ import sys
 import warnings
 
 from . import _entry_points as _eps
+from . import _trace
 
 TORCH_GROUP = 'torch.backends'
 DEVICES_GROUP = 'epload.devices'
@@ -263,6 +264,7 @@ class Backend:
             self.state = 'loading'
             try:
                 initializing = defer_if_initializing and self._module_initializing()
+                t0 = _trace.now() if _trace.ON else 0
                 try:
                     self._run()
                 except Exception as err:
@@ -278,6 +280,9 @@ class Backend:
                 except BaseException:
                     self.state = 'unloaded'
                     raise
+                finally:
+                    if _trace.ON:
+                        _trace.record('load', self.name, t0, _trace.now())
                 self.state = 'ready'
                 return None
             finally:
@@ -297,7 +302,10 @@ class Backend:
             if fresh:
                 before = set(host.__dict__)
         _eps._debug(f'loading backend {self.name!r} ({self.value})')
-        ep.load()()
+        if _trace.ON:
+            _trace.import_and_call(self.name, ep)
+        else:
+            ep.load()()
         if before is not None:
             prefix = f'{self.session.host_name}.'
             added = []

@@ -14,6 +14,7 @@ calls without changing behaviour:
 
 import os
 
+from . import _trace
 from ._entry_points import entry_points
 
 GROUP = "torch.backends"
@@ -33,6 +34,9 @@ def import_device_backends():
 
     for backend_extension in backend_extensions:
         try:
+            if _trace.ON:  # EPLOAD_TRACE: the same two steps, timed
+                _trace.load_backend(backend_extension.name, backend_extension)
+                continue
             # Load the extension
             entrypoint = backend_extension.load()
             # Call the entrypoint

@@ -32,6 +32,7 @@
 #include "epload/cache.hpp"
 #include "epload/entry_point.hpp"
 #include "epload/index.hpp"
+#include "epload/profile.hpp"
 #include "store.hpp"
 
 namespace py = pybind11;
@@ -244,6 +245,7 @@ bool encode_path(PyObject* item, std::string& out) {
 py::object query(py::list paths, py::object groups, const std::string& validation,
                  const std::string& cache_dir, bool use_cache, py::bytes interpreter,
                  bool want_stamps) {
+  epload::profile::Span span(epload::profile::Phase::total, "entry_points query");
   CacheOptions options;
   options.search_paths.resize(static_cast<std::size_t>(PyList_GET_SIZE(paths.ptr())));
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(paths.ptr()); ++i) {
@@ -331,4 +333,18 @@ PYBIND11_MODULE(_native, m) {
   m.def("default_cache_dir", [] { return epload::resolve_cache_dir(epload::CacheOptions{}); });
   m.def("read_store", &read_store, py::arg("path"),
         "Reads a learned-device store; None when missing, unsafe or malformed.");
+  // The profiler (EPLOAD_TRACE): the Python layer times backend imports and
+  // calls with time.monotonic_ns() (CLOCK_MONOTONIC, the native clock too)
+  // and hands each span to the native recorder, which writes the trace.
+  m.def("trace_enabled", [] { return epload::profile::enabled(); },
+        "True when spans are being recorded (EPLOAD_TRACE is set).");
+  m.def(
+      "trace_record",
+      [](const std::string& phase, const std::string& detail, long long start_ns, long long dur_ns) {
+        const auto p = epload::profile::parse_phase(phase);
+        if (!p) throw py::value_error("unknown profile phase '" + phase + "'");
+        epload::profile::record(*p, detail, start_ns, dur_ns);
+      },
+      py::arg("phase"), py::arg("detail"), py::arg("start_ns"), py::arg("dur_ns"),
+      "Records a span timed with time.monotonic_ns() on the calling thread.");
 }
