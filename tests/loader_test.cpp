@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <latch>
 #include <new>
 #include <thread>
 #include <vector>
@@ -126,16 +127,14 @@ TEST(Loader, ConcurrentLookupsRunInitOnce) {
   auto loader = make_loader(env, options_for(env));
   std::vector<std::thread> threads;
   std::vector<const void*> got(24, nullptr);
-  std::atomic<int> go{0};
+  std::latch go(static_cast<std::ptrdiff_t>(got.size()));  // all start together (blocking, not spinning)
   for (std::size_t t = 0; t < got.size(); ++t) {
     threads.emplace_back([&, t] {
-      while (go.load() == 0) {
-      }
+      go.arrive_and_wait();
       auto r = loader->lookup("tslow");
       got[t] = r.ok() ? r.value() : nullptr;
     });
   }
-  go.store(1);
   for (auto& t : threads) t.join();
   ASSERT_NE(got[0], nullptr);
   for (const void* p : got) EXPECT_EQ(p, got[0]);
