@@ -514,8 +514,20 @@ LoadMode Loader::mode() const { return m->options.mode; }
 std::vector<BackendStatus> Loader::backends() const {
   std::vector<BackendStatus> out;
   out.reserve(m->count);
-  for (std::uint32_t i = 0; i < m->count; ++i) {
-    Slot& s = m->slots[i];
+  for (std::uint32_t i = 0; i < m->count; ++i) out.push_back(backend(i));
+  return out;
+}
+
+std::optional<std::size_t> Loader::provider(std::string_view device) const {
+  std::lock_guard<std::mutex> lock(m->registry);
+  const DeviceEntry* e = m->table->find(device);
+  if (e == nullptr || e->owner == k_no_slot) return std::nullopt;
+  return e->owner;
+}
+
+BackendStatus Loader::backend(std::size_t index) const {
+  {
+    Slot& s = m->slots[index];
     BackendStatus b;
     b.name.assign(s.ep->name);
     b.dist.assign(s.ep->dist->name);
@@ -540,9 +552,8 @@ std::vector<BackendStatus> Loader::backends() const {
     b.devices_known = s.devices_known();
     b.hook = s.hook();
     detail::for_each_device(s.devices, [&](std::string_view d, bool) { b.devices.emplace_back(d); });
-    out.push_back(std::move(b));
+    return b;
   }
-  return out;
 }
 
 std::vector<DeviceStatus> Loader::devices() const {

@@ -118,6 +118,10 @@ TEST(Loader, LookupLoadsOnlyTheProvider) {
   auto backends = loader->backends();
   EXPECT_EQ(backends[1].state, BackendState::ready);
   EXPECT_EQ(backends[1].load_seq, 0);
+  EXPECT_EQ(loader->backend(1).name, "beta");
+  EXPECT_EQ(loader->provider("tnpu2"), std::optional<std::size_t>(1));
+  EXPECT_EQ(loader->provider("tslow"), std::optional<std::size_t>(2));  // declared, not loaded
+  EXPECT_FALSE(loader->provider("nosuch").has_value());
   EXPECT_GT(backends[1].dlopen_ns, 0);
 }
 

@@ -180,6 +180,12 @@ class Loader {
   LoadMode mode() const;
   /// Every backend in index order.
   std::vector<BackendStatus> backends() const;
+  /// One backend (an index into backends(), which must be in range): what
+  /// backends() gives for it, without building the other 999.
+  BackendStatus backend(std::size_t index) const;
+  /// The backend that provides `device` as far as known now (declared,
+  /// learned or registered), or nullopt.  Loads nothing.
+  std::optional<std::size_t> provider(std::string_view device) const;
   /// Every known device, in order of its backend then its declaration.
   std::vector<DeviceStatus> devices() const;
   /// Indexes into backends() in the order they were loaded in this process.

@@ -5,6 +5,7 @@
 #include <time.h>  // clock_gettime
 
 #include <cstdio>  // fwrite
+#include <map>     // loaded backends
 #include <string>  // output buffer
 
 #include "cli/cli.hpp"
@@ -95,12 +96,13 @@ int run(std::vector<std::string_view>& args) {
     std::fprintf(stderr, "epload: learned-devices store: %s\n", loader.store_note().c_str());
   }
 
-  const auto backends = loader.backends();
-  std::string provider;
-  for (const DeviceStatus& d : loader.devices()) {
-    if (d.name == device && d.ready) provider = backends[d.backend].name;
-  }
+  // Only the backends that were loaded: a listing of all 1,000 would cost
+  // more than the lazy load it reports on.
   const auto order = loader.load_order();
+  std::map<std::size_t, BackendStatus> backends;
+  for (std::size_t k : order) backends.emplace(k, loader.backend(k));
+  std::string provider;
+  if (auto p = loader.provider(device); p && found) provider = loader.backend(*p).name;
   std::string out;
   if (json) {
     out += "{\"device\":";
@@ -124,7 +126,7 @@ int run(std::vector<std::string_view>& args) {
            ",\"start_us\":" + fixed(t_start - t_create) + ",\"lookup_us\":" + fixed(t_lookup - t_start) +
            ",\"total_us\":" + fixed(t_lookup - t0) + ",\"loaded\":[";
     for (std::size_t k = 0; k < order.size(); ++k) {
-      const BackendStatus& b = backends[order[k]];
+      const BackendStatus& b = backends.at(order[k]);
       out += k ? ",\n" : "\n";
       out += "{\"backend\":";
       append_json_string(out, b.name);
@@ -148,12 +150,12 @@ int run(std::vector<std::string_view>& args) {
       out += "device " + device + ": ready (backend " + provider + ", mode " + to_string(loader.mode()) + ")\n";
     }
     double sum = 0;
-    for (std::size_t k : order) sum += static_cast<double>(backends[k].load_ns) / 1e3;
+    for (std::size_t k : order) sum += static_cast<double>(backends.at(k).load_ns) / 1e3;
     out += "loaded " + std::to_string(order.size()) + " backend(s), " + fixed(sum) + " us in all:\n";
     char line[1024];
     std::size_t shown = 0;
     for (std::size_t k : order) {
-      const BackendStatus& b = backends[k];
+      const BackendStatus& b = backends.at(k);
       if (++shown > 50 && order.size() > 60) continue;  // eager at 1,000: keep it readable
       std::snprintf(line, sizeof line, "  %-28s %-7s dlopen %9.1f us  init %9.1f us  total %9.1f us\n",
                     b.name.c_str(), to_string(b.state), static_cast<double>(b.dlopen_ns) / 1e3,
