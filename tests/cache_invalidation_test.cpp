@@ -228,6 +228,34 @@ TEST_F(Invalidation, PathsModeMissesInPlaceEditsButNotInstalls) {
   expect_rebuilt("search path");
 }
 
+TEST_F(Invalidation, LargeWatchListIsCheckedOnBothThreads) {
+  // Above 500 watched files the check is split over two threads; a change in
+  // either half must be found and named.
+  auto idx = scan(options.search_paths);
+  ASSERT_TRUE(idx);
+  const std::string rels[] = {"alpha-1.0.dist-info/entry_points.txt", "beta-1.0.dist-info/entry_points.txt",
+                              "noeps-1.0.dist-info/METADATA", "missing-9.dist-info/entry_points.txt"};
+  auto build = [&](std::size_t bad) {
+    IndexBuilder b;
+    b.add_search_path(site1, idx->search_path_stamps()[0]);
+    for (std::size_t i = 0; i < 2000; ++i) {
+      const std::string& rel = rels[i % 4];
+      FileStamp s = detail::stamp_at(AT_FDCWD, (site1 + "/" + rel).c_str());
+      if (i == bad) s.size += 1;
+      b.add_watched_file(0, rel, s);
+    }
+    b.set_scanned_at(idx->scanned_at_ns());
+    return b.build();
+  };
+  std::string why;
+  EXPECT_TRUE(still_valid(build(std::size_t(-1)), Validation::full, &why)) << why;
+  for (std::size_t bad : {std::size_t(5), std::size_t(1001), std::size_t(1999)}) {
+    EXPECT_FALSE(still_valid(build(bad), Validation::full, &why)) << bad;
+    EXPECT_NE(why.find(site1 + "/" + rels[bad % 4]), std::string::npos) << why;
+    EXPECT_TRUE(still_valid(build(bad), Validation::paths));
+  }
+}
+
 TEST_F(Invalidation, RelativeSearchPathFollowsTheCurrentDirectory) {
   char old[4096];
   ASSERT_NE(::getcwd(old, sizeof old), nullptr);
