@@ -636,7 +636,7 @@ int run_command(const Options& o) {
   if (o.eager_estimate) {
     TempDir again;
     const int rc2 = again.path.empty() ? -1 : run_traced(o, again, true, eager_wall, est.error);
-    if (rc2 == 0) {
+    if (rc2 >= 0 && rc2 == rc) {  // it ended as the first run did
       std::vector<std::string> ignored;
       for (const auto& b : prof::summarize(again.collect(ignored).events).backends) {
         if (loaded.count(b.name) != 0) continue;
@@ -644,8 +644,9 @@ int run_command(const Options& o) {
         est.extra_ns += b.load_ns;
       }
       est.ran = true;
-    } else if (rc2 > 0) {
-      est.error = "the eager run exited with status " + std::to_string(rc2);
+    } else if (rc2 >= 0) {
+      est.error = "the eager run exited with status " + std::to_string(rc2) + ", the first with " +
+                  std::to_string(rc) + ": not comparable";
     } else if (est.error.empty()) {
       est.error = "cannot create a temporary directory";
     }
