@@ -29,7 +29,8 @@
 //   2. read each surviving distribution's entry_points.txt (and, for those
 //      with entry points but no name-version stem, METADATA for the version)
 //      and parse it.  Distributions are independent here, so a large scan
-//      splits them between two threads; each keeps its own results.
+//      shares them, in chunks, between two threads; each chunk keeps its
+//      own results.
 //   3. hand everything to IndexBuilder in discovery order.
 //
 // Why it is fast: one openat/fstat/read/close per entry_points.txt, relative
@@ -44,7 +45,8 @@
 #include <sys/stat.h>  // fstat
 #include <unistd.h>    // close
 
-#include <algorithm>  // sort
+#include <algorithm>  // std::min
+#include <atomic>     // phase 2 chunk counter
 #include <cerrno>
 #include <cstring>  // strerror
 #include <system_error>  // std::thread failure
@@ -100,7 +102,7 @@ struct Kept {
   MetaInfo meta;       // filled in phase 1 when the name came from metadata
 };
 
-// Phase 2 output of one thread.
+// Phase 2 output of one chunk of distributions.
 struct DistOut {
   Span name, version, error;
   std::uint32_t entries_begin = 0, entries_end = 0;
@@ -146,7 +148,7 @@ class Scan {
   void deduplicate();
   void read_metadata(const detail::Candidate& c, MetaInfo& meta, FileReader& reader,
                      std::string& pool, std::vector<Watch>& watches, std::string& rel);
-  void process(std::size_t begin, std::size_t end, WorkerOut& out);
+  void process(std::size_t begin, std::size_t end, WorkerOut& out, FileReader& reader);
   std::string_view child_of(const detail::Candidate& c) const { return m_listing.name(c); }
 
   std::span<const std::string> m_paths;
@@ -280,8 +282,7 @@ void Scan::read_metadata(const detail::Candidate& c, MetaInfo& meta, FileReader&
 }
 
 // Phase 2 for kept distributions [begin, end).
-void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out) {
-  FileReader reader;
+void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out, FileReader& reader) {
   std::string rel, file;
   std::vector<ParsedEntry> parsed;
   // Sized for a typical distribution (about 1.5 entry points, 200 bytes of
@@ -373,28 +374,33 @@ Result<Index> Scan::run() {
   if (auto r = list_paths(); !r) return r.error();
   deduplicate();
 
-  // Phase 2, on two threads when there is enough to share: thread creation
-  // costs tens of microseconds, a distribution a few.
-  constexpr std::size_t k_min_parallel = 256;
+  // Phase 2, on two threads when there is enough to share (thread creation
+  // costs tens of microseconds, a distribution a few).  The threads take
+  // fixed-size chunks from a shared counter rather than halves, so when the
+  // other core is busy the calling thread simply does more of the chunks.
+  constexpr std::size_t k_chunk = 128;
   const std::size_t n = m_kept.size();
-  WorkerOut outs[2];
-  std::size_t mid = n >= k_min_parallel && std::thread::hardware_concurrency() > 1 ? n / 2 : n;
-  bool split = false;
-  if (mid < n) {
+  const std::size_t chunks = (n + k_chunk - 1) / k_chunk;
+  std::vector<WorkerOut> outs(chunks);
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    FileReader reader;
+    for (std::size_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
+      process(c * k_chunk, std::min(n, (c + 1) * k_chunk), outs[c], reader);
+    }
+  };
+  bool done = false;
+  if (chunks >= 2 && std::thread::hardware_concurrency() > 1) {
     try {
-      std::thread helper([&] { process(mid, n, outs[1]); });
-      process(0, mid, outs[0]);
+      std::thread helper(worker);
+      worker();
       helper.join();
-      split = true;
+      done = true;
     } catch (const std::system_error&) {
-      // No thread to be had (resource limits): do it all here.
-      outs[0] = WorkerOut();
+      // No thread to be had (resource limits): the loop below does the rest.
     }
   }
-  if (!split) {
-    process(0, n, outs[0]);
-    mid = n;
-  }
+  if (!done) worker();
 
   // Phase 3: into the builder, in discovery order.
   for (const Watch& w : m_meta_watches) {
@@ -402,8 +408,8 @@ Result<Index> Scan::run() {
   }
   std::string dir;
   for (std::size_t k = 0; k < n; ++k) {
-    const WorkerOut& o = outs[k < mid ? 0 : 1];
-    const DistOut& d = o.dists[k < mid ? k : k - mid];
+    const WorkerOut& o = outs[k / k_chunk];
+    const DistOut& d = o.dists[k % k_chunk];
     const detail::Candidate& c = m_listing[m_kept[k].cand];
     join(dir, m_paths[c.path], child_of(c));
     const std::uint32_t id = m_builder.add_distribution(d.name.in(o.pool), d.version.in(o.pool),
