@@ -40,11 +40,11 @@ int build(const IndexOptions& options, const std::string& output) {
                 index->distributions().size(), index->entry_points().size());
     return k_ok;
   }
-  // open_index() stored it if it was stale; write unconditionally so that
-  // `build` also repairs a cache file that was valid but is being replaced.
-  auto written = write_index(*index, cache_file_path(co));
-  if (!written) return fail(written.error().message);
-  std::printf("%s\n", cache_file_path(co).c_str());
+  // open_index() stored it if it was stale; store again so that `build`
+  // also replaces a cache file that was valid.
+  auto stored = store_index(*index, co);
+  if (!stored) return fail(stored.error().message);
+  std::printf("%s\n", stored.value().c_str());
   return k_ok;
 }
 
