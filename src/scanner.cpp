@@ -57,6 +57,7 @@
 #include "epload/profile.hpp"
 #include "scan_list.hpp"
 #include "scan_lookup.hpp"
+#include "scan_meta.hpp"
 #include "scan_read.hpp"
 #include "scan_seen.hpp"
 #include "scan_zip.hpp"
@@ -66,35 +67,15 @@ namespace epload {
 
 namespace {
 
+using detail::append;
 using detail::FileRead;
 using detail::FileReader;
+using detail::io_message;
+using detail::join;
+using detail::MetaInfo;
 using detail::ReadStatus;
-
-// A byte range in one of the scan's string pools.
-struct Span {
-  std::uint32_t off = 0, len = 0;
-  std::string_view in(const std::string& pool) const { return {pool.data() + off, len}; }
-};
-
-Span append(std::string& pool, std::string_view s) {
-  const Span sp{static_cast<std::uint32_t>(pool.size()), static_cast<std::uint32_t>(s.size())};
-  pool.append(s);
-  return sp;
-}
-
-// A file the answer depends on, relative to its search path.
-struct Watch {
-  std::uint32_t path;
-  Span rel;
-  FileStamp stamp;
-};
-
-// What METADATA / PKG-INFO / the path itself said (Distribution.metadata).
-struct MetaInfo {
-  bool read = false;      // the chain was walked
-  bool has_name = false;  // a Name header was found
-  Span name, version, error;
-};
+using detail::Slice;
+using detail::Watch;
 
 // One distribution that survived de-duplication.
 struct Kept {
@@ -104,12 +85,12 @@ struct Kept {
 
 // Phase 2 output of one chunk of distributions.
 struct DistOut {
-  Span name, version, error;
+  Slice name, version, error;
   std::uint32_t entries_begin = 0, entries_end = 0;
   std::uint32_t watch_begin = 0, watch_end = 0;
 };
 struct EntryOut {
-  Span group, name, value;
+  Slice group, name, value;
 };
 struct WorkerOut {
   std::string pool;
@@ -119,18 +100,6 @@ struct WorkerOut {
 };
 
 constexpr std::string_view k_entry_points = "/entry_points.txt";
-
-// "path/child" as importlib's pathlib.Path(path, child) names it.
-void join(std::string& out, std::string_view path, std::string_view child) {
-  out.assign(path);
-  if (!out.empty() && out.back() != '/') out.push_back('/');
-  out.append(child);
-}
-
-std::string io_message(std::string_view path, int err) {
-  return std::string(path) + ": cannot read: " + std::strerror(err) +
-         " (importlib.metadata raises OSError here); fix the file's permissions or remove it.";
-}
 
 class Scan {
  public:
@@ -147,7 +116,10 @@ class Scan {
   Result<void> list_paths();
   void deduplicate();
   void read_metadata(const detail::Candidate& c, MetaInfo& meta, FileReader& reader,
-                     std::string& pool, std::vector<Watch>& watches, std::string& rel);
+                     std::string& pool, std::vector<Watch>& watches, std::string& rel) const {
+    detail::read_metadata(m_dirfds[c.path], c.path, m_paths[c.path], child_of(c), meta, reader,
+                          pool, watches, rel);
+  }
   void process(std::size_t begin, std::size_t end, WorkerOut& out, FileReader& reader);
   std::string_view child_of(const detail::Candidate& c) const { return m_listing.name(c); }
 
@@ -242,45 +214,6 @@ void Scan::deduplicate() {
   }
 }
 
-// Distribution.metadata: METADATA, else PKG-INFO, else the path itself; the
-// first that reads as non-empty text wins.  Decode and I/O errors propagate.
-// Strings go to `pool`; `rel` is scratch.
-void Scan::read_metadata(const detail::Candidate& c, MetaInfo& meta, FileReader& reader,
-                         std::string& pool, std::vector<Watch>& watches, std::string& rel) {
-  meta.read = true;
-  const std::string_view child = child_of(c);
-  static constexpr std::string_view k_files[] = {"/METADATA", "/PKG-INFO", ""};
-  for (const std::string_view file : k_files) {
-    rel.assign(child).append(file);
-    const FileRead r = [&] {
-      profile::Span span(profile::Phase::read, rel);
-      return reader.read(m_dirfds[c.path], rel.c_str());
-    }();
-    watches.push_back({c.path, append(pool, rel), r.stamp});
-    if (r.status == ReadStatus::absent) continue;
-    if (r.status == ReadStatus::failed) {
-      std::string where;
-      join(where, m_paths[c.path], rel);
-      meta.error = append(pool, io_message(where, r.error));
-      return;
-    }
-    if (const std::size_t bad = find_invalid_utf8(r.text); bad != std::string_view::npos) {
-      std::string where;
-      join(where, m_paths[c.path], rel);
-      meta.error = append(pool, where + ": invalid UTF-8 at byte offset " + std::to_string(bad) +
-                                    " (importlib.metadata raises UnicodeDecodeError reading "
-                                    "it); re-save it as UTF-8 or reinstall the distribution.");
-      return;
-    }
-    if (r.text.empty()) continue;  // '' is falsy: try the next file
-    const MetadataHeaders h = parse_metadata_headers(r.text);
-    meta.has_name = h.has_name;
-    meta.name = append(pool, h.name);
-    meta.version = append(pool, h.version);
-    return;
-  }
-}
-
 // Phase 2 for kept distributions [begin, end).
 void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out, FileReader& reader) {
   std::string rel, file;
@@ -335,7 +268,7 @@ void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out, FileReade
           d.error = append(out.pool, res.error().message);
         }
         auto span_of = [&](std::string_view v) {
-          return Span{base + static_cast<std::uint32_t>(v.data() - r.text.data()),
+          return Slice{base + static_cast<std::uint32_t>(v.data() - r.text.data()),
                       static_cast<std::uint32_t>(v.size())};
         };
         for (const ParsedEntry& e : parsed) {

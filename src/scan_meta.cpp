@@ -1,0 +1,59 @@
+// scan_meta.cpp — Distribution.metadata's read chain, and the small string
+// helpers of the scanner.  See scan_meta.hpp.
+#include "scan_meta.hpp"
+
+#include <cstring>  // strerror
+
+#include "epload/metadata.hpp"  // find_invalid_utf8, parse_metadata_headers
+#include "epload/profile.hpp"   // read spans
+
+namespace epload::detail {
+
+void join(std::string& out, std::string_view path, std::string_view child) {
+  out.assign(path);
+  if (!out.empty() && out.back() != '/') out.push_back('/');
+  out.append(child);
+}
+
+std::string io_message(std::string_view path, int err) {
+  return std::string(path) + ": cannot read: " + std::strerror(err) +
+         " (importlib.metadata raises OSError here); fix the file's permissions or remove it.";
+}
+
+void read_metadata(int dirfd, std::uint32_t path, std::string_view search_path,
+                   std::string_view child, MetaInfo& meta, FileReader& reader, std::string& pool,
+                   std::vector<Watch>& watches, std::string& rel) {
+  meta.read = true;
+  static constexpr std::string_view k_files[] = {"/METADATA", "/PKG-INFO", ""};
+  for (const std::string_view file : k_files) {
+    rel.assign(child).append(file);
+    const FileRead r = [&] {
+      profile::Span span(profile::Phase::read, rel);
+      return reader.read(dirfd, rel.c_str());
+    }();
+    watches.push_back({path, append(pool, rel), r.stamp});
+    if (r.status == ReadStatus::absent) continue;
+    if (r.status == ReadStatus::failed) {
+      std::string where;
+      join(where, search_path, rel);
+      meta.error = append(pool, io_message(where, r.error));
+      return;
+    }
+    if (const std::size_t bad = find_invalid_utf8(r.text); bad != std::string_view::npos) {
+      std::string where;
+      join(where, search_path, rel);
+      meta.error = append(pool, where + ": invalid UTF-8 at byte offset " + std::to_string(bad) +
+                                    " (importlib.metadata raises UnicodeDecodeError reading "
+                                    "it); re-save it as UTF-8 or reinstall the distribution.");
+      return;
+    }
+    if (r.text.empty()) continue;  // '' is falsy: try the next file
+    const MetadataHeaders h = parse_metadata_headers(r.text);
+    meta.has_name = h.has_name;
+    meta.name = append(pool, h.name);
+    meta.version = append(pool, h.version);
+    return;
+  }
+}
+
+}  // namespace epload::detail
