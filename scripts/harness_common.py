@@ -1,0 +1,196 @@
+"""Shared machinery of epload's process-level harnesses (scripts/bench_index.py,
+scripts/bench_startup.py, scripts/demo.py): spawning and timing whole
+processes, interleaved rounds, summaries, system-call counts, a hyperfine
+cross-check, and generating environments with scripts/gen_env.py.
+
+How a command is timed: posix_spawn + wait4, stdout to /dev/null, stderr to a
+file (quoted if the command fails).  Wall time is measured around spawn and
+wait; CPU time is the child's user + sys from wait4's rusage.  The harness's
+own overhead is therefore small and the same for every command.
+
+How a comparison is timed (`interleaved`): every command once per round, the
+order rotated each round, so slow drift of the machine (other load, CPU
+frequency, page cache) hits every command alike and ratios computed from one
+run stay honest.  Results are medians and quartiles over the timed rounds.
+
+Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.path.dirname(HERE)
+GEN_ENV = os.path.join(HERE, "gen_env.py")
+
+
+class BenchError(Exception):
+    pass
+
+
+# ------------------------------------------------------------ processes ---
+
+def run_once(argv, env, stderr_path):
+    """Runs argv once with stdout discarded; returns (wall_ns, cpu_ns).
+    posix_spawn + wait4 keep the harness's own overhead small and equal for
+    every command."""
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 2, stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+    ]
+    t0 = time.perf_counter_ns()
+    pid = os.posix_spawn(argv[0], argv, env, file_actions=actions)
+    _, status, ru = os.wait4(pid, 0)
+    t1 = time.perf_counter_ns()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        with open(stderr_path, errors="replace") as f:
+            err = f.read().strip()
+        raise BenchError(f"command failed (exit {code}): {' '.join(argv)}\n{err[-2000:]}")
+    return t1 - t0, int((ru.ru_utime + ru.ru_stime) * 1e9)
+
+
+def capture(argv, env):
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BenchError(f"command failed (exit {proc.returncode}): {' '.join(argv)}\n"
+                         f"{proc.stderr.strip()[-2000:]}")
+    return proc
+
+
+def summarize(samples):
+    s = sorted(samples)
+    q = statistics.quantiles(s, n=4, method="inclusive") if len(s) > 1 else [s[0]] * 3
+    return {"median_ms": statistics.median(s) / 1e6, "q1_ms": q[0] / 1e6, "q3_ms": q[2] / 1e6,
+            "min_ms": s[0] / 1e6, "max_ms": s[-1] / 1e6, "runs": len(s)}
+
+
+def interleaved(commands, env, runs, warmup, tmp, progress=None):
+    """Times every command once per round, rotating the order each round.
+    Returns {name: {"wall": [...ns], "cpu": [...ns]}} for the timed rounds.
+    ``progress(round_index, total_rounds)``, if given, is called before each
+    round."""
+    names = list(commands)
+    out = {n: {"wall": [], "cpu": []} for n in names}
+    err = os.path.join(tmp, "stderr.txt")
+    for r in range(warmup + runs):
+        if progress is not None:
+            progress(r, warmup + runs)
+        k = r % len(names)
+        for n in names[k:] + names[:k]:
+            wall, cpu = run_once(commands[n], env, err)
+            if r >= warmup:
+                out[n]["wall"].append(wall)
+                out[n]["cpu"].append(cpu)
+    return out
+
+
+# --------------------------------------------------------------- strace ---
+
+def strace_counts(argv, env, tmp):
+    """Total and per-syscall call counts of one run under `strace -f -c`."""
+    out = os.path.join(tmp, "strace.txt")
+    capture(["strace", "-f", "-c", "-o", out, "--", *argv], env)
+    with open(out) as f:
+        lines = f.read().splitlines()
+    header = next(i for i, line in enumerate(lines) if "syscall" in line and "calls" in line)
+    h = lines[header]
+    # Columns are right-aligned; slice the "calls" column by its header span.
+    start = h.index("usecs/call") + len("usecs/call")
+    end = h.index("calls", start) + len("calls")
+    per, total = {}, None
+    for line in lines[header + 1:]:
+        if not line.strip() or line.startswith("---"):
+            continue
+        name = line.split()[-1]
+        calls = int(line[start:end].strip() or 0)
+        if name == "total":
+            total = calls
+        else:
+            per[name] = calls
+    if total is None:
+        total = sum(per.values())
+    stat_family = sum(v for k, v in per.items()
+                      if k in ("newfstatat", "fstatat64", "statx", "stat", "lstat", "fstat"))
+    return {"total": total, "stat": stat_family, "openat": per.get("openat", 0),
+            "getdents64": per.get("getdents64", 0), "read": per.get("read", 0),
+            "per_syscall": per}
+
+
+# ------------------------------------------------------------ hyperfine ---
+
+def hyperfine_pass(commands, env, runs, warmup, tmp):
+    """A confirmation pass under `hyperfine -N` (not interleaved)."""
+    out = os.path.join(tmp, "hyperfine.json")
+    argv = ["hyperfine", "-N", "--style", "none", "--warmup", str(warmup), "--runs", str(runs),
+            "--export-json", out]
+    for name, cmd in commands.items():
+        argv += ["--command-name", name, " ".join(shlex.quote(a) for a in cmd)]
+    capture(argv, env)
+    with open(out) as f:
+        data = json.load(f)
+    return {r["command"]: {"median_ms": r["median"] * 1e3, "mean_ms": r["mean"] * 1e3,
+                           "stddev_ms": (r.get("stddev") or 0) * 1e3} for r in data["results"]}
+
+
+# ---------------------------------------------------------- environment ---
+
+def generate(python, out, backends, noise, group, kind="python", extra=()):
+    """Runs scripts/gen_env.py into ``out``; returns its manifest."""
+    capture([python, GEN_ENV, out, "--backends", str(backends), "--noise", str(noise),
+             "--group", group, "--kind", kind, *map(str, extra)], os.environ.copy())
+    with open(os.path.join(out, "manifest.json")) as f:
+        return json.load(f)
+
+
+def interpreter_path(python, env):
+    """sys.path of `python -I -S` (SITE goes in front of it)."""
+    proc = capture([python, "-I", "-S", "-c", "import json, sys; print(json.dumps(sys.path))"], env)
+    return json.loads(proc.stdout)
+
+
+def stevedore_location(python, env):
+    """The directory python3-stevedore is installed in, or None."""
+    proc = subprocess.run(
+        [python, "-I", "-c", "import os, stevedore; "
+         "print(os.path.dirname(os.path.dirname(stevedore.__file__)))"],
+        env=env, capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def clean_env(tmp):
+    """The environment every timed command gets: nothing inherited that could
+    change what is measured (no PYTHON*, EPLOAD_*, TORCH_* variables), and
+    XDG_CACHE_HOME inside the run's temporary directory."""
+    return {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", tmp), "LC_ALL": "C.UTF-8",
+            "XDG_CACHE_HOME": os.path.join(tmp, "xdg-cache")}
+
+
+def machine():
+    return {"cpus": os.cpu_count(), "kernel": platform.release(),
+            "python": platform.python_version()}
+
+
+def norm(name):
+    """A distribution name normalized as importlib compares them."""
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+# --------------------------------------------------------------- report ---
+
+def fmt_ms(v):
+    return f"{v:.2f}" if v < 100 else f"{v:.1f}"
+
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
