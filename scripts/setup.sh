@@ -4,6 +4,7 @@
 # everything is already there.  Used by scripts/demo.sh and scripts/test.sh.
 #
 #   scripts/setup.sh            install missing packages, build
+#   scripts/setup.sh --deps-only   install missing packages only
 #   EPLOAD_BUILD_DIR=dir ...    build somewhere else (default: build)
 #   EPLOAD_JOBS=n ...           parallel build jobs (default: nproc)
 set -euo pipefail
@@ -35,6 +36,8 @@ if ((${#missing[@]})); then
   "${sudo[@]}" apt-get update -qq
   "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+[ "${1:-}" = "--deps-only" ] && exit 0
 
 # /usr/bin/python3 explicitly: another python3 earlier on PATH must not win.
 cmake -S "$here" -B "$build" -DEPLOAD_PYTHON=/usr/bin/python3 -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
