@@ -16,7 +16,7 @@ jobs=${EPLOAD_JOBS:-$(nproc 2>/dev/null || echo 2)}
 # Build and test dependencies, then the tools the benchmarks and the
 # comparison use (hyperfine, strace, stevedore as a peer, matplotlib for plots).
 packages=(cmake make g++ pkg-config libsimdjson-dev libmimalloc-dev libbenchmark-dev libgtest-dev
-          pybind11-dev python3-dev python3-pytest hyperfine strace python3-stevedore
+          pybind11-dev python3-dev python3-venv python3-pytest hyperfine strace python3-stevedore
           python3-matplotlib)
 
 missing=()
