@@ -1,56 +1,101 @@
-// cache.cpp — the serialized index: JSON written by hand, read with simdjson.
+// cache.cpp — the serialized index: JSON Lines written by hand, read with
+// simdjson, one section at a time.
 //
 // This is the only translation unit that includes simdjson (its header costs
-// seconds to compile).  The layout, one value per line so a person can read
-// and diff it:
+// seconds to compile).
 //
-//   {"format":"epload-index","version":1,"checksum":"<16 hex digits>",
-//   "key":{"interpreter":S,"cwd":S},
-//   "relocatable":false,
-//   "scanned_at_ns":N,
-//   "search_paths":[{"path":S,"stamp":[dev,ino,size,mtime_ns,ctime_ns,mode]},...],
-//   "dists":[[name,version,dir,path,error],...],
-//   "entry_points":[[dist,group,name,value],...],
-//   "watched":[[path,rel,dev,ino,size,mtime_ns,ctime_ns,mode],...]}
+// Format version 2, "sectioned".  The file is JSON Lines: every line is one
+// complete JSON document, and a JSON string never holds a raw newline (the
+// writer escapes it), so every '\n' in the file ends a line.  Line 1 is the
+// head; every later line is a section, whose byte range and hash the head
+// records, so a reader reads the head and then only the sections it needs:
+//
+//   {"format":"epload-index","version":2,"checksum":"<16 hex digits>",
+//    "key":{"interpreter":S,"cwd":S},"relocatable":false,"scanned_at_ns":N,
+//    "search_paths":[{"path":S,"stamp":[dev,ino,size,mtime_ns,ctime_ns,mode]},...],
+//    "first_error":null | {"dist":[d,name,version,dir,path],"message":S},
+//    "sections":[[name,offset,length,"<16 hex digits>",count],...]}
+//   group:G    {"dists":[[d,name,version,dir,path],...],"entry_points":[[k,name,value],...]}
+//   stamps:G   [[path,rel,dev,ino,size,mtime_ns,ctime_ns,mode],...]
+//   ...        (one group:G line, then its stamps:G line if it has one, per
+//               group, groups in code-point order)
+//   dists      [[name,version,dir,path,error],...]
+//   watched    [[path,rel,dev,ino,size,mtime_ns,ctime_ns,mode],...]
+//
+// (Each head line above is one line in the file.)  A section row of the head
+// is [name, offset, length, hash, count]: the section's first byte (from the
+// start of the file), its length including its '\n', the hash of those
+// bytes, and how many items it holds (entry points, watched files or
+// distributions).  Sections follow the head without gaps, in the order
+// above, and the last one ends the file.
+//
+// A group section is self-contained: the distributions its entry points
+// belong to (d = the distribution's number in global discovery order,
+// ascending; no error, since a distribution with one contributes no entry
+// points) and its entry points in discovery order (k = position in the
+// section's own "dists").  Its stamps section lists the watched files inside
+// those distributions (e.g. their entry_points.txt): what the Python layer's
+// learned-device store compares, without the whole watched list.  "dists"
+// lists every distribution (a complete load needs it), "watched" every
+// watched file (`full` validation needs it).  "first_error" is the first
+// distribution in discovery order whose metadata importlib would fail on:
+// importlib raises for it whatever the selection, so even a one-group read
+// must know it.
 //
 // Strings (S) are byte strings: names come from UTF-8 text, but paths on
 // Linux are arbitrary bytes.  A string that is valid UTF-8 is written as a
 // JSON string (", \ and control characters escaped); any other is written as
-// {"hex":"2f746d70ff"}, which decodes back to the exact bytes.  Entry points
-// are written in the Index's order (group by group, discovery order within a
-// group); IndexBuilder's stable sort by group therefore reproduces it exactly.
-// A distribution's "dir" is stored relative to its search path when it is
-// inside it (the scanner's dirs always are), which keeps the file ~12%
-// smaller; one that starts with '/' is stored whole.  In a relocatable file
-// (an index shipped with an environment) the search paths are relative to
-// the file's directory, so the whole file moves with the environment.
+// {"hex":"2f746d70ff"}, which decodes back to the exact bytes.  A
+// distribution's "dir" is stored relative to its search path when it is
+// inside it (the scanner's dirs always are); one that starts with '/' is
+// stored whole.  In a relocatable file (an index shipped with an
+// environment) the search paths are relative to the file's directory, so the
+// whole file moves with the environment.
 //
-// The checksum is a 64-bit hash of every byte after the checksum's closing
-// quote to the end of the file.  Without it a flipped byte inside a string
-// (a disk error, a stray editor) would parse into a plausible, wrong answer;
-// with it, any change confined to one aligned 8-byte word is always detected
-// (each step of the hash is a bijection of its state) and any other change
-// with probability 1 - 2^-64.  It costs ~0.25 ms per MB.
+// Integrity: the head's checksum is a 64-bit hash of every byte after the
+// checksum's closing quote to the end of line 1 (its '\n' included), and
+// each section's hash covers its bytes the same way.  Without them a flipped
+// byte inside a string (a disk error, a stray editor) would parse into a
+// plausible, wrong answer; with them, any change confined to one aligned
+// 8-byte word is always detected (each step of the hash is a bijection of
+// its state) and any other change with probability 1 - 2^-64.  A defect in a
+// section that is not read goes unnoticed by that read (a one-group query
+// whose own section is intact is still served); every section that is read
+// is checked, and a truncated file is always caught by the layout check
+// (the last section must end where the file does).
 //
-// Reading is strict and single-pass: the fields must come in exactly this
-// order, every index is bounds-checked, every number range-checked, every
-// type checked, nothing may follow the root object.  Any defect is an
-// Errc::cache error naming the file and the problem; the caller rebuilds.
-// simdjson's On-Demand API parses straight into IndexBuilder, whose arena
-// copies the strings; no DOM is built, and strings without escapes are read
-// in place (cache_text.cpp).  The 1.5 MB file of 6,000 distributions parses
-// into an Index in ~3 ms, a third of it page faults for fresh memory.
+// Reading is strict: the head is found by pread of a first 16 KB chunk (more
+// if line 1 is longer), its checksum verified, and it is parsed with
+// simdjson On-Demand over exactly the bytes of line 1 (the padding simdjson
+// reads past the end only has to be readable memory).  Then each needed
+// section is pread at its recorded offset (or taken from the first chunk if
+// it lies inside), its hash verified, and parsed the same way.  Fields must
+// come in exactly this order, every index is bounds-checked, every number
+// range-checked, every type checked, nothing may follow a line's document.
+// Any defect is an Errc::cache error naming the file, the section and the
+// problem; the caller rebuilds.  simdjson's On-Demand API parses straight
+// into IndexBuilder, whose arena copies the strings; no DOM is built, and
+// strings without escapes are read in place (cache_text.cpp).
+//
+// What a read costs: a one-group read of 6,000 distributions reads the head
+// (~100 KB when every noise package has its own group) and the group's
+// section (~90 KB for 1,000 backends) instead of the whole file, and parses
+// only those; the watched stamps (a third of the file) are read only for
+// `full` validation.
 //
 // The writer is cache_write.cpp; the hash and the string decoder it shares
 // with this reader are in cache_text.cpp.
-#include <unistd.h>  // read
+#include <sys/stat.h>  // fstat
+#include <unistd.h>    // pread
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <limits>
-#include <memory>  // read buffer
+#include <memory>  // read buffers
 
 #include "cache_internal.hpp"
 #include "epload/profile.hpp"
@@ -63,64 +108,241 @@ namespace {
 namespace od = simdjson::ondemand;
 
 constexpr std::string_view k_format = "epload-index";
+constexpr std::size_t k_first_chunk = 16 * 1024;  // holds the head of most files
+constexpr std::size_t k_pad = simdjson::SIMDJSON_PADDING;
 
-// ---- reading ----------------------------------------------------------------
+/// What a section holds.
+enum class Kind { group, stamps, dists, watched };
 
+/// One row of the head's "sections".
+struct Section {
+  Kind kind = Kind::group;
+  std::string name;   // as stored, for messages
+  std::string group;  // group and stamps sections: the group
+  std::uint64_t offset = 0, length = 0, hash = 0, count = 0;
+};
 
+/// A distribution row of a group section; views into a live buffer (or into
+/// Reader::m_owned for strings that had escapes).
+struct GroupDist {
+  std::uint32_t global = 0;
+  std::string_view name, version, dir;
+  std::uint32_t path = 0;
+};
 
+struct GroupEntry {
+  std::uint32_t dist = 0;  // position in the section's dists
+  std::string_view name, value;
+};
 
-/// Parses one document into an IndexBuilder; the first problem wins.
-class Parser {
+/// One parsed group section.
+struct GroupData {
+  const Section* section = nullptr;
+  std::vector<GroupDist> dists;
+  std::vector<GroupEntry> eps;
+};
+
+/// A heap buffer with simdjson's padding after `size` readable bytes.
+struct Buffer {
+  std::unique_ptr<char[]> data;
+  std::size_t size = 0;  // bytes of the file held
+  std::size_t capacity = 0;
+  void allocate(std::size_t n) {
+    data.reset(new char[n + k_pad]);  // not zeroed: every byte up to n is read into
+    capacity = n + k_pad;
+    std::memset(data.get() + n, 0, k_pad);
+  }
+};
+
+/// Reads one index file; the first problem wins.
+class Reader {
  public:
-  Parser(std::string_view file, const ReadExpectations& expect) : m_file(file), m_expect(expect) {}
+  Reader(int fd, std::string_view file, const ReadExpectations& expect)
+      : m_fd(fd), m_file(file), m_expect(expect), m_partial(!expect.groups.empty()) {}
 
-  /// Parses `json` (the whole file).
-
-  Result<Index> run(simdjson::padded_string_view json);
+  Result<Index> run();
 
  private:
   bool fail(std::string what) {
-    if (m_problem.empty()) m_problem = std::move(what);
+    if (m_problem.empty()) {
+      m_problem = m_where.empty() ? std::move(what) : "section \"" + m_where + "\": " + what;
+    }
     return false;
   }
   bool fail(simdjson::error_code e, std::string_view where) {
     return fail("malformed " + std::string(where) + " (" + simdjson::error_message(e) + ")");
   }
 
+  // ---- bytes ----
+  bool pread_all(char* out, std::size_t n, std::uint64_t at, std::size_t& got);
+  bool read_head();
+  bool fetch(const Section& s, Buffer& own, const char*& data, std::size_t& capacity);
+  template <class F>
+  bool parse_doc(const char* data, std::size_t length, std::size_t capacity, F&& on_root);
+  template <class F>
+  bool parse_section(const Section& s, Buffer& own, F&& on_root);
+
+  // ---- values ----
   bool string(od::value v, std::string_view where, std::string& scratch, std::string_view& out);
   bool bytes(od::value v, std::string_view where, std::string& scratch, std::string_view& out);
+  /// bytes(), kept alive until the Index is built (escaped strings are copied).
+  bool kept_bytes(od::value v, std::string_view where, std::string_view& out);
   bool u64(od::value v, std::string_view where, std::uint64_t& out);
   bool i64(od::value v, std::string_view where, std::int64_t& out);
-  bool index(od::value v, std::string_view where, std::size_t limit, std::uint32_t& out);
+  bool index(od::value v, std::string_view where, std::uint64_t limit, std::uint32_t& out);
   bool stamp_field(od::value v, std::size_t k, std::string_view where, FileStamp& s);
+  bool join_dir(std::uint32_t path, std::string_view dir, std::string_view& out);
 
-  bool header(od::object root);
+  // ---- the head ----
+  bool other_version();
+  bool head(od::document& doc);
   bool checksum(od::value v);
   bool key(od::value v);
   bool search_paths(od::value v);
   bool search_path(od::value v);
-  bool dists(od::value v);
-  bool dist(od::value v);
-  bool entry_points(od::value v);
-  bool entry_point(od::value v);
-  bool watched(od::value v);
-  bool watched_file(od::value v);
+  bool first_error(od::value v);
+  bool sections(od::value v);
+  bool section_row(od::value v);
+  bool check_layout();
 
+  // ---- sections ----
+  bool dists(od::document& doc);
+  bool group(od::document& doc, GroupData& out);
+  bool watched(od::document& doc, std::size_t count);
+  bool watched_file(od::value v);
+  bool load_complete();
+  bool load_partial();
+  const Section* find(Kind kind, std::string_view group) const;
+
+  int m_fd;
   std::string_view m_file;
-  std::string_view m_json;  // the whole input, for the checksum
   const ReadExpectations& m_expect;
+  const bool m_partial;
   std::string m_problem;
+  std::string m_where;  // the section being read, for messages
+  std::uint64_t m_size = 0;
+  Buffer m_head;                // the first chunk (at least line 1)
+  std::size_t m_head_len = 0;   // line 1, its '\n' included
+  std::string_view m_json;      // the document being parsed
+  od::parser m_parser;
   IndexBuilder m_builder;
   bool m_relocatable = false;
   std::string m_interpreter, m_cwd;
   std::vector<std::string> m_paths;  // as they go into the Index
-  std::size_t m_dist_count = 0;
+  std::vector<Section> m_sections;
+  const Section* m_dists = nullptr;
+  const Section* m_watched = nullptr;
+  // The head's first_error.
+  bool m_has_error = false;
+  std::uint64_t m_error_dist = 0;
+  std::string m_error_name, m_error_version, m_error_dir, m_error_message;
+  std::uint32_t m_error_path = 0;
+  std::uint64_t m_first_error_seen = std::numeric_limits<std::uint64_t>::max();  // from "dists"
+  std::uint64_t m_dist_count = 0;
   std::string m_s1, m_s2, m_s3, m_s4;  // scratch for decoded strings
   std::string m_join;                  // scratch: search path + dir
+  std::deque<std::string> m_owned;     // decoded or joined strings of a partial read
 };
 
-bool Parser::string(od::value v, std::string_view where, std::string& scratch,
-                    std::string_view& out) {
+// ---- bytes ----------------------------------------------------------------
+
+bool Reader::pread_all(char* out, std::size_t n, std::uint64_t at, std::size_t& got) {
+  got = 0;
+  while (got < n) {
+    profile::count(profile::Counter::read);
+    const ssize_t r = ::pread(m_fd, out + got, n - got, static_cast<off_t>(at + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return fail(std::string("read: ") + std::strerror(errno));
+    if (r == 0) break;  // shrank under us: what is there will fail to parse
+    got += static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+bool Reader::read_head() {
+  profile::Span span(profile::Phase::read, m_file);
+  // A complete read needs every byte: one read.  A partial one starts with
+  // a chunk that holds the head of most files.
+  std::size_t want = static_cast<std::size_t>(m_partial ? std::min<std::uint64_t>(m_size, k_first_chunk) : m_size);
+  m_head.allocate(want);
+  std::size_t got = 0;
+  if (!pread_all(m_head.data.get(), want, 0, got)) return false;
+  m_head.size = got;
+  std::size_t searched = 0;
+  for (;;) {
+    const void* nl = std::memchr(m_head.data.get() + searched, '\n', m_head.size - searched);
+    if (nl != nullptr) {
+      m_head_len = static_cast<std::size_t>(static_cast<const char*>(nl) - m_head.data.get()) + 1;
+      return true;
+    }
+    if (m_head.size < want || m_head.size >= m_size) break;  // no more to read
+    // Line 1 is longer than what was read: read up to 4 times as much.
+    searched = m_head.size;
+    want = static_cast<std::size_t>(std::min<std::uint64_t>(m_size, std::uint64_t{m_head.size} * 4));
+    Buffer bigger;
+    bigger.allocate(want);
+    std::memcpy(bigger.data.get(), m_head.data.get(), m_head.size);
+    if (!pread_all(bigger.data.get() + m_head.size, want - m_head.size, m_head.size, got)) return false;
+    bigger.size = m_head.size + got;
+    m_head = std::move(bigger);
+  }
+  m_head_len = m_head.size;  // no newline: a foreign or truncated file; parsing says which
+  return true;
+}
+
+/// The bytes of section `s`: inside the first chunk if it lies there, else
+/// read into `own`.  Verifies the hash and the closing newline.
+bool Reader::fetch(const Section& s, Buffer& own, const char*& data, std::size_t& capacity) {
+  const std::size_t length = static_cast<std::size_t>(s.length);
+  if (s.offset + s.length <= m_head.size) {
+    data = m_head.data.get() + s.offset;
+    capacity = m_head.capacity - static_cast<std::size_t>(s.offset);
+  } else {
+    // (Inside the caller's parse span: the profiler shows one read, of the
+    // first chunk, and one parse; the section reads are counted.)
+    own.allocate(length);
+    std::size_t got = 0;
+    if (!pread_all(own.data.get(), length, s.offset, got)) return false;
+    if (got != length) return fail("truncated (the file ends inside it)");
+    own.size = got;
+    data = own.data.get();
+    capacity = own.capacity;
+  }
+  if (data[length - 1] != '\n') return fail("does not end with a newline");
+  if (body_hash(std::string_view(data, length)) != s.hash) {
+    return fail("hash mismatch (the file is corrupt)");
+  }
+  return true;
+}
+
+template <class F>
+bool Reader::parse_doc(const char* data, std::size_t length, std::size_t capacity, F&& on_root) {
+  m_json = std::string_view(data, length);
+  od::document doc;
+  if (auto e = m_parser.iterate(simdjson::padded_string_view(data, length, capacity)).get(doc)) {
+    return fail(e, "JSON");
+  }
+  if (!on_root(doc)) return false;
+  // Nothing may follow the document on its line.
+  const char* rest = nullptr;
+  if (doc.current_location().get(rest) != simdjson::OUT_OF_BOUNDS) return fail("trailing data");
+  return true;
+}
+
+template <class F>
+bool Reader::parse_section(const Section& s, Buffer& own, F&& on_root) {
+  m_where = s.name;
+  const char* data = nullptr;
+  std::size_t capacity = 0;
+  if (!fetch(s, own, data, capacity)) return false;
+  if (!parse_doc(data, static_cast<std::size_t>(s.length), capacity, on_root)) return false;
+  m_where.clear();
+  return true;
+}
+
+// ---- values ---------------------------------------------------------------
+
+bool Reader::string(od::value v, std::string_view where, std::string& scratch, std::string_view& out) {
   od::raw_json_string raw;
   if (auto e = v.get_raw_json_string().get(raw)) return fail(e, where);
   const char* p = raw.raw();
@@ -131,8 +353,7 @@ bool Parser::string(od::value v, std::string_view where, std::string& scratch,
   return true;
 }
 
-bool Parser::bytes(od::value v, std::string_view where, std::string& scratch,
-                   std::string_view& out) {
+bool Reader::bytes(od::value v, std::string_view where, std::string& scratch, std::string_view& out) {
   od::json_type type;
   if (auto e = v.type().get(type)) return fail(e, where);
   if (type == od::json_type::string) return string(v, where, scratch, out);
@@ -165,17 +386,23 @@ bool Parser::bytes(od::value v, std::string_view where, std::string& scratch,
   return true;
 }
 
-bool Parser::u64(od::value v, std::string_view where, std::uint64_t& out) {
+bool Reader::kept_bytes(od::value v, std::string_view where, std::string_view& out) {
+  if (!bytes(v, where, m_s4, out)) return false;
+  if (!out.empty() && out.data() == m_s4.data()) out = m_owned.emplace_back(out);
+  return true;
+}
+
+bool Reader::u64(od::value v, std::string_view where, std::uint64_t& out) {
   if (auto e = v.get_uint64().get(out)) return fail(e, where);
   return true;
 }
 
-bool Parser::i64(od::value v, std::string_view where, std::int64_t& out) {
+bool Reader::i64(od::value v, std::string_view where, std::int64_t& out) {
   if (auto e = v.get_int64().get(out)) return fail(e, where);
   return true;
 }
 
-bool Parser::index(od::value v, std::string_view where, std::size_t limit, std::uint32_t& out) {
+bool Reader::index(od::value v, std::string_view where, std::uint64_t limit, std::uint32_t& out) {
   std::uint64_t n = 0;
   if (!u64(v, where, n)) return false;
   if (n >= limit) return fail(std::string(where) + " " + std::to_string(n) + " is out of range");
@@ -184,7 +411,7 @@ bool Parser::index(od::value v, std::string_view where, std::size_t limit, std::
 }
 
 /// Field k (0..5) of a stamp: dev, ino, size, mtime_ns, ctime_ns, mode.
-bool Parser::stamp_field(od::value v, std::size_t k, std::string_view where, FileStamp& s) {
+bool Reader::stamp_field(od::value v, std::size_t k, std::string_view where, FileStamp& s) {
   std::uint64_t mode = 0;
   switch (k) {
     case 0: return u64(v, where, s.dev);
@@ -201,7 +428,23 @@ bool Parser::stamp_field(od::value v, std::size_t k, std::string_view where, Fil
   }
 }
 
-bool Parser::checksum(od::value v) {
+/// A stored metadata directory as the Index holds it: joined to its search
+/// path when relative.  `out` is valid until the next call.
+bool Reader::join_dir(std::uint32_t path, std::string_view dir, std::string_view& out) {
+  if (!is_relative(dir)) {
+    out = dir;
+    return true;
+  }
+  m_join.assign(m_paths[path]);
+  if (!m_join.empty() && m_join.back() != '/') m_join.push_back('/');
+  m_join.append(dir);
+  out = m_join;
+  return true;
+}
+
+// ---- the head -------------------------------------------------------------
+
+bool Reader::checksum(od::value v) {
   od::raw_json_string raw;
   if (auto e = v.get_raw_json_string().get(raw)) return fail(e, "\"checksum\"");
   // raw() points just past the opening quote, into the input buffer.
@@ -209,13 +452,13 @@ bool Parser::checksum(od::value v) {
   const char* end = m_json.data() + m_json.size();
   if (p < m_json.data() || end - p < 17 || p[16] != '"') return fail("malformed \"checksum\"");
   char want[16];
-  const std::string_view body(p + 17, static_cast<std::size_t>(end - (p + 17)));
-  put_hex16(want, body_hash(body));
+  const std::string_view rest(p + 17, static_cast<std::size_t>(end - (p + 17)));
+  put_hex16(want, body_hash(rest));
   if (std::memcmp(want, p, 16) != 0) return fail("checksum mismatch (the file is corrupt or truncated)");
   return true;
 }
 
-bool Parser::key(od::value v) {
+bool Reader::key(od::value v) {
   od::object obj;
   if (auto e = v.get_object().get(obj)) return fail(e, "\"key\"");
   std::size_t k = 0;
@@ -229,14 +472,13 @@ bool Parser::key(od::value v) {
     ++k;
   }
   if (k != 2) return fail("incomplete \"key\"");
-  if (m_expect.key != nullptr &&
-      (m_interpreter != m_expect.key->interpreter || m_cwd != m_expect.key->cwd)) {
+  if (m_expect.key != nullptr && (m_interpreter != m_expect.key->interpreter || m_cwd != m_expect.key->cwd)) {
     return fail("written for another key (interpreter or current directory differs)");
   }
   return true;
 }
 
-bool Parser::search_path(od::value v) {
+bool Reader::search_path(od::value v) {
   od::object obj;
   if (auto e = v.get_object().get(obj)) return fail(e, "search path");
   std::string_view stored;
@@ -288,7 +530,7 @@ bool Parser::search_path(od::value v) {
   return true;
 }
 
-bool Parser::search_paths(od::value v) {
+bool Reader::search_paths(od::value v) {
   od::array arr;
   if (auto e = v.get_array().get(arr)) return fail(e, "\"search_paths\"");
   for (auto x : arr) {
@@ -305,124 +547,189 @@ bool Parser::search_paths(od::value v) {
   return true;
 }
 
-bool Parser::dist(od::value v) {
+bool Reader::first_error(od::value v) {
+  bool null = false;
+  if (auto e = v.is_null().get(null)) return fail(e, "\"first_error\"");
+  if (null) return true;
+  od::object obj;
+  if (auto e = v.get_object().get(obj)) return fail(e, "\"first_error\"");
+  std::size_t k = 0;
+  for (auto f : obj) {
+    std::string_view name;
+    if (auto e = f.unescaped_key().get(name)) return fail(e, "\"first_error\"");
+    if (k == 0 && name == "dist") {
+      od::array arr;
+      if (auto e = f.value().get_array().get(arr)) return fail(e, "\"first_error\"");
+      std::size_t n = 0;
+      for (auto x : arr) {
+        od::value xv;
+        if (auto e = x.get(xv)) return fail(e, "\"first_error\"");
+        std::string_view s;
+        bool ok = true;
+        switch (n) {
+          case 0: ok = u64(xv, "first error distribution", m_error_dist); break;
+          case 1: ok = bytes(xv, "first error name", m_s1, s), m_error_name = s; break;
+          case 2: ok = bytes(xv, "first error version", m_s1, s), m_error_version = s; break;
+          case 3: ok = bytes(xv, "first error dir", m_s1, s), m_error_dir = s; break;
+          case 4: ok = index(xv, "first error search path", m_paths.size(), m_error_path); break;
+          default: return fail("\"first_error\" distribution has more than 5 fields");
+        }
+        if (!ok) return false;
+        ++n;
+      }
+      if (n != 5) return fail("\"first_error\" distribution has " + std::to_string(n) + " fields, not 5");
+    } else if (k == 1 && name == "message") {
+      std::string_view s;
+      if (!bytes(f.value(), "first error message", m_s1, s)) return false;
+      if (s.empty()) return fail("empty first error message");
+      m_error_message = s;
+    } else {
+      return fail("unexpected field in \"first_error\"");
+    }
+    ++k;
+  }
+  if (k != 2) return fail("incomplete \"first_error\"");
+  m_has_error = true;
+  return true;
+}
+
+bool Reader::section_row(od::value v) {
   od::array arr;
-  if (auto e = v.get_array().get(arr)) return fail(e, "distribution");
-  std::string_view name, version, dir, error;
-  std::uint32_t path = 0;
+  if (auto e = v.get_array().get(arr)) return fail(e, "section row");
+  Section s;
   std::size_t k = 0;
   for (auto x : arr) {
     od::value xv;
-    if (auto e = x.get(xv)) return fail(e, "distribution");
+    if (auto e = x.get(xv)) return fail(e, "section row");
     bool ok = true;
+    std::string_view text;
     switch (k) {
-      case 0: ok = bytes(xv, "distribution name", m_s1, name); break;
-      case 1: ok = bytes(xv, "distribution version", m_s2, version); break;
-      case 2: ok = bytes(xv, "distribution dir", m_s3, dir); break;
-      case 3: ok = index(xv, "distribution search path", m_paths.size(), path); break;
-      case 4: ok = bytes(xv, "distribution error", m_s4, error); break;
-      default: return fail("distribution has more than 5 fields");
+      case 0: ok = bytes(xv, "section name", m_s1, text), s.name = text; break;
+      case 1: ok = u64(xv, "section offset", s.offset); break;
+      case 2: ok = u64(xv, "section length", s.length); break;
+      case 3: {
+        ok = string(xv, "section hash", m_s1, text);
+        if (ok && text.size() != 16) return fail("section hash is not 16 hex digits");
+        for (std::size_t i = 0; ok && i < text.size(); ++i) {
+          const char c = text[i];
+          const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+          if (d < 0) return fail("section hash is not 16 hex digits");
+          s.hash = (s.hash << 4) | static_cast<std::uint64_t>(d);
+        }
+        break;
+      }
+      case 4: ok = u64(xv, "section count", s.count); break;
+      default: return fail("section row has more than 5 fields");
     }
     if (!ok) return false;
     ++k;
   }
-  if (k != 5) return fail("distribution has " + std::to_string(k) + " fields, not 5");
-  if (is_relative(dir)) {
-    m_join.assign(m_paths[path]);
-    if (!m_join.empty() && m_join.back() != '/') m_join.push_back('/');
-    m_join.append(dir);
-    m_builder.add_distribution(name, version, m_join, path, error);
+  if (k != 5) return fail("section row has " + std::to_string(k) + " fields, not 5");
+  const std::string_view name = s.name;
+  if (name.starts_with("group:")) {
+    s.kind = Kind::group;
+    s.group = name.substr(6);
+  } else if (name.starts_with("stamps:")) {
+    s.kind = Kind::stamps;
+    s.group = name.substr(7);
+  } else if (name == "dists") {
+    s.kind = Kind::dists;
+  } else if (name == "watched") {
+    s.kind = Kind::watched;
   } else {
-    m_builder.add_distribution(name, version, dir, path, error);
+    return fail("unknown section \"" + s.name + "\"");
   }
-  ++m_dist_count;
+  m_sections.push_back(std::move(s));
   return true;
 }
 
-bool Parser::dists(od::value v) {
+bool Reader::sections(od::value v) {
   od::array arr;
-  if (auto e = v.get_array().get(arr)) return fail(e, "\"dists\"");
+  if (auto e = v.get_array().get(arr)) return fail(e, "\"sections\"");
   for (auto x : arr) {
     od::value xv;
-    if (auto e = x.get(xv)) return fail(e, "\"dists\"");
-    if (!dist(xv)) return false;
+    if (auto e = x.get(xv)) return fail(e, "\"sections\"");
+    if (!section_row(xv)) return false;
   }
   return true;
 }
 
-bool Parser::entry_point(od::value v) {
-  od::array arr;
-  if (auto e = v.get_array().get(arr)) return fail(e, "entry point");
-  std::uint32_t dist = 0;
-  std::string_view group, name, value;
-  std::size_t k = 0;
-  for (auto x : arr) {
-    od::value xv;
-    if (auto e = x.get(xv)) return fail(e, "entry point");
-    bool ok = true;
-    switch (k) {
-      case 0: ok = index(xv, "entry point distribution", m_dist_count, dist); break;
-      case 1: ok = bytes(xv, "entry point group", m_s1, group); break;
-      case 2: ok = bytes(xv, "entry point name", m_s2, name); break;
-      case 3: ok = bytes(xv, "entry point value", m_s3, value); break;
-      default: return fail("entry point has more than 4 fields");
+/// The sections must follow line 1 without gaps or overlaps, end where the
+/// file ends (so a truncated file is caught without reading it), and come in
+/// the documented order.
+bool Reader::check_layout() {
+  std::uint64_t at = m_head_len;
+  const Section* last_group = nullptr;
+  for (std::size_t i = 0; i < m_sections.size(); ++i) {
+    const Section& s = m_sections[i];
+    if (s.offset != at) {
+      return fail("section \"" + s.name + "\" starts at byte " + std::to_string(s.offset) + ", not " +
+                  std::to_string(at) + " (sections overlap or leave a gap)");
     }
-    if (!ok) return false;
-    ++k;
+    if (s.length < 2) return fail("section \"" + s.name + "\" is too short");
+    if (s.length > m_size || s.offset > m_size - s.length) {
+      return fail("section \"" + s.name + "\" lies past the end of the file (" + std::to_string(m_size) +
+                  " bytes): truncated");
+    }
+    at = s.offset + s.length;
+    const bool tail = m_dists != nullptr;  // past the group sections
+    switch (s.kind) {
+      case Kind::group:
+        if (tail || (last_group != nullptr && !(last_group->group < s.group))) {
+          return fail("section \"" + s.name + "\" is out of order");
+        }
+        last_group = &s;
+        break;
+      case Kind::stamps:
+        if (tail || i == 0 || m_sections[i - 1].kind != Kind::group || m_sections[i - 1].group != s.group) {
+          return fail("section \"" + s.name + "\" does not follow its group's section");
+        }
+        break;
+      case Kind::dists:
+        if (tail) return fail("two \"dists\" sections");
+        m_dists = &s;
+        break;
+      case Kind::watched:
+        if (m_dists == nullptr || m_watched != nullptr || i + 1 != m_sections.size()) {
+          return fail("section \"watched\" is out of order");
+        }
+        m_watched = &s;
+        break;
+    }
   }
-  if (k != 4) return fail("entry point has " + std::to_string(k) + " fields, not 4");
-  m_builder.add_entry_point(dist, group, name, value);
+  if (m_dists == nullptr || m_watched == nullptr) return fail("missing \"dists\" or \"watched\" section");
+  if (at != m_size) return fail("trailing data after the last section");
+  m_dist_count = m_dists->count;
+  if (m_dist_count > std::numeric_limits<std::uint32_t>::max()) return fail("too many distributions");
+  if (m_has_error && m_error_dist >= m_dist_count) return fail("first error distribution out of range");
   return true;
 }
 
-bool Parser::entry_points(od::value v) {
-  od::array arr;
-  if (auto e = v.get_array().get(arr)) return fail(e, "\"entry_points\"");
-  for (auto x : arr) {
-    od::value xv;
-    if (auto e = x.get(xv)) return fail(e, "\"entry_points\"");
-    if (!entry_point(xv)) return false;
+/// Another format version's head need not parse as one line (version 1
+/// spread one document over many): its opening is recognised as text.
+bool Reader::other_version() {
+  constexpr std::string_view k_opening = "{\"format\":\"epload-index\",\"version\":";
+  const std::string_view head(m_head.data.get(), m_head_len);
+  if (!head.starts_with(k_opening)) return false;
+  std::int64_t version = 0;
+  std::size_t i = k_opening.size();
+  for (; i < head.size() && i < k_opening.size() + 9 && head[i] >= '0' && head[i] <= '9'; ++i) {
+    version = version * 10 + (head[i] - '0');
   }
+  if (i == k_opening.size() || i >= head.size() || head[i] != ',' || version == k_cache_format_version) return false;
+  fail("format version " + std::to_string(version) + ", this build reads " + std::to_string(k_cache_format_version));
   return true;
 }
 
-bool Parser::watched_file(od::value v) {
-  od::array arr;
-  if (auto e = v.get_array().get(arr)) return fail(e, "watched file");
-  std::uint32_t path = 0;
-  std::string_view rel;
-  FileStamp stamp;
-  std::size_t k = 0;
-  for (auto x : arr) {
-    od::value xv;
-    if (auto e = x.get(xv)) return fail(e, "watched file");
-    bool ok = true;
-    if (k == 0) ok = index(xv, "watched file search path", m_paths.size(), path);
-    else if (k == 1) ok = bytes(xv, "watched file path", m_s1, rel);
-    else ok = stamp_field(xv, k - 2, "watched file stamp", stamp);
-    if (!ok) return false;
-    ++k;
+bool Reader::head(od::document& doc) {
+  od::object root;
+  if (auto e = doc.get_object().get(root)) {
+    return fail(e == simdjson::INCORRECT_TYPE ? "not an epload index (not a JSON object)"
+                                              : std::string("malformed JSON (") + simdjson::error_message(e) + ")");
   }
-  if (k != 8) return fail("watched file has " + std::to_string(k) + " fields, not 8");
-  m_builder.add_watched_file(path, rel, stamp);
-  return true;
-}
-
-bool Parser::watched(od::value v) {
-  od::array arr;
-  if (auto e = v.get_array().get(arr)) return fail(e, "\"watched\"");
-  for (auto x : arr) {
-    od::value xv;
-    if (auto e = x.get(xv)) return fail(e, "\"watched\"");
-    if (!watched_file(xv)) return false;
-  }
-  return true;
-}
-
-bool Parser::header(od::object root) {
-  static constexpr std::string_view k_fields[] = {
-      "format", "version", "checksum", "key", "relocatable", "scanned_at_ns",
-      "search_paths", "dists", "entry_points", "watched"};
+  static constexpr std::string_view k_fields[] = {"format",        "version",      "checksum",
+                                                  "key",           "relocatable",  "scanned_at_ns",
+                                                  "search_paths",  "first_error",  "sections"};
   std::size_t k = 0;
   for (auto f : root) {
     std::string_view name;
@@ -472,13 +779,10 @@ bool Parser::header(od::object root) {
         if (!search_paths(v)) return false;
         break;
       case 7:
-        if (!dists(v)) return false;
+        if (!first_error(v)) return false;
         break;
       case 8:
-        if (!entry_points(v)) return false;
-        break;
-      case 9:
-        if (!watched(v)) return false;
+        if (!sections(v)) return false;
         break;
     }
     ++k;
@@ -489,20 +793,289 @@ bool Parser::header(od::object root) {
   return true;
 }
 
-Result<Index> Parser::run(simdjson::padded_string_view json) {
-  m_json = json;
-  od::parser parser;
-  od::document doc;
+// ---- sections -------------------------------------------------------------
+
+bool Reader::dists(od::document& doc) {
+  od::array arr;
+  if (auto e = doc.get_array().get(arr)) return fail(e, "distributions");
+  std::uint64_t n = 0;
+  for (auto row : arr) {
+    od::array fields;
+    if (auto e = row.get_array().get(fields)) return fail(e, "distribution");
+    std::string_view name, version, dir, error;
+    std::uint32_t path = 0;
+    std::size_t k = 0;
+    for (auto x : fields) {
+      od::value xv;
+      if (auto e = x.get(xv)) return fail(e, "distribution");
+      bool ok = true;
+      switch (k) {
+        case 0: ok = bytes(xv, "distribution name", m_s1, name); break;
+        case 1: ok = bytes(xv, "distribution version", m_s2, version); break;
+        case 2: ok = bytes(xv, "distribution dir", m_s3, dir); break;
+        case 3: ok = index(xv, "distribution search path", m_paths.size(), path); break;
+        case 4: ok = bytes(xv, "distribution error", m_s4, error); break;
+        default: return fail("distribution has more than 5 fields");
+      }
+      if (!ok) return false;
+      ++k;
+    }
+    if (k != 5) return fail("distribution has " + std::to_string(k) + " fields, not 5");
+    if (!error.empty() && m_first_error_seen == std::numeric_limits<std::uint64_t>::max()) m_first_error_seen = n;
+    std::string_view joined;
+    join_dir(path, dir, joined);
+    m_builder.add_distribution(name, version, joined, path, error);
+    ++n;
+  }
+  if (n != m_dist_count) {
+    return fail("holds " + std::to_string(n) + " distributions, the head says " + std::to_string(m_dist_count));
+  }
+  return true;
+}
+
+/// A group section into `out`: views into the section's buffer (kept alive
+/// by the caller) or into m_owned.
+bool Reader::group(od::document& doc, GroupData& out) {
   od::object root;
-  if (auto e = parser.iterate(json).get(doc)) {
-    fail(e, "JSON");
-  } else if (auto e2 = doc.get_object().get(root)) {
-    fail(e2 == simdjson::INCORRECT_TYPE ? "not an epload index (not a JSON object)"
-                                       : std::string("malformed JSON (") + simdjson::error_message(e2) + ")");
-  } else if (header(root)) {
-    // Nothing may follow the root object.
-    const char* rest = nullptr;
-    if (doc.current_location().get(rest) != simdjson::OUT_OF_BOUNDS) fail("trailing data after the index");
+  if (auto e = doc.get_object().get(root)) return fail(e, "group");
+  std::size_t k = 0;
+  for (auto f : root) {
+    std::string_view name;
+    if (auto e = f.unescaped_key().get(name)) return fail(e, "group");
+    od::array arr;
+    if (k == 0 && name == "dists") {
+      if (auto e = f.value().get_array().get(arr)) return fail(e, "group distributions");
+      for (auto row : arr) {
+        od::array fields;
+        if (auto e = row.get_array().get(fields)) return fail(e, "group distribution");
+        GroupDist d;
+        std::size_t n = 0;
+        for (auto x : fields) {
+          od::value xv;
+          if (auto e = x.get(xv)) return fail(e, "group distribution");
+          bool ok = true;
+          switch (n) {
+            case 0: ok = index(xv, "group distribution number", m_dist_count, d.global); break;
+            case 1: ok = kept_bytes(xv, "distribution name", d.name); break;
+            case 2: ok = kept_bytes(xv, "distribution version", d.version); break;
+            case 3: ok = kept_bytes(xv, "distribution dir", d.dir); break;
+            case 4: ok = index(xv, "distribution search path", m_paths.size(), d.path); break;
+            default: return fail("group distribution has more than 5 fields");
+          }
+          if (!ok) return false;
+          ++n;
+        }
+        if (n != 5) return fail("group distribution has " + std::to_string(n) + " fields, not 5");
+        if (!out.dists.empty() && out.dists.back().global >= d.global) {
+          return fail("group distributions out of order");
+        }
+        out.dists.push_back(d);
+      }
+    } else if (k == 1 && name == "entry_points") {
+      if (auto e = f.value().get_array().get(arr)) return fail(e, "entry points");
+      for (auto row : arr) {
+        od::array fields;
+        if (auto e = row.get_array().get(fields)) return fail(e, "entry point");
+        GroupEntry ep;
+        std::size_t n = 0;
+        for (auto x : fields) {
+          od::value xv;
+          if (auto e = x.get(xv)) return fail(e, "entry point");
+          bool ok = true;
+          switch (n) {
+            case 0: ok = index(xv, "entry point distribution", out.dists.size(), ep.dist); break;
+            case 1: ok = kept_bytes(xv, "entry point name", ep.name); break;
+            case 2: ok = kept_bytes(xv, "entry point value", ep.value); break;
+            default: return fail("entry point has more than 3 fields");
+          }
+          if (!ok) return false;
+          ++n;
+        }
+        if (n != 3) return fail("entry point has " + std::to_string(n) + " fields, not 3");
+        out.eps.push_back(ep);
+      }
+    } else {
+      return fail("unexpected field \"" + std::string(name) + "\"");
+    }
+    ++k;
+  }
+  if (k != 2) return fail("incomplete group section");
+  if (out.eps.size() != out.section->count) {
+    return fail("holds " + std::to_string(out.eps.size()) + " entry points, the head says " +
+                std::to_string(out.section->count));
+  }
+  return true;
+}
+
+bool Reader::watched_file(od::value v) {
+  od::array arr;
+  if (auto e = v.get_array().get(arr)) return fail(e, "watched file");
+  std::uint32_t path = 0;
+  std::string_view rel;
+  FileStamp stamp;
+  std::size_t k = 0;
+  for (auto x : arr) {
+    od::value xv;
+    if (auto e = x.get(xv)) return fail(e, "watched file");
+    bool ok = true;
+    if (k == 0) ok = index(xv, "watched file search path", m_paths.size(), path);
+    else if (k == 1) ok = bytes(xv, "watched file path", m_s1, rel);
+    else ok = stamp_field(xv, k - 2, "watched file stamp", stamp);
+    if (!ok) return false;
+    ++k;
+  }
+  if (k != 8) return fail("watched file has " + std::to_string(k) + " fields, not 8");
+  m_builder.add_watched_file(path, rel, stamp);
+  return true;
+}
+
+bool Reader::watched(od::document& doc, std::size_t count) {
+  od::array arr;
+  if (auto e = doc.get_array().get(arr)) return fail(e, "watched files");
+  std::size_t n = 0;
+  for (auto x : arr) {
+    od::value xv;
+    if (auto e = x.get(xv)) return fail(e, "watched files");
+    if (!watched_file(xv)) return false;
+    ++n;
+  }
+  if (n != count) {
+    return fail("holds " + std::to_string(n) + " watched files, the head says " + std::to_string(count));
+  }
+  return true;
+}
+
+const Section* Reader::find(Kind kind, std::string_view group) const {
+  for (const Section& s : m_sections) {  // a few hundred at most; once per requested group
+    if (s.kind == kind && s.group == group) return &s;
+  }
+  return nullptr;
+}
+
+bool Reader::load_complete() {
+  Buffer buf;
+  if (!parse_section(*m_dists, buf, [&](od::document& d) { return dists(d); })) return false;
+  if (m_has_error ? m_first_error_seen != m_error_dist
+                  : m_first_error_seen != std::numeric_limits<std::uint64_t>::max()) {
+    return fail("\"first_error\" disagrees with the distributions");
+  }
+  for (const Section& s : m_sections) {
+    if (s.kind == Kind::stamps) {
+      // Not needed (the watched section has every stamp), but a complete
+      // read vouches for every byte of the file.
+      const char* data = nullptr;
+      std::size_t capacity = 0;
+      m_where = s.name;
+      if (!fetch(s, buf, data, capacity)) return false;
+      m_where.clear();
+    }
+    if (s.kind != Kind::group) continue;
+    GroupData g;
+    g.section = &s;
+    m_owned.clear();
+    if (!parse_section(s, buf, [&](od::document& d) { return group(d, g); })) return false;
+    for (const GroupEntry& ep : g.eps) {
+      m_builder.add_entry_point(g.dists[ep.dist].global, s.group, ep.name, ep.value);
+    }
+  }
+  return parse_section(*m_watched, buf, [&](od::document& d) { return watched(d, m_watched->count); });
+}
+
+bool Reader::load_partial() {
+  std::vector<std::string_view> wanted(m_expect.groups.begin(), m_expect.groups.end());
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+
+  // Each group's section stays in its own buffer until the Index is built.
+  std::vector<Buffer> buffers(wanted.size());
+  std::vector<GroupData> groups;
+  groups.reserve(wanted.size());
+  for (std::size_t i = 0; i < wanted.size(); ++i) {
+    const Section* s = find(Kind::group, wanted[i]);
+    if (s == nullptr) continue;  // no entry points in this group
+    GroupData& g = groups.emplace_back();
+    g.section = s;
+    if (!parse_section(*s, buffers[i], [&](od::document& d) { return group(d, g); })) return false;
+  }
+
+  // The distributions of all loaded groups, in global discovery order.
+  std::vector<const GroupDist*> all;
+  for (const GroupData& g : groups) {
+    for (const GroupDist& d : g.dists) all.push_back(&d);
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const GroupDist* a, const GroupDist* b) { return a->global < b->global; });
+  std::vector<std::uint32_t> numbers;  // global numbers of the distributions added, ascending
+  numbers.reserve(all.size());
+  const GroupDist* prev = nullptr;
+  for (const GroupDist* d : all) {
+    if (prev != nullptr && prev->global == d->global) {
+      if (prev->name != d->name || prev->version != d->version || prev->dir != d->dir || prev->path != d->path) {
+        return fail("distribution " + std::to_string(d->global) + " differs between group sections");
+      }
+      continue;
+    }
+    prev = d;
+    std::string_view joined;
+    join_dir(d->path, d->dir, joined);
+    m_builder.add_distribution(d->name, d->version, joined, d->path);
+    numbers.push_back(d->global);
+  }
+  for (const GroupData& g : groups) {
+    for (const GroupEntry& ep : g.eps) {
+      const std::uint32_t global = g.dists[ep.dist].global;
+      const auto at = std::lower_bound(numbers.begin(), numbers.end(), global) - numbers.begin();
+      m_builder.add_entry_point(static_cast<std::uint32_t>(at), g.section->group, ep.name, ep.value);
+    }
+  }
+
+  Buffer buf;
+  if (m_expect.watched) {
+    if (!parse_section(*m_watched, buf, [&](od::document& d) { return watched(d, m_watched->count); })) {
+      return false;
+    }
+  } else if (m_expect.group_stamps) {
+    for (const GroupData& g : groups) {
+      const Section* s = g.section + 1;  // check_layout(): a stamps section follows its group's
+      if (s == m_sections.data() + m_sections.size() || s->kind != Kind::stamps) continue;
+      if (!parse_section(*s, buf, [&](od::document& d) { return watched(d, s->count); })) return false;
+    }
+  }
+  m_builder.set_watched_complete(m_expect.watched);
+  m_builder.set_partial(wanted);
+  if (m_has_error) {
+    std::string_view joined;
+    join_dir(m_error_path, m_error_dir, joined);
+    m_builder.set_first_error(m_error_name, m_error_version, joined, m_error_path, m_error_message);
+  }
+  return true;
+}
+
+Result<Index> Reader::run() {
+  struct stat st;
+  profile::count(profile::Counter::stat);
+  if (::fstat(m_fd, &st) != 0) {
+    return Error{Errc::cache, "cache file " + std::string(m_file) + ": fstat: " + std::strerror(errno)};
+  }
+  constexpr off_t k_max = off_t{1} << 30;  // far above any real index; refuse absurd sizes
+  if (!S_ISREG(st.st_mode) || st.st_size > k_max) {
+    return Error{Errc::cache, "cache file " + std::string(m_file) + ": not a regular file of sane size"};
+  }
+  m_size = static_cast<std::uint64_t>(st.st_size);
+  if (m_size == 0) return Error{Errc::cache, "cache file " + std::string(m_file) + ": empty"};
+  if (read_head()) {
+    if (m_head.size == 0) {
+      fail("empty");
+    } else {
+      profile::Span span(profile::Phase::parse, m_file);
+      if (other_version()) {
+        // (reported by other_version)
+      } else if (parse_doc(m_head.data.get(), m_head_len, m_head.capacity, [&](od::document& d) { return head(d); }) &&
+          check_layout()) {
+        if (m_partial) load_partial();
+        else load_complete();
+      }
+    }
   }
   if (!m_problem.empty()) {
     return Error{Errc::cache, "cache file " + std::string(m_file) + ": " + m_problem};
@@ -513,36 +1086,8 @@ Result<Index> Parser::run(simdjson::padded_string_view json) {
 }  // namespace
 
 Result<Index> read_index_fd(int fd, std::string_view file, const ReadExpectations& expect) {
-  struct stat st;
-  profile::count(profile::Counter::stat);
-  if (::fstat(fd, &st) != 0) {
-    return Error{Errc::cache, "cache file " + std::string(file) + ": fstat: " + std::strerror(errno)};
-  }
-  constexpr off_t k_max = off_t{1} << 30;  // far above any real index; refuse absurd sizes
-  if (!S_ISREG(st.st_mode) || st.st_size > k_max) {
-    return Error{Errc::cache, "cache file " + std::string(file) + ": not a regular file of sane size"};
-  }
-  const std::size_t size = static_cast<std::size_t>(st.st_size);
-  std::unique_ptr<char[]> buf(new char[size + simdjson::SIMDJSON_PADDING]);
-  std::size_t got = 0;
-  {
-    profile::Span span(profile::Phase::read, file);
-    while (got < size) {
-      profile::count(profile::Counter::read);
-      const ssize_t n = ::read(fd, buf.get() + got, size - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        return Error{Errc::cache, "cache file " + std::string(file) + ": read: " + std::strerror(errno)};
-      }
-      if (n == 0) break;  // shrank under us: parse what is there (it will fail)
-      got += static_cast<std::size_t>(n);
-    }
-  }
-  std::memset(buf.get() + got, 0, simdjson::SIMDJSON_PADDING);
-  if (got == 0) return Error{Errc::cache, "cache file " + std::string(file) + ": empty"};
-  profile::Span span(profile::Phase::parse, file);
-  Parser parser(file, expect);
-  return parser.run(simdjson::padded_string_view(buf.get(), got, got + simdjson::SIMDJSON_PADDING));
+  Reader reader(fd, file, expect);
+  return reader.run();
 }
 
 }  // namespace epload::detail

@@ -23,7 +23,7 @@ namespace epload::detail {
 
 /// Bumped whenever the file layout or its meaning changes; part of the key,
 /// so files of other versions are simply never looked up (and pruned).
-inline constexpr int k_cache_format_version = 1;
+inline constexpr int k_cache_format_version = 2;
 
 /// Everything that identifies one cache file.  The hash of this names the
 /// file; the full key is also stored inside it and compared on load, so a
@@ -90,11 +90,19 @@ struct ReadExpectations {
   const std::vector<std::string>* search_paths = nullptr;
   /// The directory of the file, absolute and normalized (relocatable files).
   std::string base_dir;
+  /// Empty: read everything (a complete Index).  Else read only the head and
+  /// these groups' sections (a partial Index).
+  std::vector<std::string> groups;
+  /// Partial reads: also the watched section (`full` validation needs it).
+  bool watched = false;
+  /// Partial reads: also the groups' stamps sections.
+  bool group_stamps = false;
 };
 
 /// Reads and parses the open file `fd` (the caller checked its safety;
-/// `file` names it in messages).  Any defect, or an unmet expectation, is an
-/// Errc::cache error.
+/// `file` names it in messages): the head, then only the sections `expect`
+/// selects, each with pread at the offset the head records.  Any defect in
+/// what is read, or an unmet expectation, is an Errc::cache error.
 Result<Index> read_index_fd(int fd, std::string_view file, const ReadExpectations& expect);
 
 // ---- JSON text helpers (cache_text.cpp) ------------------------------------

@@ -3,7 +3,9 @@
 //
 // The hit path is a handful of system calls before validation: open the
 // cache directory (O_PATH) and fstat it, openat the file (O_NOFOLLOW) and
-// fstat it, read it whole, close.  Safety is checked on the descriptors that
+// fstat it, read what the request needs (a complete load: the whole file;
+// CacheOptions::groups: the head and those groups' sections, plus the
+// watched section under `full` validation), close.  Safety is checked on the descriptors that
 // are then read, so a swap between check and use cannot slip a foreign file
 // in.  The cache file names dlopen targets: a file or directory owned by
 // another user, or writable by group or others, is never trusted (ignored
@@ -189,7 +191,8 @@ void prune(const std::string& dir, std::string_view keep) {
 
 /// The shipped index at `path`, if it is safe, made for `search_paths`, and
 /// its search paths still hold.
-Result<Index> open_shipped(const std::string& path, const std::vector<std::string>& search_paths) {
+Result<Index> open_shipped(const std::string& path, const CacheOptions& options) {
+  const std::vector<std::string>& search_paths = options.search_paths;
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.fd < 0) return Error{Errc::cache, "cannot open " + path + ": " + errno_text()};
   struct stat st;
@@ -201,6 +204,10 @@ Result<Index> open_shipped(const std::string& path, const std::vector<std::strin
   ReadExpectations expect;
   expect.search_paths = &search_paths;
   expect.base_dir = dir_name(absolute_path(path));
+  // Only the search-path stamps are checked for a shipped index: the watched
+  // list is never needed.
+  expect.groups = options.groups;
+  expect.group_stamps = options.group_stamps;
   auto index = read_index_fd(fd.fd, path, expect);
   if (!index) return index.error();
   std::string why;
@@ -216,7 +223,8 @@ struct Lookup {
 };
 
 Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& key,
-               Validation validation) {
+               const CacheOptions& options) {
+  const Validation validation = options.validation;
   Lookup out;
   const std::string path = join_path(dir, name);
   profile::count(profile::Counter::open);
@@ -255,6 +263,9 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
   }
   ReadExpectations expect;
   expect.key = &key;
+  expect.groups = options.groups;
+  expect.watched = validation == Validation::full;  // only `full` needs the watched stamps
+  expect.group_stamps = options.group_stamps;
   auto index = read_index_fd(fd.fd, path, expect);
   if (!index) {
     out.why = index.error().message;
@@ -315,7 +326,7 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
     if (const char* e = std::getenv("EPLOAD_INDEX"); e != nullptr) shipped = e;
   }
   if (!shipped.empty()) {
-    auto r = detail::open_shipped(shipped, options.search_paths);
+    auto r = detail::open_shipped(shipped, options);
     if (r) {
       rep.status = CacheStatus::shipped;
       rep.file = shipped;
@@ -334,7 +345,7 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
   const std::string name = detail::cache_file_name(key);
   rep.file = detail::join_path(dir, name);
 
-  detail::Lookup found = detail::look_up(dir, name, key, options.validation);
+  detail::Lookup found = detail::look_up(dir, name, key, options);
   if (found.index) {
     rep.status = CacheStatus::hit;
     rep.reason = prefix;
@@ -382,11 +393,12 @@ Result<void> write_index(const Index& index, const std::string& path, bool reloc
   return detail::write_atomic(path, *text, relocatable ? 0644 : 0600, "." + base);
 }
 
-Result<Index> read_index(const std::string& path) {
+Result<Index> read_index(const std::string& path, const std::vector<std::string>& groups) {
   detail::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.fd < 0) return Error{Errc::cache, "cannot open " + path + ": " + detail::errno_text()};
   detail::ReadExpectations expect;
   expect.base_dir = detail::dir_name(detail::absolute_path(path));
+  expect.groups = groups;
   return detail::read_index_fd(fd.fd, path, expect);
 }
 

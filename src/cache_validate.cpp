@@ -121,6 +121,12 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
   const auto paths = index.search_paths();
   const auto stamps = index.search_path_stamps();
   const std::int64_t scanned_at = index.scanned_at_ns();
+  if (validation == Validation::full && !index.watched_complete()) {
+    // A partial load under `paths` validation left the watched stamps on
+    // disk: "nothing to check" must not read as "nothing changed".
+    if (why) *why = "the index was loaded without its watched files; it cannot be validated fully";
+    return false;
+  }
   if (stamps.size() != paths.size()) {
     if (why) *why = "index has no stamps for its search paths";
     return false;

@@ -26,6 +26,12 @@ struct Index::Data {
   std::vector<std::uint32_t> group_begin;      // groups.size() + 1 offsets into eps
   std::vector<WatchedFile> watched;
   std::int64_t scanned_at_ns = 0;
+  // Partial indexes only (see Index::complete()).
+  bool complete = true;
+  bool watched_complete = true;
+  std::vector<std::string_view> loaded_groups;  // sorted, distinct
+  bool has_first_error = false;
+  Distribution first_error;  // the global one, when has_first_error
 };
 
 Index::Index() : m(std::make_unique<Data>()) {}
@@ -57,7 +63,17 @@ const EntryPoint* Index::find(std::string_view group, std::string_view name) con
   return nullptr;
 }
 
+bool Index::complete() const { return m->complete; }
+std::span<const std::string_view> Index::loaded_groups() const { return m->loaded_groups; }
+bool Index::watched_complete() const { return m->watched_complete; }
+
+bool Index::has_group(std::string_view group) const {
+  if (m->complete) return true;
+  return std::binary_search(m->loaded_groups.begin(), m->loaded_groups.end(), group);
+}
+
 const Distribution* Index::first_error() const {
+  if (m->has_first_error) return &m->first_error;
   for (const Distribution& d : m->dists) {
     if (!d.error.empty()) return &d;
   }
@@ -115,6 +131,29 @@ void IndexBuilder::add_watched_file(std::uint32_t search_path, std::string_view 
 }
 
 void IndexBuilder::set_scanned_at(std::int64_t ns) { m->index.m->scanned_at_ns = ns; }
+
+void IndexBuilder::set_partial(std::span<const std::string_view> groups) {
+  auto& d = *m->index.m;
+  d.complete = false;
+  d.loaded_groups.clear();
+  for (std::string_view g : groups) d.loaded_groups.push_back(d.arena.copy(g));
+  std::sort(d.loaded_groups.begin(), d.loaded_groups.end());
+  d.loaded_groups.erase(std::unique(d.loaded_groups.begin(), d.loaded_groups.end()), d.loaded_groups.end());
+}
+
+void IndexBuilder::set_watched_complete(bool complete) { m->index.m->watched_complete = complete; }
+
+void IndexBuilder::set_first_error(std::string_view name, std::string_view version,
+                                   std::string_view metadata_dir, std::uint32_t search_path,
+                                   std::string_view error) {
+  auto& d = *m->index.m;
+  d.has_first_error = true;
+  d.first_error.name = d.arena.copy(name);
+  d.first_error.version = d.arena.copy(version);
+  d.first_error.metadata_dir = d.arena.copy(metadata_dir);
+  d.first_error.search_path = search_path;
+  d.first_error.error = d.arena.copy(error);
+}
 
 Index IndexBuilder::build() {
   auto& d = *m->index.m;

@@ -48,6 +48,17 @@ class Invalidation : public ::testing::Test {
     ASSERT_EQ(r.status, CacheStatus::hit) << r.reason;
   }
 
+  /// Brings the cache to a valid state and checks a group query hits.
+  void warm_group() {
+    const auto groups = options.groups;
+    options.groups.clear();
+    warm();
+    options.groups = groups;
+    CacheReport r;
+    ASSERT_TRUE(open_index(options, &r));
+    ASSERT_EQ(r.status, CacheStatus::hit) << r.reason;
+  }
+
   /// open_index, whose answer must equal a fresh scan's.
   CacheReport open_checked() {
     CacheReport report;
@@ -268,6 +279,67 @@ TEST_F(Invalidation, RelativeSearchPathFollowsTheCurrentDirectory) {
   EXPECT_NE(first.file, second.file);
   EXPECT_EQ(second.status, CacheStatus::rebuilt);
   ASSERT_EQ(::chdir(old), 0);
+}
+
+// ---- group queries (partial loads) ----------------------------------------------
+
+TEST_F(Invalidation, GroupQueryNoticesWhatACompleteQueryNotices) {
+  // A partial load under `full` validation carries the whole watched list,
+  // so an in-place edit of any distribution, in the group or not, is seen.
+  options.groups = {"torch.backends"};
+  CacheReport r;
+  auto idx = open_index(options, &r);
+  ASSERT_TRUE(idx);
+  ASSERT_EQ(r.status, CacheStatus::hit) << r.reason;
+  EXPECT_FALSE((*idx)->complete());
+  ASSERT_EQ((*idx)->group("torch.backends").size(), 2u);
+
+  const std::string f = ep_file(site1, "beta-1.0");
+  struct stat before;
+  ASSERT_EQ(::stat(f.c_str(), &before), 0);
+  test::write_file(f, "[torch.backends]\nnpu = beta_npx:init\n");  // same size
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
+  idx = open_index(options, &r);
+  ASSERT_TRUE(idx);
+  EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
+  EXPECT_NE(r.reason.find("entry_points.txt"), std::string::npos) << r.reason;
+  EXPECT_EQ((*idx)->find("torch.backends", "npu")->value, "beta_npx:init");
+
+  // Outside the group too (its answer could not change, but the rule is
+  // the same as for a complete query).
+  next_tick();
+  ASSERT_TRUE(open_index(options, &r));
+  ASSERT_TRUE(open_index(options, &r));
+  ASSERT_EQ(r.status, CacheStatus::hit) << r.reason;
+  ASSERT_EQ(::unlink(ep_file(site1, "alpha-1.0").c_str()), 0);
+  ASSERT_TRUE(open_index(options, &r));
+  EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
+}
+
+TEST_F(Invalidation, GroupCatalogRevalidatesOnEveryGet) {
+  for (Validation v : {Validation::full, Validation::paths}) {
+    options.groups = {"torch.backends"};
+    options.validation = v;
+    warm_group();
+    Catalog catalog(options);
+    CacheReport r;
+    auto a = catalog.get(&r);
+    ASSERT_TRUE(a);
+    EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+    EXPECT_FALSE((*a)->complete());
+    auto b = catalog.get(&r);
+    ASSERT_TRUE(b);
+    EXPECT_EQ(a->get(), b->get());
+
+    const std::string name = v == Validation::full ? "late" : "later";
+    test::make_dist(site2, name, "1.0", "[torch.backends]\n" + name + " = late:init\n");
+    auto c = catalog.get(&r);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
+    EXPECT_NE((*c)->find("torch.backends", name), nullptr);
+    next_tick();
+  }
 }
 
 // ---- shipped (relocatable, read-only) indexes --------------------------------

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -97,10 +98,14 @@ TEST(Cache, RoundTripKeepsEveryField) {
   struct stat st;
   ASSERT_EQ(::stat(file.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  // The file is strict JSON (Python's parser agrees), and the non-UTF-8 path
-  // is stored as hex bytes that decode back exactly.
-  EXPECT_EQ(python_check("import json,sys; json.load(open(sys.argv[1], encoding=\"utf-8\"))", file), 0);
-  EXPECT_EQ(python_check("import json,sys; d=json.load(open(sys.argv[1])); "
+  // The file is strict JSON Lines (Python's parser agrees: every line is one
+  // document), and the non-UTF-8 path is stored as hex bytes that decode
+  // back exactly.
+  EXPECT_EQ(python_check("import json,sys; "
+                         "assert len([json.loads(l) for l in open(sys.argv[1], encoding=\"utf-8\")]) > 4",
+                         file),
+            0);
+  EXPECT_EQ(python_check("import json,sys; d=json.loads(open(sys.argv[1]).readline()); "
                          "assert bytes.fromhex(d[\"search_paths\"][1][\"path\"][\"hex\"])"
                          "==b\"/tmp/bad-\\xff\\xfe-byte\"; "
                          "assert d[\"search_paths\"][0][\"path\"].startswith(\"/tmp/site \\\"quoted\\\" \\\\back\")",
@@ -125,7 +130,7 @@ TEST(Cache, EscapesEveryByteValue) {
   ASSERT_TRUE(back) << back.error().message;
   std::string why;
   EXPECT_TRUE(test::identical(original, *back, &why)) << why;
-  EXPECT_EQ(python_check("import json,sys; d=json.load(open(sys.argv[1])); "
+  EXPECT_EQ(python_check("import json,sys; d=json.loads(open(sys.argv[1]).readline()); "
                          "assert d[\"search_paths\"][0][\"path\"]==\"\".join(map(chr,range(128)))",
                          t / "i.json"),
             0);
@@ -243,11 +248,11 @@ TEST(Cache, ResolvesCacheDirectoryFromOptionsThenEnvironment) {
 TEST(Cache, ReadRejectsOtherFormatVersion) {
   TempDir t;
   ASSERT_TRUE(write_index(sample_index(), t / "i.json"));
-  edit_file(t / "i.json", "\"version\":1,", "\"version\":2,");
+  edit_file(t / "i.json", "\"version\":2,", "\"version\":3,");
   auto r = read_index(t / "i.json");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::cache);
-  EXPECT_NE(r.error().message.find("format version 2"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("format version 3"), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find(t / "i.json"), std::string::npos) << r.error().message;
 }
 
@@ -260,7 +265,10 @@ TEST(Cache, ReadRejectsForeignAndEmptyFiles) {
       {"\"epload-index\"", "not an epload index"},
       {"{\"format\":\"stevedore\",\"version\":1}", "not an epload index"},
       {"{\"groups\":{\"console_scripts\":[]},\"path_values\":[]}", "not an epload index"},
-      {"{\"format\":\"epload-index\",\"version\":1}", "truncated"},
+      {"{\"format\":\"epload-index\",\"version\":2}", "truncated"},
+      {"{\"format\":\"epload-index\",\"version\":2}\n", "truncated"},
+      {"{\"format\":\"epload-index\",\"version\":1,\"checksum\":\"0123456789abcdef\",\n\"key\":{}}", "format version 1"},
+      {"{\n\"format\": \"epload-index\"}", "malformed"},
       {"{\"format\":\"epload-index\",\"version\":\"1\"}", "version"},
       {"not json at all", "not an epload index"},
       {"\xff\xfe{}", "malformed"},
@@ -277,74 +285,179 @@ TEST(Cache, ReadRejectsForeignAndEmptyFiles) {
   EXPECT_NE(missing.error().message.find("missing.json"), std::string::npos);
 }
 
-TEST(Cache, ReadRejectsValidJsonWithBadContent) {
-  // Structurally valid files (correct checksum) whose values are wrong must
-  // still be rejected by the strict reader: build each one from a good file.
-  TempDir t;
+/// Re-seals an edited file with Python, which knows nothing of our reader:
+/// recomputes every section's length and hash from the lines that follow the
+/// head (positionally), the offsets, and the head's checksum.  `mutate`, a
+/// Python statement on `rows` (the head's section rows), runs after the
+/// offsets are set, to forge a bad layout.
+constexpr const char* k_reseal_script = R"PY(
+import json,sys
+p=sys.argv[1]; mutate=sys.argv[2]
+b=open(p,"rb").read()
+M=(1<<64)-1
+def H(x):
+  h=(0x9e3779b97f4a7c15^len(x))&M
+  pad=x+b"\0"*(8-len(x)%8)
+  for k in range(0,len(pad),8):
+    h=((h^int.from_bytes(pad[k:k+8],"little"))*0xff51afd7ed558ccd)&M
+    h^=h>>32
+  return h
+nl=b.index(b"\n")
+head=json.loads(b[:nl])
+body=b[nl+1:]
+lines=[l+b"\n" for l in body.split(b"\n")[:-1]]
+rows=head["sections"]
+for i,r in enumerate(rows):
+  if i<len(lines):
+    r[2]=len(lines[i]); r[3]="%016x"%H(lines[i])
+sealed=json.dumps(rows)
+base=0
+while True:
+  head["sections"]=rows=json.loads(sealed)
+  at=base
+  for r in rows:
+    r[1]=at; at+=r[2]
+  exec(mutate)
+  text=json.dumps(head,separators=(",",":"),ensure_ascii=False).encode()+b"\n"
+  if len(text)==base: break
+  base=len(text)
+i=text.index(b"\"checksum\":\"")+12
+text=text[:i]+b"%016x"%H(text[i+17:])+text[i+16:]
+open(p,"wb").write(text+body)
+)PY";
+
+/// Writes `text` to `path` and re-seals it (see k_reseal_script).
+void reseal(const std::string& path, const std::string& text, const std::string& mutate = "pass") {
+  test::write_file(path, text);
+  const std::string cmd = std::string(EPLOAD_TEST_PYTHON) + " -c '" + k_reseal_script + "' '" + path + "' '" +
+                          mutate + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << mutate;
+}
+
+/// Replaces the first occurrence of `from` in line `line` (0: the head) of `text`.
+std::string edit_line(std::string text, int line, const std::string& from, const std::string& to) {
+  std::size_t begin = 0;
+  for (int i = 0; i < line; ++i) begin = text.find('\n', begin) + 1;
+  const std::size_t end = text.find('\n', begin);
+  const std::size_t at = text.find(from, begin);
+  if (at == std::string::npos || at + from.size() > end) {
+    ADD_FAILURE() << "no '" << from << "' in line " << line;
+    return text;
+  }
+  return text.replace(at, from.size(), to);
+}
+
+/// A one-distribution index whose file has the lines
+///   0 head, 1 group:g, 2 stamps:g, 3 dists, 4 watched.
+Index tiny_index() {
   IndexBuilder b;
   const auto sp = b.add_search_path("/s", test::fake_stamp(1));
   const auto d = b.add_distribution("n", "1", "/s/n.dist-info", sp);
   b.add_entry_point(d, "g", "e", "v");
   b.add_watched_file(sp, "n.dist-info/entry_points.txt", test::fake_stamp(2));
-  ASSERT_TRUE(write_index(b.build(), t / "good.json"));
+  return b.build();
+}
+
+TEST(Cache, ReadRejectsValidJsonWithBadContent) {
+  // Structurally valid files (correct checksums) whose values are wrong must
+  // still be rejected by the strict reader: build each one from a good file.
+  TempDir t;
+  ASSERT_TRUE(write_index(tiny_index(), t / "good.json"));
   const std::string good = test::read_file(t / "good.json");
-  // Re-checksums `text` with Python, which knows nothing of our reader.
-  auto reseal = [&](std::string text) {
-    test::write_file(t / "bad.json", text);
-    const char* script =
-        "import sys\n"
-        "p=sys.argv[1]; b=open(p,\"rb\").read(); i=b.index(b\"\\\"checksum\\\":\\\"\")+12\n"
-        "body=b[i+17:]; M=(1<<64)-1; h=(0x9e3779b97f4a7c15^len(body))&M\n"
-        "pad=body+b\"\\0\"*(8-len(body)%8)\n"
-        "for k in range(0,len(pad),8):\n"
-        "  h=((h^int.from_bytes(pad[k:k+8],\"little\"))*0xff51afd7ed558ccd)&M; h^=h>>32\n"
-        "open(p,\"wb\").write(b[:i]+b\"%016x\"%h+b[i+16:])\n";
-    EXPECT_EQ(python_check(script, t / "bad.json"), 0);
+  reseal(t / "bad.json", good);
+  ASSERT_EQ(test::read_file(t / "bad.json"), good) << "the Python re-sealer must agree with the writer";
+  struct Edit {
+    int line;
+    std::string from, to;
+    bool group_read_sees = true;  // the head or line 1 (group:g) is read by a query of "g"
   };
-  reseal(good);
-  ASSERT_TRUE(read_index(t / "bad.json")) << "the Python re-sealer must agree with the writer";
-  const std::pair<std::string, std::string> edits[] = {
-      {",0,\"\"]", ",7,\"\"]"},                // dist -> nonexistent search path
-      {",0,\"\"]", ",0]"},                       // short dist
-      {"\n[0,\"g\"", "\n[5,\"g\""},                  // entry point -> nonexistent dist
-      {"\n[0,\"n.dist-info", "\n[3,\"n.dist-info"},  // watched -> nonexistent path
-      {"\n[\"n\",", "\n[1,"},                         // wrong type
-      {"\n[\"n\",", "\n[{\"hex\":\"zz\"},"},          // bad hex
-      {"\n[\"n\",", "\n[{\"hex\":\"6\"},"},           // odd hex
-      {"\n[\"n\",", "\n[{\"hex\":\"6e\",\"x\":1},"},  // extra field
-      {"\n[\"n\",", "\n[\"\\ud800\","},                 // lone surrogate
-      {"\n[\"n\",", "\n[\"\\q\","},                     // unknown escape
-      {"\"relocatable\":false", "\"relocatable\":0"},
-      {",\"g\",\"e\",\"v\"]", ",\"g\",\"e\"]"},      // short entry point
-      {",\"g\",\"e\",\"v\"]", ",\"g\",\"e\",\"v\",\"w\"]"},
-      {"\"scanned_at_ns\"", "\"scanned_at\""},
-      {"]}\n", "]}\n{}"},                             // trailing data
-      {"]}\n", "],\"extra\":1}\n"},
-      {"\"stamp\":[", "\"stamp\":[1,"},               // 7 stamp fields
-      {"\"stamp\":[", "\"stamp\":[-1,"},
+  const Edit edits[] = {
+      {3, ",0,\"\"]", ",7,\"\"]"},                           // dist -> nonexistent search path
+      {3, ",0,\"\"]", ",0]"},                                // short dist
+      {3, ",0,\"\"]", ",0,\"\",1]"},                          // long dist
+      {1, "\"entry_points\":[[0,", "\"entry_points\":[[5,"},  // entry point -> nonexistent dist
+      {1, "{\"dists\":[[0,", "{\"dists\":[[1,"},              // group dist -> nonexistent dist
+      {1, "\"n.dist-info\",0]", "\"n.dist-info\",4]"},         // group dist -> nonexistent path
+      {1, "{\"dists\":[[0,", "{\"dists\":[[0,0,"},            // long group dist
+      {1, "{\"dists\"", "{\"distz\""},
+      {4, "[[0,\"n.dist-info", "[[3,\"n.dist-info"},          // watched -> nonexistent path
+      {3, "[[\"n\",", "[[1,"},                                // wrong type
+      {3, "[[\"n\",", "[[{\"hex\":\"zz\"},"},                 // bad hex
+      {3, "[[\"n\",", "[[{\"hex\":\"6\"},"},                  // odd hex
+      {3, "[[\"n\",", "[[{\"hex\":\"6e\",\"x\":1},"},         // extra field
+      {3, "[[\"n\",", "[[\"\\ud800\","},                        // lone surrogate
+      {3, "[[\"n\",", "[[\"\\q\","},                            // unknown escape
+      {0, "\"relocatable\":false", "\"relocatable\":0"},
+      {1, ",\"e\",\"v\"]", ",\"e\"]"},                          // short entry point
+      {1, ",\"e\",\"v\"]", ",\"e\",\"v\",\"w\"]"},
+      {0, "\"scanned_at_ns\"", "\"scanned_at\""},
+      {4, "]]", "]]{}"},                                       // trailing data in a section
+      {4, "]]", "]]\n{}"},                                     // a line after the last section
+      {0, "]]}", "]],\"extra\":1}"},
+      {0, "\"stamp\":[", "\"stamp\":[1,"},                      // 7 stamp fields
+      {0, "\"stamp\":[", "\"stamp\":[-1,"},
+      {0, "\"first_error\":null", "\"first_error\":1"},
+      // A first error the distributions do not have, or out of range.
+      {0, "\"first_error\":null", "\"first_error\":{\"dist\":[0,\"n\",\"1\",\"n.dist-info\",0],\"message\":\"x\"}",
+       false},  // (only the "dists" section can contradict it)
+      {0, "\"first_error\":null", "\"first_error\":{\"dist\":[1,\"n\",\"1\",\"n.dist-info\",0],\"message\":\"x\"}"},
+      {0, "\"group:g\"", "\"group:h\""},                        // stamps:g no longer follows its group
+      {0, "\"dists\"", "\"distz\""},                            // unknown section
+      {0, "\"watched\"", "\"dists\""},                          // two dists sections
+      {0, ",1],[\"stamps:g\"", ",2],[\"stamps:g\""},            // count disagrees
   };
-  for (const auto& [from, to] : edits) {
-    std::string text = good;
-    const auto at = text.find(from);
-    ASSERT_NE(at, std::string::npos) << from;
-    text.replace(at, from.size(), to);
-    reseal(text);
+  for (const Edit& e : edits) {
+    reseal(t / "bad.json", edit_line(good, e.line, e.from, e.to));
     auto r = read_index(t / "bad.json");
-    EXPECT_FALSE(r) << "accepted: " << to;
+    EXPECT_FALSE(r) << "accepted: " << e.to;
     if (!r) {
       EXPECT_EQ(r.error().code, Errc::cache);
+    }
+    if (e.line <= 1 && e.group_read_sees) {
+      // The head and the group's own section are read by a query of the group too.
+      auto partial = read_index(t / "bad.json", {"g"});
+      EXPECT_FALSE(partial) << "accepted by a group read: " << e.to;
     }
   }
   // Escapes the writer never produces are still decoded as JSON defines them.
   const std::pair<std::string, std::string> decodes[] = {
       {"\\u006e", "n"}, {"\\/", "/"}, {"\\ud83d\\ude00", "\xf0\x9f\x98\x80"}, {"\\u00e9", "\xc3\xa9"}};
   for (const auto& [escaped, decoded] : decodes) {
-    std::string text = good;
-    text.replace(text.find("\n[\"n\","), 6, "\n[\"" + escaped + "\",");
-    reseal(text);
+    std::string text = edit_line(good, 3, "[[\"n\",", "[[\"" + escaped + "\",");
+    text = edit_line(text, 1, "[[0,\"n\",", "[[0,\"" + escaped + "\",");
+    reseal(t / "bad.json", text);
     auto r = read_index(t / "bad.json");
     ASSERT_TRUE(r) << escaped << ": " << r.error().message;
     EXPECT_EQ(r->distributions()[0].name, decoded);
+    auto partial = read_index(t / "bad.json", {"g"});
+    ASSERT_TRUE(partial) << escaped << ": " << partial.error().message;
+    EXPECT_EQ(partial->distributions()[0].name, decoded);
+  }
+}
+
+TEST(Cache, ReadRejectsBadSectionLayout) {
+  TempDir t;
+  ASSERT_TRUE(write_index(tiny_index(), t / "good.json"));
+  const std::string good = test::read_file(t / "good.json");
+  const std::pair<std::string, std::string> forged[] = {
+      {"rows[-1][2]+=100", "past the end"},                   // the last section runs past EOF
+      {"rows[0][1]=10**12", "starts at byte"},                // a section far past EOF
+      {"rows[1][1]-=3", "overlap"},                           // two sections overlap
+      {"rows[2][1]+=1", "gap"},                               // a gap between sections
+      {"rows[0][2]=1", "too short"},
+      {"rows[0][3]=\"0\"*16", "hash mismatch"},
+      {"rows[0][3]=\"x\"*16", "16 hex digits"},
+      {"rows[3][0]=\"group:z\"", "out of order"},            // a group section after "dists"
+      {"rows.pop()", "missing"},
+      {"rows.append([\"other\",0,2,\"0\"*16,0])", "unknown section"},
+  };
+  for (const auto& [mutate, expected] : forged) {
+    reseal(t / "bad.json", good, mutate);
+    auto r = read_index(t / "bad.json");
+    ASSERT_FALSE(r) << mutate;
+    EXPECT_EQ(r.error().code, Errc::cache);
+    EXPECT_NE(r.error().message.find(expected), std::string::npos) << mutate << " -> " << r.error().message;
+    EXPECT_FALSE(read_index(t / "bad.json", {"g"})) << mutate;
   }
 }
 
@@ -383,6 +496,273 @@ TEST(Cache, EveryTruncationIsRejected) {
     auto r = parse_bytes(good.substr(0, n));
     ASSERT_FALSE(r) << "truncated at " << n << " of " << good.size();
     EXPECT_EQ(r.error().code, Errc::cache);
+  }
+}
+
+// ---- partial reads (CacheOptions::groups) --------------------------------------
+
+/// Reads `text` (a file's content) with `expect`, from an in-memory file.
+Result<Index> parse_bytes_with(const std::string& text, const detail::ReadExpectations& expect) {
+  const int fd = ::memfd_create("epload-cache-test", MFD_CLOEXEC);
+  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) std::abort();
+  auto r = detail::read_index_fd(fd, "memfd", expect);
+  ::close(fd);
+  return r;
+}
+
+detail::ReadExpectations groups_only(std::vector<std::string> groups, bool watched = false,
+                                     bool group_stamps = false) {
+  detail::ReadExpectations e;
+  e.groups = std::move(groups);
+  e.watched = watched;
+  e.group_stamps = group_stamps;
+  return e;
+}
+
+/// Checks that `partial` holds exactly `groups` of `whole`: the same entry
+/// points in the same order, and exactly their distributions, in discovery
+/// order, with every field; plus the global provenance and first error.
+void expect_same_groups(const Index& whole, const Index& partial, std::vector<std::string_view> groups) {
+  EXPECT_TRUE(whole.complete());
+  EXPECT_FALSE(partial.complete());
+  std::sort(groups.begin(), groups.end());
+  groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+  ASSERT_EQ(std::vector<std::string_view>(partial.loaded_groups().begin(), partial.loaded_groups().end()), groups);
+  std::vector<const Distribution*> dists;
+  std::vector<const EntryPoint*> eps;
+  for (std::string_view g : groups) {
+    EXPECT_TRUE(partial.has_group(g)) << g;
+    for (const EntryPoint& ep : whole.group(g)) {
+      eps.push_back(&ep);
+      dists.push_back(ep.dist);
+    }
+  }
+  std::sort(dists.begin(), dists.end());
+  dists.erase(std::unique(dists.begin(), dists.end()), dists.end());
+  ASSERT_EQ(partial.distributions().size(), dists.size());
+  for (std::size_t i = 0; i < dists.size(); ++i) {
+    const Distribution &x = *dists[i], &y = partial.distributions()[i];
+    EXPECT_TRUE(x.name == y.name && x.version == y.version && x.metadata_dir == y.metadata_dir &&
+                x.search_path == y.search_path && y.error.empty())
+        << "distribution " << i << ": " << x.metadata_dir << " vs " << y.metadata_dir;
+  }
+  ASSERT_EQ(partial.entry_points().size(), eps.size());
+  for (std::size_t i = 0; i < eps.size(); ++i) {
+    const EntryPoint &x = *eps[i], &y = partial.entry_points()[i];
+    EXPECT_TRUE(x.group == y.group && x.name == y.name && x.value == y.value)
+        << "entry point " << i << ": " << x.name << " vs " << y.name;
+    EXPECT_EQ(std::find(dists.begin(), dists.end(), x.dist) - dists.begin(), y.dist - partial.distributions().data());
+  }
+  for (std::string_view g : groups) EXPECT_EQ(partial.group(g).size(), whole.group(g).size()) << g;
+  ASSERT_EQ(partial.search_paths().size(), whole.search_paths().size());
+  for (std::size_t i = 0; i < whole.search_paths().size(); ++i) {
+    EXPECT_EQ(partial.search_paths()[i], whole.search_paths()[i]);
+    EXPECT_EQ(partial.search_path_stamps()[i], whole.search_path_stamps()[i]);
+  }
+  EXPECT_EQ(partial.scanned_at_ns(), whole.scanned_at_ns());
+  ASSERT_EQ(partial.first_error() != nullptr, whole.first_error() != nullptr);
+  if (whole.first_error() != nullptr) {
+    const Distribution &x = *whole.first_error(), &y = *partial.first_error();
+    EXPECT_TRUE(x.name == y.name && x.version == y.version && x.metadata_dir == y.metadata_dir &&
+                x.search_path == y.search_path && x.error == y.error)
+        << x.metadata_dir << " vs " << y.metadata_dir;
+  }
+}
+
+TEST(CachePartial, GroupReadEqualsThatGroupOfACompleteRead) {
+  TempDir t;
+  const Index original = sample_index(40);
+  ASSERT_TRUE(write_index(original, t / "i.json"));
+  auto whole = read_index(t / "i.json");
+  ASSERT_TRUE(whole) << whole.error().message;
+  const std::vector<std::vector<std::string>> selections = {
+      {"console_scripts"},
+      {"torch.backends"},
+      {"group3"},
+      {"a group"},
+      {"group3", "console_scripts", "group3"},           // several, repeated, unsorted
+      {"group0", "group1", "group2", "group3", "group4", "group5", "group6", "torch.backends"},
+      {"no-such-group"},
+  };
+  for (const auto& sel : selections) {
+    auto partial = read_index(t / "i.json", sel);
+    ASSERT_TRUE(partial) << partial.error().message;
+    SCOPED_TRACE(sel.front());
+    expect_same_groups(*whole, *partial, std::vector<std::string_view>(sel.begin(), sel.end()));
+    EXPECT_TRUE(partial->watched_files().empty());
+    EXPECT_FALSE(partial->watched_complete());
+  }
+  // A group that was not loaded is not "empty": has_group() tells them apart.
+  auto one = read_index(t / "i.json", {"torch.backends"});
+  ASSERT_TRUE(one);
+  EXPECT_TRUE(one->group("console_scripts").empty());
+  EXPECT_FALSE(one->has_group("console_scripts"));
+  EXPECT_TRUE(one->has_group("torch.backends"));
+  auto none = read_index(t / "i.json", {"no-such-group"});
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->has_group("no-such-group"));
+  EXPECT_TRUE(none->distributions().empty());
+  EXPECT_TRUE(whole->has_group("console_scripts"));
+  EXPECT_TRUE(whole->watched_complete());
+}
+
+TEST(CachePartial, GroupReadReportsTheGlobalFirstError) {
+  // importlib raises for the first broken distribution whatever the group
+  // asked for, so a one-group read must know it even though that
+  // distribution has no entry points in the group (or at all).
+  TempDir t;
+  ASSERT_TRUE(write_index(sample_index(3), t / "i.json"));
+  auto partial = read_index(t / "i.json", {"torch.backends"});
+  ASSERT_TRUE(partial) << partial.error().message;
+  ASSERT_NE(partial->first_error(), nullptr);
+  EXPECT_EQ(partial->first_error()->name, "broken");
+  EXPECT_EQ(partial->first_error()->metadata_dir, "broken.egg-info");
+  EXPECT_EQ(partial->first_error()->search_path, 2u);
+  EXPECT_EQ(partial->first_error()->error, "broken.egg-info/entry_points.txt:3: line without '='");
+  for (const Distribution& d : partial->distributions()) EXPECT_NE(d.name, "broken");
+
+  ASSERT_TRUE(write_index(tiny_index(), t / "clean.json"));
+  auto no_error = read_index(t / "clean.json", {"g"});
+  ASSERT_TRUE(no_error);
+  EXPECT_EQ(no_error->first_error(), nullptr);
+}
+
+TEST(CachePartial, ReadsTheWatchedFilesOnlyWhenAsked) {
+  TempDir t;
+  IndexBuilder b;
+  b.add_search_path("/tmp/site", test::fake_stamp(1));
+  b.add_search_path("/tmp/other", test::fake_stamp(2));
+  for (int i = 0; i < 10; ++i) {
+    const std::string n = "noise" + std::to_string(i);
+    const auto d = b.add_distribution(n, "1", "/tmp/site/" + n + ".dist-info", 0);
+    b.add_entry_point(d, "group" + std::to_string(i % 7), "ep", n + ":x");
+    b.add_watched_file(0, n + ".dist-info", test::fake_stamp(50 + i));  // the directory: no distribution's
+    b.add_watched_file(0, n + ".dist-info/entry_points.txt", test::fake_stamp(100 + i));
+    b.add_watched_file(1, n + ".dist-info/entry_points.txt", test::fake_stamp(150 + i));  // another path's
+  }
+  const Index original = b.build();
+  ASSERT_TRUE(write_index(original, t / "i.json"));
+  const std::string text = test::read_file(t / "i.json");
+  auto with_watched = parse_bytes_with(text, groups_only({"group3"}, /*watched=*/true));
+  ASSERT_TRUE(with_watched) << with_watched.error().message;
+  EXPECT_TRUE(with_watched->watched_complete());
+  ASSERT_EQ(with_watched->watched_files().size(), original.watched_files().size());
+  for (std::size_t i = 0; i < original.watched_files().size(); ++i) {
+    EXPECT_EQ(with_watched->watched_files()[i].rel_path, original.watched_files()[i].rel_path);
+    EXPECT_EQ(with_watched->watched_files()[i].stamp, original.watched_files()[i].stamp);
+  }
+  // The group's stamps: the watched files inside its distributions only.
+  auto stamps = parse_bytes_with(text, groups_only({"group3"}, false, /*group_stamps=*/true));
+  ASSERT_TRUE(stamps) << stamps.error().message;
+  EXPECT_FALSE(stamps->watched_complete());
+  std::vector<std::string> got, want;
+  for (const WatchedFile& f : stamps->watched_files()) got.push_back(std::string(f.rel_path));
+  for (const Distribution& d : stamps->distributions()) {
+    want.push_back(std::string(d.metadata_dir.substr(std::string_view("/tmp/site/").size())) + "/entry_points.txt");
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(stamps->watched_files()[0].stamp, test::fake_stamp(100 + 3));  // noise3 is in group3
+  EXPECT_EQ(stamps->watched_files()[0].search_path, 0u);
+  EXPECT_TRUE(parse_bytes_with(text, groups_only({"group3"}))->watched_files().empty());
+
+  // still_valid() refuses to vouch for `full` without the watched list.
+  std::string why;
+  EXPECT_FALSE(still_valid(*stamps, Validation::full, &why));
+  EXPECT_NE(why.find("without its watched files"), std::string::npos) << why;
+}
+
+TEST(CachePartial, CorruptSectionIsFoundWhenItIsRead) {
+  TempDir t;
+  ASSERT_TRUE(write_index(sample_index(10), t / "i.json"));
+  const std::string good = test::read_file(t / "i.json");
+  // Flip one byte of a value "noiseN:x", which only a groupK section holds.
+  std::string bad = good;
+  const std::size_t at = good.find(":x\"", good.find('\n'));
+  ASSERT_NE(at, std::string::npos);
+  bad[at + 1] = 'y';
+  // Find the group whose read now fails; every other group still reads.
+  int failed = 0;
+  for (int k = 0; k < 7; ++k) {
+    const std::string g = "group" + std::to_string(k);
+    auto r = parse_bytes_with(bad, groups_only({g}));
+    if (!r) {
+      ++failed;
+      EXPECT_EQ(r.error().code, Errc::cache);
+      EXPECT_NE(r.error().message.find("section \"group:" + g + "\": hash mismatch"), std::string::npos)
+          << r.error().message;
+    }
+  }
+  EXPECT_EQ(failed, 1);
+  EXPECT_TRUE(parse_bytes_with(bad, groups_only({"console_scripts"})));
+  EXPECT_FALSE(parse_bytes_with(bad, detail::ReadExpectations{})) << "a complete read reads every section";
+
+  // The same for the watched section: only reads that need it see it.
+  std::string bad_watched = good;
+  bad_watched[good.size() - 3] ^= 1;  // inside the last line ("watched")
+  EXPECT_TRUE(parse_bytes_with(bad_watched, groups_only({"console_scripts"})));
+  auto full = parse_bytes_with(bad_watched, groups_only({"console_scripts"}, /*watched=*/true));
+  ASSERT_FALSE(full);
+  EXPECT_NE(full.error().message.find("section \"watched\""), std::string::npos) << full.error().message;
+}
+
+TEST(CachePartial, CorruptOrTruncatedHeadIsRejected) {
+  TempDir t;
+  ASSERT_TRUE(write_index(sample_index(10), t / "i.json"));
+  const std::string good = test::read_file(t / "i.json");
+  const std::size_t head_end = good.find('\n') + 1;
+  for (std::size_t n = 0; n < good.size(); n += (n < head_end + 64 ? 1 : 97)) {
+    auto r = parse_bytes_with(good.substr(0, n), groups_only({"torch.backends"}));
+    ASSERT_FALSE(r) << "truncated at " << n << " of " << good.size();
+    EXPECT_EQ(r.error().code, Errc::cache);
+  }
+  for (unsigned seed = 0; seed < 2000; ++seed) {
+    std::mt19937 rng(seed);
+    std::string bad = good;
+    bad[rng() % head_end] ^= static_cast<char>(1 + rng() % 255);
+    auto r = parse_bytes_with(bad, groups_only({"torch.backends"}));
+    ASSERT_FALSE(r) << "seed " << seed;
+    EXPECT_EQ(r.error().code, Errc::cache);
+  }
+}
+
+TEST(CachePartial, LongHeadIsReadWhole) {
+  // A head longer than the first read (many groups): read in more chunks.
+  IndexBuilder b;
+  const auto sp = b.add_search_path("/s", FileStamp{});
+  for (int i = 0; i < 3000; ++i) {
+    const auto d = b.add_distribution("d" + std::to_string(i), "1", "/s/d" + std::to_string(i) + ".dist-info", sp);
+    b.add_entry_point(d, "plugins.of.package" + std::to_string(i), "x", "m:x");
+    if (i % 3 == 0) b.add_entry_point(d, "torch.backends", "b" + std::to_string(i), "m:b");
+  }
+  const Index original = b.build();
+  TempDir t;
+  ASSERT_TRUE(write_index(original, t / "i.json"));
+  const std::string text = test::read_file(t / "i.json");
+  ASSERT_GT(text.find('\n'), 4 * 16384u) << "the head must exceed several first chunks";
+  auto whole = read_index(t / "i.json");
+  ASSERT_TRUE(whole) << whole.error().message;
+  for (const auto& sel : {std::vector<std::string>{"torch.backends"}, std::vector<std::string>{"plugins.of.package2999"},
+                          std::vector<std::string>{"plugins.of.package0", "torch.backends"}}) {
+    auto partial = read_index(t / "i.json", sel);
+    ASSERT_TRUE(partial) << partial.error().message;
+    expect_same_groups(*whole, *partial, std::vector<std::string_view>(sel.begin(), sel.end()));
+  }
+}
+
+TEST(CachePartial, VersionOneFileIsRejected) {
+  // What version 1 wrote (one document over many lines): never trusted,
+  // whatever is asked of it.
+  const std::string v1 =
+      "{\"format\":\"epload-index\",\"version\":1,\"checksum\":\"0123456789abcdef\",\n"
+      "\"key\":{\"interpreter\":\"\",\"cwd\":\"\"},\n\"relocatable\":false,\n\"scanned_at_ns\":1,\n"
+      "\"search_paths\":[\n{\"path\":\"/s\",\"stamp\":[1,2,3,4,5,16877]}],\n"
+      "\"dists\":[\n[\"n\",\"1\",\"n.dist-info\",0,\"\"]],\n\"entry_points\":[\n[0,\"g\",\"e\",\"v\"]],\n"
+      "\"watched\":[]}\n";
+  for (const auto& expect : {detail::ReadExpectations{}, groups_only({"g"})}) {
+    auto r = parse_bytes_with(v1, expect);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("format version 1, this build reads 2"), std::string::npos)
+        << r.error().message;
   }
 }
 
@@ -489,7 +869,7 @@ TEST_F(CacheOpen, OtherVersionForeignKeyAndCorruptFilesAreRebuilt) {
   const std::string file = cache_file_path(options);
   const std::string good = test::read_file(file);
 
-  edit_file(file, "\"version\":1,", "\"version\":99,");
+  edit_file(file, "\"version\":2,", "\"version\":99,");
   CacheReport r = open_checked();
   EXPECT_EQ(r.status, CacheStatus::rebuilt);
   EXPECT_NE(r.reason.find("format version 99"), std::string::npos) << r.reason;
@@ -517,6 +897,76 @@ TEST_F(CacheOpen, OtherVersionForeignKeyAndCorruptFilesAreRebuilt) {
     r = open_checked();
     EXPECT_EQ(r.status, CacheStatus::rebuilt);
     EXPECT_NE(r.reason.find(file), std::string::npos) << r.reason;
+  }
+}
+
+TEST_F(CacheOpen, GroupQueryHitsWithAPartialIndex) {
+  options.groups = {"torch.backends"};
+  options.validation = Validation::paths;
+  test::next_tick();
+  CacheReport r;
+  auto rebuilt = open_index(options, &r);  // a scan: the complete index
+  ASSERT_TRUE(rebuilt);
+  EXPECT_EQ(r.status, CacheStatus::rebuilt);
+  EXPECT_TRUE((*rebuilt)->complete());
+
+  auto hit = open_index(options, &r);
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+  const Index& partial = **hit;
+  EXPECT_FALSE(partial.complete());
+  ASSERT_EQ(partial.group("torch.backends").size(), 1u);
+  EXPECT_EQ(partial.group("torch.backends")[0].value, "beta_npu:init");
+  EXPECT_EQ(partial.group("torch.backends")[0].dist->name, "beta");
+  ASSERT_EQ(partial.distributions().size(), 1u);
+  EXPECT_EQ(partial.distributions()[0].metadata_dir, site + "/beta-2.0.dist-info");
+  EXPECT_FALSE(partial.has_group("console_scripts"));
+  EXPECT_TRUE(partial.watched_files().empty());
+  EXPECT_TRUE(still_valid(partial, Validation::paths));
+  std::string why;
+  EXPECT_FALSE(still_valid(partial, Validation::full, &why));
+  EXPECT_NE(why.find("watched"), std::string::npos) << why;
+
+  // Under `full` validation the watched list comes along, and validates.
+  options.validation = Validation::full;
+  auto full = open_index(options, &r);
+  ASSERT_TRUE(full);
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+  EXPECT_FALSE((*full)->complete());
+  EXPECT_TRUE((*full)->watched_complete());
+  EXPECT_TRUE(still_valid(**full, Validation::full, &why)) << why;
+
+  // The group's stamps alone, when asked for.
+  options.validation = Validation::paths;
+  options.group_stamps = true;
+  auto stamps = open_index(options, &r);
+  ASSERT_TRUE(stamps);
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+  ASSERT_EQ((*stamps)->watched_files().size(), 1u);
+  EXPECT_EQ((*stamps)->watched_files()[0].rel_path, "beta-2.0.dist-info/entry_points.txt");
+  EXPECT_EQ((*stamps)->watched_files()[0].stamp,
+            detail::stamp_at(AT_FDCWD, (site + "/beta-2.0.dist-info/entry_points.txt").c_str()));
+
+  // The same file serves a complete read.
+  options.groups.clear();
+  EXPECT_EQ(open_checked().status, CacheStatus::hit);
+}
+
+TEST_F(CacheOpen, VersionOneFileIsRebuilt) {
+  (void)open_checked();
+  const std::string file = cache_file_path(options);
+  test::write_file(file,
+                   "{\"format\":\"epload-index\",\"version\":1,\"checksum\":\"0123456789abcdef\",\n"
+                   "\"key\":{\"interpreter\":\"\",\"cwd\":\"\"},\n\"relocatable\":false,\n\"scanned_at_ns\":1,\n"
+                   "\"search_paths\":[],\n\"dists\":[],\n\"entry_points\":[],\n\"watched\":[]}\n");
+  ::chmod(file.c_str(), 0600);
+  for (auto groups : {std::vector<std::string>{}, std::vector<std::string>{"torch.backends"}}) {
+    options.groups = groups;
+    CacheReport r = open_checked();
+    EXPECT_EQ(r.status, CacheStatus::rebuilt);
+    EXPECT_NE(r.reason.find("format version 1"), std::string::npos) << r.reason;
+    test::write_file(file, "{\"format\":\"epload-index\",\"version\":1,\"checksum\":\"0\",\n\"key\":{}}\n");
+    ::chmod(file.c_str(), 0600);
   }
 }
 

@@ -40,6 +40,17 @@ struct CacheOptions {
   /// empty: $EPLOAD_INDEX if set.  Used when it matches the search paths and
   /// its search-path stamps still hold; otherwise ignored (with a reason).
   std::string shipped_index;
+  /// Empty: the complete index.  Else only these groups are loaded from a
+  /// cache file (a partial Index: see Index::complete()): the cost of a hit
+  /// is then that of the groups' share of the file, not of every installed
+  /// distribution.  A rebuild still scans everything and may return the
+  /// complete Index.
+  std::vector<std::string> groups;
+  /// With `groups`: also load the stamps of the watched files inside those
+  /// groups' distributions (e.g. their entry_points.txt) into
+  /// Index::watched_files() under `paths` validation.  (`full` validation
+  /// always loads every watched file.)
+  bool group_stamps = false;
 };
 
 /// How an index was obtained.
@@ -71,6 +82,9 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options,
 
 /// True when every stamp checked under `validation` still matches the file
 /// system and none is racy; otherwise false and `why` names the first change.
+/// An index without the complete watched list (a partial load under `paths`
+/// validation, see Index::watched_complete()) cannot vouch for `full`: false,
+/// and `why` says so.
 bool still_valid(const Index& index, Validation validation, std::string* why = nullptr);
 
 /// Serializes `index` to `path` atomically (temp file + rename in the same
@@ -90,8 +104,10 @@ Result<std::string> store_index(const Index& index, const CacheOptions& options)
 
 /// Parses a serialized index.  Any defect (truncation, corruption, foreign
 /// JSON, other format version) is an Errc::cache error saying what is wrong.
-/// Freshness is not checked here (see still_valid).
-Result<Index> read_index(const std::string& path);
+/// Freshness is not checked here (see still_valid).  `groups` empty: the
+/// complete index; else a partial one of those groups (without watched
+/// files), reading only the head of the file and those groups' sections.
+Result<Index> read_index(const std::string& path, const std::vector<std::string>& groups = {});
 
 /// Removes every cache file in the cache directory; returns how many.
 Result<int> clear_cache(const CacheOptions& options);

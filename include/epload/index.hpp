@@ -78,6 +78,27 @@ class Index {
   /// within the same clock tick, unseen ("racy"); caches must not trust it.
   std::int64_t scanned_at_ns() const;
 
+  // ---- partial indexes (a cache load of some groups only) -----------------
+  // A scan, or a complete cache load, holds every group and distribution.  A
+  // partial load (CacheOptions::groups) holds only the entry points of the
+  // groups it was asked for, and distributions() only the distributions
+  // those entry points belong to (still in discovery order).  first_error()
+  // and the search-path stamps are always the global ones.
+
+  /// True when the index holds every group and distribution.
+  bool complete() const;
+  /// The groups a partial index was loaded for (sorted, distinct; a group
+  /// with no entry points is listed too); empty for a complete index.
+  std::span<const std::string_view> loaded_groups() const;
+  /// True when group(`group`) is the real answer: always in a complete index,
+  /// else only for loaded_groups().  An empty group() of a group that was not
+  /// loaded says nothing about that group.
+  bool has_group(std::string_view group) const;
+  /// True when watched_files() lists every watched file (what `full`
+  /// validation needs).  A partial load under `paths` validation has none,
+  /// or only those inside its groups' distributions.
+  bool watched_complete() const;
+
  private:
   friend class IndexBuilder;
   struct Data;
@@ -113,6 +134,19 @@ class IndexBuilder {
   void add_watched_file(std::uint32_t search_path, std::string_view rel_path,
                         const FileStamp& stamp);
   void set_scanned_at(std::int64_t ns);
+
+  /// Makes the index partial: it holds only `groups` (see
+  /// Index::complete()).  Without this call the index is complete.
+  void set_partial(std::span<const std::string_view> groups);
+  /// Says whether the watched files added are the complete list (default:
+  /// true).
+  void set_watched_complete(bool complete);
+  /// Records the global first error of a partial index: a distribution that
+  /// need not be among its distributions().  A complete index finds its first
+  /// error among its own distributions instead.
+  void set_first_error(std::string_view name, std::string_view version,
+                       std::string_view metadata_dir, std::uint32_t search_path,
+                       std::string_view error);
 
   /// Finishes: sorts entry points into importlib's order.  The builder is
   /// left empty.

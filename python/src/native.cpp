@@ -89,6 +89,10 @@ std::string catalog_key(const CacheOptions& o) {
   field(o.cache_dir);
   field(o.validation == Validation::full ? "f" : "p");
   field(o.use_cache ? "c" : "n");
+  field(o.group_stamps ? "s" : "-");
+  k += std::to_string(o.groups.size());
+  k += ':';
+  for (const std::string& g : o.groups) field(g);
   for (const std::string& p : o.search_paths) field(p);
   return k;
 }
@@ -274,6 +278,10 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
   if (!all_groups) {
     for (py::handle g : py::tuple(groups)) wanted.push_back(g.cast<std::string>());
   }
+  // A cache hit then reads only these groups (and, for the stamps, only the
+  // watched files inside their distributions).
+  options.groups = wanted;
+  options.group_stamps = want_stamps;
 
   CacheReport report;
   std::shared_ptr<const Index> index;

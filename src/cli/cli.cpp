@@ -190,6 +190,7 @@ bool resolve_cache_options(const IndexOptions& options, CacheOptions& co) {
   co.cache_dir = options.cache_dir;
   co.use_cache = !options.no_cache;
   co.validation = options.validation;
+  co.groups = options.groups;
   return true;
 }
 

@@ -59,6 +59,10 @@ struct IndexOptions {
   bool no_cache = false;
   Validation validation = Validation::full;
   bool verbose = false;
+  /// The groups the command needs (set by the command, not an option); a
+  /// cache hit then reads only those groups' share of the index.  Empty:
+  /// the complete index.
+  std::vector<std::string> groups;
 };
 
 /// Help text for the index options, to append to a command's help.

@@ -47,6 +47,7 @@ int run(std::vector<std::string_view>& args) {
     }
   }
   CacheOptions co;
+  options.groups = {group};  // the loader needs its group only
   auto index = open_index_or_report(options, &co);
   if (!index) return k_error;
   LoaderOptions lo;

@@ -42,6 +42,7 @@ int run(std::vector<std::string_view>& args) {
       return usage_error("entry-points", "unknown argument '" + std::string(a) + "'");
     }
   }
+  if (has_group) options.groups = {group};  // a hit then reads only this group
   auto index = open_index_or_report(options);
   if (!index) return k_error;
   if (const Distribution* bad = index->first_error()) {

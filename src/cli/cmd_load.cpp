@@ -75,6 +75,7 @@ int run(std::vector<std::string_view>& args) {
   if (!has_device) return usage_error("load", "which DEVICE? (see 'epload devices')");
 
   CacheOptions co;
+  options.groups = {group};  // the loader needs its group only
   auto index = open_index_or_report(options, &co);
   if (!index) return k_error;
   const double t_index = now_us();

@@ -400,6 +400,7 @@ int run_native(const Options& o) {
       prof::Span span(prof::Phase::cache_key, o.index.paths.empty() ? "sys.path of " + o.index.python : "");
       if (!resolve_cache_options(o.index, co)) return k_error;
     }
+    co.groups = {o.group};  // the loader needs its group only
     t_paths = prof::now_ns();
     auto opened = open_index(co, &report);
     if (!opened) return fail(opened.error().message);
