@@ -1,0 +1,729 @@
+#!/usr/bin/python3
+"""Whole-process start-up harness for Python backends: what a Python program
+pays at start for its plugin backends, with importlib.metadata, stevedore,
+PyTorch's own autoload loop, and epload (eager, lazy, `paths` validation).
+
+For each number of backends (--sizes, default 10, 100 and 1,000) among
+--noise ordinary distributions (default 5,000), one environment is generated
+with `scripts/gen_env.py --kind python` and these variants are timed as
+whole processes, interleaved round by round (scripts/harness_common.py):
+
+  bare             the interpreter with the common prelude (below), nothing else
+  importlib        + importlib.metadata.entry_points(group="torch.backends")
+  stevedore        + stevedore's cached lookup (_cache.get_group_all, what
+                   ExtensionManager uses), cache warmed first; "not installed"
+                   when python3-stevedore is absent
+  pytorch-eager    + `import torch`: a fixture host package whose __init__ ends
+                   with PyTorch's exact _is_device_backend_autoload_enabled /
+                   _import_device_backends loop (importlib discovery, then
+                   import and call every backend)
+  epload-import    + `import epload`
+  epload-ep        + epload.entry_points(group="torch.backends"), cached index,
+                   default (`full`) validation
+  epload-ep-paths  the same with EPLOAD_VALIDATE=paths
+  epload-eager     + `import torch`, the same host with its loop replaced by
+                   epload.autoload(group="torch.backends", host=__name__) and
+                   EPLOAD_MODE=eager: every backend imported and called
+  epload-lazy      the same, EPLOAD_MODE=lazy (devices learned by an earlier
+                   run): no backend imported, nothing used
+  epload-lazy-paths  the same with EPLOAD_VALIDATE=paths
+  epload-lazy-first  epload-lazy, then the first use of one device
+                   (`torch.devNNNN` of the middle backend): time to first device
+
+Every variant runs the same way, so that they differ only by what is measured:
+
+* `/usr/bin/python3 -I -S -c "<prelude>; <variant>"`.  -I: no PYTHON*
+  variables, no user site, no script directory on sys.path; -S: no
+  site-packages of the machine, so the only distributions are the generated
+  ones.  Nothing else is on the command line.
+* The prelude is identical text in every variant apart from the dict of
+  environment variables it sets:
+      import os, sys; os.environ.update({...});
+      sys.path[0:0] = [<build>/python]; sys.path += [HOSTDIR, SITE]
+  <build>/python goes where PYTHONPATH would put it (before the standard
+  library; -I ignores PYTHONPATH itself), the host package and the generated
+  site-packages go where site-packages sit in a normal interpreter (after the
+  standard library, so importing a standard module never lists the 5,000-entry
+  directory).  Importing os costs the bare variant too (a normal interpreter
+  imports it in site).  The variables (EPLOAD_MODE, EPLOAD_VALIDATE and the
+  host's switch between PyTorch's loop and epload's) are set in the prelude
+  rather than in the process environment, so that the command lines alone
+  define the variants (the same commands run under strace and hyperfine).
+* The timed processes share one clean environment (PATH, HOME, LC_ALL and an
+  XDG_CACHE_HOME in the run's temporary directory, which holds epload's index
+  and learned-device files and stevedore's cache).
+* stevedore is importable only from /usr/lib/python3/dist-packages, which is
+  appended for its import and removed again before the lookup (stevedore keys
+  its cache on sys.path), as in scripts/bench_index.py.
+
+Before timing, each size is warmed and every variant is verified by running
+it once with a check appended (after the measured work): the lookups must
+find exactly the generated backends; pytorch-eager and epload-eager must have
+imported every backend module and set every device attribute on the host;
+epload-lazy must have imported no backend and set no device (and
+epload-lazy-first exactly one of each); the epload variants must report an
+index cache hit (EPLOAD_DEBUG=1, in the check run only).  A variant that does
+not do its job stops the run with a message saying what was wrong.
+
+Reported per variant and size: wall-time median and interquartile range,
+median CPU time (user + sys of the child, from wait4), and the marginal cost
+over `bare` (wall and CPU).  Ratios are reference marginal ÷ variant marginal,
+both from the same run (references: importlib, stevedore, pytorch-eager);
+a marginal within noise of zero (<= 0) has no ratio.  The targets of issue 4
+are judged at the size with the most distributions (6,000 by default).
+System calls (strace -f -c, one run each) and a hyperfine -N pass are taken at
+the largest size.
+
+Output: a Markdown report on stdout (and --md-out), everything as JSON with
+--json-out, and with --plot a PNG of the marginal cost against the number of
+backends, one line per variant, log-scale y (matplotlib, Agg backend).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness_common import (  # noqa: E402
+    SOURCE_DIR, BenchError, capture, clean_env, ensure_env, fmt_ms, generate, hyperfine_pass,
+    interleaved, log, machine, remove_tree, stevedore_location, strace_counts, summarize)
+
+GROUP = "torch.backends"
+HOST = "torch"
+HOST_SWITCH = "EPLOAD_BENCH_HOST_AUTOLOAD"  # the fixture host: "pytorch" (default) or "epload"
+VERIFY_MARK = "EPLOAD-BENCH-VERIFY "
+
+# Variant name -> (label, kind).  Order = report order.
+VARIANTS = {
+    "bare": ("bare interpreter (`python3 -I -S`)", "bare"),
+    "importlib": ("importlib.metadata `entry_points(group=)`", "lookup"),
+    "stevedore": ("stevedore cached `get_group_all`", "lookup"),
+    "pytorch-eager": ("PyTorch-style eager autoload (`import torch`)", "eager"),
+    "epload-import": ("`import epload`", "import"),
+    "epload-ep": ("epload `entry_points(group=)`, `full`", "lookup"),
+    "epload-ep-paths": ("epload `entry_points(group=)`, `paths`", "lookup"),
+    "epload-eager": ("epload eager autoload", "eager"),
+    "epload-lazy": ("epload lazy autoload, nothing used", "lazy"),
+    "epload-lazy-paths": ("epload lazy autoload, `paths`", "lazy"),
+    "epload-lazy-first": ("epload lazy + first device", "first"),
+}
+REFERENCES = ("importlib", "stevedore", "pytorch-eager")
+
+# Issue 4's targets: (variant, reference, minimum ratio reference ÷ variant).
+RATIO_TARGETS = [
+    ("epload-ep", "importlib", 40.0),
+    ("epload-ep", "stevedore", 10.0),
+    ("epload-ep-paths", "importlib", 300.0),
+    ("epload-ep-paths", "stevedore", 80.0),
+    ("epload-lazy", "pytorch-eager", 20.0),
+]
+IMPORT_TARGET_MS = 2.0
+
+# The fixture host: PyTorch's functions verbatim (torch/__init__.py, 2.5+), and
+# at the end either PyTorch's call of them or the one line a framework that
+# adopted epload would have instead.
+HOST_INIT = '''\
+"""A PyTorch-like host package for scripts/bench_startup.py: its import ends
+by autoloading the torch.backends entry points, with PyTorch's own loop (the
+default) or, when {switch}=epload, with epload.autoload (mode from
+EPLOAD_MODE)."""
+import os
+import sys
+
+
+def _import_device_backends():
+    """
+    Leverage the Python plugin mechanism to load out-of-the-tree device extensions.
+    See this RFC: https://github.com/pytorch/pytorch/issues/122468
+    """
+    from importlib.metadata import entry_points
+
+    group_name = "torch.backends"
+    if sys.version_info < (3, 10):
+        backend_extensions = entry_points().get(group_name, ())
+    else:
+        backend_extensions = entry_points(group=group_name)
+
+    for backend_extension in backend_extensions:
+        try:
+            # Load the extension
+            entrypoint = backend_extension.load()
+            # Call the entrypoint
+            entrypoint()
+        except Exception as err:
+            raise RuntimeError(
+                f"Failed to load the backend extension: {{backend_extension.name}}. "
+                f"You can disable extension auto-loading with TORCH_DEVICE_BACKEND_AUTOLOAD=0."
+            ) from err
+
+
+def _is_device_backend_autoload_enabled():
+    # enabled by default
+    return os.getenv("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "1"
+
+
+if os.environ.get("{switch}", "pytorch") == "epload":
+    import epload
+    epload.autoload(group="torch.backends", host=__name__)
+elif _is_device_backend_autoload_enabled():
+    _import_device_backends()
+'''
+
+
+def write_host(hostdir):
+    d = os.path.join(hostdir, HOST)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "__init__.py"), "w") as f:
+        f.write(HOST_INIT.format(switch=HOST_SWITCH))
+
+
+# ------------------------------------------------------------ variants ---
+
+class Size:
+    """The variants' command lines for one generated environment."""
+
+    def __init__(self, args, manifest, hostdir, stevedore_dir, work):
+        self.work = work
+        self.env = clean_env(work)
+        self.site = manifest["search_path"]
+        self.manifest = manifest
+        self.backends = [b["entry_point"] for b in manifest["backends"]]
+        self.devices = [b["device"] for b in manifest["backends"]]
+        self.packages = [b["package"] for b in manifest["backends"]]
+        mid = len(self.devices) // 2
+        self.first_device, self.first_package = self.devices[mid], self.packages[mid]
+        self.python = args.python
+        self.pkg = args.package_dir
+        self.hostdir = hostdir
+        self.broken = args.break_variant
+        self.order = None  # importlib's order of the backends, once verified
+        group = GROUP
+        ep = "import epload; eps = epload.entry_points(group={g!r})"
+        code = {
+            "bare": ({}, ""),
+            "importlib": ({}, "from importlib.metadata import entry_points; "
+                              "eps = entry_points(group={g!r})"),
+            "pytorch-eager": ({}, f"import {HOST}"),
+            "epload-import": ({}, "import epload"),
+            "epload-ep": ({}, ep),
+            "epload-ep-paths": ({"EPLOAD_VALIDATE": "paths"}, ep),
+            "epload-eager": ({HOST_SWITCH: "epload", "EPLOAD_MODE": "eager"}, f"import {HOST}"),
+            "epload-lazy": ({HOST_SWITCH: "epload", "EPLOAD_MODE": "lazy"}, f"import {HOST}"),
+            "epload-lazy-paths": ({HOST_SWITCH: "epload", "EPLOAD_MODE": "lazy",
+                                   "EPLOAD_VALIDATE": "paths"}, f"import {HOST}"),
+            "epload-lazy-first": ({HOST_SWITCH: "epload", "EPLOAD_MODE": "lazy"},
+                                  f"import {HOST}; dev = {HOST}.{self.first_device}"),
+        }
+        if stevedore_dir:
+            code["stevedore"] = ({}, f"sys.path.append({stevedore_dir!r}); "
+                                     "import stevedore.extension; sys.path.pop(); "
+                                     "from stevedore import _cache; "
+                                     "eps = _cache.get_group_all({g!r})")
+        self.variants = [v for v in VARIANTS if v in code]
+        self.vars, self.code = {}, {}
+        for v in self.variants:
+            env, body = code[v]
+            env = dict(env)
+            g = group
+            if v == self.broken:
+                # Test-only sabotage (--break-variant): the verification must
+                # catch it.  Eager variants and the first use: the backends
+                # look for a host that does not exist, so they register no
+                # device; lazy: it runs eagerly; lookups: ask for a group
+                # nobody provides.
+                kind = VARIANTS[v][1]
+                if kind in ("eager", "first"):
+                    env["EPLOAD_GEN_HOST"] = "no_such_host_module"
+                elif kind == "lazy":
+                    env["EPLOAD_MODE"] = "eager"
+                else:
+                    g = group + ".broken"
+            self.vars[v] = env
+            self.code[v] = body.format(g=g)
+        self.commands = {v: self.argv(v) for v in self.variants}
+
+    def prelude(self, env):
+        return (f"import os, sys; os.environ.update({env!r}); "
+                f"sys.path[0:0] = [{self.pkg!r}]; sys.path += [{self.hostdir!r}, {self.site!r}]")
+
+    def argv(self, v, extra_env=None, suffix=""):
+        env = dict(self.vars[v], **(extra_env or {}))
+        body = self.code[v]
+        text = self.prelude(env) + (f"; {body}" if body else "") + suffix
+        return [self.python, "-I", "-S", "-c", text]
+
+    # -- warming and verification --
+
+    def check(self, v):
+        """Runs variant v once with a check appended; returns (report, stderr)."""
+        probe = (
+            "\nimport json as _j\n"
+            f"_h = sys.modules.get({HOST!r})\n"
+            "_e = globals().get('eps')\n"
+            "_r = {'modules': sorted(k for k in sys.modules if k.startswith('gen_backend_')),\n"
+            "      'devices': sorted(k for k in (vars(_h) if _h else {}) if k.startswith('dev')),\n"
+            "      'found': None if _e is None else\n"
+            "          [e[0] if isinstance(e, (list, tuple)) else e.name for e in _e],\n"
+            "      'epload': 'epload' in sys.modules}\n"
+            f"print({VERIFY_MARK!r} + _j.dumps(_r))\n")
+        extra = {"EPLOAD_DEBUG": "1"} if v.startswith("epload-") else None
+        try:
+            proc = capture(self.argv(v, extra, probe), self.env)
+        except BenchError as e:
+            raise BenchError(f"variant {v} ({VARIANTS[v][0]}) failed at {len(self.backends)} "
+                             f"backends; its code: {self.code[v]}\n{e}")
+        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(VERIFY_MARK)), None)
+        if line is None:
+            raise BenchError(f"{v}: the check printed nothing\n{proc.stdout[-1000:]}")
+        return json.loads(line[len(VERIFY_MARK):]), proc.stderr
+
+    def problems(self, v, r, stderr):
+        """What is wrong with variant v's run (empty: it did its job)."""
+        kind = VARIANTS[v][1]
+        n = len(self.backends)
+        out = []
+        if kind == "lookup":
+            found = r["found"] or []
+            if sorted(found) != sorted(self.backends):
+                out.append(f"found {len(found)} entry points of {GROUP!r}, expected the "
+                           f"{n} generated backends")
+            elif self.order is not None and found != self.order:
+                out.append("found the backends in another order than importlib.metadata")
+            elif v == "importlib":
+                self.order = found  # discovery order: raw directory-listing order
+        if kind == "eager":
+            if len(r["modules"]) != n:
+                out.append(f"imported {len(r['modules'])} of the {n} backend modules")
+            if r["devices"] != sorted(self.devices):
+                out.append(f"the host has {len(r['devices'])} of the {n} device attributes "
+                           f"after `import {HOST}` (the backends did not register their devices)")
+        if kind == "lazy":
+            if r["modules"]:
+                out.append(f"imported {len(r['modules'])} backend module(s) at start "
+                           f"(e.g. {r['modules'][0]}); lazy must import none when devices "
+                           "are known")
+            if r["devices"]:
+                out.append(f"the host has {len(r['devices'])} device attribute(s) at start")
+        if kind == "first":
+            if r["modules"] != [self.first_package] or r["devices"] != [self.first_device]:
+                out.append(f"after using {HOST}.{self.first_device}: modules {r['modules'][:5]}, "
+                           f"devices {r['devices'][:5]} (expected exactly {self.first_package} "
+                           f"and {self.first_device})")
+        if kind in ("bare", "import") or v in ("importlib", "stevedore"):
+            if r["modules"] or r["devices"]:
+                out.append("imported backends although it should not")
+        if v.startswith("epload-") and v != "epload-import" and "index hit" not in stderr:
+            status = [ln for ln in stderr.splitlines() if "epload: index" in ln]
+            out.append("no index cache hit (" + (status[-1] if status else "no index status") + ")")
+        return out
+
+    def warm_and_verify(self, attempts=40):
+        """Warms every cache (epload's index and learned devices, stevedore's)
+        and verifies every variant; retries while caches settle (a cache
+        written in the clock tick of a change is not trusted at first)."""
+        # PyTorch's loop and epload's eager autoload first: the latter learns
+        # every backend's devices for the lazy variants.
+        for v in ("epload-eager", "stevedore"):
+            if v in self.commands:
+                capture(self.commands[v], self.env)
+        report = {}
+        for v in self.variants:
+            # Only caches can need another try: the index (epload variants)
+            # and the learned devices (lazy).  Anything else fails at once.
+            tries = attempts if v.startswith("epload-") else 1
+            for attempt in range(tries):
+                r, err = self.check(v)
+                bad = self.problems(v, r, err)
+                if not bad:
+                    break
+                time.sleep(0.05)
+            if bad:
+                tail = "\n".join(err.strip().splitlines()[-8:])
+                raise BenchError(
+                    f"variant {v} ({VARIANTS[v][0]}) did not do its job at "
+                    f"{len(self.backends)} backends: " + "; ".join(bad)
+                    + f"\nits code: {self.code[v]}" + (f"\n{tail}" if tail else ""))
+            report[v] = {"modules_imported": len(r["modules"]), "devices_set": len(r["devices"]),
+                         "found": None if r["found"] is None else len(r["found"]),
+                         "attempts": attempt + 1}
+        return report
+
+
+# ------------------------------------------------------------- analysis ---
+
+def analyse(raw):
+    stats = {}
+    for v, d in raw.items():
+        s = summarize(d["wall"])
+        s["cpu_median_ms"] = statistics.median(d["cpu"]) / 1e6
+        stats[v] = s
+    bare, bare_cpu = stats["bare"]["median_ms"], stats["bare"]["cpu_median_ms"]
+    for v, s in stats.items():
+        s["marginal_ms"] = s["median_ms"] - bare
+        s["marginal_cpu_ms"] = s["cpu_median_ms"] - bare_cpu
+    ratios = {}
+    for v, s in stats.items():
+        ratios[v] = {}
+        for ref in REFERENCES:
+            if ref not in stats or ref == v:
+                continue
+            m, mc = s["marginal_ms"], s["marginal_cpu_ms"]
+            ratios[v][ref] = {
+                "wall": stats[ref]["marginal_ms"] / m if m > 0 else None,
+                "cpu": stats[ref]["marginal_cpu_ms"] / mc if mc > 0 else None,
+            }
+    return stats, ratios
+
+
+def judge(sizes):
+    """Issue 4's targets at the size with the most distributions."""
+    row = max(sizes, key=lambda r: (r["distributions"], r["backends"]))
+    st, ra = row["stats"], row["ratios"]
+    out = []
+    m = st["epload-import"]["marginal_ms"] if "epload-import" in st else None
+    out.append({"target": f"`import epload` ≤ {IMPORT_TARGET_MS:g} ms (marginal)",
+                "variant": "epload-import", "reference": None, "needed": IMPORT_TARGET_MS,
+                "measured": m, "measured_cpu": st.get("epload-import", {}).get("marginal_cpu_ms"),
+                "met": None if m is None else m <= IMPORT_TARGET_MS,
+                "backends": row["backends"], "distributions": row["distributions"]})
+    for v, ref, need in RATIO_TARGETS:
+        t = {"target": f"{VARIANTS[v][0]}: ≤ 1/{need:g} of {ref}'s marginal cost",
+             "variant": v, "reference": ref, "needed": need,
+             "backends": row["backends"], "distributions": row["distributions"]}
+        if ref not in st:
+            t.update(measured=None, measured_cpu=None, met=None,
+                     note=f"{ref} not installed" if ref == "stevedore" else f"{ref} not measured")
+        else:
+            r = ra[v][ref]
+            t.update(measured=r["wall"], measured_cpu=r["cpu"],
+                     met=None if r["wall"] is None else r["wall"] >= need)
+            if r["wall"] is None:
+                t["note"] = "marginal cost within noise of zero"
+        out.append(t)
+    return out
+
+
+# --------------------------------------------------------------- report ---
+
+def fmt_ratio(r):
+    if r is None:
+        return "n/a"
+    return f"{r:,.0f}×" if r >= 100 else f"{r:.1f}×"
+
+
+def markdown(result):
+    cfg = result["config"]
+    L = []
+    L.append(f"### Python-backend start-up: {', '.join(f'{n:,}' for n in cfg['sizes'])} backends "
+             f"among {cfg['noise']:,} ordinary distributions\n")
+    la, lb = cfg.get("load_average_before"), cfg.get("load_average_after")
+    L.append(f"{cfg['runs']} interleaved rounds per size after {cfg['warmup']} warm-up; "
+             f"whole-process medians; {cfg['machine']['cpus']} CPUs"
+             + (f", 1-minute load average {la[0]:.2f} before and {lb[0]:.2f} after" if la and lb
+                else "")
+             + f"; backends' import cost {cfg['import_cost_ms']:g} ms.\n")
+    for row in result["sizes"]:
+        st, ra = row["stats"], row["ratios"]
+        L.append(f"#### {row['backends']:,} backends ({row['distributions']:,} distributions)\n")
+        L.append("| variant | median ms | IQR ms | CPU ms | marginal ms | marginal CPU ms | "
+                 "importlib ÷ | stevedore ÷ | PyTorch-eager ÷ |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for v in VARIANTS:
+            label = VARIANTS[v][0]
+            if v not in st:
+                L.append(f"| {label} | not installed | | | | | | | |")
+                continue
+            s = st[v]
+            cols = []
+            for ref in REFERENCES:
+                if v == ref:
+                    cols.append("1")
+                elif ref not in st:
+                    cols.append("not installed" if ref == "stevedore" else "")
+                elif v == "bare":
+                    cols.append("")
+                else:
+                    cols.append(fmt_ratio(ra[v][ref]["wall"]))
+            marg = "" if v == "bare" else fmt_ms(s["marginal_ms"])
+            margc = "" if v == "bare" else fmt_ms(s["marginal_cpu_ms"])
+            L.append(f"| {label} | {fmt_ms(s['median_ms'])} | {fmt_ms(s['q1_ms'])}–"
+                     f"{fmt_ms(s['q3_ms'])} | {fmt_ms(s['cpu_median_ms'])} | {marg} | {margc} | "
+                     + " | ".join(cols) + " |")
+        if row.get("strace") or row.get("hyperfine"):
+            sc, hf = row.get("strace") or {}, row.get("hyperfine") or {}
+            L.append(f"System calls at {row['backends']:,} backends (one run each under "
+                     "`strace -f -c`)" + (" and `hyperfine -N` medians (not interleaved)"
+                                          if hf else "") + ":\n")
+            L.append("| variant | syscalls | stat | openat | getdents64 |"
+                     + (" hyperfine ms |" if hf else ""))
+            L.append("|---|---:|---:|---:|---:|" + ("---:|" if hf else ""))
+            for v in VARIANTS:
+                if v not in st:
+                    continue
+                c = sc.get(v)
+                cols = (f"{c['total']:,} | {c['stat']:,} | {c['openat']:,} | "
+                        f"{c['getdents64']:,}" if c else " | | | ")
+                h = f" {fmt_ms(hf[v]['median_ms'])} |" if v in hf else (" |" if hf else "")
+                L.append(f"| {VARIANTS[v][0]} | {cols} |{h}")
+        L.append("")
+    L.append("Ratios are the reference's marginal cost ÷ the variant's (marginal = median − "
+             "bare median), wall time, same run; n/a when the variant's marginal is within "
+             "noise of zero.\n")
+    if len(result["sizes"]) > 1:
+        L.append("#### Marginal cost over the bare interpreter (ms, wall; CPU in parentheses)\n")
+        L.append("| variant | " + " | ".join(f"{r['backends']:,} backends"
+                                               for r in result["sizes"]) + " |")
+        L.append("|---|" + "---:|" * len(result["sizes"]))
+        for v in VARIANTS:
+            if v == "bare":
+                continue
+            cells = []
+            for r in result["sizes"]:
+                s = r["stats"].get(v)
+                cells.append("not installed" if s is None else
+                             f"{fmt_ms(s['marginal_ms'])} ({fmt_ms(s['marginal_cpu_ms'])})")
+            L.append(f"| {VARIANTS[v][0]} | " + " | ".join(cells) + " |")
+        L.append("")
+    t0 = result["targets"][0]
+    L.append(f"#### Targets (issue 4), at {t0['backends']:,} backends "
+             f"({t0['distributions']:,} distributions)\n")
+    L.append("| target | measured (wall) | CPU time | met |")
+    L.append("|---|---:|---:|---|")
+    for t in result["targets"]:
+        if t["reference"] is None:
+            meas = "n/a" if t["measured"] is None else f"{fmt_ms(t['measured'])} ms"
+            cpu = "n/a" if t["measured_cpu"] is None else f"{fmt_ms(t['measured_cpu'])} ms"
+        else:
+            meas = fmt_ratio(t["measured"]) if t["measured"] is not None else \
+                t.get("note", "n/a")
+            cpu = fmt_ratio(t["measured_cpu"])
+        if t["met"] is None:
+            met = t.get("note", "n/a")
+        elif t["met"]:
+            met = "yes"
+        elif t["reference"] is None:
+            met = f"**no** ({fmt_ms(t['measured'])} ms)"
+        else:
+            met = f"**no** ({fmt_ratio(t['measured'])} of {t['needed']:g}×)"
+        L.append(f"| {t['target']} | {meas} | {cpu} | {met} |")
+    L.append("")
+    return "\n".join(L) + "\n"
+
+
+def plot(result, path):
+    try:
+        import matplotlib
+    except ImportError:
+        raise BenchError(f"--plot needs matplotlib in {sys.executable} "
+                         "(apt-get install python3-matplotlib)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+    fig, ax = plt.subplots(figsize=(10, 5.5), dpi=110)
+    xs = [r["backends"] for r in result["sizes"]]
+    for v in VARIANTS:
+        if v == "bare":
+            continue
+        pts = [(r["backends"], r["stats"][v]["marginal_ms"]) for r in result["sizes"]
+               if v in r["stats"] and r["stats"][v]["marginal_ms"] > 0]
+        if not pts:
+            continue
+        style = "--" if v.startswith("epload") else "-"
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=VARIANTS[v][0]
+                .replace("`", ""))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(xs)
+    ax.set_xticklabels([f"{x:,}" for x in xs])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel(f"Python backends (among {result['config']['noise']:,} other distributions)")
+    ax.set_ylabel("marginal start-up cost over a bare interpreter (ms, median)")
+    ax.set_title("Whole-process start-up cost of plugin backends")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------- main ---
+
+def progress_line(r, total):
+    """Round counter, on a terminal only (no noise in CI logs)."""
+    if sys.stderr.isatty():
+        sys.stderr.write(f"\r  round {r + 1}/{total}" + ("\n" if r + 1 == total else ""))
+        sys.stderr.flush()
+
+
+def parse_args(argv):
+    doc = __doc__
+    p = argparse.ArgumentParser(prog="bench_startup.py", description=doc.split("\n\n")[0],
+                                epilog=doc.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="10,100,1000",
+                   help="numbers of Python backends, comma-separated (10,100,1000)")
+    p.add_argument("--noise", type=int, default=5000,
+                   help="ordinary distributions beside the backends (5000)")
+    p.add_argument("--import-cost-ms", type=float, default=0.0,
+                   help="CPU time each backend's import burns (gen_env.py; default 0)")
+    p.add_argument("--runs", "--rounds", dest="runs", type=int,
+                   help="timed rounds per size (15; --quick: 5)")
+    p.add_argument("--warmup", type=int, help="untimed rounds first (2; --quick: 1)")
+    p.add_argument("--quick", action="store_true",
+                   help="5 rounds, 1 warm-up, no strace or hyperfine pass")
+    p.add_argument("--python", default="/usr/bin/python3", help="interpreter (/usr/bin/python3)")
+    p.add_argument("--build", default=os.environ.get("EPLOAD_BUILD_DIR",
+                                                     os.path.join(SOURCE_DIR, "build")),
+                   help="epload build directory; the package is <build>/python "
+                        "(default: $EPLOAD_BUILD_DIR, else <source>/build)")
+    p.add_argument("--no-stevedore", action="store_true",
+                   help="leave stevedore out even if installed")
+    p.add_argument("--strace", choices=("auto", "on", "off"), default="auto",
+                   help="system-call counts at the largest size (auto: if installed, not --quick)")
+    p.add_argument("--hyperfine", choices=("auto", "on", "off"), default="auto",
+                   help="hyperfine -N pass at the largest size (auto: if installed, not --quick)")
+    p.add_argument("--json-out", metavar="FILE", help="write all results as JSON")
+    p.add_argument("--md-out", metavar="FILE", help="also write the Markdown report to FILE")
+    p.add_argument("--plot", metavar="PNG", help="plot marginal cost against backends")
+    p.add_argument("--env-dir", metavar="DIR",
+                   help="generate the environments into DIR and keep them there; a later run "
+                        "with the same sizes reuses them (default: a temporary directory, "
+                        "removed at the end)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    p.add_argument("--break-variant", metavar="NAME", choices=list(VARIANTS),
+                   help="TEST ONLY: sabotage one variant (its backends find no host, or its "
+                        "lookup asks for another group) to show the verification stops the run")
+    args = p.parse_args(argv)
+    if args.runs is None:
+        args.runs = 5 if args.quick else 15
+    if args.warmup is None:
+        args.warmup = 1 if args.quick else 2
+    try:
+        args.sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
+    except ValueError:
+        p.error(f"--sizes must be comma-separated integers, got {args.sizes!r}")
+    if not args.sizes or any(n < 1 for n in args.sizes):
+        p.error("--sizes: each size must be at least 1 backend")
+    if args.noise < 0:
+        p.error("--noise must be >= 0")
+    if args.runs < 1 or args.warmup < 0:
+        p.error("--runs must be >= 1 and --warmup >= 0")
+    if not os.access(args.python, os.X_OK):
+        p.error(f"interpreter not found: {args.python}")
+    args.build = os.path.abspath(args.build)
+    if args.env_dir:
+        args.env_dir = os.path.abspath(args.env_dir)
+    args.package_dir = os.path.join(args.build, "python")
+    pkg = os.path.join(args.package_dir, "epload")
+    if not os.path.isfile(os.path.join(pkg, "__init__.py")) or \
+            not any(n.startswith("_native") for n in os.listdir(pkg)):
+        p.error(f"no built epload package in {args.package_dir}: build first "
+                f"(cmake --build {args.build}) or pass --build DIR")
+    for tool in ("strace", "hyperfine"):
+        mode = getattr(args, tool)
+        if mode == "on" and not shutil.which(tool):
+            p.error(f"--{tool} on: {tool} is not installed (apt-get install {tool})")
+        setattr(args, tool, mode == "on" or (mode == "auto" and not args.quick
+                                             and shutil.which(tool) is not None))
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            p.error(f"--plot needs matplotlib in {sys.executable} "
+                    "(apt-get install python3-matplotlib; run with /usr/bin/python3)")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    tmp = tempfile.mkdtemp(prefix="epload-bench-startup-")
+    try:
+        env0 = clean_env(tmp)
+        stevedore_dir = None
+        if not args.no_stevedore:
+            stevedore_dir = stevedore_location(args.python, env0)
+        hostdir = os.path.join(tmp, "host")
+        write_host(hostdir)
+        result = {"config": {
+            "sizes": args.sizes, "noise": args.noise, "group": GROUP,
+            "import_cost_ms": args.import_cost_ms, "runs": args.runs, "warmup": args.warmup,
+            "python": args.python, "package_dir": args.package_dir,
+            "stevedore": stevedore_dir, "machine": machine(),
+            "load_average_before": os.getloadavg(), "started": time.strftime(
+                "%Y-%m-%d %H:%M:%S %Z")}, "sizes": []}
+        if args.break_variant:
+            result["config"]["broken_variant"] = args.break_variant
+        largest = args.sizes[-1]
+        for n in args.sizes:
+            work = os.path.join(tmp, f"size-{n}")
+            extra = ("--import-cost-ms", args.import_cost_ms)
+            if args.env_dir:
+                where = os.path.join(args.env_dir, f"python-{n}-{args.noise}"
+                                     + (f"-cost{args.import_cost_ms:g}"
+                                        if args.import_cost_ms else ""))
+                log(f"bench_startup: {n:,} Python backends among {args.noise:,} distributions "
+                    f"in {where} ...")
+                manifest, reused = ensure_env(args.python, where, n, args.noise, GROUP,
+                                              kind="python", extra=extra)
+                if reused:
+                    log("bench_startup:   (reusing the environment generated earlier)")
+            else:
+                log(f"bench_startup: generating {n:,} Python backends among {args.noise:,} "
+                    "distributions ...")
+                manifest = generate(args.python, os.path.join(work, "env"), n, args.noise,
+                                    GROUP, kind="python", extra=extra)
+            size = Size(args, manifest, hostdir, stevedore_dir, work)
+            log(f"bench_startup: {n:,} backends: warming caches, verifying "
+                f"{len(size.variants)} variants ...")
+            verified = size.warm_and_verify()
+            log(f"bench_startup: {n:,} backends: {len(size.variants)} variants x "
+                f"{args.warmup + args.runs} interleaved rounds ...")
+            raw = interleaved(size.commands, size.env, args.runs, args.warmup, work,
+                              progress=progress_line)
+            stats, ratios = analyse(raw)
+            row = {"backends": n, "distributions": n + args.noise, "stats": stats,
+                   "ratios": ratios, "verified": verified, "commands": size.commands,
+                   "first_device": size.first_device}
+            if n == largest and args.strace:
+                log("bench_startup: counting system calls ...")
+                row["strace"] = {v: strace_counts(c, size.env, work)
+                                 for v, c in size.commands.items()}
+            if n == largest and args.hyperfine:
+                log("bench_startup: hyperfine pass ...")
+                row["hyperfine"] = hyperfine_pass(size.commands, size.env, args.runs,
+                                                  args.warmup, work)
+            result["sizes"].append(row)
+        result["targets"] = judge(result["sizes"])
+        result["config"]["load_average_after"] = os.getloadavg()
+        report = markdown(result)
+        sys.stdout.write(report)
+        sys.stdout.flush()
+        if args.md_out:
+            with open(args.md_out, "w") as f:
+                f.write(report)
+        if args.json_out:
+            with open(args.json_out, "w") as f:
+                json.dump(result, f, indent=1)
+                f.write("\n")
+        if args.plot:
+            plot(result, args.plot)
+        return 0
+    except BenchError as e:
+        print(f"bench_startup.py: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if args.keep:
+            print(f"kept {tmp}", file=sys.stderr)
+        else:
+            remove_tree(tmp)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

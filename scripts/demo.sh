@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# demo.sh — the README's main command: install what is missing, build, then
+# measure what 1,000 plugin backends among 5,000 installed distributions cost
+# a program at start, with importlib.metadata, PyTorch's eager loop and epload.
+# The work is done by scripts/demo.py; arguments are passed on to it.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${EPLOAD_BUILD_DIR:-$here/build}
+
+usage() {
+  cat <<EOF
+usage: scripts/demo.sh [demo.py options]
+
+Runs scripts/setup.sh (installs the missing Debian packages and builds into
+${build#"$here"/}/; EPLOAD_BUILD_DIR changes that), then scripts/demo.py:
+
+  1. generates the default environment, 1,000 native backends among 5,000
+     ordinary distributions (scripts/gen_env.py out/demo/env --backends 1000
+     --noise 5000), or reuses the one a previous run left there;
+  2. prints one table of start-up cost (whole processes, interleaved rounds,
+     medians): importlib.metadata's group lookup against epload's cold scan
+     and cached index (full and paths validation); eager against lazy loading
+     (epload load DEVICE --mode eager|lazy) with a cold and a cached index;
+     time to first device;
+  3. runs scripts/bench_startup.py --quick: 10, 100 and 1,000 Python backends
+     (importlib.metadata, stevedore, PyTorch's eager loop, epload eager, lazy
+     and paths validation).
+
+Takes one to three minutes once built (longer on the first run, which
+generates the environments).  Results go to out/demo/: demo.md, demo.json,
+startup.md, startup.json, startup.png.  Needs no terminal.
+EOF
+  if [ -x /usr/bin/python3 ]; then
+    echo
+    echo "demo.py options:"
+    /usr/bin/python3 "$here/scripts/demo.py" --help | sed -n '/^options:/,/^$/p' | tail -n +2
+  fi
+}
+
+for a in "$@"; do
+  case "$a" in
+    -h|--help) usage; exit 0 ;;
+  esac
+done
+
+"$here/scripts/setup.sh"
+exec /usr/bin/python3 "$here/scripts/demo.py" --build "$build" "$@" </dev/null

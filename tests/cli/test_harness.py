@@ -1,0 +1,278 @@
+"""The start-up harness (scripts/bench_startup.py) and the main command's
+driver (scripts/demo.py, scripts/demo.sh) at tiny sizes: their outputs exist
+and are well-formed, every variant is verified to do its job, and a variant
+broken on purpose (--break-variant, test only) stops the run with a message
+saying what was wrong.  Real environments, real interpreters, real epload;
+no timing is asserted."""
+
+import json
+import os
+import pathlib
+import struct
+import subprocess
+
+import pytest
+
+SOURCE_DIR = pathlib.Path(os.environ.get("EPLOAD_SOURCE_DIR",
+                                         pathlib.Path(__file__).resolve().parents[2]))
+BUILD_DIR = pathlib.Path(os.environ.get("EPLOAD_BUILD_DIR", SOURCE_DIR / "build"))
+PYTHON = os.environ.get("EPLOAD_PYTHON", "/usr/bin/python3")
+STARTUP = SOURCE_DIR / "scripts" / "bench_startup.py"
+DEMO = SOURCE_DIR / "scripts" / "demo.py"
+DEMO_SH = SOURCE_DIR / "scripts" / "demo.sh"
+
+TINY = ["--noise", "12", "--runs", "2", "--warmup", "0", "--strace", "off",
+        "--hyperfine", "off"]
+
+
+def have_matplotlib():
+    return subprocess.run([PYTHON, "-c", "import matplotlib"], capture_output=True).returncode == 0
+
+
+def run(script, *args, timeout=600):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EPLOAD_", "TORCH_"))}
+    env.update(EPLOAD_BUILD_DIR=str(BUILD_DIR), CI="true")
+    return subprocess.run([PYTHON, str(script), *map(str, args)], capture_output=True, text=True,
+                          env=env, stdin=subprocess.DEVNULL, timeout=timeout)
+
+
+def png_size(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.fixture(scope="module")
+def startup(tmp_path_factory):
+    out = tmp_path_factory.mktemp("startup")
+    args = ["--sizes", "3,5", *TINY, "--build", BUILD_DIR,
+            "--json-out", out / "s.json", "--md-out", out / "s.md"]
+    if have_matplotlib():
+        args += ["--plot", out / "s.png"]
+    proc = run(STARTUP, *args)
+    assert proc.returncode == 0, proc.stderr
+    return out, proc
+
+
+def test_startup_json_has_every_variant_verified(startup):
+    out, _ = startup
+    data = json.loads((out / "s.json").read_text())
+    assert [r["backends"] for r in data["sizes"]] == [3, 5]
+    stevedore = data["config"]["stevedore"] is not None
+    for row in data["sizes"]:
+        n = row["backends"]
+        assert row["distributions"] == n + 12
+        expected = {"bare", "importlib", "pytorch-eager", "epload-import", "epload-ep",
+                    "epload-ep-paths", "epload-eager", "epload-lazy", "epload-lazy-paths",
+                    "epload-lazy-first"} | ({"stevedore"} if stevedore else set())
+        assert set(row["stats"]) == expected
+        for v, s in row["stats"].items():
+            assert s["runs"] == 2
+            assert s["median_ms"] > 0 and s["cpu_median_ms"] > 0
+            assert s["q1_ms"] <= s["median_ms"] <= s["q3_ms"]
+            assert abs(s["marginal_ms"] - (s["median_ms"] - row["stats"]["bare"]["median_ms"])) \
+                < 1e-9
+        ver = row["verified"]
+        # What each variant was checked to have done.
+        for v in ("pytorch-eager", "epload-eager"):
+            assert ver[v]["modules_imported"] == n and ver[v]["devices_set"] == n
+        for v in ("epload-lazy", "epload-lazy-paths"):
+            assert ver[v]["modules_imported"] == 0 and ver[v]["devices_set"] == 0
+        assert ver["epload-lazy-first"]["modules_imported"] == 1
+        assert ver["epload-lazy-first"]["devices_set"] == 1
+        for v in ("importlib", "epload-ep", "epload-ep-paths") + (("stevedore",) if stevedore
+                                                                 else ()):
+            assert ver[v]["found"] == n and ver[v]["modules_imported"] == 0
+        assert ver["bare"]["modules_imported"] == 0
+        # The variants differ only in the measured statement and the
+        # variables the prelude sets.
+        cmds = row["commands"]
+        assert all(c[:4] == [PYTHON, "-I", "-S", "-c"] and len(c) == 5 for c in cmds.values())
+        tails = {v: c[4].split("sys.path += ", 1)[1] for v, c in cmds.items()}
+        path_part = {t.split("]", 1)[0] for t in tails.values()}
+        assert len(path_part) == 1
+        for r in ("importlib", "pytorch-eager"):
+            if "epload-ep" in row["ratios"] and r in row["ratios"]["epload-ep"]:
+                x = row["ratios"]["epload-ep"][r]["wall"]
+                assert x is None or x > 0
+    names = [t["variant"] for t in data["targets"]]
+    assert names == ["epload-import", "epload-ep", "epload-ep", "epload-ep-paths",
+                     "epload-ep-paths", "epload-lazy"]
+    assert all(t["backends"] == 5 for t in data["targets"])
+
+
+def test_startup_markdown_tables(startup):
+    out, proc = startup
+    md = (out / "s.md").read_text()
+    assert md == proc.stdout
+    assert "#### 3 backends (15 distributions)" in md
+    assert "#### 5 backends (17 distributions)" in md
+    assert "| variant | median ms | IQR ms | CPU ms | marginal ms |" in md
+    for label in ("PyTorch-style eager autoload", "epload lazy autoload, nothing used",
+                  "importlib.metadata", "stevedore cached"):
+        assert label in md
+    assert "#### Targets (issue 4), at 5 backends (17 distributions)" in md
+    assert md.count("| epload `entry_points(group=)`, `full`: ≤ 1/40 of importlib") == 1
+    # Every table row has as many cells as its header.
+    for block in md.split("\n\n"):
+        rows = [ln for ln in block.splitlines() if ln.startswith("|")]
+        if rows:
+            assert len({ln.count("|") for ln in rows}) == 1, block
+
+
+@pytest.mark.skipif(not have_matplotlib(), reason="python3-matplotlib is not installed")
+def test_startup_plot_is_a_png(startup):
+    out, _ = startup
+    w, h = png_size(out / "s.png")
+    assert w > 400 and h > 300
+
+
+@pytest.mark.parametrize("variant,message", [
+    ("epload-eager", "the host has 0 of the 3 device attributes"),
+    ("pytorch-eager", "the host has 0 of the 3 device attributes"),
+    ("epload-lazy", "imported 3 backend module(s) at start"),
+    ("epload-ep", "found 0 entry points of 'torch.backends'"),
+])
+def test_startup_verification_stops_a_broken_variant(tmp_path, variant, message):
+    proc = run(STARTUP, "--sizes", "3", *TINY, "--build", BUILD_DIR,
+               "--json-out", tmp_path / "s.json", "--break-variant", variant)
+    assert proc.returncode == 1, proc.stderr
+    assert f"variant {variant} " in proc.stderr
+    assert "did not do its job at 3 backends" in proc.stderr
+    assert message in proc.stderr
+    assert not (tmp_path / "s.json").exists()
+    assert proc.stdout == ""
+
+
+def test_startup_first_device_broken_fails_clearly(tmp_path):
+    proc = run(STARTUP, "--sizes", "3", *TINY, "--build", BUILD_DIR,
+               "--break-variant", "epload-lazy-first")
+    assert proc.returncode == 1
+    assert "variant epload-lazy-first (epload lazy + first device) failed at 3 backends" \
+        in proc.stderr
+    assert "AttributeError" in proc.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--sizes", "0"], "each size must be at least 1"),
+    (["--sizes", "a,b"], "comma-separated integers"),
+    (["--noise", "-1"], "--noise must be >= 0"),
+    (["--runs", "0"], "--runs must be >= 1"),
+    (["--break-variant", "nope"], "invalid choice"),
+])
+def test_startup_usage_errors(args, message):
+    proc = run(STARTUP, *args, "--build", BUILD_DIR)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def test_startup_without_a_build_says_what_to_do(tmp_path):
+    proc = run(STARTUP, "--build", tmp_path)
+    assert proc.returncode == 2
+    assert f"no built epload package in {tmp_path}/python" in proc.stderr
+
+
+def test_startup_env_dir_reused(tmp_path):
+    args = ["--sizes", "2", *TINY, "--runs", "1", "--build", BUILD_DIR,
+            "--env-dir", tmp_path / "envs"]
+    first = run(STARTUP, *args)
+    assert first.returncode == 0, first.stderr
+    assert "reusing" not in first.stderr
+    stamp = tmp_path / "envs" / "python-2-12" / "generated-with.json"
+    assert json.loads(stamp.read_text())["argv"][:4] == ["--backends", "2", "--noise", "12"]
+    second = run(STARTUP, *args)
+    assert second.returncode == 0, second.stderr
+    assert "reusing the environment generated earlier" in second.stderr
+    # A damaged environment is generated again, not reused.
+    site = tmp_path / "envs" / "python-2-12" / "site-packages"
+    victim = next(site.glob("gen_backend_*/__init__.py"))
+    victim.unlink()
+    third = run(STARTUP, *args)
+    assert third.returncode == 0, third.stderr
+    assert "reusing" not in third.stderr
+    assert victim.exists()
+
+
+# ---- demo.py / demo.sh ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    args = ["--out", out, "--build", BUILD_DIR, "--backends", "6", "--noise", "15",
+            "--rounds", "2", "--warmup", "0", "--phase-runs", "1",
+            "--startup-sizes", "2", "--startup-noise", "8", "--startup-rounds", "1"]
+    proc = run(DEMO, *args)
+    assert proc.returncode == 0, proc.stderr
+    return out, proc, args
+
+
+def test_demo_outputs(demo):
+    out, proc, _ = demo
+    data = json.loads((out / "demo.json").read_text())
+    assert set(data["stats"]) == {"bare", "importlib", "cold", "full", "paths", "eager-cold",
+                                  "eager-cached", "lazy-cold", "lazy-cached", "lazy-paths"}
+    assert all(s["runs"] == 2 for s in data["stats"].values())
+    ph = data["phases"]
+    for v in ("eager-cold", "eager-cached"):
+        assert ph[v]["backends_loaded"] == 6
+    for v in ("lazy-cold", "lazy-cached", "lazy-paths"):
+        assert ph[v]["backends_loaded"] == 1
+        assert ph[v]["total_us"] >= ph[v]["index_us"] > 0
+    manifest = json.loads((out / "env" / "manifest.json").read_text())
+    assert manifest["kind"] == "native" and len(manifest["backends"]) == 6
+    device = manifest["backends"][3]["device"]
+    assert data["config"]["device"] == device
+    assert ph["lazy-cached"]["provider"] == manifest["backends"][3]["entry_point"]
+    md = (out / "demo.md").read_text()
+    assert md in proc.stdout
+    assert "**Entry-point lookup**" in md and "**Backend loading**" in md
+    assert f"`epload load {device}`" in md
+    for block in md.split("\n\n"):
+        rows = [ln for ln in block.splitlines() if ln.startswith("|")]
+        if rows:
+            assert len({ln.count("|") for ln in rows}) == 1, block
+    # Step 3 ran, and the files are where the summary says.
+    startup = json.loads((out / "startup.json").read_text())
+    assert [r["backends"] for r in startup["sizes"]] == [2]
+    assert (out / "startup.md").read_text() in proc.stdout
+    if have_matplotlib():
+        png_size(out / "startup.png")
+    for name in ("demo.md", "demo.json", "startup.md", "startup.json", "startup.png"):
+        assert str(out / name) in proc.stdout
+
+
+def test_demo_reuses_its_environment(demo):
+    out, _, args = demo
+    before = (out / "env" / "generated-with.json").stat().st_mtime_ns
+    proc = run(DEMO, *args, "--no-startup")
+    assert proc.returncode == 0, proc.stderr
+    assert "reusing the environment generated earlier" in proc.stderr
+    assert (out / "env" / "generated-with.json").stat().st_mtime_ns == before
+    # Other arguments: generated again.
+    proc = run(DEMO, *[a if a != "6" else "7" for a in map(str, args)], "--no-startup")
+    assert proc.returncode == 0, proc.stderr
+    assert "reusing" not in proc.stderr
+    assert len(json.loads((out / "env" / "manifest.json").read_text())["backends"]) == 7
+
+
+def test_demo_unknown_device(tmp_path):
+    proc = run(DEMO, "--out", tmp_path, "--build", BUILD_DIR, "--backends", "2", "--noise", "3",
+               "--rounds", "1", "--no-startup", "--device", "nosuch")
+    assert proc.returncode == 1
+    assert "--device nosuch: no generated backend provides it" in proc.stderr
+
+
+def test_demo_without_a_build_says_what_to_do(tmp_path):
+    proc = run(DEMO, "--out", tmp_path, "--build", tmp_path / "nothing")
+    assert proc.returncode == 2
+    assert "no epload executable in" in proc.stderr and "scripts/demo.sh" in proc.stderr
+
+
+def test_demo_sh_help_runs_nothing():
+    proc = subprocess.run([str(DEMO_SH), "--help"], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, env=dict(os.environ, CI="true"), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: scripts/demo.sh")
+    assert "out/demo" in proc.stdout and "--startup-sizes" in proc.stdout
+    assert "setup:" not in proc.stderr
