@@ -378,6 +378,7 @@ Estimate measure_eager(const Options& o, const std::unordered_set<std::string>& 
 }
 
 int run_native(const Options& o) {
+  (void)prof::enabled();  // reads EPLOAD_TRACE, so that it is honoured here too
   prof::enable();
   struct Lookup {
     std::string device;
