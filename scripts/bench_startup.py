@@ -458,6 +458,7 @@ def markdown(result):
                      + " | ".join(cols) + " |")
         if row.get("strace") or row.get("hyperfine"):
             sc, hf = row.get("strace") or {}, row.get("hyperfine") or {}
+            L.append("")
             L.append(f"System calls at {row['backends']:,} backends (one run each under "
                      "`strace -f -c`)" + (" and `hyperfine -N` medians (not interleaved)"
                                           if hf else "") + ":\n")
