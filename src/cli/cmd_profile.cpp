@@ -19,35 +19,28 @@
 //
 // --trace writes the (merged) Chrome trace; --plot draws it with
 // scripts/plot_trace.py (matplotlib).  Spans come from the core's
-// instrumentation (epload/profile.hpp); this file only drives and reports.
-#include <dirent.h>    // opendir: collect trace files
-#include <fcntl.h>     // open /dev/null
-#include <spawn.h>     // posix_spawnp
-#include <stdlib.h>    // mkdtemp
-#include <sys/wait.h>  // waitpid
-#include <unistd.h>    // readlink, access, unlink, rmdir
+// instrumentation (epload/profile.hpp); this file drives the first form and
+// parses the arguments, profile_command.cpp runs the second, and
+// profile_common.cpp holds what both print and write.
+#include <fcntl.h>   // open /dev/null
+#include <unistd.h>  // close
 
 #include <algorithm>      // sort
-#include <cerrno>         // errno
-#include <cstdarg>        // va_list
-#include <cstdio>         // printf
-#include <cstring>        // strerror, strncmp
-#include <map>            // backend lookup
+#include <map>            // resolve times
 #include <string>         // output
 #include <unordered_set>  // loaded set
 #include <vector>         // arguments
 
 #include "cli/cli.hpp"
 #include "cli/host_options.hpp"
+#include "cli/profile_common.hpp"
 #include "epload/loader.hpp"
 #include "epload/profile.hpp"
-
-extern char** environ;
 
 namespace epload::cli {
 namespace {
 
-namespace prof = epload::profile;
+using namespace profiling;
 
 const char k_help[] =
     "usage: epload profile [index options] [--group G] [--device DEV]... [--mode lazy|eager]\n"
@@ -83,249 +76,9 @@ const char k_help[] =
     "this command; \"%p\" in FILE becomes the process id.\n"
     "Exit status: 1 when a DEV cannot be loaded or the trace/plot cannot be written.\n";
 
-// ---- formatting -----------------------------------------------------------------
-
-std::string ms(std::int64_t ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns) / 1e6);
-  return buf;
-}
-std::string us(std::int64_t ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(ns) / 1e3);
-  return buf;
-}
-std::string cell(std::int64_t ns) { return ns > 0 ? ms(ns) : std::string("-"); }
-
-void add_line(std::string& out, const char* format, ...) __attribute__((format(printf, 2, 3)));
-void add_line(std::string& out, const char* format, ...) {
-  char buf[2048];
-  va_list ap;
-  va_start(ap, format);
-  std::vsnprintf(buf, sizeof buf, format, ap);
-  va_end(ap);
-  out += buf;
-}
-
-// ---- processes ------------------------------------------------------------------
-
-std::string self_exe() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "epload";
-  return std::string(buf, static_cast<std::size_t>(n));
-}
-
-std::string dir_of(const std::string& path) {
-  const std::size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-/// Runs argv with `env`; stdout to `out_fd` when >= 0 (else inherited),
-/// stderr inherited.  Returns the exit status (128+signal when killed), or -1
-/// (with `error` set) when it cannot be started.
-int run_process(const std::vector<std::string>& argv, const std::vector<std::string>& env, int out_fd,
-                std::string& error) {
-  std::vector<char*> a, e;
-  for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-  a.push_back(nullptr);
-  for (const std::string& s : env) e.push_back(const_cast<char*>(s.c_str()));
-  e.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (out_fd >= 0) posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
-  pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, a[0], &actions, nullptr, a.data(), e.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    error = "cannot run '" + argv[0] + "': " + std::strerror(rc);
-    return -1;
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
-}
-
-/// The environment with NAME=VALUE pairs set (replacing existing ones).
-std::vector<std::string> environment_with(const std::vector<std::pair<std::string, std::string>>& set) {
-  std::vector<std::string> env;
-  for (char** p = environ; *p != nullptr; ++p) {
-    const std::string_view kv = *p;
-    bool replaced = false;
-    for (const auto& [name, value] : set) {
-      replaced = replaced || (kv.size() > name.size() && kv.substr(0, name.size()) == name && kv[name.size()] == '=');
-    }
-    if (!replaced) env.emplace_back(kv);
-  }
-  for (const auto& [name, value] : set) env.push_back(name + "=" + value);
-  return env;
-}
-
-/// A private temporary directory, removed (with the trace files in it) by
-/// the destructor.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/epload-profile-XXXXXX";
-    if (::mkdtemp(tmpl.data()) != nullptr) path = tmpl;
-  }
-  ~TempDir() {
-    if (path.empty()) return;
-    if (DIR* d = ::opendir(path.c_str())) {
-      while (const dirent* e = ::readdir(d)) {
-        if (e->d_name[0] != '.') ::unlink((path + "/" + e->d_name).c_str());
-      }
-      ::closedir(d);
-    }
-    ::rmdir(path.c_str());
-  }
-  /// Every trace-*.json in it, merged (unreadable ones are reported).
-  prof::Trace collect(std::vector<std::string>& problems) const {
-    prof::Trace all;
-    std::vector<std::string> files;
-    if (DIR* d = ::opendir(path.c_str())) {
-      while (const dirent* e = ::readdir(d)) {
-        const std::string_view n = e->d_name;
-        if (n.starts_with("trace-") && n.ends_with(".json")) files.push_back(path + "/" + e->d_name);
-      }
-      ::closedir(d);
-    }
-    std::sort(files.begin(), files.end());
-    for (const std::string& f : files) {
-      auto t = prof::read_trace(f);
-      if (!t) {
-        problems.push_back(t.error().message);
-        continue;
-      }
-      prof::merge(all, *t);
-    }
-    return all;
-  }
-};
-
-// ---- the plot --------------------------------------------------------------------
-
-/// Draws `trace_file` into `png` with scripts/plot_trace.py.
-bool plot(const std::string& trace_file, const std::string& png, std::string& error) {
-  std::string script;
-  if (const char* s = std::getenv("EPLOAD_PLOT_SCRIPT"); s && *s) {
-    script = s;
-  } else {
-    const std::string exe_dir = dir_of(self_exe());
-    for (const std::string& c : {exe_dir + "/../scripts/plot_trace.py", exe_dir + "/scripts/plot_trace.py",
-                                 exe_dir + "/../share/epload/plot_trace.py"}) {
-      if (::access(c.c_str(), R_OK) == 0) {
-        script = c;
-        break;
-      }
-    }
-  }
-  if (script.empty() || ::access(script.c_str(), R_OK) != 0) {
-    error = "--plot: scripts/plot_trace.py not found next to " + self_exe() +
-            " (set EPLOAD_PLOT_SCRIPT to its path)";
-    return false;
-  }
-  std::string python = "python3";
-  if (const char* p = std::getenv("EPLOAD_PLOT_PYTHON"); p && *p) {
-    python = p;
-  } else if (::access("/usr/bin/python3", X_OK) == 0) {
-    python = "/usr/bin/python3";  // Debian's matplotlib lives there, not in other pythons
-  }
-  const int rc = run_process({python, script, trace_file, "-o", png}, environment_with({}), -1, error);
-  if (rc < 0) return false;
-  if (rc != 0) {
-    error = "--plot: " + script + " failed (exit status " + std::to_string(rc) + ", message above)";
-    return false;
-  }
-  return true;
-}
-
-// ---- shared report pieces ----------------------------------------------------------
-
-void phase_table(std::string& out, const prof::Summary& s) {
-  out += "\nphases (self time = span minus nested spans; costliest first):\n";
-  add_line(out, "  %-10s %8s %12s %12s %7s\n", "phase", "spans", "self ms", "total ms", "share");
-  std::int64_t self_sum = 0;
-  for (const auto& p : s.phases) self_sum += p.self_ns;
-  for (const auto& p : s.phases) {
-    add_line(out, "  %-10s %8llu %12s %12s %6.1f%%\n", prof::phase_name(p.phase),
-             static_cast<unsigned long long>(p.count), ms(p.self_ns).c_str(), ms(p.total_ns).c_str(),
-             self_sum > 0 ? 100.0 * static_cast<double>(p.self_ns) / static_cast<double>(self_sum) : 0.0);
-  }
-}
-
-void counters_line(std::string& out, const std::uint64_t* counters) {
-  out += "system calls counted:";
-  for (int k = 0; k < static_cast<int>(prof::Counter::count_); ++k) {
-    add_line(out, " %s %llu", prof::counter_name(static_cast<prof::Counter>(k)),
-             static_cast<unsigned long long>(counters[k]));
-  }
-  out += "\n";
-}
-
-void json_phases(std::string& out, const prof::Summary& s, const std::uint64_t* counters) {
-  out += ",\"counters\":{";
-  for (int k = 0; k < static_cast<int>(prof::Counter::count_); ++k) {
-    add_line(out, "%s\"%s\":%llu", k ? "," : "", prof::counter_name(static_cast<prof::Counter>(k)),
-             static_cast<unsigned long long>(counters[k]));
-  }
-  out += "},\"phases\":[";
-  for (std::size_t k = 0; k < s.phases.size(); ++k) {
-    const auto& p = s.phases[k];
-    add_line(out, "%s{\"phase\":\"%s\",\"spans\":%llu,\"self_us\":%s,\"total_us\":%s}", k ? "," : "",
-             prof::phase_name(p.phase), static_cast<unsigned long long>(p.count), us(p.self_ns).c_str(),
-             us(p.total_ns).c_str());
-  }
-  out += "]";
-}
-
-bool write_outputs(const std::string& trace_path, const std::string& plot_path, const prof::Trace* trace,
-                   std::string& error) {
-  std::string file = trace_path;
-  TempDir tmp;
-  if (file.empty() && !plot_path.empty()) {
-    if (tmp.path.empty()) {
-      error = "--plot: cannot create a temporary directory";
-      return false;
-    }
-    file = tmp.path + "/trace-plot.json";
-  }
-  if (!file.empty()) {
-    const bool ok = trace ? prof::write_trace(*trace, file, &error) : prof::write_trace(file, &error);
-    if (!ok) return false;
-  }
-  if (!plot_path.empty() && !plot(file, plot_path, error)) return false;
-  return true;
-}
-
 // ---- first form: the host path, natively ----------------------------------------
 
-struct Options {
-  IndexOptions index;
-  std::string group = "torch.backends";
-  std::vector<std::string> devices;
-  std::string mode_text;
-  std::string trace, plot;
-  bool json = false;
-  bool estimate = true;
-  bool eager_estimate = false;  // second form
-  std::vector<std::string> command;
-};
-
-/// What eager loading adds: a child `epload profile --mode eager` loads
-/// every backend; the loads of `missing` are summed from its trace.
-struct Estimate {
-  bool ran = false;
-  std::string error;
-  std::size_t backends = 0;      // of `missing` that the child loaded
-  std::int64_t extra_ns = 0;     // their loads, summed
-  std::int64_t eager_start_ns = 0;  // the child's whole `loader start` span
-};
-
+// The index options again, for the eager child.
 std::vector<std::string> index_args(const IndexOptions& o) {
   std::vector<std::string> a;
   for (const std::string& p : o.paths) a.insert(a.end(), {"--path", p});
@@ -336,6 +89,8 @@ std::vector<std::string> index_args(const IndexOptions& o) {
   return a;
 }
 
+// What eager loading adds: a child `epload profile --mode eager` loads every
+// backend; the loads of `missing` are summed from its trace.
 Estimate measure_eager(const Options& o, const std::unordered_set<std::string>& missing) {
   Estimate e;
   TempDir tmp;
@@ -598,154 +353,6 @@ int run_native(const Options& o) {
   return rc;
 }
 
-// ---- second form: a command ---------------------------------------------------------
-
-/// Runs the command once with EPLOAD_TRACE pointing into `dir`.
-int run_traced(const Options& o, const TempDir& dir, bool eager, std::int64_t& wall_ns, std::string& error) {
-  std::vector<std::pair<std::string, std::string>> set = {{"EPLOAD_TRACE", dir.path + "/trace-%p.json"}};
-  if (eager) {
-    set.push_back({"EPLOAD_MODE", "eager"});
-    set.push_back({"EPLOAD_LOAD_MODE", "eager"});
-  }
-  const std::int64_t t = prof::now_ns();
-  // With --json, stdout carries the report only: the command's goes to stderr.
-  const int rc = run_process(o.command, environment_with(set), o.json ? 2 : -1, error);
-  wall_ns = prof::now_ns() - t;
-  return rc;
-}
-
-std::string kind_of(const prof::BackendTotal& b) {
-  if (b.import_ns > 0 || b.call_ns > 0) return "python";
-  if (b.dlopen_ns > 0 || b.init_ns > 0) return "native";
-  return "?";
-}
-
-int run_command(const Options& o) {
-  TempDir dir;
-  if (dir.path.empty()) return fail("cannot create a temporary directory for the traces (set TMPDIR)");
-  std::string error;
-  std::int64_t wall = 0;
-  const int rc = run_traced(o, dir, false, wall, error);
-  if (rc < 0) return fail(error);
-  std::vector<std::string> problems;
-  prof::Trace trace = dir.collect(problems);
-  const prof::Summary summary = prof::summarize(trace.events);
-
-  std::unordered_set<std::string> loaded;
-  for (const auto& b : summary.backends) loaded.insert(b.name);
-  Estimate est;
-  std::int64_t eager_wall = 0;
-  if (o.eager_estimate) {
-    TempDir again;
-    const int rc2 = again.path.empty() ? -1 : run_traced(o, again, true, eager_wall, est.error);
-    if (rc2 >= 0 && rc2 == rc) {  // it ended as the first run did
-      std::vector<std::string> ignored;
-      for (const auto& b : prof::summarize(again.collect(ignored).events).backends) {
-        if (loaded.count(b.name) != 0) continue;
-        ++est.backends;
-        est.extra_ns += b.load_ns;
-      }
-      est.ran = true;
-    } else if (rc2 >= 0) {
-      est.error = "the eager run exited with status " + std::to_string(rc2) + ", the first with " +
-                  std::to_string(rc) + ": not comparable";
-    } else if (est.error.empty()) {
-      est.error = "cannot create a temporary directory";
-    }
-  }
-
-  std::string out;
-  std::string shown_command;
-  for (const std::string& a : o.command) shown_command += (shown_command.empty() ? "" : " ") + a;
-  if (o.json) {
-    out += "{\"command\":";
-    append_json_string(out, shown_command);
-    out += ",\"exit_status\":" + std::to_string(rc) + ",\"wall_us\":" + us(wall) + ",\"traced_us\":" +
-           us(summary.wall_ns) + ",\"processes\":[";
-    for (std::size_t k = 0; k < trace.pids.size(); ++k) {
-      out += k ? ",{\"pid\":" : "{\"pid\":";
-      out += std::to_string(trace.pids[k]) + ",\"name\":";
-      append_json_string(out, trace.process_names[k]);
-      out += "}";
-    }
-    out += "]";
-    json_phases(out, summary, trace.counters);
-    out += ",\"loaded\":[";
-    for (std::size_t k = 0; k < summary.backends.size(); ++k) {
-      const auto& b = summary.backends[k];
-      out += k ? ",\n{\"backend\":" : "\n{\"backend\":";
-      append_json_string(out, b.name);
-      out += ",\"kind\":\"" + kind_of(b) + "\",\"loads\":" + std::to_string(b.loads) +
-             ",\"resolve_us\":" + us(b.resolve_ns) + ",\"dlopen_us\":" + us(b.dlopen_ns) + ",\"init_us\":" +
-             us(b.init_ns) + ",\"import_us\":" + us(b.import_ns) + ",\"call_us\":" + us(b.call_ns) +
-             ",\"load_us\":" + us(b.load_ns) + "}";
-    }
-    out += "],\"eager_estimate\":";
-    if (est.ran) {
-      out += "{\"backends\":" + std::to_string(est.backends) + ",\"extra_us\":" + us(est.extra_ns) +
-             ",\"eager_wall_us\":" + us(eager_wall) +
-             ",\"method\":\"measured: the command ran again with EPLOAD_MODE=eager and EPLOAD_LOAD_MODE=eager; "
-             "the loads of the backends it loaded in addition, summed\"}";
-    } else {
-      out += "null";
-    }
-    out += ",\"problems\":[";
-    for (std::size_t k = 0; k < problems.size(); ++k) {
-      if (k) out += ",";
-      append_json_string(out, problems[k]);
-    }
-    out += "]}\n";
-  } else {
-    add_line(out, "\nepload profile: '%s' exited with status %d after %s ms (wall)\n", shown_command.c_str(), rc,
-             ms(wall).c_str());
-    if (trace.pids.empty()) {
-      out += "no trace was written: the command did not use epload (or exited without running\n"
-             "exit handlers, e.g. os._exit or a crash)\n";
-    } else {
-      out += "traced processes:";
-      for (std::size_t k = 0; k < trace.pids.size(); ++k) {
-        add_line(out, " %s (pid %d)", trace.process_names[k].c_str(), trace.pids[k]);
-      }
-      add_line(out, "; traced span %s ms\n", ms(summary.wall_ns).c_str());
-      counters_line(out, trace.counters);
-      phase_table(out, summary);
-      add_line(out, "\nbackends loaded: %zu (costliest first; ms)\n", summary.backends.size());
-      if (!summary.backends.empty()) {
-        add_line(out, "  %-32s %-7s %9s %12s %11s %9s\n", "backend", "kind", "resolve", "dlopen/import",
-                 "init/call", "load");
-      }
-      for (const auto& b : summary.backends) {
-        const bool py = kind_of(b) == "python";
-        add_line(out, "  %-32s %-7s %9s %12s %11s %9s\n", b.name.c_str(), kind_of(b).c_str(),
-                 cell(b.resolve_ns).c_str(), cell(py ? b.import_ns : b.dlopen_ns).c_str(),
-                 cell(py ? b.call_ns : b.init_ns).c_str(), cell(b.load_ns).c_str());
-      }
-    }
-    if (est.ran) {
-      add_line(out,
-               "\neager loading would have loaded %zu more backend(s), costing %s ms more (measured: the\n"
-               "command ran again with EPLOAD_MODE=eager EPLOAD_LOAD_MODE=eager in %s ms wall)\n",
-               est.backends, ms(est.extra_ns).c_str(), ms(eager_wall).c_str());
-    } else if (!est.error.empty()) {
-      add_line(out, "\neager estimate unavailable: %s\n", est.error.c_str());
-    } else {
-      out += "\neager estimate: not measured for a command (--eager-estimate runs it again with\n"
-             "EPLOAD_MODE=eager and EPLOAD_LOAD_MODE=eager and compares)\n";
-    }
-    for (const std::string& p : problems) out += "warning: " + p + "\n";
-    if (!o.trace.empty()) out += "trace: " + o.trace + "\n";
-  }
-  std::string werror;
-  const bool outputs_ok = write_outputs(o.trace, o.plot, &trace, werror);
-  if (outputs_ok && !o.plot.empty() && !o.json) out += "plot: " + o.plot + "\n";
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  std::fflush(stdout);
-  if (!outputs_ok) {
-    fail(werror);
-    return rc != 0 ? rc : k_error;
-  }
-  return rc;
-}
 
 // ---- arguments --------------------------------------------------------------------------
 
@@ -812,6 +419,7 @@ int run(std::vector<std::string_view>& args) {
 
 Registration k_registration{{"profile", "show where start-up time goes (phases, backends, trace, plot)",
                              std::string(k_help) + "\n" + k_index_options_help, run}};
+
 
 }  // namespace
 }  // namespace epload::cli

@@ -1,0 +1,168 @@
+// profile_command.cpp — `epload profile -- COMMAND ARGS...`: runs COMMAND
+// with EPLOAD_TRACE=<tmp>/trace-%p.json, so that every process of it that
+// uses epload (a Python program through the epload module, epload commands,
+// C++ hosts) writes its own trace; merges them and prints the phases and the
+// backends loaded.  With --eager-estimate it runs COMMAND again with
+// EPLOAD_MODE=eager and EPLOAD_LOAD_MODE=eager and reports what the
+// additional backend loads cost: measured, since a command's backends are
+// not known to this process.
+#include <string>         // output
+#include <unordered_set>  // loaded set
+#include <vector>         // arguments
+
+#include "cli/profile_common.hpp"
+
+namespace epload::cli::profiling {
+
+namespace {
+
+/// Runs the command once with EPLOAD_TRACE pointing into `dir`.
+int run_traced(const Options& o, const TempDir& dir, bool eager, std::int64_t& wall_ns, std::string& error) {
+  std::vector<std::pair<std::string, std::string>> set = {{"EPLOAD_TRACE", dir.path + "/trace-%p.json"}};
+  if (eager) {
+    set.push_back({"EPLOAD_MODE", "eager"});
+    set.push_back({"EPLOAD_LOAD_MODE", "eager"});
+  }
+  const std::int64_t t = prof::now_ns();
+  // With --json, stdout carries the report only: the command's goes to stderr.
+  const int rc = run_process(o.command, environment_with(set), o.json ? 2 : -1, error);
+  wall_ns = prof::now_ns() - t;
+  return rc;
+}
+
+std::string kind_of(const prof::BackendTotal& b) {
+  if (b.import_ns > 0 || b.call_ns > 0) return "python";
+  if (b.dlopen_ns > 0 || b.init_ns > 0) return "native";
+  return "?";
+}
+
+}  // namespace
+
+int run_command(const Options& o) {
+  TempDir dir;
+  if (dir.path.empty()) return fail("cannot create a temporary directory for the traces (set TMPDIR)");
+  std::string error;
+  std::int64_t wall = 0;
+  const int rc = run_traced(o, dir, false, wall, error);
+  if (rc < 0) return fail(error);
+  std::vector<std::string> problems;
+  prof::Trace trace = dir.collect(problems);
+  const prof::Summary summary = prof::summarize(trace.events);
+
+  std::unordered_set<std::string> loaded;
+  for (const auto& b : summary.backends) loaded.insert(b.name);
+  Estimate est;
+  std::int64_t eager_wall = 0;
+  if (o.eager_estimate) {
+    TempDir again;
+    const int rc2 = again.path.empty() ? -1 : run_traced(o, again, true, eager_wall, est.error);
+    if (rc2 >= 0 && rc2 == rc) {  // it ended as the first run did
+      std::vector<std::string> ignored;
+      for (const auto& b : prof::summarize(again.collect(ignored).events).backends) {
+        if (loaded.count(b.name) != 0) continue;
+        ++est.backends;
+        est.extra_ns += b.load_ns;
+      }
+      est.ran = true;
+    } else if (rc2 >= 0) {
+      est.error = "the eager run exited with status " + std::to_string(rc2) + ", the first with " +
+                  std::to_string(rc) + ": not comparable";
+    } else if (est.error.empty()) {
+      est.error = "cannot create a temporary directory";
+    }
+  }
+
+  std::string out;
+  std::string shown_command;
+  for (const std::string& a : o.command) shown_command += (shown_command.empty() ? "" : " ") + a;
+  if (o.json) {
+    out += "{\"command\":";
+    append_json_string(out, shown_command);
+    out += ",\"exit_status\":" + std::to_string(rc) + ",\"wall_us\":" + us(wall) + ",\"traced_us\":" +
+           us(summary.wall_ns) + ",\"processes\":[";
+    for (std::size_t k = 0; k < trace.pids.size(); ++k) {
+      out += k ? ",{\"pid\":" : "{\"pid\":";
+      out += std::to_string(trace.pids[k]) + ",\"name\":";
+      append_json_string(out, trace.process_names[k]);
+      out += "}";
+    }
+    out += "]";
+    json_phases(out, summary, trace.counters);
+    out += ",\"loaded\":[";
+    for (std::size_t k = 0; k < summary.backends.size(); ++k) {
+      const auto& b = summary.backends[k];
+      out += k ? ",\n{\"backend\":" : "\n{\"backend\":";
+      append_json_string(out, b.name);
+      out += ",\"kind\":\"" + kind_of(b) + "\",\"loads\":" + std::to_string(b.loads) +
+             ",\"resolve_us\":" + us(b.resolve_ns) + ",\"dlopen_us\":" + us(b.dlopen_ns) + ",\"init_us\":" +
+             us(b.init_ns) + ",\"import_us\":" + us(b.import_ns) + ",\"call_us\":" + us(b.call_ns) +
+             ",\"load_us\":" + us(b.load_ns) + "}";
+    }
+    out += "],\"eager_estimate\":";
+    if (est.ran) {
+      out += "{\"backends\":" + std::to_string(est.backends) + ",\"extra_us\":" + us(est.extra_ns) +
+             ",\"eager_wall_us\":" + us(eager_wall) +
+             ",\"method\":\"measured: the command ran again with EPLOAD_MODE=eager and EPLOAD_LOAD_MODE=eager; "
+             "the loads of the backends it loaded in addition, summed\"}";
+    } else {
+      out += "null";
+    }
+    out += ",\"problems\":[";
+    for (std::size_t k = 0; k < problems.size(); ++k) {
+      if (k) out += ",";
+      append_json_string(out, problems[k]);
+    }
+    out += "]}\n";
+  } else {
+    add_line(out, "\nepload profile: '%s' exited with status %d after %s ms (wall)\n", shown_command.c_str(), rc,
+             ms(wall).c_str());
+    if (trace.pids.empty()) {
+      out += "no trace was written: the command did not use epload (or exited without running\n"
+             "exit handlers, e.g. os._exit or a crash)\n";
+    } else {
+      out += "traced processes:";
+      for (std::size_t k = 0; k < trace.pids.size(); ++k) {
+        add_line(out, " %s (pid %d)", trace.process_names[k].c_str(), trace.pids[k]);
+      }
+      add_line(out, "; traced span %s ms\n", ms(summary.wall_ns).c_str());
+      counters_line(out, trace.counters);
+      phase_table(out, summary);
+      add_line(out, "\nbackends loaded: %zu (costliest first; ms)\n", summary.backends.size());
+      if (!summary.backends.empty()) {
+        add_line(out, "  %-32s %-7s %9s %12s %11s %9s\n", "backend", "kind", "resolve", "dlopen/import",
+                 "init/call", "load");
+      }
+      for (const auto& b : summary.backends) {
+        const bool py = kind_of(b) == "python";
+        add_line(out, "  %-32s %-7s %9s %12s %11s %9s\n", b.name.c_str(), kind_of(b).c_str(),
+                 cell(b.resolve_ns).c_str(), cell(py ? b.import_ns : b.dlopen_ns).c_str(),
+                 cell(py ? b.call_ns : b.init_ns).c_str(), cell(b.load_ns).c_str());
+      }
+    }
+    if (est.ran) {
+      add_line(out,
+               "\neager loading would have loaded %zu more backend(s), costing %s ms more (measured: the\n"
+               "command ran again with EPLOAD_MODE=eager EPLOAD_LOAD_MODE=eager in %s ms wall)\n",
+               est.backends, ms(est.extra_ns).c_str(), ms(eager_wall).c_str());
+    } else if (!est.error.empty()) {
+      add_line(out, "\neager estimate unavailable: %s\n", est.error.c_str());
+    } else {
+      out += "\neager estimate: not measured for a command (--eager-estimate runs it again with\n"
+             "EPLOAD_MODE=eager and EPLOAD_LOAD_MODE=eager and compares)\n";
+    }
+    for (const std::string& p : problems) out += "warning: " + p + "\n";
+    if (!o.trace.empty()) out += "trace: " + o.trace + "\n";
+  }
+  std::string werror;
+  const bool outputs_ok = write_outputs(o.trace, o.plot, &trace, werror);
+  if (outputs_ok && !o.plot.empty() && !o.json) out += "plot: " + o.plot + "\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fflush(stdout);
+  if (!outputs_ok) {
+    fail(werror);
+    return rc != 0 ? rc : k_error;
+  }
+  return rc;
+}
+
+}  // namespace epload::cli::profiling

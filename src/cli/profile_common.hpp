@@ -1,0 +1,83 @@
+// profile_common.hpp — what the two forms of `epload profile` share
+// (cmd_profile.cpp: the native host path; profile_command.cpp: a traced
+// command): options, formatting, child processes, temporary trace
+// directories, the report tables and the trace / plot outputs.
+#pragma once
+
+#include <cstdint>  // nanoseconds
+#include <string>   // output
+#include <utility>  // pair
+#include <vector>   // arguments
+
+#include "cli/cli.hpp"
+#include "epload/profile.hpp"
+
+namespace epload::cli::profiling {
+
+namespace prof = epload::profile;
+
+/// `epload profile`'s options (both forms).
+struct Options {
+  IndexOptions index;
+  std::string group = "torch.backends";
+  std::vector<std::string> devices;
+  std::string mode_text;
+  std::string trace, plot;
+  bool json = false;
+  bool estimate = true;
+  bool eager_estimate = false;  // second form
+  std::vector<std::string> command;
+};
+
+/// What eager loading would add, as measured (see each form).
+struct Estimate {
+  bool ran = false;
+  std::string error;                 ///< why it could not be measured
+  std::size_t backends = 0;          ///< backends the eager run loaded in addition
+  std::int64_t extra_ns = 0;         ///< their loads, summed
+  std::int64_t eager_start_ns = 0;   ///< native form: the child's whole `loader start` span
+};
+
+/// Milliseconds / microseconds with fixed decimals; "-" for zero (cell).
+std::string ms(std::int64_t ns);
+std::string us(std::int64_t ns);
+std::string cell(std::int64_t ns);
+/// printf-style append.
+void add_line(std::string& out, const char* format, ...) __attribute__((format(printf, 2, 3)));
+
+/// This executable's path (/proc/self/exe).
+std::string self_exe();
+/// Runs argv with `env`; stdout to `out_fd` when >= 0 (else inherited),
+/// stderr inherited.  Returns the exit status (128+signal when killed), or
+/// -1 (with `error` set) when it cannot be started.
+int run_process(const std::vector<std::string>& argv, const std::vector<std::string>& env, int out_fd,
+                std::string& error);
+/// This process's environment with NAME=VALUE pairs set (replacing existing ones).
+std::vector<std::string> environment_with(const std::vector<std::pair<std::string, std::string>>& set);
+
+/// A private temporary directory, removed (with the files in it) by the
+/// destructor.  `path` is empty when it could not be created.
+struct TempDir {
+  std::string path;
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  /// Every trace-*.json in it, merged; unreadable ones go to `problems`.
+  prof::Trace collect(std::vector<std::string>& problems) const;
+};
+
+/// The per-phase table, the system-call line, and their JSON members.
+void phase_table(std::string& out, const prof::Summary& s);
+void counters_line(std::string& out, const std::uint64_t* counters);
+void json_phases(std::string& out, const prof::Summary& s, const std::uint64_t* counters);
+
+/// Writes --trace (this process's spans, or `trace` when given) and draws
+/// --plot.  False with `error` set on failure.
+bool write_outputs(const std::string& trace_path, const std::string& plot_path, const prof::Trace* trace,
+                   std::string& error);
+
+/// The second form: runs o.command with EPLOAD_TRACE set and reports.
+int run_command(const Options& o);
+
+}  // namespace epload::cli::profiling
