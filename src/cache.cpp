@@ -108,18 +108,21 @@ namespace {
 namespace od = simdjson::ondemand;
 
 constexpr std::string_view k_format = "epload-index";
-constexpr std::size_t k_first_chunk = 16 * 1024;  // holds the head of most files
+constexpr std::size_t k_first_chunk = 64 * 1024;  // holds the head of most files (~1,000 groups)
+constexpr std::uint64_t k_max_gap = 32 * 1024;    // sections closer than this are read together
 constexpr std::size_t k_pad = simdjson::SIMDJSON_PADDING;
 
 /// What a section holds.
 enum class Kind { group, stamps, dists, watched };
 
-/// One row of the head's "sections".
+/// One row of the head's "sections".  The views point into the head's
+/// buffer (or Reader::m_owned), which live as long as the Reader.
 struct Section {
   Kind kind = Kind::group;
-  std::string name;   // as stored, for messages
-  std::string group;  // group and stamps sections: the group
-  std::uint64_t offset = 0, length = 0, hash = 0, count = 0;
+  std::string_view name;   // as stored, for messages
+  std::string_view group;  // group and stamps sections: the group
+  std::string_view hash;   // 16 hex digits, decoded when the section is read
+  std::uint64_t offset = 0, length = 0, count = 0;
 };
 
 /// A distribution row of a group section; views into a live buffer (or into
@@ -142,10 +145,19 @@ struct GroupData {
   std::vector<GroupEntry> eps;
 };
 
-/// A heap buffer with simdjson's padding after `size` readable bytes.
+/// What Reader::group() does with a group section's rows.
+enum class GroupMode {
+  complete,  // entry points into the builder, whose distributions are all of them
+  direct,    // distributions and entry points into the builder (a one-group read)
+  collect,   // into GroupData, merged afterwards (a several-group read)
+};
+
+/// A heap buffer holding bytes [offset, offset + size) of the file, with
+/// simdjson's padding after them.
 struct Buffer {
   std::unique_ptr<char[]> data;
-  std::size_t size = 0;  // bytes of the file held
+  std::uint64_t offset = 0;
+  std::size_t size = 0;
   std::size_t capacity = 0;
   void allocate(std::size_t n) {
     data.reset(new char[n + k_pad]);  // not zeroed: every byte up to n is read into
@@ -176,13 +188,15 @@ class Reader {
   // ---- bytes ----
   bool pread_all(char* out, std::size_t n, std::uint64_t at, std::size_t& got);
   bool read_head();
-  bool fetch(const Section& s, Buffer& own, const char*& data, std::size_t& capacity);
+  bool read_sections(const std::vector<const Section*>& needed);
+  bool fetch(const Section& s, const char*& data, std::size_t& capacity);
   template <class F>
   bool parse_doc(const char* data, std::size_t length, std::size_t capacity, F&& on_root);
   template <class F>
-  bool parse_section(const Section& s, Buffer& own, F&& on_root);
+  bool parse_section(const Section& s, F&& on_root);
 
   // ---- values ----
+  bool raw_string(od::raw_json_string raw, std::string_view where, std::string& scratch, std::string_view& out);
   bool string(od::value v, std::string_view where, std::string& scratch, std::string_view& out);
   bool bytes(od::value v, std::string_view where, std::string& scratch, std::string_view& out);
   /// bytes(), kept alive until the Index is built (escaped strings are copied).
@@ -207,7 +221,7 @@ class Reader {
 
   // ---- sections ----
   bool dists(od::document& doc);
-  bool group(od::document& doc, GroupData& out);
+  bool group(od::document& doc, GroupData& out, GroupMode mode);
   bool watched(od::document& doc, std::size_t count);
   bool watched_file(od::value v);
   bool load_complete();
@@ -223,6 +237,7 @@ class Reader {
   std::uint64_t m_size = 0;
   Buffer m_head;                // the first chunk (at least line 1)
   std::size_t m_head_len = 0;   // line 1, its '\n' included
+  std::vector<Buffer> m_runs;   // sections read after the head
   std::string_view m_json;      // the document being parsed
   od::parser m_parser;
   IndexBuilder m_builder;
@@ -241,7 +256,8 @@ class Reader {
   std::uint64_t m_dist_count = 0;
   std::string m_s1, m_s2, m_s3, m_s4;  // scratch for decoded strings
   std::string m_join;                  // scratch: search path + dir
-  std::deque<std::string> m_owned;     // decoded or joined strings of a partial read
+  std::vector<std::uint32_t> m_numbers;  // scratch: a group section's distribution numbers
+  std::deque<std::string> m_owned;     // decoded strings that views must outlive
 };
 
 // ---- bytes ----------------------------------------------------------------
@@ -290,28 +306,53 @@ bool Reader::read_head() {
   return true;
 }
 
-/// The bytes of section `s`: inside the first chunk if it lies there, else
-/// read into `own`.  Verifies the hash and the closing newline.
-bool Reader::fetch(const Section& s, Buffer& own, const char*& data, std::size_t& capacity) {
-  const std::size_t length = static_cast<std::size_t>(s.length);
-  if (s.offset + s.length <= m_head.size) {
-    data = m_head.data.get() + s.offset;
-    capacity = m_head.capacity - static_cast<std::size_t>(s.offset);
-  } else {
-    // (Inside the caller's parse span: the profiler shows one read, of the
-    // first chunk, and one parse; the section reads are counted.)
-    own.allocate(length);
+/// Reads the sections in `needed` (in file order) that the first chunk
+/// does not hold: neighbours less than k_max_gap apart with one pread.
+bool Reader::read_sections(const std::vector<const Section*>& needed) {
+  std::size_t i = 0;
+  while (i < needed.size()) {
+    if (needed[i]->offset + needed[i]->length <= m_head.size) {
+      ++i;
+      continue;
+    }
+    const std::uint64_t begin = needed[i]->offset;
+    std::uint64_t end = begin + needed[i]->length;
+    std::size_t j = i + 1;
+    for (; j < needed.size() && needed[j]->offset <= end + k_max_gap; ++j) {
+      end = needed[j]->offset + needed[j]->length;
+    }
+    Buffer& run = m_runs.emplace_back();
+    run.offset = begin;
+    run.allocate(static_cast<std::size_t>(end - begin));
     std::size_t got = 0;
-    if (!pread_all(own.data.get(), length, s.offset, got)) return false;
-    if (got != length) return fail("truncated (the file ends inside it)");
-    own.size = got;
-    data = own.data.get();
-    capacity = own.capacity;
+    if (!pread_all(run.data.get(), static_cast<std::size_t>(end - begin), begin, got)) return false;
+    run.size = got;  // shorter if the file shrank: fetch() says so
+    i = j;
   }
+  return true;
+}
+
+/// The bytes of section `s`, from the first chunk or a run read by
+/// read_sections().  Verifies the hash and the closing newline.
+bool Reader::fetch(const Section& s, const char*& data, std::size_t& capacity) {
+  const std::size_t length = static_cast<std::size_t>(s.length);
+  const Buffer* from = nullptr;
+  if (s.offset + s.length <= m_head.size) from = &m_head;
+  for (const Buffer& run : m_runs) {
+    if (from == nullptr && s.offset >= run.offset && s.offset + s.length <= run.offset + run.size) from = &run;
+  }
+  if (from == nullptr) return fail("truncated (the file ends inside it)");
+  const std::size_t at = static_cast<std::size_t>(s.offset - from->offset);
+  data = from->data.get() + at;
+  capacity = from->capacity - at;
   if (data[length - 1] != '\n') return fail("does not end with a newline");
-  if (body_hash(std::string_view(data, length)) != s.hash) {
-    return fail("hash mismatch (the file is corrupt)");
+  std::uint64_t want = 0;
+  for (const char c : s.hash) {
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return fail("hash is not 16 hex digits");
+    want = (want << 4) | static_cast<std::uint64_t>(d);
   }
+  if (body_hash(std::string_view(data, length)) != want) return fail("hash mismatch (the file is corrupt)");
   return true;
 }
 
@@ -330,11 +371,11 @@ bool Reader::parse_doc(const char* data, std::size_t length, std::size_t capacit
 }
 
 template <class F>
-bool Reader::parse_section(const Section& s, Buffer& own, F&& on_root) {
+bool Reader::parse_section(const Section& s, F&& on_root) {
   m_where = s.name;
   const char* data = nullptr;
   std::size_t capacity = 0;
-  if (!fetch(s, own, data, capacity)) return false;
+  if (!fetch(s, data, capacity)) return false;
   if (!parse_doc(data, static_cast<std::size_t>(s.length), capacity, on_root)) return false;
   m_where.clear();
   return true;
@@ -345,6 +386,11 @@ bool Reader::parse_section(const Section& s, Buffer& own, F&& on_root) {
 bool Reader::string(od::value v, std::string_view where, std::string& scratch, std::string_view& out) {
   od::raw_json_string raw;
   if (auto e = v.get_raw_json_string().get(raw)) return fail(e, where);
+  return raw_string(raw, where, scratch, out);
+}
+
+bool Reader::raw_string(od::raw_json_string raw, std::string_view where, std::string& scratch,
+                        std::string_view& out) {
   const char* p = raw.raw();
   const char* end = m_json.data() + m_json.size();
   if (p < m_json.data() || p > end || !decode_json_string(p, end, scratch, out)) {
@@ -354,12 +400,13 @@ bool Reader::string(od::value v, std::string_view where, std::string& scratch, s
 }
 
 bool Reader::bytes(od::value v, std::string_view where, std::string& scratch, std::string_view& out) {
-  od::json_type type;
-  if (auto e = v.type().get(type)) return fail(e, where);
-  if (type == od::json_type::string) return string(v, where, scratch, out);
-  if (type != od::json_type::object) return fail(std::string(where) + " is not a string");
+  // The common case first: a string (INCORRECT_TYPE leaves the value unread).
+  od::raw_json_string raw;
+  auto e = v.get_raw_json_string().get(raw);
+  if (!e) return raw_string(raw, where, scratch, out);
+  if (e != simdjson::INCORRECT_TYPE) return fail(e, where);
   od::object obj;
-  if (auto e = v.get_object().get(obj)) return fail(e, where);
+  if (v.get_object().get(obj)) return fail(std::string(where) + " is not a string");
   bool seen = false;
   for (auto f : obj) {
     std::string_view name, hex;
@@ -602,22 +649,17 @@ bool Reader::section_row(od::value v) {
     od::value xv;
     if (auto e = x.get(xv)) return fail(e, "section row");
     bool ok = true;
-    std::string_view text;
     switch (k) {
-      case 0: ok = bytes(xv, "section name", m_s1, text), s.name = text; break;
+      case 0: ok = kept_bytes(xv, "section name", s.name); break;
       case 1: ok = u64(xv, "section offset", s.offset); break;
       case 2: ok = u64(xv, "section length", s.length); break;
-      case 3: {
-        ok = string(xv, "section hash", m_s1, text);
-        if (ok && text.size() != 16) return fail("section hash is not 16 hex digits");
-        for (std::size_t i = 0; ok && i < text.size(); ++i) {
-          const char c = text[i];
-          const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-          if (d < 0) return fail("section hash is not 16 hex digits");
-          s.hash = (s.hash << 4) | static_cast<std::uint64_t>(d);
+      case 3:
+        // Its digits are checked when the section is read (fetch()).
+        ok = string(xv, "section hash", m_s1, s.hash);
+        if (ok && (s.hash.size() != 16 || s.hash.data() == m_s1.data())) {
+          return fail("section hash is not 16 hex digits");
         }
         break;
-      }
       case 4: ok = u64(xv, "section count", s.count); break;
       default: return fail("section row has more than 5 fields");
     }
@@ -637,13 +679,14 @@ bool Reader::section_row(od::value v) {
   } else if (name == "watched") {
     s.kind = Kind::watched;
   } else {
-    return fail("unknown section \"" + s.name + "\"");
+    return fail("unknown section \"" + std::string(s.name) + "\"");
   }
   m_sections.push_back(std::move(s));
   return true;
 }
 
 bool Reader::sections(od::value v) {
+  m_sections.reserve(m_head_len / 40 + 4);  // a row takes 50 bytes or more
   od::array arr;
   if (auto e = v.get_array().get(arr)) return fail(e, "\"sections\"");
   for (auto x : arr) {
@@ -663,12 +706,12 @@ bool Reader::check_layout() {
   for (std::size_t i = 0; i < m_sections.size(); ++i) {
     const Section& s = m_sections[i];
     if (s.offset != at) {
-      return fail("section \"" + s.name + "\" starts at byte " + std::to_string(s.offset) + ", not " +
+      return fail("section \"" + std::string(s.name) + "\" starts at byte " + std::to_string(s.offset) + ", not " +
                   std::to_string(at) + " (sections overlap or leave a gap)");
     }
-    if (s.length < 2) return fail("section \"" + s.name + "\" is too short");
+    if (s.length < 2) return fail("section \"" + std::string(s.name) + "\" is too short");
     if (s.length > m_size || s.offset > m_size - s.length) {
-      return fail("section \"" + s.name + "\" lies past the end of the file (" + std::to_string(m_size) +
+      return fail("section \"" + std::string(s.name) + "\" lies past the end of the file (" + std::to_string(m_size) +
                   " bytes): truncated");
     }
     at = s.offset + s.length;
@@ -676,13 +719,13 @@ bool Reader::check_layout() {
     switch (s.kind) {
       case Kind::group:
         if (tail || (last_group != nullptr && !(last_group->group < s.group))) {
-          return fail("section \"" + s.name + "\" is out of order");
+          return fail("section \"" + std::string(s.name) + "\" is out of order");
         }
         last_group = &s;
         break;
       case Kind::stamps:
         if (tail || i == 0 || m_sections[i - 1].kind != Kind::group || m_sections[i - 1].group != s.group) {
-          return fail("section \"" + s.name + "\" does not follow its group's section");
+          return fail("section \"" + std::string(s.name) + "\" does not follow its group's section");
         }
         break;
       case Kind::dists:
@@ -833,11 +876,22 @@ bool Reader::dists(od::document& doc) {
   return true;
 }
 
-/// A group section into `out`: views into the section's buffer (kept alive
-/// by the caller) or into m_owned.
-bool Reader::group(od::document& doc, GroupData& out) {
+/// A group section.  How its rows are used depends on `mode` (see
+/// GroupMode): into the builder at once, or collected into `out` as views
+/// into the section's buffer (kept alive by the caller) or into m_owned.
+bool Reader::group(od::document& doc, GroupData& out, GroupMode mode) {
   od::object root;
   if (auto e = doc.get_object().get(root)) return fail(e, "group");
+  const bool collect = mode == GroupMode::collect;
+  const std::string_view group_name = out.section->group;
+  if (collect) {
+    out.dists.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(out.section->count, m_dist_count)));
+    out.eps.reserve(static_cast<std::size_t>(out.section->count));
+  }
+  std::vector<std::uint32_t>& numbers = m_numbers;  // the rows' global numbers (complete mode)
+  numbers.clear();
+  std::size_t dist_rows = 0, ep_rows = 0;
+  std::uint32_t last = 0;
   std::size_t k = 0;
   for (auto f : root) {
     std::string_view name;
@@ -856,9 +910,9 @@ bool Reader::group(od::document& doc, GroupData& out) {
           bool ok = true;
           switch (n) {
             case 0: ok = index(xv, "group distribution number", m_dist_count, d.global); break;
-            case 1: ok = kept_bytes(xv, "distribution name", d.name); break;
-            case 2: ok = kept_bytes(xv, "distribution version", d.version); break;
-            case 3: ok = kept_bytes(xv, "distribution dir", d.dir); break;
+            case 1: ok = collect ? kept_bytes(xv, "distribution name", d.name) : bytes(xv, "distribution name", m_s1, d.name); break;
+            case 2: ok = collect ? kept_bytes(xv, "distribution version", d.version) : bytes(xv, "distribution version", m_s2, d.version); break;
+            case 3: ok = collect ? kept_bytes(xv, "distribution dir", d.dir) : bytes(xv, "distribution dir", m_s3, d.dir); break;
             case 4: ok = index(xv, "distribution search path", m_paths.size(), d.path); break;
             default: return fail("group distribution has more than 5 fields");
           }
@@ -866,10 +920,18 @@ bool Reader::group(od::document& doc, GroupData& out) {
           ++n;
         }
         if (n != 5) return fail("group distribution has " + std::to_string(n) + " fields, not 5");
-        if (!out.dists.empty() && out.dists.back().global >= d.global) {
-          return fail("group distributions out of order");
+        if (dist_rows != 0 && last >= d.global) return fail("group distributions out of order");
+        last = d.global;
+        ++dist_rows;
+        if (mode == GroupMode::collect) {
+          out.dists.push_back(d);
+        } else if (mode == GroupMode::direct) {
+          std::string_view joined;
+          join_dir(d.path, d.dir, joined);
+          m_builder.add_distribution(d.name, d.version, joined, d.path);
+        } else {
+          numbers.push_back(d.global);
         }
-        out.dists.push_back(d);
       }
     } else if (k == 1 && name == "entry_points") {
       if (auto e = f.value().get_array().get(arr)) return fail(e, "entry points");
@@ -883,16 +945,24 @@ bool Reader::group(od::document& doc, GroupData& out) {
           if (auto e = x.get(xv)) return fail(e, "entry point");
           bool ok = true;
           switch (n) {
-            case 0: ok = index(xv, "entry point distribution", out.dists.size(), ep.dist); break;
-            case 1: ok = kept_bytes(xv, "entry point name", ep.name); break;
-            case 2: ok = kept_bytes(xv, "entry point value", ep.value); break;
+            case 0: ok = index(xv, "entry point distribution", dist_rows, ep.dist); break;
+            case 1: ok = collect ? kept_bytes(xv, "entry point name", ep.name) : bytes(xv, "entry point name", m_s1, ep.name); break;
+            case 2: ok = collect ? kept_bytes(xv, "entry point value", ep.value) : bytes(xv, "entry point value", m_s2, ep.value); break;
             default: return fail("entry point has more than 3 fields");
           }
           if (!ok) return false;
           ++n;
         }
         if (n != 3) return fail("entry point has " + std::to_string(n) + " fields, not 3");
-        out.eps.push_back(ep);
+        ++ep_rows;
+        if (mode == GroupMode::collect) {
+          out.eps.push_back(ep);
+        } else {
+          // direct: the builder's distributions are this section's rows;
+          // complete: they are all distributions, in global order.
+          const std::uint32_t dist = mode == GroupMode::direct ? ep.dist : numbers[ep.dist];
+          m_builder.add_entry_point(dist, group_name, ep.name, ep.value);
+        }
       }
     } else {
       return fail("unexpected field \"" + std::string(name) + "\"");
@@ -900,8 +970,8 @@ bool Reader::group(od::document& doc, GroupData& out) {
     ++k;
   }
   if (k != 2) return fail("incomplete group section");
-  if (out.eps.size() != out.section->count) {
-    return fail("holds " + std::to_string(out.eps.size()) + " entry points, the head says " +
+  if (ep_rows != out.section->count) {
+    return fail("holds " + std::to_string(ep_rows) + " entry points, the head says " +
                 std::to_string(out.section->count));
   }
   return true;
@@ -953,12 +1023,14 @@ const Section* Reader::find(Kind kind, std::string_view group) const {
 }
 
 bool Reader::load_complete() {
-  Buffer buf;
-  if (!parse_section(*m_dists, buf, [&](od::document& d) { return dists(d); })) return false;
+  // The first chunk is the whole file here: nothing more to read.
+  m_builder.reserve(static_cast<std::size_t>(m_dist_count), 0, static_cast<std::size_t>(m_watched->count));
+  if (!parse_section(*m_dists, [&](od::document& d) { return dists(d); })) return false;
   if (m_has_error ? m_first_error_seen != m_error_dist
                   : m_first_error_seen != std::numeric_limits<std::uint64_t>::max()) {
     return fail("\"first_error\" disagrees with the distributions");
   }
+  GroupData g;
   for (const Section& s : m_sections) {
     if (s.kind == Kind::stamps) {
       // Not needed (the watched section has every stamp), but a complete
@@ -966,19 +1038,14 @@ bool Reader::load_complete() {
       const char* data = nullptr;
       std::size_t capacity = 0;
       m_where = s.name;
-      if (!fetch(s, buf, data, capacity)) return false;
+      if (!fetch(s, data, capacity)) return false;
       m_where.clear();
     }
     if (s.kind != Kind::group) continue;
-    GroupData g;
     g.section = &s;
-    m_owned.clear();
-    if (!parse_section(s, buf, [&](od::document& d) { return group(d, g); })) return false;
-    for (const GroupEntry& ep : g.eps) {
-      m_builder.add_entry_point(g.dists[ep.dist].global, s.group, ep.name, ep.value);
-    }
+    if (!parse_section(s, [&](od::document& d) { return group(d, g, GroupMode::complete); })) return false;
   }
-  return parse_section(*m_watched, buf, [&](od::document& d) { return watched(d, m_watched->count); });
+  return parse_section(*m_watched, [&](od::document& d) { return watched(d, m_watched->count); });
 }
 
 bool Reader::load_partial() {
@@ -986,60 +1053,81 @@ bool Reader::load_partial() {
   std::sort(wanted.begin(), wanted.end());
   wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
 
-  // Each group's section stays in its own buffer until the Index is built.
-  std::vector<Buffer> buffers(wanted.size());
-  std::vector<GroupData> groups;
-  groups.reserve(wanted.size());
-  for (std::size_t i = 0; i < wanted.size(); ++i) {
-    const Section* s = find(Kind::group, wanted[i]);
+  // What to read, in file order: the groups' sections (and their stamps
+  // sections, or the watched section).  Their bytes stay in their buffers
+  // until the Index is built: the rows below are views into them.
+  std::vector<const Section*> needed;
+  std::size_t eps_total = 0, stamps_total = 0;
+  for (std::string_view group : wanted) {
+    const Section* s = find(Kind::group, group);
     if (s == nullptr) continue;  // no entry points in this group
+    needed.push_back(s);
+    eps_total += static_cast<std::size_t>(s->count);
+    const Section* stamps = s + 1;  // check_layout(): a stamps section follows its group's
+    if (m_expect.group_stamps && !m_expect.watched && stamps != m_sections.data() + m_sections.size() &&
+        stamps->kind == Kind::stamps) {
+      needed.push_back(stamps);
+      stamps_total += static_cast<std::size_t>(stamps->count);
+    }
+  }
+  if (m_expect.watched) {
+    needed.push_back(m_watched);
+    stamps_total = static_cast<std::size_t>(m_watched->count);
+  }
+  std::sort(needed.begin(), needed.end());  // pointers into m_sections: file order
+  if (!read_sections(needed)) return false;
+  m_builder.reserve(eps_total, eps_total, stamps_total);
+
+  std::size_t group_sections = 0;
+  for (const Section* s : needed) group_sections += s->kind == Kind::group;
+  // One group (the common query): its rows go straight into the builder,
+  // in global discovery order already.  Several: collected, then merged.
+  const GroupMode mode = group_sections == 1 ? GroupMode::direct : GroupMode::collect;
+  std::vector<GroupData> groups;
+  groups.reserve(group_sections);
+  for (const Section* s : needed) {
+    if (s->kind != Kind::group) continue;
     GroupData& g = groups.emplace_back();
     g.section = s;
-    if (!parse_section(*s, buffers[i], [&](od::document& d) { return group(d, g); })) return false;
+    if (!parse_section(*s, [&](od::document& d) { return group(d, g, mode); })) return false;
   }
 
   // The distributions of all loaded groups, in global discovery order.
-  std::vector<const GroupDist*> all;
-  for (const GroupData& g : groups) {
-    for (const GroupDist& d : g.dists) all.push_back(&d);
-  }
-  std::stable_sort(all.begin(), all.end(),
-                   [](const GroupDist* a, const GroupDist* b) { return a->global < b->global; });
   std::vector<std::uint32_t> numbers;  // global numbers of the distributions added, ascending
-  numbers.reserve(all.size());
-  const GroupDist* prev = nullptr;
-  for (const GroupDist* d : all) {
-    if (prev != nullptr && prev->global == d->global) {
-      if (prev->name != d->name || prev->version != d->version || prev->dir != d->dir || prev->path != d->path) {
-        return fail("distribution " + std::to_string(d->global) + " differs between group sections");
-      }
-      continue;
+  if (mode == GroupMode::collect) {
+    std::vector<const GroupDist*> all;
+    for (const GroupData& g : groups) {
+      for (const GroupDist& d : g.dists) all.push_back(&d);
     }
-    prev = d;
-    std::string_view joined;
-    join_dir(d->path, d->dir, joined);
-    m_builder.add_distribution(d->name, d->version, joined, d->path);
-    numbers.push_back(d->global);
-  }
-  for (const GroupData& g : groups) {
-    for (const GroupEntry& ep : g.eps) {
-      const std::uint32_t global = g.dists[ep.dist].global;
-      const auto at = std::lower_bound(numbers.begin(), numbers.end(), global) - numbers.begin();
-      m_builder.add_entry_point(static_cast<std::uint32_t>(at), g.section->group, ep.name, ep.value);
+    std::stable_sort(all.begin(), all.end(),
+                     [](const GroupDist* a, const GroupDist* b) { return a->global < b->global; });
+    numbers.reserve(all.size());
+    const GroupDist* prev = nullptr;
+    for (const GroupDist* d : all) {
+      if (prev != nullptr && prev->global == d->global) {
+        if (prev->name != d->name || prev->version != d->version || prev->dir != d->dir || prev->path != d->path) {
+          return fail("distribution " + std::to_string(d->global) + " differs between group sections");
+        }
+        continue;
+      }
+      prev = d;
+      std::string_view joined;
+      join_dir(d->path, d->dir, joined);
+      m_builder.add_distribution(d->name, d->version, joined, d->path);
+      numbers.push_back(d->global);
+    }
+    for (const GroupData& g : groups) {
+      for (const GroupEntry& ep : g.eps) {
+        const std::uint32_t global = g.dists[ep.dist].global;
+        const auto at = std::lower_bound(numbers.begin(), numbers.end(), global) - numbers.begin();
+        m_builder.add_entry_point(static_cast<std::uint32_t>(at), g.section->group, ep.name, ep.value);
+      }
     }
   }
 
-  Buffer buf;
-  if (m_expect.watched) {
-    if (!parse_section(*m_watched, buf, [&](od::document& d) { return watched(d, m_watched->count); })) {
-      return false;
-    }
-  } else if (m_expect.group_stamps) {
-    for (const GroupData& g : groups) {
-      const Section* s = g.section + 1;  // check_layout(): a stamps section follows its group's
-      if (s == m_sections.data() + m_sections.size() || s->kind != Kind::stamps) continue;
-      if (!parse_section(*s, buf, [&](od::document& d) { return watched(d, s->count); })) return false;
-    }
+  for (const Section* s : needed) {
+    if (s->kind == Kind::group) continue;
+    if (!parse_section(*s, [&](od::document& d) { return watched(d, s->count); })) return false;
   }
   m_builder.set_watched_complete(m_expect.watched);
   m_builder.set_partial(wanted);
@@ -1068,7 +1156,13 @@ Result<Index> Reader::run() {
       fail("empty");
     } else {
       profile::Span span(profile::Phase::parse, m_file);
-      if (other_version()) {
+      // One allocation for every document of this read (a parser grows by
+      // reallocating, and fresh memory costs a page fault per page touched:
+      // the head and the sections then reuse the same pages).
+      constexpr std::uint64_t k_max_prealloc = 64ull << 20;
+      if (auto e = m_parser.allocate(static_cast<std::size_t>(std::min(m_size, k_max_prealloc)))) {
+        fail(e, "JSON parser");
+      } else if (other_version()) {
         // (reported by other_version)
       } else if (parse_doc(m_head.data.get(), m_head_len, m_head.capacity, [&](od::document& d) { return head(d); }) &&
           check_layout()) {

@@ -82,16 +82,12 @@ const Distribution* Index::first_error() const {
 
 // ---------------------------------------------------------------------------
 
-namespace {
-struct PendingEntry {
-  std::uint32_t dist;
-  std::string_view group, name, value;  // in the arena already
-};
-}  // namespace
-
 struct IndexBuilder::Data {
   Index index;
-  std::vector<PendingEntry> pending;
+  // Entry points wait in index.eps with a null dist (the distributions may
+  // still move); their distribution numbers wait here, parallel to them.
+  std::vector<std::uint32_t> pending_dist;
+  std::string_view last_group;  // in the arena: consecutive entry points share one copy
 };
 
 IndexBuilder::IndexBuilder() : m(std::make_unique<Data>()) {}
@@ -120,8 +116,10 @@ std::uint32_t IndexBuilder::add_distribution(std::string_view name, std::string_
 
 void IndexBuilder::add_entry_point(std::uint32_t dist, std::string_view group,
                                    std::string_view name, std::string_view value) {
-  auto& a = m->index.m->arena;
-  m->pending.push_back({dist, a.copy(group), a.copy(name), a.copy(value)});
+  auto& d = *m->index.m;
+  if (group != m->last_group) m->last_group = d.arena.copy(group);
+  d.eps.push_back({m->last_group, d.arena.copy(name), d.arena.copy(value), nullptr});
+  m->pending_dist.push_back(dist);
 }
 
 void IndexBuilder::add_watched_file(std::uint32_t search_path, std::string_view rel_path,
@@ -131,6 +129,14 @@ void IndexBuilder::add_watched_file(std::uint32_t search_path, std::string_view 
 }
 
 void IndexBuilder::set_scanned_at(std::int64_t ns) { m->index.m->scanned_at_ns = ns; }
+
+void IndexBuilder::reserve(std::size_t dists, std::size_t entry_points, std::size_t watched) {
+  auto& d = *m->index.m;
+  d.dists.reserve(d.dists.size() + dists);
+  m->pending_dist.reserve(m->pending_dist.size() + entry_points);
+  d.eps.reserve(d.eps.size() + entry_points);
+  d.watched.reserve(d.watched.size() + watched);
+}
 
 void IndexBuilder::set_partial(std::span<const std::string_view> groups) {
   auto& d = *m->index.m;
@@ -157,17 +163,33 @@ void IndexBuilder::set_first_error(std::string_view name, std::string_view versi
 
 Index IndexBuilder::build() {
   auto& d = *m->index.m;
-  auto& pending = m->pending;
-  // Stable: discovery order is kept within a group, as in importlib.
-  std::stable_sort(pending.begin(), pending.end(),
-                   [](const PendingEntry& a, const PendingEntry& b) { return a.group < b.group; });
-  d.eps.reserve(pending.size());
-  for (const PendingEntry& p : pending) {
-    if (d.groups.empty() || d.groups.back() != p.group) {
-      d.groups.push_back(p.group);
-      d.group_begin.push_back(static_cast<std::uint32_t>(d.eps.size()));
+  auto& dist = m->pending_dist;
+  auto by_group = [](const EntryPoint& a, const EntryPoint& b) { return a.group < b.group; };
+  if (!std::is_sorted(d.eps.begin(), d.eps.end(), by_group)) {
+    // Stable: discovery order is kept within a group, as in importlib.  (A
+    // cache read adds them in this order already.)
+    std::vector<std::uint32_t> order(d.eps.size());
+    for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::uint32_t a, std::uint32_t b) { return d.eps[a].group < d.eps[b].group; });
+    std::vector<EntryPoint> eps;
+    std::vector<std::uint32_t> dists;
+    eps.reserve(order.size());
+    dists.reserve(order.size());
+    for (std::uint32_t i : order) {
+      eps.push_back(d.eps[i]);
+      dists.push_back(dist[i]);
     }
-    d.eps.push_back({p.group, p.name, p.value, &d.dists[p.dist]});
+    d.eps = std::move(eps);
+    dist = std::move(dists);
+  }
+  for (std::size_t i = 0; i < d.eps.size(); ++i) {
+    EntryPoint& ep = d.eps[i];
+    ep.dist = &d.dists[dist[i]];
+    if (d.groups.empty() || d.groups.back() != ep.group) {
+      d.groups.push_back(ep.group);
+      d.group_begin.push_back(static_cast<std::uint32_t>(i));
+    }
   }
   d.group_begin.push_back(static_cast<std::uint32_t>(d.eps.size()));
   Index out = std::move(m->index);

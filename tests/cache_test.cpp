@@ -295,13 +295,21 @@ import json,sys
 p=sys.argv[1]; mutate=sys.argv[2]
 b=open(p,"rb").read()
 M=(1<<64)-1
+def mix(h,w):
+  h=((h^w)*0xff51afd7ed558ccd)&M
+  return h^(h>>32)
 def H(x):
-  h=(0x9e3779b97f4a7c15^len(x))&M
-  pad=x+b"\0"*(8-len(x)%8)
-  for k in range(0,len(pad),8):
-    h=((h^int.from_bytes(pad[k:k+8],"little"))*0xff51afd7ed558ccd)&M
-    h^=h>>32
-  return h
+  n=len(x); h=[(0x9e3779b97f4a7c15^n)&M,0xc2b2ae3d27d4eb4f,0x165667b19e3779f9,0x27d4eb2f165667c5]
+  word=lambda k: int.from_bytes(x[k:k+8],"little")
+  i=0
+  while i+32<=n:
+    for j in range(4): h[j]=mix(h[j],word(i+8*j))
+    i+=32
+  j=0
+  while i+8<=n:
+    h[j]=mix(h[j],word(i)); i+=8; j+=1
+  h[j]=mix(h[j],word(i))
+  return mix(mix(mix(h[0],h[1]),h[2]),h[3])
 nl=b.index(b"\n")
 head=json.loads(b[:nl])
 body=b[nl+1:]

@@ -134,6 +134,9 @@ class IndexBuilder {
   void add_watched_file(std::uint32_t search_path, std::string_view rel_path,
                         const FileStamp& stamp);
   void set_scanned_at(std::int64_t ns);
+  /// Optional: room for this many more distributions, entry points and
+  /// watched files (fewer reallocations, and fewer fresh pages touched).
+  void reserve(std::size_t dists, std::size_t entry_points, std::size_t watched);
 
   /// Makes the index partial: it holds only `groups` (see
   /// Index::complete()).  Without this call the index is complete.
