@@ -44,5 +44,6 @@ for a in "$@"; do
   esac
 done
 
-"$here/scripts/setup.sh"
+# The build's progress goes to stderr: stdout carries only the results.
+"$here/scripts/setup.sh" >&2
 exec /usr/bin/python3 "$here/scripts/demo.py" --build "$build" "$@" </dev/null

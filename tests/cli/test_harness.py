@@ -211,10 +211,11 @@ def test_demo_outputs(demo):
     out, proc, _ = demo
     data = json.loads((out / "demo.json").read_text())
     assert set(data["stats"]) == {"bare", "importlib", "cold", "full", "paths", "eager-cold",
-                                  "eager-cached", "lazy-cold", "lazy-cached", "lazy-paths"}
+                                  "eager-cached", "eager-paths", "lazy-cold", "lazy-cached",
+                                  "lazy-paths"}
     assert all(s["runs"] == 2 for s in data["stats"].values())
     ph = data["phases"]
-    for v in ("eager-cold", "eager-cached"):
+    for v in ("eager-cold", "eager-cached", "eager-paths"):
         assert ph[v]["backends_loaded"] == 6
     for v in ("lazy-cold", "lazy-cached", "lazy-paths"):
         assert ph[v]["backends_loaded"] == 1
