@@ -22,7 +22,9 @@
 //   dists      [[name,version,dir,path,error],...]
 //   watched    [[path,rel,dev,ino,size,mtime_ns,ctime_ns,mode],...]
 //
-// (Each head line above is one line in the file.)  A section row of the head
+// (The head is one line in the file, wrapped above; each later line is shown
+// after its section's name, which is not part of the line.)  A section row
+// of the head
 // is [name, offset, length, hash, count]: the section's first byte (from the
 // start of the file), its length including its '\n', the hash of those
 // bytes, and how many items it holds (entry points, watched files or
@@ -64,12 +66,13 @@
 // is checked, and a truncated file is always caught by the layout check
 // (the last section must end where the file does).
 //
-// Reading is strict: the head is found by pread of a first 16 KB chunk (more
-// if line 1 is longer), its checksum verified, and it is parsed with
-// simdjson On-Demand over exactly the bytes of line 1 (the padding simdjson
-// reads past the end only has to be readable memory).  Then each needed
-// section is pread at its recorded offset (or taken from the first chunk if
-// it lies inside), its hash verified, and parsed the same way.  Fields must
+// Reading is strict: the head is found by pread of a first 64 KB chunk (more
+// if line 1 is longer; a complete read reads the whole file at once), its
+// checksum verified, and it is parsed with simdjson On-Demand over exactly
+// the bytes of line 1 (the padding simdjson reads past the end only has to
+// be readable memory).  Then the needed sections are pread at their
+// recorded offsets (neighbours in one read; nothing for those inside the
+// first chunk), each hash verified, and each parsed the same way.  Fields must
 // come in exactly this order, every index is bounds-checked, every number
 // range-checked, every type checked, nothing may follow a line's document.
 // Any defect is an Errc::cache error naming the file, the section and the
@@ -77,11 +80,18 @@
 // into IndexBuilder, whose arena copies the strings; no DOM is built, and
 // strings without escapes are read in place (cache_text.cpp).
 //
-// What a read costs: a one-group read of 6,000 distributions reads the head
-// (~100 KB when every noise package has its own group) and the group's
-// section (~90 KB for 1,000 backends) instead of the whole file, and parses
-// only those; the watched stamps (a third of the file) are read only for
-// `full` validation.
+// Why it is fast: what a query costs is its share of the file, not the
+// number of installed distributions.  With 6,000 distributions (1,000 of
+// them in torch.backends, 2.6 MB in all) a one-group read under `paths`
+// validation reads the head (28 KB: 416 sections) and the group's section
+// (140 KB) and parses only those: ~0.2 ms warm, ~0.6 ms as the first read
+// of a process (page faults of fresh memory are most of the difference),
+// against ~5 ms to read and parse the whole file.  The watched stamps (a
+// quarter of the file) are read only for `full` validation, whose ~6,200
+// stats dominate it anyway.  A one-group read adds the group's rows straight
+// to the IndexBuilder; several groups are collected and merged in global
+// discovery order.  One simdjson parser allocation serves every line read
+// (a parser grows by reallocating, and every fresh page costs a fault).
 //
 // The writer is cache_write.cpp; the hash and the string decoder it shares
 // with this reader are in cache_text.cpp.

@@ -1,7 +1,8 @@
 // cache_internal.hpp — what the cache's translation units share.
 //
-// cache.cpp        the file format and its parser (simdjson On-Demand; the
-//                  only file that includes simdjson)
+// cache.cpp        the file format (sectioned JSON Lines) and its reader,
+//                  which reads only the sections a request needs (simdjson
+//                  On-Demand; the only file that includes simdjson)
 // cache_write.cpp  the serializer (by hand: simdjson 3.0 has no writer)
 // cache_text.cpp   the checksum hash and the JSON string decoder
 // cache_key.cpp    the key, its hash and file name, the cache directory,
