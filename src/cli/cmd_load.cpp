@@ -9,6 +9,7 @@
 #include <string>  // output buffer
 
 #include "cli/cli.hpp"
+#include "cli/host_options.hpp"
 #include "epload/loader.hpp"
 
 namespace epload::cli {
@@ -79,13 +80,9 @@ int run(std::vector<std::string_view>& args) {
   auto index = open_index_or_report(options, &co);
   if (!index) return k_error;
   const double t_index = now_us();
-  LoaderOptions lo;
-  if (auto env = apply_environment(lo); !env) return fail(env.error().message);
-  if (!mode_text.empty()) lo.mode = *parse_load_mode(mode_text);
-  lo.group = group;
-  lo.cache_dir = co.cache_dir;
-  lo.use_store = co.use_cache;
-  auto created = Loader::create(index, lo);
+  auto lo = host_loader_options(co, group, mode_text);
+  if (!lo) return fail(lo.error().message);
+  auto created = Loader::create(index, lo.value());
   if (!created) return fail(created.error().message);
   Loader& loader = *created.value();
   const double t_create = now_us();
