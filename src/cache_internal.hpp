@@ -76,9 +76,17 @@ struct WriteOptions {
   std::string base_dir;           ///< absolute, normalized; relocatable only
 };
 
-/// Serializes an index to JSON text.  Fails only for a relocatable index
-/// whose search paths are not absolute.
-Result<std::string> serialize_index(const Index& index, const WriteOptions& options);
+/// A serialized index: the file is `head` followed by `body` (kept apart so
+/// that the megabytes of the body are not copied once more to join them).
+struct SerializedIndex {
+  std::string head;  ///< line 1
+  std::string body;  ///< the sections
+};
+
+/// Serializes an index to JSON Lines text.  Fails only for a relocatable
+/// index whose search paths are not absolute, or a relative metadata
+/// directory outside its search path.
+Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& options);
 
 /// What the parser checks beyond well-formedness.
 struct ReadExpectations {

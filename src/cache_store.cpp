@@ -42,6 +42,7 @@
 #include <unistd.h>    // write, close, geteuid
 
 #include <algorithm>
+#include <initializer_list>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -120,9 +121,9 @@ Result<void> make_dirs(const std::string& dir) {
   return {};
 }
 
-/// Writes `data` to `path` through a temporary file in the same directory
-/// and rename(); the file gets exactly `mode`.
-Result<void> write_atomic(const std::string& path, std::string_view data, mode_t mode,
+/// Writes `parts`, one after the other, to `path` through a temporary file
+/// in the same directory and rename(); the file gets exactly `mode`.
+Result<void> write_atomic(const std::string& path, std::initializer_list<std::string_view> parts, mode_t mode,
                           std::string_view temp_prefix) {
   const std::string dir = dir_name(path);
   std::string tmp = join_path(dir, std::string(temp_prefix) + ".tmp.XXXXXX");
@@ -134,12 +135,14 @@ Result<void> write_atomic(const std::string& path, std::string_view data, mode_t
     ::unlink(tmp.c_str());
     return Error{Errc::io, text};
   };
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail("write");
-    done += static_cast<std::size_t>(n);
+  for (std::string_view data : parts) {
+    std::size_t done = 0;
+    while (done < data.size()) {
+      const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return fail("write");
+      done += static_cast<std::size_t>(n);
+    }
   }
   if (::fchmod(fd, mode) != 0) return fail("fchmod");
   if (::close(fd) != 0) {
@@ -295,7 +298,7 @@ Result<void> store(const Index& index, const std::string& dir, const std::string
   auto text = serialize_index(index, wo);
   if (!text) return text.error();
   const std::string temp_prefix = "." + name.substr(0, name.size() - 5);  // ".index-<hash>"
-  if (auto r = write_atomic(join_path(dir, name), *text, 0600, temp_prefix); !r) return r;
+  if (auto r = write_atomic(join_path(dir, name), {text->head, text->body}, 0600, temp_prefix); !r) return r;
   prune(dir, name);
   return {};
 }
@@ -390,7 +393,7 @@ Result<void> write_index(const Index& index, const std::string& path, bool reloc
   if (!text) return text.error();
   std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
   // A shipped index is meant to be read by every user of the environment.
-  return detail::write_atomic(path, *text, relocatable ? 0644 : 0600, "." + base);
+  return detail::write_atomic(path, {text->head, text->body}, relocatable ? 0644 : 0600, "." + base);
 }
 
 Result<Index> read_index(const std::string& path, const std::vector<std::string>& groups) {

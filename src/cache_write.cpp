@@ -14,6 +14,7 @@
 // few milliseconds.
 #include <algorithm>  // sort, lower_bound
 #include <charconv>   // to_chars
+#include <cstring>    // memcpy
 #include <limits>
 #include <unordered_map>  // watched file -> distribution
 #include <vector>
@@ -26,6 +27,19 @@ namespace epload::detail {
 namespace {
 
 // ---- writing ----------------------------------------------------------------
+
+/// True when one of the 8 bytes at `p` is a control character, '"' or '\\'
+/// (the classic "has a byte less than n" / "has a zero byte" word tricks).
+inline bool needs_escape(const char* p) {
+  std::uint64_t w;
+  std::memcpy(&w, p, 8);
+  constexpr std::uint64_t k_ones = 0x0101010101010101ULL, k_highs = 0x8080808080808080ULL;
+  const std::uint64_t quote = w ^ (k_ones * '"'), backslash = w ^ (k_ones * '\\');
+  const std::uint64_t below_space = (w - k_ones * 0x20) & ~w;
+  const std::uint64_t zero_quote = (quote - k_ones) & ~quote;
+  const std::uint64_t zero_backslash = (backslash - k_ones) & ~backslash;
+  return ((below_space | zero_quote | zero_backslash) & k_highs) != 0;
+}
 
 class JsonWriter {
  public:
@@ -48,6 +62,9 @@ class JsonWriter {
     m_out += '"';
     std::size_t run = 0;  // start of the pending run of bytes that need no escape
     for (std::size_t i = 0; i < s.size(); ++i) {
+      // Eight bytes at a time while none needs an escape (the common case).
+      while (i + 8 <= s.size() && !needs_escape(s.data() + i)) i += 8;
+      if (i >= s.size()) break;
       const unsigned char c = static_cast<unsigned char>(s[i]);
       if (c >= 0x20 && c != '"' && c != '\\') continue;
       m_out.append(s.data() + run, i - run);
@@ -177,7 +194,7 @@ std::size_t write_head(std::string& out, const Index& index, const WriteOptions&
 
 }  // namespace
 
-Result<std::string> serialize_index(const Index& index, const WriteOptions& options) {
+Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& options) {
   const auto paths = index.search_paths();
   const auto dists = index.distributions();
   const auto watched = index.watched_files();
@@ -217,40 +234,57 @@ Result<std::string> serialize_index(const Index& index, const WriteOptions& opti
     s.length = body.size() - s.offset;
     s.hash = body_hash(std::string_view(body).substr(s.offset, s.length));
   };
+  // A distribution's fields and a watched file's row are written twice (in
+  // a group or stamps section, and in "dists" or "watched"): encode each
+  // once.
+  std::string dist_pool, watched_pool;
+  std::vector<std::size_t> dist_at(dists.size() + 1, 0), watched_at(watched.size() + 1, 0);
+  {
+    dist_pool.reserve(dists.size() * 96);
+    JsonWriter pw(dist_pool);
+    for (std::size_t gi = 0; gi < dists.size(); ++gi) {
+      const Distribution& d = dists[gi];
+      pw.bytes(d.name);
+      pw.raw(",");
+      pw.bytes(d.version);
+      pw.raw(",");
+      pw.bytes(dir_text[gi]);
+      pw.raw(",");
+      pw.number(d.search_path);
+      dist_at[gi + 1] = dist_pool.size();
+    }
+    watched_pool.reserve(watched.size() * 112);
+    JsonWriter ww(watched_pool);
+    for (std::size_t k = 0; k < watched.size(); ++k) {
+      watched_row(ww, watched[k]);
+      watched_at[k + 1] = watched_pool.size();
+    }
+  }
   auto dist_fields = [&](std::size_t gi) {
-    const Distribution& d = dists[gi];
-    w.bytes(d.name);
-    w.raw(",");
-    w.bytes(d.version);
-    w.raw(",");
-    w.bytes(dir_text[gi]);
-    w.raw(",");
-    w.number(d.search_path);
+    w.raw(std::string_view(dist_pool).substr(dist_at[gi], dist_at[gi + 1] - dist_at[gi]));
+  };
+  auto watched_text = [&](std::size_t k) {
+    return std::string_view(watched_pool).substr(watched_at[k], watched_at[k + 1] - watched_at[k]);
   };
 
   // Which distribution each watched file lies in: (search path, directory of
   // the file) against (search path, stored metadata directory).
   std::vector<std::uint32_t> watch_begin(dists.size() + 1, 0), watch_list;
   {
-    std::unordered_map<std::string, std::uint32_t> by_dir;
+    // (The same directory name can lie in several search paths.)
+    std::unordered_multimap<std::string_view, std::uint32_t> by_dir;
     by_dir.reserve(dists.size());
-    std::string key;
-    auto make_key = [&key](std::uint32_t sp, std::string_view dir) -> const std::string& {
-      key.assign(reinterpret_cast<const char*>(&sp), sizeof sp);
-      key.append(dir);
-      return key;
-    };
     for (std::size_t gi = 0; gi < dists.size(); ++gi) {
-      if (!is_relative(dir_text[gi])) continue;
-      by_dir.emplace(make_key(dists[gi].search_path, dir_text[gi]), static_cast<std::uint32_t>(gi));
+      if (is_relative(dir_text[gi])) by_dir.emplace(dir_text[gi], static_cast<std::uint32_t>(gi));
     }
     std::vector<std::uint32_t> owner(watched.size(), std::numeric_limits<std::uint32_t>::max());
     for (std::size_t k = 0; k < watched.size(); ++k) {
       const std::string_view rel = watched[k].rel_path;
       const std::size_t slash = rel.rfind('/');
       if (slash == std::string_view::npos) continue;
-      auto it = by_dir.find(make_key(watched[k].search_path, rel.substr(0, slash)));
-      if (it == by_dir.end()) continue;
+      auto [it, end] = by_dir.equal_range(rel.substr(0, slash));
+      while (it != end && dists[it->second].search_path != watched[k].search_path) ++it;
+      if (it == end) continue;
       owner[k] = it->second;
       ++watch_begin[it->second + 1];
     }
@@ -308,7 +342,7 @@ Result<std::string> serialize_index(const Index& index, const WriteOptions& opti
       for (std::uint32_t k = watch_begin[gi]; k < watch_begin[gi + 1]; ++k) {
         if (!first) w.raw(",");
         first = false;
-        watched_row(w, watched[watch_list[k]]);
+        w.raw(watched_text(watch_list[k]));
       }
     }
     w.raw("]");
@@ -331,7 +365,7 @@ Result<std::string> serialize_index(const Index& index, const WriteOptions& opti
   w.raw("[");
   for (std::size_t k = 0; k < watched.size(); ++k) {
     if (k != 0) w.raw(",");
-    watched_row(w, watched[k]);
+    w.raw(watched_text(k));
   }
   w.raw("]");
   end_section();
@@ -369,9 +403,7 @@ Result<std::string> serialize_index(const Index& index, const WriteOptions& opti
   }
   const std::size_t after = checksum_at + 17;  // past the digits and the closing quote
   put_hex16(out.data() + checksum_at, body_hash(std::string_view(out).substr(after)));
-  out.reserve(out.size() + body.size());
-  out += body;
-  return out;
+  return SerializedIndex{std::move(out), std::move(body)};
 }
 
 }  // namespace epload::detail
