@@ -10,8 +10,11 @@
 // function of the offset base, so this takes two or three rounds).  Byte
 // strings that are valid UTF-8 become JSON strings with ", \ and control
 // characters escaped (so no line ever holds a raw newline); any other
-// becomes {"hex":"..."}.  About 2.3 MB for 6,000 distributions, written in a
-// few milliseconds.
+// becomes {"hex":"..."}.  Distributions and watched files appear twice (in
+// their group's sections and in "dists" / "watched"), so their text is
+// encoded once and copied.  6,000 distributions make 2.6 MB (1.65x the
+// single document of version 1), serialized in ~4 ms: paid once per change
+// of the environment, for a hit that reads a tenth of it.
 #include <algorithm>  // sort, lower_bound
 #include <charconv>   // to_chars
 #include <cstring>    // memcpy
