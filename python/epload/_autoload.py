@@ -196,6 +196,42 @@ class _Store:
                 pass
 
 
+def _added(host, host_name, size, last):
+    """The public names added to ``host`` since its ``__dict__`` had ``size``
+    keys, the last being ``last``: the keys after ``last`` (new keys go to
+    the end of a dict), except names starting with ``_`` and the host's own
+    submodules imported on the way.  None when it cannot be told cheaply
+    (``last`` was deleted, or an older key was: a key deleted and set again
+    moves to the end too and would look new): then nothing is learned and
+    the backend's devices stay unknown, to be learned on a later load."""
+    d = host.__dict__
+    tail = []
+    if last is _MISSING:
+        if size:
+            return None
+        tail = list(d)
+    else:
+        for name in reversed(d):
+            if name == last:
+                break
+            tail.append(name)
+        else:
+            return None  # `last` is gone
+        if len(d) - len(tail) != size:
+            return None  # some older key was deleted
+        tail.reverse()
+    prefix = f'{host_name}.'
+    added = []
+    for name in tail:
+        if name.startswith('_'):
+            continue
+        value = d.get(name)
+        if isinstance(value, _ModuleType) and value.__name__ == prefix + name:
+            continue  # a submodule of the host, imported on the way
+        added.append(name)
+    return tuple(added)
+
+
 # ---- backends -----------------------------------------------------------------
 
 class Backend:
@@ -291,7 +327,7 @@ class Backend:
     def _run(self):
         host = self.session.host
         ep = self.entry_point
-        before = None
+        mark = None
         if host is not None:
             try:
                 fresh = ep.module not in sys.modules
@@ -299,23 +335,23 @@ class Backend:
                 fresh = False
             # Devices are what the backend adds to the host; if its module
             # ran before (imported explicitly), that is no longer visible.
+            # Dicts keep insertion order, so what the backend adds is the
+            # tail after the host's last key of now: remembering that key
+            # and the size costs O(1), where a copy of every name (and a
+            # walk over all of them afterwards) made loading n backends
+            # cost O(n^2).
             if fresh:
-                before = set(host.__dict__)
+                d = host.__dict__
+                mark = (len(d), next(reversed(d), _MISSING))
         _eps._debug(f'loading backend {self.name!r} ({self.value})')
         if _trace.ON:
             _trace.import_and_call(self.name, ep)
         else:
             ep.load()()
-        if before is not None:
-            prefix = f'{self.session.host_name}.'
-            added = []
-            for name, value in list(host.__dict__.items()):
-                if name in before or name.startswith('_'):
-                    continue
-                if isinstance(value, _ModuleType) and value.__name__ == prefix + name:
-                    continue  # a submodule of the host, imported on the way
-                added.append(name)
-            self.session._learned(self, tuple(added))
+        if mark is not None:
+            added = _added(host, self.session.host_name, *mark)
+            if added is not None:
+                self.session._learned(self, added)
 
     def message(self, device=None):
         err = self.cause

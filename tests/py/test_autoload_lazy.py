@@ -384,3 +384,60 @@ for kw in ({"mode": "lazy"}, {"host": 3, "mode": "eager"}, {"mode": "never", "ho
         'TypeError host must be a module or a module name, not int',
         "ValueError autoload mode must be one of lazy, eager, off, not 'never' (argument mode= or EPLOAD_MODE)",
     ]
+
+
+# A backend that replaces a device another backend registered, adds one of
+# its own, sets a private name and imports a submodule of the host.
+REPLACING = '''
+import sys, types, importlib
+
+def _autoload():
+    import fakehost as host
+    host._events.append(("call", "be_r"))
+    host.be_adev = types.ModuleType("be_r.replaced")   # replaced, not added
+    host._scratch = 1                                  # private
+    importlib.import_module("fakehost.sub")            # a submodule of the host
+    host._register_device_module("be_rdev", types.ModuleType("be_r.be_rdev"))
+'''
+
+# A backend that deletes a name the host had before it ran.
+DELETING = '''
+import types
+
+def _autoload():
+    import fakehost as host
+    host._events.append(("call", "be_d"))
+    host.__dict__.pop("be_adev", None)
+    host._register_device_module("be_ddev", types.ModuleType("be_d.be_ddev"))
+'''
+
+
+def test_each_backend_learns_exactly_what_it_added(tmp_path):
+    env = Env(tmp_path, style='epload-auto')
+    write(str(env.host_dir / 'fakehost' / 'sub.py'), '')
+    env.backend('be_a')
+    env.backend('be_r')
+    write(str(env.sites[-1] / 'be_r' / '__init__.py'), REPLACING)
+    env.backend('be_c', devices=('c1', 'c2'))
+    show = 'state["devices"] = [(b.name, b.devices, b.source) for b in epload.backends()]'
+    first = env.run(show, env={'EPLOAD_MODE': 'eager'})
+    assert first['devices'] == [['be_a', ['be_adev'], 'learned'],
+                                ['be_r', ['be_rdev'], 'learned'],
+                                ['be_c', ['c1', 'c2'], 'learned']]
+    out = env.run('state["c"] = fakehost.c2.__name__; ' + show, env={'EPLOAD_MODE': 'lazy'})
+    assert out['at_import'] == [] and out['imported'] == ['be_c'] and out['c'] == 'be_c.c2'
+    assert out['devices'] == first['devices']
+
+
+def test_backend_deleting_a_host_name_is_not_learned(tmp_path):
+    # What a backend that deletes an older name added cannot be told from the
+    # end of the host's dict; it stays unknown and is loaded at every start.
+    env = Env(tmp_path, style='epload-auto')
+    env.backend('be_a')
+    env.backend('be_d')
+    write(str(env.sites[-1] / 'be_d' / '__init__.py'), DELETING)
+    show = 'state["devices"] = [(b.name, b.devices) for b in epload.backends()]'
+    first = env.run(show, env={'EPLOAD_MODE': 'eager'})
+    assert first['devices'] == [['be_a', ['be_adev']], ['be_d', None]]
+    out = env.run(show, env={'EPLOAD_MODE': 'lazy'})
+    assert out['at_import'] == ['be_d'] and out['devices'][0] == ['be_a', ['be_adev']]
