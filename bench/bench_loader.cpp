@@ -20,7 +20,7 @@
 //                             one-time lazy binding of the loader's own calls)
 //   BM_LoaderBareDlopen/N     dlopen + dlsym + init by hand, alone in a child
 //   BM_LoaderHotLookup/N      lookup of a loaded device
-//   BM_LoaderHashMapBaseline/N  std::unordered_map<string_view, void*>::find, for scale
+//   (for scale: BM_HashMapLookup/N in bench_baseline.cpp)
 //   BM_LoaderUnknownDevice/N  lookup of a name no backend provides (the error path)
 //
 // Counters: mapped_backends = backend libraries in /proc/self/maps after the
@@ -360,25 +360,6 @@ void BM_LoaderHotLookup(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_LoaderHotLookup)->Apply(loader_sizes)->Unit(benchmark::kNanosecond);
-
-void BM_LoaderHashMapBaseline(benchmark::State& state) {
-  const int n = static_cast<int>(state.range(0));
-  std::vector<std::string> names;
-  for (int i = 0; i < n; ++i) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "dev%04d", i);
-    names.emplace_back(buf);
-  }
-  std::unordered_map<std::string_view, void*> map;
-  for (const std::string& s : names) map.emplace(s, const_cast<char*>(s.data()));
-  const std::string device = names[static_cast<std::size_t>(n / 2)];
-  const std::string_view name = device;
-  for (auto _ : state) {
-    auto it = map.find(name);
-    benchmark::DoNotOptimize(it);
-  }
-}
-BENCHMARK(BM_LoaderHashMapBaseline)->Apply(loader_sizes)->Unit(benchmark::kNanosecond);
 
 void BM_LoaderUnknownDevice(benchmark::State& state) {
   const LoaderEnv* env = env_for(state);
