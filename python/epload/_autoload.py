@@ -151,16 +151,6 @@ class _Store:
             return {}
         return data['backends']
 
-    def devices(self, key, stamp):
-        """The devices learned for ``key`` at ``stamp``; None if unknown."""
-        entry = self.entries.get(key)
-        if type(entry) is not list or not entry or entry[0] != stamp:
-            return None
-        for d in entry:
-            if type(d) is not str:
-                return None
-        return tuple(entry[1:])
-
     def learn(self, key, stamp, devices):
         entry = [stamp, *devices]
         with _lock:
@@ -232,6 +222,29 @@ def _added(host, host_name, size, last):
     return tuple(added)
 
 
+def _store_devices(entry, stamp):
+    """The devices a store entry ``[stamp, device...]`` holds for ``stamp``;
+    None if it is for another stamp or malformed."""
+    if type(entry) is not list or not entry or entry[0] != stamp:
+        return None
+    for d in entry:
+        if type(d) is not str:
+            return None
+    return tuple(entry[1:])
+
+
+def _stamp_of(dist_path):
+    """The stamp of ``<dist_path>/entry_points.txt`` (when the index gave
+    none): "dev:ino:mtime_ns:ctime_ns", or '' if it cannot be read."""
+    if not dist_path:
+        return ''
+    try:
+        st = os.stat(os.path.join(dist_path, 'entry_points.txt'))
+    except OSError:
+        return ''
+    return f'{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}'
+
+
 # ---- backends -----------------------------------------------------------------
 
 class Backend:
@@ -245,9 +258,10 @@ class Backend:
 
     __slots__ = ('name', 'value', 'group', 'host', 'entry_point', 'dist_path', 'stamp',
                  'key', 'devices', 'source', 'state', 'cause', 'disabled_by', 'session',
-                 '_lock', '_owner')
+                 '_lock', '_owner', '_index')
 
-    def __init__(self, session, ep, dist_path, stamp):
+    def __init__(self, session, ep, dist_path, stamp, devices=None, source=None,
+                 disabled_by=None):
         self.session = session
         self.entry_point = ep
         self.name = ep.name
@@ -257,11 +271,11 @@ class Backend:
         self.dist_path = dist_path
         self.stamp = stamp
         self.key = '\x1f'.join((self.name, self.value, dist_path or ''))
-        self.devices = None
-        self.source = None
-        self.state = 'unloaded'
+        self.devices = devices
+        self.source = source
+        self.state = 'unloaded' if disabled_by is None else 'disabled'
         self.cause = None
-        self.disabled_by = None
+        self.disabled_by = disabled_by
         self._lock = _thread.allocate_lock()
         self._owner = None
 
@@ -374,90 +388,171 @@ class Backend:
 # ---- sessions -----------------------------------------------------------------
 
 class Session:
-    """The backends of one group for one host, and its device map."""
+    """The backends of one group for one host, and its device map.
+
+    Discovery keeps what it found as the native query's plain rows plus one
+    small value per backend (its known devices); a ``Backend`` object (with
+    its entry point, lock and key) is created only when that backend is
+    needed: loaded, looked up, or listed.  A lazy start with 1,000 backends
+    whose devices are known therefore creates no per-backend object."""
 
     def __init__(self, group, host, host_name, mode):
         self.group = group
         self.host = host
         self.host_name = host_name
         self.mode = mode
-        self.backends = []
-        self.devices = {}  # device -> [Backend, ...] in discovery order
+        self.devices = {}  # device -> [backend index, ...] in discovery order
         self.error = None  # a discovery failure in lazy mode
         self.store = None  # _Store, once discovered
+        self._n = 0
+        self._objs = []  # Backend or None (not created yet), by index
+        self._rows = ()  # native rows (name, value, group, dist position) ...
+        self._dists = ()  # ... and their distributions (name, version, path, stamp)
+        self._found = ()  # or, from importlib: (EntryPoint, dist path, '')
+        self._known = []  # devices per index: tuple, or None while unknown
+        self._declared = set()  # indices whose devices were declared
+        self._disabled = {}  # index -> the variable disabling it
+        self._refs = {}  # dist position -> _DistRef shared by its backends
         # Backends whose devices were unknown at discovery: the only ones a
         # lookup of an unknown name may need (host attribute misses are
         # frequent, e.g. hasattr probes, so they must not scan all backends).
-        self.unknown = []
+        self.unknown = []  # indices
+        self._at_start = []  # indices loaded at start in lazy mode: unknown or hooks
 
     def __repr__(self):
         return (f'<epload autoload group={self.group!r} host={self.host_name!r} '
-                f'mode={self.mode} backends={len(self.backends)}>')
+                f'mode={self.mode} backends={self._n}>')
+
+    @property
+    def backends(self):
+        """Every backend, in discovery order (creating the objects)."""
+        return [self._backend(i) for i in range(self._n)]
+
+    def _backend(self, i):
+        b = self._objs[i]
+        if b is None:
+            with _lock:
+                b = self._objs[i]
+                if b is None:
+                    b = self._objs[i] = self._make(i)
+        return b
+
+    def _make(self, i):
+        if self._found:
+            ep, path, stamp = self._found[i]
+        else:
+            name, value, group, pos = self._rows[i]
+            ref = self._refs.get(pos)
+            if ref is None:
+                dname, version, path, stamp = self._dists[pos]
+                ref = self._refs[pos] = _eps._DistRef(path, dname, version, stamp)
+            ep = _eps._entry_point(name, value, group, ref)
+            path, stamp = ref.path, ref.stamp
+        devices = self._known[i]
+        source = None
+        if devices is not None:
+            source = 'declared' if i in self._declared else 'learned'
+        b = Backend(self, ep, path, stamp, devices, source, self._disabled.get(i))
+        b._index = i
+        return b
+
+    def _index_of(self, name):
+        if self._found:
+            for i, (ep, _, _) in enumerate(self._found):
+                if ep.name == name:
+                    return i
+            return None
+        for i, row in enumerate(self._rows):
+            if row[0] == name:
+                return i
+        return None
 
     # -- discovery --
 
     def _discover(self):
-        got = _eps._query((self.group, DEVICES_GROUP), want_stamps=True)
+        group = self.group
+        got = _eps._query((group, DEVICES_GROUP), want_stamps=True)
         if got is None:
             from importlib.metadata import entry_points
-            found = [(ep, _dist_path(ep), '') for ep in entry_points(group=self.group)]
-            declared = [(ep, _dist_path(ep)) for ep in entry_points(group=DEVICES_GROUP)]
+            found = self._found = [(ep, _dist_path(ep), '')
+                                   for ep in entry_points(group=group)]
+            names = [ep.name for ep, _, _ in found]
+            declared = [(ep.name, ep.value, _dist_path(ep))
+                        for ep in entry_points(group=DEVICES_GROUP)]
         else:
-            found, declared = [], []
-            for ep in _eps._build(*got):
-                ref = ep._dist
-                if ep.group == self.group:
-                    found.append((ep, ref.path, ref.stamp))
-                else:
-                    declared.append((ep, ref.path))
+            dists, rows = got
+            self._dists = dists
+            found = self._rows = [r for r in rows if r[2] == group]
+            names = [r[0] for r in found]
+            declared = [(r[0], r[1], dists[r[3]][2]) for r in rows if r[2] != group]
+        n = self._n = len(found)
+        self._objs = [None] * n
         declarations = {}
-        for ep, path in declared:
-            declarations.setdefault((path, ep.value.strip()), []).append(ep.name)
+        for name, value, path in declared:
+            declarations.setdefault((path, value.strip()), []).append(name)
         disable, enable = _names('EPLOAD_DISABLE'), _names('EPLOAD_ENABLE')
-        store = self.store = _Store(self.group, self.host_name)
-        for ep, path, stamp in found:
-            b = Backend(self, ep, path, stamp)
-            b.disabled_by = _disabled_by(b.name, disable, enable)
-            if b.disabled_by is not None:
-                b.state = 'disabled'
-            names = declarations.get((path, b.name))
-            if names:
-                b.devices, b.source = tuple(names), 'declared'
-            elif self.host is not None:
-                learned = store.devices(b.key, self._stamp(b))
-                if learned is not None:
-                    b.devices, b.source = learned, 'learned'
-            for d in b.devices or ():
-                self.devices.setdefault(d, []).append(b)
-            if b.devices is None:
-                self.unknown.append(b)
-            self.backends.append(b)
-
-    @staticmethod
-    def _stamp(b):
-        if not b.stamp and b.dist_path:
-            try:
-                st = os.stat(os.path.join(b.dist_path, 'entry_points.txt'))
-            except OSError:
-                return ''
-            b.stamp = f'{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}'
-        return b.stamp
+        if disable is not None or enable:
+            for i, name in enumerate(names):
+                by = _disabled_by(name, disable, enable)
+                if by is not None:
+                    self._disabled[i] = by
+        store = self.store = _Store(group, self.host_name)
+        entries = store.entries if self.host is not None else {}
+        known = self._known = [None] * n
+        device_map = self.devices
+        unknown, at_start = self.unknown, self._at_start
+        for i in range(n):
+            if self._found:
+                ep, path, stamp = found[i]
+                name, value = ep.name, ep.value
+            else:
+                name, value, _, pos = found[i]
+                d = dists[pos]
+                path, stamp = d[2], d[3]
+            devices = None
+            if declarations:
+                names_declared = declarations.get((path, name))
+                if names_declared:
+                    devices = tuple(names_declared)
+                    self._declared.add(i)
+            if devices is None and entries:
+                entry = entries.get(f'{name}\x1f{value}\x1f{path or ""}')
+                if entry is not None:
+                    devices = _store_devices(entry, stamp or _stamp_of(path))
+            if devices:
+                known[i] = devices
+                for dev in devices:
+                    lst = device_map.get(dev)
+                    if lst is None:
+                        device_map[dev] = [i]
+                    else:
+                        lst.append(i)
+            else:
+                if devices is None:
+                    unknown.append(i)
+                else:
+                    known[i] = devices  # a hook: () learned
+                at_start.append(i)
 
     def _learned(self, b, devices):
+        i = b._index
         with _lock:
             for d in devices:
                 lst = self.devices.setdefault(d, [])
-                if b not in lst:
-                    lst.append(b)
+                if i not in lst:
+                    lst.append(i)
             if b.source != 'declared':
                 b.devices, b.source = devices, 'learned'
-        self.store.learn(b.key, self._stamp(b), devices)
+        if not b.stamp:
+            b.stamp = _stamp_of(b.dist_path)
+        self.store.learn(b.key, b.stamp, devices)
 
     # -- modes --
 
     def _eager(self):
         try:
-            for b in self.backends:
+            for i in range(self._n):
+                b = self._backend(i)
                 if b.state == 'disabled':
                     continue
                 err = b._load()
@@ -467,10 +562,11 @@ class Session:
             self.store.save()
 
     def _lazy(self):
-        if self.host is not None and self.backends:
+        if self.host is not None and self._n:
             self._install_getattr()
         try:
-            for b in self.backends:
+            for i in self._at_start:
+                b = self._backend(i)
                 if b.state != 'unloaded' or b.devices:
                     continue  # disabled, or deferred until its devices are used
                 err = b._load(defer_if_initializing=True)
@@ -498,7 +594,8 @@ class Session:
             candidates = self.devices.get(name)
             if candidates:
                 disabled = None
-                for b in list(candidates):
+                for i in list(candidates):
+                    b = self._backend(i)
                     if b.state == 'disabled':
                         disabled = b
                         continue
@@ -516,7 +613,8 @@ class Session:
                 return value
         if previous is not None:
             return previous(name)
-        failed = [b for b in self.unknown if b.state == 'failed' and b.devices is None]
+        failed = [b for b in map(self._backend, self.unknown)
+                  if b.state == 'failed' and b.devices is None]
         message = f'module {self.host_name!r} has no attribute {name!r}'
         if failed:
             names = ', '.join(repr(b.name) for b in failed)
@@ -528,7 +626,8 @@ class Session:
     def _load_unknown(self, name):
         """Loads backends whose devices are not known yet, in discovery
         order, until one provides ``name`` (on the host)."""
-        for b in self.unknown:
+        for i in self.unknown:
+            b = self._backend(i)
             if b.devices is None and b.state == 'unloaded':
                 b._load()
                 self.store.save()
@@ -539,7 +638,8 @@ class Session:
         return _MISSING
 
     def device(self, name):
-        for b in list(self.devices.get(name, ())):
+        for i in list(self.devices.get(name, ())):
+            b = self._backend(i)
             b.ensure(BackendError, name)
             if self.host is None:
                 return None
@@ -647,11 +747,11 @@ def device(name):
 
 def load(name):
     for s in _sessions_snapshot():
-        for b in s.backends:
-            if b.name == name:
-                b.ensure(BackendError)
-                s.store.save()
-                return None
+        i = s._index_of(name)
+        if i is not None:
+            s._backend(i).ensure(BackendError)
+            s.store.save()
+            return None
     known = [b.name for s in _sessions_snapshot() for b in s.backends]
     raise LookupError(f'no backend named {name!r} in any autoload session; known: '
                       f'{", ".join(known) or "none (call epload.autoload first)"}')

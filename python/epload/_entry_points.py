@@ -337,6 +337,16 @@ _set_group = EntryPoint.group.__set__
 _set_dist = EntryPoint._dist.__set__
 
 
+def _entry_point(name, value, group, ref):
+    """One EntryPoint of a native row, its distribution ``ref``."""
+    ep = _new(EntryPoint)
+    _set_name(ep, name)
+    _set_value(ep, value)
+    _set_group(ep, group)
+    _set_dist(ep, ref)
+    return ep
+
+
 def _build(dists, rows):
     """EntryPoint objects for native rows, in order."""
     refs = [_DistRef(path, name, version, stamp)
