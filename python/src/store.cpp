@@ -166,6 +166,15 @@ class Reader {
     ++m_p;  // '"'
     std::string s;
     for (;;) {
+      // Runs of plain characters (most of every key: paths and names) are
+      // copied at once instead of character by character.
+      const char* run = m_p;
+      while (run < m_end && *run != '"' && *run != '\\' &&
+             static_cast<unsigned char>(*run) >= 0x20) {
+        ++run;
+      }
+      s.append(m_p, run);
+      m_p = run;
       if (m_p == m_end) return py::object();
       const char c = *m_p++;
       if (c == '"') break;

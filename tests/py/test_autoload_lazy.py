@@ -441,3 +441,15 @@ def test_backend_deleting_a_host_name_is_not_learned(tmp_path):
     assert first['devices'] == [['be_a', ['be_adev']], ['be_d', None]]
     out = env.run(show, env={'EPLOAD_MODE': 'lazy'})
     assert out['at_import'] == ['be_d'] and out['devices'][0] == ['be_a', ['be_adev']]
+
+
+def test_store_keys_with_escapes_and_non_ascii_are_read_back(tmp_path):
+    # The store's keys hold the distribution path: quotes, backslashes and
+    # non-ASCII characters in it must survive json.dumps and the native reader.
+    env = Env(tmp_path)
+    site = tmp_path / 'sité "q" \\ ✓'
+    env.sites.append(site)
+    make_backend(site, 'be_a')
+    assert env.run()['at_import'] == ['be_a']
+    out = env.run('state["dev"] = fakehost.be_adev.__name__')
+    assert out['at_import'] == [] and out['dev'] == 'be_a.be_adev'
