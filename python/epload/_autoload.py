@@ -501,7 +501,17 @@ class Session:
         known = self._known = [None] * n
         device_map = self.devices
         unknown, at_start = self.unknown, self._at_start
-        for i in range(n):
+        indices = range(n)
+        if entries and not declarations and not self._found:
+            # The common case, in C: learned devices only.
+            known, device_map, unknown, at_start, indices = _eps._native_module().match_learned(
+                entries, found, dists)
+            self._known, self.devices, self.unknown, self._at_start = (
+                known, device_map, unknown, at_start)
+            # `indices` now lists the backends whose distribution had no stamp
+            # from the index (rare): they go through the loop below, and the
+            # lists are put back in discovery order after it.
+        for i in indices:
             if self._found:
                 ep, path, stamp = found[i]
                 name, value = ep.name, ep.value
@@ -533,6 +543,11 @@ class Session:
                 else:
                     known[i] = devices  # a hook: () learned
                 at_start.append(i)
+        if indices and type(indices) is list:
+            unknown.sort()
+            at_start.sort()
+            for lst in device_map.values():
+                lst.sort()
 
     def _learned(self, b, devices):
         i = b._index
