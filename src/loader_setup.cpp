@@ -130,10 +130,10 @@ std::string_view attr_of(std::string_view value) {
 }  // namespace
 
 Result<void> apply_environment(LoaderOptions& options) {
-  if (const char* m = std::getenv("EPLOAD_LOAD_MODE"); m != nullptr && *m != '\0') {
+  if (const char* m = std::getenv("EPLOAD_MODE"); m != nullptr && *m != '\0') {
     auto mode = parse_load_mode(m);
     if (!mode) {
-      return Error{Errc::invalid_argument, std::string("EPLOAD_LOAD_MODE='") + m +
+      return Error{Errc::invalid_argument, std::string("EPLOAD_MODE='") + m +
                                                "' is not one of lazy, eager, off"};
     }
     options.mode = *mode;

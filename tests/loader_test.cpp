@@ -487,7 +487,7 @@ class ScopedEnv {
 };
 
 TEST(LoaderModes, TorchAutoloadVariableKeepsPyTorchMeaning) {
-  ScopedEnv mode("EPLOAD_LOAD_MODE", nullptr);
+  ScopedEnv mode("EPLOAD_MODE", nullptr);
   struct Case {
     const char* value;
     LoadMode expected;
@@ -502,20 +502,20 @@ TEST(LoaderModes, TorchAutoloadVariableKeepsPyTorchMeaning) {
   }
   {
     ScopedEnv v("TORCH_DEVICE_BACKEND_AUTOLOAD", "0");
-    ScopedEnv m("EPLOAD_LOAD_MODE", "eager");
+    ScopedEnv m("EPLOAD_MODE", "eager");
     LoaderOptions o;
     ASSERT_TRUE(apply_environment(o).ok());
     EXPECT_EQ(o.mode, LoadMode::off);  // PyTorch's switch wins
   }
   {
     ScopedEnv v("TORCH_DEVICE_BACKEND_AUTOLOAD", nullptr);
-    ScopedEnv m("EPLOAD_LOAD_MODE", "eager");
+    ScopedEnv m("EPLOAD_MODE", "eager");
     LoaderOptions o;
     ASSERT_TRUE(apply_environment(o).ok());
     EXPECT_EQ(o.mode, LoadMode::eager);
   }
   {
-    ScopedEnv m("EPLOAD_LOAD_MODE", "sometimes");
+    ScopedEnv m("EPLOAD_MODE", "sometimes");
     LoaderOptions o;
     auto r = apply_environment(o);
     ASSERT_FALSE(r.ok());

@@ -104,9 +104,9 @@ struct LoaderOptions {
 /// Applies the environment to `options`:
 ///   TORCH_DEVICE_BACKEND_AUTOLOAD  unset or exactly "1": autoload enabled;
 ///                                  anything else: mode off (PyTorch's rule)
-///   EPLOAD_LOAD_MODE=lazy|eager|off  the mode (when autoload is enabled)
+///   EPLOAD_MODE=lazy|eager|off  the mode (when autoload is enabled)
 ///   EPLOAD_ENABLE=a,b   only these backends;  EPLOAD_DISABLE=a,b  never these
-/// Fails (Errc::invalid_argument) on an unknown EPLOAD_LOAD_MODE value.
+/// Fails (Errc::invalid_argument) on an unknown EPLOAD_MODE value.
 Result<void> apply_environment(LoaderOptions& options);
 
 /// A snapshot of one backend.

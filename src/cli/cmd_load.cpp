@@ -22,7 +22,7 @@ const char k_help[] =
     "group G in index order first, as PyTorch does; off loads nothing.\n"
     "Prints which backends were loaded, in order, and what each cost (dlopen,\n"
     "init, whole load, in microseconds), and the time of each phase.\n"
-    "Without --mode: EPLOAD_LOAD_MODE, else lazy; TORCH_DEVICE_BACKEND_AUTOLOAD\n"
+    "Without --mode: EPLOAD_MODE, else lazy; TORCH_DEVICE_BACKEND_AUTOLOAD\n"
     "set to anything but 1 means off.  EPLOAD_ENABLE / EPLOAD_DISABLE apply.\n"
     "Exit status 1 when DEVICE cannot be loaded (the message says why).\n\n"
     "Options:\n"

@@ -13,10 +13,10 @@
 namespace epload::cli {
 
 /// LoaderOptions for a host run: apply_environment() (TORCH_DEVICE_BACKEND_
-/// AUTOLOAD, EPLOAD_LOAD_MODE, EPLOAD_ENABLE / EPLOAD_DISABLE), then `group`,
+/// AUTOLOAD, EPLOAD_MODE, EPLOAD_ENABLE / EPLOAD_DISABLE), then `group`,
 /// then `mode_text` when not empty (already validated by the caller with
 /// parse_load_mode), and the store settings of `cache` (what
-/// resolve_cache_options() filled in).  Fails on a bad EPLOAD_LOAD_MODE.
+/// resolve_cache_options() filled in).  Fails on a bad EPLOAD_MODE.
 Result<LoaderOptions> host_loader_options(const CacheOptions& cache, const std::string& group,
                                           const std::string& mode_text);
 

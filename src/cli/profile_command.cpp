@@ -3,8 +3,7 @@
 // uses epload (a Python program through the epload module, epload commands,
 // C++ hosts) writes its own trace; merges them and prints the phases and the
 // backends loaded.  With --eager-estimate it runs COMMAND again with
-// EPLOAD_MODE=eager and EPLOAD_LOAD_MODE=eager and reports what the
-// additional backend loads cost: measured, since a command's backends are
+// EPLOAD_MODE=eager and reports what the additional backend loads cost: measured, since a command's backends are
 // not known to this process.
 #include <string>         // output
 #include <unordered_set>  // loaded set
@@ -21,7 +20,6 @@ int run_traced(const Options& o, const TempDir& dir, bool eager, std::int64_t& w
   std::vector<std::pair<std::string, std::string>> set = {{"EPLOAD_TRACE", dir.path + "/trace-%p.json"}};
   if (eager) {
     set.push_back({"EPLOAD_MODE", "eager"});
-    set.push_back({"EPLOAD_LOAD_MODE", "eager"});
   }
   const std::int64_t t = prof::now_ns();
   // With --json, stdout carries the report only: the command's goes to stderr.
@@ -102,7 +100,7 @@ int run_command(const Options& o) {
     if (est.ran) {
       out += "{\"backends\":" + std::to_string(est.backends) + ",\"extra_us\":" + us(est.extra_ns) +
              ",\"eager_wall_us\":" + us(eager_wall) +
-             ",\"method\":\"measured: the command ran again with EPLOAD_MODE=eager and EPLOAD_LOAD_MODE=eager; "
+             ",\"method\":\"measured: the command ran again with EPLOAD_MODE=eager; "
              "the loads of the backends it loaded in addition, summed\"}";
     } else {
       out += "null";
@@ -142,13 +140,13 @@ int run_command(const Options& o) {
     if (est.ran) {
       add_line(out,
                "\neager loading would have loaded %zu more backend(s), costing %s ms more (measured: the\n"
-               "command ran again with EPLOAD_MODE=eager EPLOAD_LOAD_MODE=eager in %s ms wall)\n",
+               "command ran again with EPLOAD_MODE=eager in %s ms wall)\n",
                est.backends, ms(est.extra_ns).c_str(), ms(eager_wall).c_str());
     } else if (!est.error.empty()) {
       add_line(out, "\neager estimate unavailable: %s\n", est.error.c_str());
     } else {
       out += "\neager estimate: not measured for a command (--eager-estimate runs it again with\n"
-             "EPLOAD_MODE=eager and EPLOAD_LOAD_MODE=eager and compares)\n";
+             "EPLOAD_MODE=eager and compares)\n";
     }
     for (const std::string& p : problems) out += "warning: " + p + "\n";
     if (!o.trace.empty()) out += "trace: " + o.trace + "\n";

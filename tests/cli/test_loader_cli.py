@@ -40,7 +40,7 @@ def env(tmp_path_factory):
 
 def run(site, cache, *args, env_extra=None, check=None, strace=None):
     e = dict(os.environ)
-    for k in ("TORCH_DEVICE_BACKEND_AUTOLOAD", "EPLOAD_LOAD_MODE", "EPLOAD_ENABLE",
+    for k in ("TORCH_DEVICE_BACKEND_AUTOLOAD", "EPLOAD_MODE", "EPLOAD_ENABLE",
               "EPLOAD_DISABLE", "EPLOAD_INDEX"):
         e.pop(k, None)
     e.update(env_extra or {})
@@ -220,11 +220,11 @@ def test_switches(env, tmp_path):
                env_extra={"EPLOAD_DISABLE": target["entry_point"]})
     assert "disabled by EPLOAD_DISABLE" in proc.stderr
     proc = run(m["search_path"], tmp_path / "c", "load", target["device"], "--json", check=0,
-               env_extra={"EPLOAD_LOAD_MODE": "eager"})
+               env_extra={"EPLOAD_MODE": "eager"})
     assert json.loads(proc.stdout)["mode"] == "eager"
     proc = run(m["search_path"], tmp_path / "c", "load", target["device"], check=1,
-               env_extra={"EPLOAD_LOAD_MODE": "sometimes"})
-    assert "EPLOAD_LOAD_MODE" in proc.stderr
+               env_extra={"EPLOAD_MODE": "sometimes"})
+    assert "EPLOAD_MODE" in proc.stderr
     proc = run(m["search_path"], tmp_path / "c", "load", target["device"], "--mode", "off", check=1)
     assert "autoload is off" in proc.stderr
 

@@ -36,7 +36,7 @@ def generate(out, *args):
 
 def clean_env(**extra):
     e = dict(os.environ)
-    for k in ("TORCH_DEVICE_BACKEND_AUTOLOAD", "EPLOAD_LOAD_MODE", "EPLOAD_MODE", "EPLOAD_ENABLE",
+    for k in ("TORCH_DEVICE_BACKEND_AUTOLOAD", "EPLOAD_MODE", "EPLOAD_ENABLE",
               "EPLOAD_DISABLE", "EPLOAD_INDEX", "EPLOAD_TRACE", "EPLOAD_TEST_SLOWDOWN"):
         e.pop(k, None)
     e.update({k: str(v) for k, v in extra.items()})
