@@ -137,48 +137,59 @@ const char* errc_name(Errc c) {
   return "unknown";
 }
 
-/// The stamps of every file the index watches, by path ("<search path>/<rel
-/// path>" as the scanner joins them), as "dev:ino:mtime_ns:ctime_ns".  The
-/// stamp of a backend's entry_points.txt lets the learned-device store notice
-/// a reinstalled or upgraded backend without a stat of its own.  Built once per Index (the Catalog
-/// hands out the same Index until the file system changes).
-class StampTable {
- public:
-  std::shared_ptr<const std::unordered_map<std::string, std::string>> get(
-      const std::shared_ptr<const Index>& index) {
-    std::lock_guard lock(m_mutex);
-    if (m_table && m_index.lock() == index) return m_table;
-    auto table = std::make_shared<std::unordered_map<std::string, std::string>>();
-    auto paths = index->search_paths();
-    for (const WatchedFile& w : index->watched_files()) {
-      if (!w.stamp.exists() || w.search_path >= paths.size()) continue;
-      std::string_view sp = paths[w.search_path];
-      std::string key(sp);
-      if (!key.empty() && key.back() != '/') key += '/';
-      key += w.rel_path;
-      const FileStamp& s = w.stamp;
-      table->emplace(std::move(key), std::to_string(s.dev) + ':' + std::to_string(s.ino) + ':' +
-                                         std::to_string(s.mtime_ns) + ':' +
-                                         std::to_string(s.ctime_ns));
+/// The stamps of the entry_points.txt of the distributions behind `parts`, as
+/// "dev:ino:mtime_ns:ctime_ns" by distribution.  The stamp lets the
+/// learned-device store notice a reinstalled or upgraded backend without a
+/// stat of its own.  Only the wanted distributions are looked up, in one pass
+/// over the watched files and without formatting anything else: under `full`
+/// validation the index watches every file of every distribution (~12,000
+/// for 6,000 distributions), and formatting a table of all of them cost
+/// more than the rest of the autoload's query.
+std::unordered_map<const Distribution*, std::string> entry_points_stamps(
+    const Index& index, const std::vector<std::span<const EntryPoint>>& parts) {
+  constexpr std::string_view k_file = "/entry_points.txt";
+  auto paths = index.search_paths();
+  // Per search path: metadata directory relative to it -> distribution.
+  std::vector<std::unordered_map<std::string_view, const Distribution*>> wanted(paths.size());
+  std::size_t count = 0;
+  for (const auto& span : parts) {
+    for (const EntryPoint& ep : span) {
+      const Distribution* d = ep.dist;
+      if (d == nullptr || d->search_path >= paths.size()) continue;
+      std::string_view sp = paths[d->search_path];
+      std::string_view dir = d->metadata_dir;
+      if (!dir.starts_with(sp)) continue;
+      dir.remove_prefix(sp.size());
+      if (!sp.empty() && sp.back() != '/') {
+        if (!dir.starts_with('/')) continue;
+        dir.remove_prefix(1);
+      }
+      if (wanted[d->search_path].emplace(dir, d).second) ++count;
     }
-    m_index = index;
-    m_table = table;
-    return table;
   }
-
- private:
-  std::mutex m_mutex;
-  std::weak_ptr<const Index> m_index;
-  std::shared_ptr<const std::unordered_map<std::string, std::string>> m_table;
-};
-
-StampTable* g_stamps = new StampTable();  // never destroyed, like g_catalogs
+  std::unordered_map<const Distribution*, std::string> out;
+  if (count == 0) return out;
+  out.reserve(count);
+  for (const WatchedFile& w : index.watched_files()) {
+    if (w.search_path >= wanted.size() || !w.rel_path.ends_with(k_file) || !w.stamp.exists()) {
+      continue;
+    }
+    const auto& m = wanted[w.search_path];
+    if (m.empty()) continue;
+    auto it = m.find(w.rel_path.substr(0, w.rel_path.size() - k_file.size()));
+    if (it == m.end()) continue;
+    const FileStamp& st = w.stamp;
+    out.emplace(it->second, std::to_string(st.dev) + ':' + std::to_string(st.ino) + ':' +
+                                std::to_string(st.mtime_ns) + ':' + std::to_string(st.ctime_ns));
+  }
+  return out;
+}
 
 // Converts the selected entry points to
 //   (dists, eps): dists = ((name, version, metadata_dir, stamp), ...)
 //                 eps   = ((name, value, group, dist_position), ...)
 PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts,
-                  const std::unordered_map<std::string, std::string>* stamps) {
+                  const std::unordered_map<const Distribution*, std::string>* stamps) {
   std::size_t total = 0;
   for (const auto& s : parts) total += s.size();
   Ref eps(PyTuple_New(static_cast<Py_ssize_t>(total)));
@@ -204,7 +215,7 @@ PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts,
         const Distribution& d = *ep.dist;
         std::string_view stamp;
         if (stamps != nullptr) {
-          auto found = stamps->find(std::string(d.metadata_dir) + "/entry_points.txt");
+          auto found = stamps->find(&d);
           if (found != stamps->end()) stamp = found->second;
         }
         Ref row(Py_BuildValue("(NNNN)", text(d.name), text(d.version), fs_path(d.metadata_dir),
@@ -321,9 +332,10 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
   } else {
     for (const std::string& g : wanted) parts.push_back(index->group(g));
   }
-  std::shared_ptr<const std::unordered_map<std::string, std::string>> stamps;
-  if (want_stamps) stamps = g_stamps->get(index);
-  auto converted = py::reinterpret_steal<py::tuple>(convert(parts, stamps.get()));
+  std::unordered_map<const Distribution*, std::string> stamps;
+  if (want_stamps) stamps = entry_points_stamps(*index, parts);
+  auto converted =
+      py::reinterpret_steal<py::tuple>(convert(parts, want_stamps ? &stamps : nullptr));
   if (!converted) throw py::error_already_set();
   return py::make_tuple(status, reason, file, py::none(), converted[0], converted[1]);
 }
