@@ -146,17 +146,26 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
   if (watched.empty()) return true;
 
   // One O_PATH descriptor per search path that has watched files.
-  std::vector<int> fds(paths.size(), -1);
   std::vector<bool> needed(paths.size(), false);
   for (const WatchedFile& f : watched) {
     if (f.search_path < needed.size()) needed[f.search_path] = true;
   }
-  for (std::size_t i = 0; i < paths.size(); ++i) {
-    if (!needed[i]) continue;
-    const std::string p = detail::os_path(paths[i]);
-    if (p.find('\0') != std::string::npos) continue;
-    fds[i] = ::open(p.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  }
+  auto open_fds = [&] {
+    std::vector<int> fds(paths.size(), -1);
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      if (!needed[i]) continue;
+      const std::string p = detail::os_path(paths[i]);
+      if (p.find('\0') != std::string::npos) continue;
+      fds[i] = ::open(p.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    }
+    return fds;
+  };
+  auto close_fds = [](const std::vector<int>& fds) {
+    for (int fd : fds) {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  const std::vector<int> fds = open_fds();
 
   std::atomic<bool> stop{false};
   std::size_t bad_a = detail::k_none, bad_b = detail::k_none;
@@ -165,8 +174,13 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
   static const bool k_two_cores = std::thread::hardware_concurrency() > 1;
   if (n > detail::k_parallel_threshold && k_two_cores) {
     const std::size_t mid = n / 2;
+    // The second thread gets descriptors of its own (separate opens, not
+    // dup): in a multi-threaded process every fstatat takes a reference on
+    // its directory's struct file, and two threads sharing one file bounce
+    // its counter between the cores until the split gains nothing.
+    const std::vector<int> fds_b = open_fds();
     try {
-      std::thread helper(detail::check_range, watched, mid, n, std::cref(fds), scanned_at,
+      std::thread helper(detail::check_range, watched, mid, n, std::cref(fds_b), scanned_at,
                          std::ref(stop), std::ref(bad_b));
       detail::check_range(watched, 0, mid, fds, scanned_at, stop, bad_a);
       helper.join();
@@ -174,11 +188,10 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
     } catch (const std::system_error&) {
       // No thread available: fall through to the serial check.
     }
+    close_fds(fds_b);
   }
   if (!split) detail::check_range(watched, 0, n, fds, scanned_at, stop, bad_a);
-  for (int fd : fds) {
-    if (fd >= 0) ::close(fd);
-  }
+  close_fds(fds);
 
   const std::size_t bad = bad_a < bad_b ? bad_a : bad_b;
   if (bad == detail::k_none) return true;
