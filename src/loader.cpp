@@ -129,7 +129,9 @@ Result<void*> Loader::Impl::lookup_slow(std::string_view name) {
       std::lock_guard<std::mutex> lock(registry);
       known = s.devices_known();
     }
-    if (known) continue;
+    // Known devices of a backend that another thread is loading right now
+    // may not be in the table yet: wait for it too.
+    if (known && s.state.load(std::memory_order_acquire) != BackendState::loading) continue;
     (void)ensure_loaded(i, name);  // a failure is kept in the slot and reported below
     if (void* t = provided()) return t;
   }
@@ -154,6 +156,9 @@ Result<void*> Loader::Impl::lookup_slow(std::string_view name) {
     (void)ensure_loaded(i, name);
     if (void* t = provided()) return t;
   }
+  // Another thread may have finished loading the provider after this one
+  // passed it (it was no longer pending): the table is the final word.
+  if (void* t = provided()) return t;
   Error e = not_found(name);
   e.message += note;
   return e;

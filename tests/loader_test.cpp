@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <latch>
 #include <new>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -153,14 +154,20 @@ TEST(Loader, ConcurrentLookupsOfUnknownDevicesRunEachInitOnce) {
   auto loader = make_loader(env, options_for(env));
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
+  std::mutex first_error_mutex;
+  std::string first_error;
   for (int t = 0; t < 16; ++t) {
     threads.emplace_back([&, t] {
       auto r = loader->lookup(t % 2 ? "tundecl" : "tundecl2");
-      if (!r.ok()) failures.fetch_add(1);
+      if (!r.ok()) {
+        failures.fetch_add(1);
+        std::lock_guard lock(first_error_mutex);
+        if (first_error.empty()) first_error = r.error().message;
+      }
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(failures.load(), 0) << first_error;
   EXPECT_EQ(device_of(*loader, "tundecl")->init_count(), 1);
   EXPECT_EQ(device_of(*loader, "tundecl2")->init_count(), 1);
   EXPECT_EQ(loader->load_order().size(), 2u);
