@@ -20,9 +20,10 @@
 // then past the change and its stamps become trustworthy.
 //
 // Speed: at 6,000 distributions the full check is ~6,000 fstatat calls.  They
-// are independent, so above k_parallel_threshold the list is split over two
-// threads (the target machines have two cores); both stop at the first
-// mismatch.  Nothing is allocated per file.
+// are independent, so above k_parallel_threshold two threads (the target
+// machines have two cores; see parallel.hpp for how the second is placed)
+// take them in chunks from a shared counter; both stop at the first
+// mismatch either finds.  Nothing is allocated per file.
 #include <fcntl.h>   // open, O_PATH
 #include <limits.h>  // PATH_MAX
 #include <unistd.h>  // close
@@ -30,12 +31,11 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
-#include <system_error>
-#include <thread>
 #include <vector>
 
 #include "cache_internal.hpp"
 #include "epload/profile.hpp"
+#include "parallel.hpp"
 #include "stamp.hpp"
 
 namespace epload {
@@ -64,35 +64,65 @@ std::string describe(const FileStamp& was, const FileStamp& now, bool racy, cons
   return "changed: " + path;
 }
 
-/// Checks watched files [begin, end); records the first bad index in `bad`.
-void check_range(std::span<const WatchedFile> watched, std::size_t begin, std::size_t end,
-                 const std::vector<int>& fds, std::int64_t scanned_at, std::atomic<bool>& stop,
-                 std::size_t& bad) {
+/// What both threads of a `full` check share.  Files are taken in chunks
+/// from `next`, so a thread that runs slower (its core busy) does fewer.
+struct FullCheck {
+  std::span<const WatchedFile> watched;
+  std::span<const std::string_view> paths;
+  std::int64_t scanned_at = 0;
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> bad{k_none};  // the lowest mismatching index seen
+
+  void run();
+  void operator()() { run(); }
+};
+
+constexpr std::size_t k_chunk = 256;
+
+/// One thread's share.  Each thread opens its own O_PATH descriptors: in a
+/// multi-threaded process every fstatat takes a reference on its directory's
+/// struct file, and two threads sharing one would bounce its counter between
+/// the cores.
+void FullCheck::run() {
+  std::vector<int> fds;  // per search path; -2 = not opened yet
+  std::size_t stats = 0;
   char buf[PATH_MAX + 1];
-  std::size_t i = begin;
-  // The profiler's stat count, added once per range, not once per call.
-  struct Tally {
-    const std::size_t& at;
-    std::size_t from;
-    ~Tally() { profile::count(profile::Counter::stat, at - from); }
-  } tally{i, begin};
-  for (; i < end; ++i) {
-    if ((i & 31) == 0 && stop.load(std::memory_order_relaxed)) return;
-    const WatchedFile& f = watched[i];
-    FileStamp now;
-    const int fd = f.search_path < fds.size() ? fds[f.search_path] : -1;
-    if (fd >= 0 && f.rel_path.size() <= PATH_MAX &&
-        std::memchr(f.rel_path.data(), '\0', f.rel_path.size()) == nullptr) {
-      std::memcpy(buf, f.rel_path.data(), f.rel_path.size());
-      buf[f.rel_path.size()] = '\0';
-      now = stamp_at(fd, buf);
-    }
-    if (now != f.stamp || is_racy(f.stamp, scanned_at)) {
-      bad = i++;  // i counts the stats made
-      stop.store(true, std::memory_order_relaxed);
-      return;
+  const std::size_t n = watched.size();
+  for (std::size_t c; !stop.load(std::memory_order_relaxed) &&
+                      (c = next.fetch_add(k_chunk, std::memory_order_relaxed)) < n;) {
+    const std::size_t end = c + k_chunk < n ? c + k_chunk : n;
+    for (std::size_t i = c; i < end; ++i) {
+      const WatchedFile& f = watched[i];
+      FileStamp now;
+      if (f.search_path < paths.size()) {
+        if (fds.size() <= f.search_path) fds.resize(paths.size(), -2);
+        int& fd = fds[f.search_path];
+        if (fd == -2) {
+          const std::string p = os_path(paths[f.search_path]);
+          fd = p.find('\0') != std::string::npos ? -1 : ::open(p.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        }
+        if (fd >= 0 && f.rel_path.size() <= PATH_MAX &&
+            std::memchr(f.rel_path.data(), '\0', f.rel_path.size()) == nullptr) {
+          std::memcpy(buf, f.rel_path.data(), f.rel_path.size());
+          buf[f.rel_path.size()] = '\0';
+          now = stamp_at(fd, buf);
+          ++stats;
+        }
+      }
+      if (now != f.stamp || is_racy(f.stamp, scanned_at)) {
+        std::size_t seen = bad.load(std::memory_order_relaxed);
+        while (i < seen && !bad.compare_exchange_weak(seen, i, std::memory_order_relaxed)) {
+        }
+        stop.store(true, std::memory_order_relaxed);
+        break;
+      }
     }
   }
+  for (int fd : fds) {
+    if (fd >= 0) ::close(fd);
+  }
+  profile::count(profile::Counter::stat, stats);
 }
 
 }  // namespace
@@ -145,55 +175,18 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
   const auto watched = index.watched_files();
   if (watched.empty()) return true;
 
-  // One O_PATH descriptor per search path that has watched files.
-  std::vector<bool> needed(paths.size(), false);
-  for (const WatchedFile& f : watched) {
-    if (f.search_path < needed.size()) needed[f.search_path] = true;
+  detail::FullCheck check;
+  check.watched = watched;
+  check.paths = paths;
+  check.scanned_at = scanned_at;
+  if (watched.size() > detail::k_parallel_threshold) {
+    detail::run_on_two_cpus(check);
+  } else {
+    check.run();
   }
-  auto open_fds = [&] {
-    std::vector<int> fds(paths.size(), -1);
-    for (std::size_t i = 0; i < paths.size(); ++i) {
-      if (!needed[i]) continue;
-      const std::string p = detail::os_path(paths[i]);
-      if (p.find('\0') != std::string::npos) continue;
-      fds[i] = ::open(p.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    }
-    return fds;
-  };
-  auto close_fds = [](const std::vector<int>& fds) {
-    for (int fd : fds) {
-      if (fd >= 0) ::close(fd);
-    }
-  };
-  const std::vector<int> fds = open_fds();
-
-  std::atomic<bool> stop{false};
-  std::size_t bad_a = detail::k_none, bad_b = detail::k_none;
-  const std::size_t n = watched.size();
-  bool split = false;
-  static const bool k_two_cores = std::thread::hardware_concurrency() > 1;
-  if (n > detail::k_parallel_threshold && k_two_cores) {
-    const std::size_t mid = n / 2;
-    // The second thread gets descriptors of its own (separate opens, not
-    // dup): in a multi-threaded process every fstatat takes a reference on
-    // its directory's struct file, and two threads sharing one file bounce
-    // its counter between the cores until the split gains nothing.
-    const std::vector<int> fds_b = open_fds();
-    try {
-      std::thread helper(detail::check_range, watched, mid, n, std::cref(fds_b), scanned_at,
-                         std::ref(stop), std::ref(bad_b));
-      detail::check_range(watched, 0, mid, fds, scanned_at, stop, bad_a);
-      helper.join();
-      split = true;
-    } catch (const std::system_error&) {
-      // No thread available: fall through to the serial check.
-    }
-    close_fds(fds_b);
-  }
-  if (!split) detail::check_range(watched, 0, n, fds, scanned_at, stop, bad_a);
-  close_fds(fds);
-
-  const std::size_t bad = bad_a < bad_b ? bad_a : bad_b;
+  // A mismatch stops both threads, so another file with a lower index may go
+  // unchecked: the one reported is a changed file, not always the first.
+  const std::size_t bad = check.bad.load();
   if (bad == detail::k_none) return true;
   if (why) {
     const WatchedFile& f = watched[bad];

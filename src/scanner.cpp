@@ -49,12 +49,11 @@
 #include <atomic>     // phase 2 chunk counter
 #include <cerrno>
 #include <cstring>  // strerror
-#include <system_error>  // std::thread failure
-#include <thread>        // phase 2 split
 #include <vector>
 
 #include "epload/metadata.hpp"
 #include "epload/profile.hpp"
+#include "parallel.hpp"
 #include "scan_list.hpp"
 #include "scan_lookup.hpp"
 #include "scan_meta.hpp"
@@ -322,18 +321,9 @@ Result<Index> Scan::run() {
       process(c * k_chunk, std::min(n, (c + 1) * k_chunk), outs[c], reader);
     }
   };
-  bool done = false;
-  if (chunks >= 2 && std::thread::hardware_concurrency() > 1) {
-    try {
-      std::thread helper(worker);
-      worker();
-      helper.join();
-      done = true;
-    } catch (const std::system_error&) {
-      // No thread to be had (resource limits): the loop below does the rest.
-    }
-  }
-  if (!done) worker();
+  // With one CPU, or no thread to be had, the calling thread does it all.
+  if (chunks >= 2) detail::run_on_two_cpus(worker);
+  else worker();
 
   // Phase 3: into the builder, in discovery order.
   for (const Watch& w : m_meta_watches) {
