@@ -24,7 +24,7 @@ namespace epload::detail {
 
 /// Bumped whenever the file layout or its meaning changes; part of the key,
 /// so files of other versions are simply never looked up (and pruned).
-inline constexpr int k_cache_format_version = 2;
+inline constexpr int k_cache_format_version = 3;
 
 /// Everything that identifies one cache file.  The hash of this names the
 /// file; the full key is also stored inside it and compared on load, so a
@@ -106,6 +106,9 @@ struct ReadExpectations {
   bool watched = false;
   /// Partial reads: also the groups' stamps sections.
   bool group_stamps = false;
+  /// Partial reads with `watched`: every watched file with its stamp, not
+  /// only their names and digest (to name the file that changed).
+  bool watched_stamps = false;
 };
 
 /// Reads and parses the open file `fd` (the caller checked its safety;

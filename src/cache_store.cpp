@@ -276,6 +276,17 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
   }
   std::string stale;
   if (!still_valid(*index, validation, &stale)) {
+    if (index->watched_digest() != nullptr) {
+      // The digest says that a file changed, not which: read the stamps to
+      // name it (a rescan follows anyway, so this costs little in relative
+      // terms).
+      ReadExpectations stamped = expect;
+      stamped.watched_stamps = true;
+      std::string named;
+      if (auto again = read_index_fd(fd.fd, path, stamped); again && !still_valid(*again, validation, &named)) {
+        stale = std::move(named);
+      }
+    }
     out.why = "stale: " + stale;
     return out;
   }

@@ -12,7 +12,10 @@
 //          O_PATH descriptor of its search path: the kernel then resolves
 //          only the last components, ~1.8 µs a call here against ~2.5 µs
 //          for absolute paths.  ctime catches rewrites whose mtime and size
-//          were restored.
+//          were restored.  An index read from the cache for this check
+//          carries the files' names and the digest of their stamps, not
+//          the stamps (see watch_digest.hpp): the fresh stamps are folded
+//          into a digest and compared with it.
 //
 // Racy stamps (git's rule): a file changed in the same clock tick as the
 // scan could change again without its stamp changing.  Such a stamp is
@@ -37,6 +40,7 @@
 #include "epload/profile.hpp"
 #include "parallel.hpp"
 #include "stamp.hpp"
+#include "watch_digest.hpp"
 
 namespace epload {
 namespace detail {
@@ -70,7 +74,9 @@ struct FullCheck {
   std::span<const WatchedFile> watched;
   std::span<const std::string_view> paths;
   std::int64_t scanned_at = 0;
+  bool by_digest = false;  // the files carry names only: fold their stamps
   std::atomic<std::size_t> next{0};
+  std::atomic<std::uint64_t> digest_lo{0}, digest_hi{0};  // the threads' shares, added
   std::atomic<bool> stop{false};
   std::atomic<std::size_t> bad{k_none};  // the lowest mismatching index seen
 
@@ -87,6 +93,7 @@ constexpr std::size_t k_chunk = 256;
 void FullCheck::run() {
   std::vector<int> fds;  // per search path; -2 = not opened yet
   std::size_t stats = 0;
+  WatchedDigest digest;
   char buf[PATH_MAX + 1];
   const std::size_t n = watched.size();
   for (std::size_t c; !stop.load(std::memory_order_relaxed) &&
@@ -110,7 +117,10 @@ void FullCheck::run() {
           ++stats;
         }
       }
-      if (now != f.stamp || is_racy(f.stamp, scanned_at)) {
+      if (by_digest) digest_add(digest, i, now);
+      // By digest, an unchanged racy stamp is racy now; a changed one changes
+      // the digest.
+      if (by_digest ? is_racy(now, scanned_at) : (now != f.stamp || is_racy(f.stamp, scanned_at))) {
         std::size_t seen = bad.load(std::memory_order_relaxed);
         while (i < seen && !bad.compare_exchange_weak(seen, i, std::memory_order_relaxed)) {
         }
@@ -122,6 +132,8 @@ void FullCheck::run() {
   for (int fd : fds) {
     if (fd >= 0) ::close(fd);
   }
+  digest_lo.fetch_add(digest.lo, std::memory_order_relaxed);
+  digest_hi.fetch_add(digest.hi, std::memory_order_relaxed);
   profile::count(profile::Counter::stat, stats);
 }
 
@@ -179,6 +191,8 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
   check.watched = watched;
   check.paths = paths;
   check.scanned_at = scanned_at;
+  const WatchedDigest* digest = index.watched_digest();
+  check.by_digest = digest != nullptr;
   if (watched.size() > detail::k_parallel_threshold) {
     detail::run_on_two_cpus(check);
   } else {
@@ -187,6 +201,15 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
   // A mismatch stops both threads, so another file with a lower index may go
   // unchecked: the one reported is a changed file, not always the first.
   const std::size_t bad = check.bad.load();
+  if (digest != nullptr && bad == detail::k_none) {
+    const WatchedDigest now{check.digest_lo.load(), check.digest_hi.load()};
+    if (now == *digest) return true;
+    if (why) {
+      *why = "one of the " + std::to_string(watched.size()) +
+             " watched metadata files changed (their stamps' digest differs)";
+    }
+    return false;
+  }
   if (bad == detail::k_none) return true;
   if (why) {
     const WatchedFile& f = watched[bad];
@@ -195,7 +218,9 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
                                      : std::string(f.rel_path);
     // Re-stat for the message only (the mismatch itself is already decided).
     const FileStamp now = detail::stamp_at(AT_FDCWD, full.empty() ? "." : full.c_str());
-    *why = describe(f.stamp, now, detail::is_racy(f.stamp, scanned_at), full);
+    // By digest, a file stops the check only for being racy now.
+    *why = digest != nullptr ? describe(now, now, true, full)
+                             : describe(f.stamp, now, detail::is_racy(f.stamp, scanned_at), full);
   }
   return false;
 }

@@ -24,6 +24,7 @@
 
 #include "cache_internal.hpp"
 #include "epload/metadata.hpp"  // find_invalid_utf8
+#include "watch_digest.hpp"
 
 namespace epload::detail {
 
@@ -201,6 +202,10 @@ Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& 
   const auto paths = index.search_paths();
   const auto dists = index.distributions();
   const auto watched = index.watched_files();
+  if (index.watched_digest() != nullptr) {
+    return Error{Errc::invalid_argument,
+                 "cannot serialize the index: it was loaded without its watched files' stamps"};
+  }
 
   // Search paths as stored (relative to the file in a relocatable index).
   std::vector<std::string> relocated;
@@ -371,6 +376,29 @@ Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& 
     w.raw(watched_text(k));
   }
   w.raw("]");
+  end_section();
+
+  // The same files by name only, in runs by search path, with the digest of
+  // their stamps: all `full` validation reads (see watch_digest.hpp).
+  begin_section("watch_digest", watched.size());
+  {
+    const WatchedDigest digest = digest_of(watched);
+    char hex[32];
+    put_hex16(hex, digest.hi);
+    put_hex16(hex + 16, digest.lo);
+    w.raw("{\"digest\":\"");
+    w.raw(std::string_view(hex, 32));
+    w.raw("\",\"files\":[");
+    for (std::size_t k = 0; k < watched.size(); ++k) {
+      if (k == 0 || watched[k].search_path != watched[k - 1].search_path) {
+        w.raw(k == 0 ? "[" : "],[");
+        w.number(watched[k].search_path);
+      }
+      w.raw(",");
+      w.bytes(watched[k].rel_path);
+    }
+    w.raw(watched.empty() ? "]}" : "]]}");
+  }
   end_section();
 
   std::string first_error = "null";

@@ -29,6 +29,8 @@ struct Index::Data {
   // Partial indexes only (see Index::complete()).
   bool complete = true;
   bool watched_complete = true;
+  bool has_watched_digest = false;
+  WatchedDigest watched_digest;
   std::vector<std::string_view> loaded_groups;  // sorted, distinct
   bool has_first_error = false;
   Distribution first_error;  // the global one, when has_first_error
@@ -46,6 +48,9 @@ std::span<const std::string_view> Index::groups() const { return m->groups; }
 std::span<const FileStamp> Index::search_path_stamps() const { return m->search_path_stamps; }
 std::span<const WatchedFile> Index::watched_files() const { return m->watched; }
 std::int64_t Index::scanned_at_ns() const { return m->scanned_at_ns; }
+const WatchedDigest* Index::watched_digest() const {
+  return m->has_watched_digest ? &m->watched_digest : nullptr;
+}
 
 std::span<const EntryPoint> Index::group(std::string_view group) const {
   const auto& g = m->groups;
@@ -129,6 +134,10 @@ void IndexBuilder::add_watched_file(std::uint32_t search_path, std::string_view 
 }
 
 void IndexBuilder::set_scanned_at(std::int64_t ns) { m->index.m->scanned_at_ns = ns; }
+void IndexBuilder::set_watched_digest(const WatchedDigest& digest) {
+  m->index.m->has_watched_digest = true;
+  m->index.m->watched_digest = digest;
+}
 
 void IndexBuilder::reserve(std::size_t dists, std::size_t entry_points, std::size_t watched) {
   auto& d = *m->index.m;

@@ -18,6 +18,7 @@
 #include "epload/cache.hpp"
 #include "epload/scanner.hpp"
 #include "stamp.hpp"
+#include "watch_digest.hpp"
 
 namespace epload {
 namespace {
@@ -248,11 +249,11 @@ TEST(Cache, ResolvesCacheDirectoryFromOptionsThenEnvironment) {
 TEST(Cache, ReadRejectsOtherFormatVersion) {
   TempDir t;
   ASSERT_TRUE(write_index(sample_index(), t / "i.json"));
-  edit_file(t / "i.json", "\"version\":2,", "\"version\":3,");
+  edit_file(t / "i.json", "\"version\":3,", "\"version\":4,");
   auto r = read_index(t / "i.json");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::cache);
-  EXPECT_NE(r.error().message.find("format version 3"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("format version 4"), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find(t / "i.json"), std::string::npos) << r.error().message;
 }
 
@@ -265,8 +266,9 @@ TEST(Cache, ReadRejectsForeignAndEmptyFiles) {
       {"\"epload-index\"", "not an epload index"},
       {"{\"format\":\"stevedore\",\"version\":1}", "not an epload index"},
       {"{\"groups\":{\"console_scripts\":[]},\"path_values\":[]}", "not an epload index"},
-      {"{\"format\":\"epload-index\",\"version\":2}", "truncated"},
-      {"{\"format\":\"epload-index\",\"version\":2}\n", "truncated"},
+      {"{\"format\":\"epload-index\",\"version\":3}", "truncated"},
+      {"{\"format\":\"epload-index\",\"version\":3}\n", "truncated"},
+      {"{\"format\":\"epload-index\",\"version\":2,\"checksum\":\"0123456789abcdef\"}\n", "format version 2"},
       {"{\"format\":\"epload-index\",\"version\":1,\"checksum\":\"0123456789abcdef\",\n\"key\":{}}", "format version 1"},
       {"{\n\"format\": \"epload-index\"}", "malformed"},
       {"{\"format\":\"epload-index\",\"version\":\"1\"}", "version"},
@@ -356,7 +358,7 @@ std::string edit_line(std::string text, int line, const std::string& from, const
 }
 
 /// A one-distribution index whose file has the lines
-///   0 head, 1 group:g, 2 stamps:g, 3 dists, 4 watched.
+///   0 head, 1 group:g, 2 stamps:g, 3 dists, 4 watched, 5 watch_digest.
 Index tiny_index() {
   IndexBuilder b;
   const auto sp = b.add_search_path("/s", test::fake_stamp(1));
@@ -456,7 +458,9 @@ TEST(Cache, ReadRejectsBadSectionLayout) {
       {"rows[0][3]=\"0\"*16", "hash mismatch"},
       {"rows[0][3]=\"x\"*16", "16 hex digits"},
       {"rows[3][0]=\"group:z\"", "out of order"},            // a group section after "dists"
-      {"rows.pop()", "missing"},
+      {"rows.pop()", "missing"},                              // no "watch_digest"
+      {"rows[-1][4]+=1", "disagree on the number of files"},
+      {"rows[-2][0],rows[-1][0]=rows[-1][0],rows[-2][0]", "out of order"},  // "watch_digest" first
       {"rows.append([\"other\",0,2,\"0\"*16,0])", "unknown section"},
   };
   for (const auto& [mutate, expected] : forged) {
@@ -655,9 +659,24 @@ TEST(CachePartial, ReadsTheWatchedFilesOnlyWhenAsked) {
   ASSERT_TRUE(with_watched) << with_watched.error().message;
   EXPECT_TRUE(with_watched->watched_complete());
   ASSERT_EQ(with_watched->watched_files().size(), original.watched_files().size());
+  // For `full` validation: the names, and the digest of the stamps.
+  ASSERT_NE(with_watched->watched_digest(), nullptr);
+  EXPECT_EQ(*with_watched->watched_digest(), detail::digest_of(original.watched_files()));
   for (std::size_t i = 0; i < original.watched_files().size(); ++i) {
+    EXPECT_EQ(with_watched->watched_files()[i].search_path, original.watched_files()[i].search_path);
     EXPECT_EQ(with_watched->watched_files()[i].rel_path, original.watched_files()[i].rel_path);
-    EXPECT_EQ(with_watched->watched_files()[i].stamp, original.watched_files()[i].stamp);
+    EXPECT_EQ(with_watched->watched_files()[i].stamp, FileStamp{});
+  }
+  // Asked for the stamps themselves: every stamp, no digest.
+  detail::ReadExpectations stamped = groups_only({"group3"}, /*watched=*/true);
+  stamped.watched_stamps = true;
+  auto with_stamps = parse_bytes_with(text, stamped);
+  ASSERT_TRUE(with_stamps) << with_stamps.error().message;
+  EXPECT_EQ(with_stamps->watched_digest(), nullptr);
+  ASSERT_EQ(with_stamps->watched_files().size(), original.watched_files().size());
+  for (std::size_t i = 0; i < original.watched_files().size(); ++i) {
+    EXPECT_EQ(with_stamps->watched_files()[i].rel_path, original.watched_files()[i].rel_path);
+    EXPECT_EQ(with_stamps->watched_files()[i].stamp, original.watched_files()[i].stamp);
   }
   // The group's stamps: the watched files inside its distributions only.
   auto stamps = parse_bytes_with(text, groups_only({"group3"}, false, /*group_stamps=*/true));
@@ -677,6 +696,50 @@ TEST(CachePartial, ReadsTheWatchedFilesOnlyWhenAsked) {
   std::string why;
   EXPECT_FALSE(still_valid(*stamps, Validation::full, &why));
   EXPECT_NE(why.find("without its watched files"), std::string::npos) << why;
+}
+
+TEST(CachePartial, DigestValidationFindsAChangeInEitherThreadsShare) {
+  // Above 500 watched files two threads fold the fresh stamps into the
+  // digest; a change anywhere must make the digest differ.
+  TempDir t;
+  const std::string site = t / "site";
+  constexpr int k_files = 2000;
+  for (int i = 0; i < k_files; ++i) {
+    test::write_file(site + "/d" + std::to_string(i) + ".dist-info/entry_points.txt", "[g]\ne = m:f\n");
+  }
+  auto build = [&] {
+    IndexBuilder b;
+    b.add_search_path(site, detail::stamp_at(AT_FDCWD, site.c_str()));
+    for (int i = 0; i < k_files; ++i) {
+      const std::string rel = "d" + std::to_string(i) + ".dist-info/entry_points.txt";
+      b.add_watched_file(0, rel, detail::stamp_at(AT_FDCWD, (site + "/" + rel).c_str()));
+    }
+    b.set_scanned_at(detail::coarse_now_ns() + 3600 * 1000000000LL);  // nothing racy
+    return b.build();
+  };
+  auto by_digest = [&](const Index& index) -> Index {
+    EXPECT_TRUE(write_index(index, t / "i.json"));
+    auto r = parse_bytes_with(test::read_file(t / "i.json"), groups_only({"g"}, /*watched=*/true));
+    if (!r) {
+      ADD_FAILURE() << r.error().message;
+      return Index();
+    }
+    EXPECT_NE(r->watched_digest(), nullptr);
+    EXPECT_EQ(r->watched_files().size(), static_cast<std::size_t>(k_files));
+    return std::move(r.value());
+  };
+  std::string why;
+  {
+    const Index unchanged = by_digest(build());
+    EXPECT_TRUE(still_valid(unchanged, Validation::full, &why)) << why;
+  }
+  for (int changed : {3, 1000, 1999}) {
+    const Index before = by_digest(build());
+    test::write_file(site + "/d" + std::to_string(changed) + ".dist-info/entry_points.txt", "[g]\ne = m:g\n");
+    EXPECT_FALSE(still_valid(before, Validation::full, &why)) << changed;
+    EXPECT_NE(why.find("digest"), std::string::npos) << why;
+    EXPECT_TRUE(still_valid(before, Validation::paths)) << "paths validation does not look inside";
+  }
 }
 
 TEST(CachePartial, CorruptSectionIsFoundWhenItIsRead) {
@@ -704,13 +767,24 @@ TEST(CachePartial, CorruptSectionIsFoundWhenItIsRead) {
   EXPECT_TRUE(parse_bytes_with(bad, groups_only({"console_scripts"})));
   EXPECT_FALSE(parse_bytes_with(bad, detail::ReadExpectations{})) << "a complete read reads every section";
 
-  // The same for the watched section: only reads that need it see it.
-  std::string bad_watched = good;
-  bad_watched[good.size() - 3] ^= 1;  // inside the last line ("watched")
-  EXPECT_TRUE(parse_bytes_with(bad_watched, groups_only({"console_scripts"})));
-  auto full = parse_bytes_with(bad_watched, groups_only({"console_scripts"}, /*watched=*/true));
+  // The same for the watched sections: only reads that need one see it.
+  std::string bad_digest = good;
+  bad_digest[good.size() - 3] ^= 1;  // inside the last line ("watch_digest")
+  EXPECT_TRUE(parse_bytes_with(bad_digest, groups_only({"console_scripts"})));
+  auto full = parse_bytes_with(bad_digest, groups_only({"console_scripts"}, /*watched=*/true));
   ASSERT_FALSE(full);
-  EXPECT_NE(full.error().message.find("section \"watched\""), std::string::npos) << full.error().message;
+  EXPECT_NE(full.error().message.find("section \"watch_digest\""), std::string::npos) << full.error().message;
+  const std::size_t last_line = good.rfind('\n', good.size() - 2);
+  std::string bad_watched = good;
+  bad_watched[last_line - 3] ^= 1;  // inside the line before ("watched", the stamps)
+  auto by_digest = parse_bytes_with(bad_watched, groups_only({"console_scripts"}, /*watched=*/true));
+  EXPECT_TRUE(by_digest) << "`full` validation reads the digest, not the stamps";
+  detail::ReadExpectations stamped = groups_only({"console_scripts"}, /*watched=*/true);
+  stamped.watched_stamps = true;
+  auto with_stamps = parse_bytes_with(bad_watched, stamped);
+  ASSERT_FALSE(with_stamps);
+  EXPECT_NE(with_stamps.error().message.find("section \"watched\""), std::string::npos)
+      << with_stamps.error().message;
 }
 
 TEST(CachePartial, CorruptOrTruncatedHeadIsRejected) {
@@ -769,7 +843,7 @@ TEST(CachePartial, VersionOneFileIsRejected) {
   for (const auto& expect : {detail::ReadExpectations{}, groups_only({"g"})}) {
     auto r = parse_bytes_with(v1, expect);
     ASSERT_FALSE(r);
-    EXPECT_NE(r.error().message.find("format version 1, this build reads 2"), std::string::npos)
+    EXPECT_NE(r.error().message.find("format version 1, this build reads 3"), std::string::npos)
         << r.error().message;
   }
 }
@@ -877,7 +951,7 @@ TEST_F(CacheOpen, OtherVersionForeignKeyAndCorruptFilesAreRebuilt) {
   const std::string file = cache_file_path(options);
   const std::string good = test::read_file(file);
 
-  edit_file(file, "\"version\":2,", "\"version\":99,");
+  edit_file(file, "\"version\":3,", "\"version\":99,");
   CacheReport r = open_checked();
   EXPECT_EQ(r.status, CacheStatus::rebuilt);
   EXPECT_NE(r.reason.find("format version 99"), std::string::npos) << r.reason;

@@ -42,6 +42,14 @@ struct WatchedFile {
   FileStamp stamp;
 };
 
+/// A 128-bit digest of the stamps of every watched file, in order (see
+/// Index::watched_digest()).
+struct WatchedDigest {
+  std::uint64_t lo = 0;
+  std::uint64_t hi = 0;
+  bool operator==(const WatchedDigest&) const = default;
+};
+
 /// Immutable, queryable entry-point index.
 class Index {
  public:
@@ -73,6 +81,11 @@ class Index {
   std::span<const FileStamp> search_path_stamps() const;
   /// Provenance: every metadata file whose content the answer depends on.
   std::span<const WatchedFile> watched_files() const;
+  /// Null when watched_files() carry their stamps (a scan, a complete cache
+  /// load).  Else watched_files() carry names only (their stamps are zero) and
+  /// this is the digest of their stamps at scan time: what a cache load for
+  /// `full` validation reads instead of every stamp.
+  const WatchedDigest* watched_digest() const;
   /// Provenance: CLOCK_REALTIME_COARSE (ns) taken before the first stat of
   /// the scan.  A stamp with mtime or ctime >= this may have changed again
   /// within the same clock tick, unseen ("racy"); caches must not trust it.
@@ -134,6 +147,9 @@ class IndexBuilder {
   void add_watched_file(std::uint32_t search_path, std::string_view rel_path,
                         const FileStamp& stamp);
   void set_scanned_at(std::int64_t ns);
+  /// Says that the watched files added carry names only, and `digest` is the
+  /// digest of their stamps (see Index::watched_digest()).
+  void set_watched_digest(const WatchedDigest& digest);
   /// Optional: room for this many more distributions, entry points and
   /// watched files (fewer reallocations, and fewer fresh pages touched).
   void reserve(std::size_t dists, std::size_t entry_points, std::size_t watched);
