@@ -9,6 +9,9 @@ command alike and the ratios stay honest):
   true        /bin/true: the floor of starting any process from the harness
   bare        python3 -I -S -c "<put SITE on sys.path>"
   importlib   the same + importlib.metadata.entry_points(group=GROUP)
+  importlib-same  the same + printing what `epload entry-points` prints
+              (name, value, dist name and version: importlib reads each
+              distribution's METADATA for the last two)
   stevedore   the same + stevedore's cached lookup (_cache.get_group_all,
               what stevedore.ExtensionManager uses), cache warmed first;
               "not installed" when python3-stevedore is absent
@@ -55,8 +58,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # through this module).
 from harness_common import (  # noqa: E402
     GEN_ENV, HERE, SOURCE_DIR, BenchError, capture, fmt_ms, generate, hyperfine_pass,
-    interleaved, interpreter_path, norm, run_once, stevedore_location, strace_counts,
-    summarize)
+    importlib_same_output, interleaved, interpreter_path, norm, run_once, stevedore_location,
+    strace_counts, summarize)
 
 # The issue's targets (ratios of importlib's marginal cost to epload's cost).
 TARGETS = {"cold": 8.0, "full": 30.0, "paths": 200.0}
@@ -78,6 +81,7 @@ class Setup:
             "bare": py + [prefix],
             "importlib": py + [prefix + "; from importlib.metadata import entry_points; "
                                f"eps = entry_points(group={self.group!r})"],
+            "importlib-same": py + [prefix + "; " + importlib_same_output(self.group)],
         }
         if stevedore_dir:
             # stevedore is importable only from its own directory, which must
@@ -114,6 +118,20 @@ class Setup:
                     [norm(g[2]) for g in got] != [norm(w[2]) for w in want]:
                 raise BenchError(f"epload ({mode}) and importlib disagree on {self.site}: "
                                  f"{len(got)} vs {len(want)} entry points")
+        # The same-output command prints what epload prints (dist names
+        # compared normalized).
+        def lines(text):
+            out = []
+            for line in text.splitlines():
+                head, _, tail = line.rpartition("  [")
+                dist, _, version = tail.rstrip("]").rpartition(" ")
+                out.append((head, norm(dist), version))
+            return out
+        same = capture(self.py["importlib-same"], env).stdout
+        ours = capture(self.epload["full"], env).stdout
+        if lines(same) != lines(ours):
+            raise BenchError("importlib (same output) and `epload entry-points` print different "
+                             f"lines: {len(same.splitlines())} vs {len(ours.splitlines())}")
 
     def warm(self, env):
         """Writes the caches, then waits until both validation levels hit
@@ -142,6 +160,8 @@ def analyse(raw):
     if "importlib" in med:
         derived["importlib_marginal_ms"] = med["importlib"] - med["bare"]
         derived["importlib_marginal_cpu_ms"] = cpu["importlib"] - cpu["bare"]
+    if "importlib-same" in med:
+        derived["importlib_same_marginal_ms"] = med["importlib-same"] - med["bare"]
     if "stevedore" in med:
         derived["stevedore_marginal_ms"] = med["stevedore"] - med["bare"]
     ratios = {}
@@ -171,6 +191,10 @@ def analyse(raw):
                 "target": TARGETS[mode],
                 "met": imp / whole >= TARGETS[mode],
             }
+            if "importlib-same" in med:
+                same = derived["importlib_same_marginal_ms"] / whole
+                ratios[mode]["ratio_same_output"] = same
+                ratios[mode]["met_same_output"] = same >= TARGETS[mode]
             if "stevedore" in med:
                 ratios[mode]["ratio_vs_stevedore"] = derived["stevedore_marginal_ms"] / whole
     return stats, derived, ratios
@@ -221,7 +245,8 @@ def markdown(result):
     L.append("| command | median ms | IQR ms | CPU ms | syscalls | stat | openat | getdents64 |"
              + (" hyperfine median ms |" if m.get("hyperfine") else ""))
     L.append("|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if m.get("hyperfine") else ""))
-    order = ["true", "bare", "importlib", "stevedore", "epload-exe", "cold", "full", "paths"]
+    order = ["true", "bare", "importlib", "importlib-same", "stevedore", "epload-exe", "cold",
+             "full", "paths"]
     for n in order:
         if n not in m["stats"]:
             if n == "stevedore":
@@ -241,20 +266,25 @@ def markdown(result):
     d = m["derived"]
     L.append("")
     L.append(f"importlib.metadata marginal cost (importlib − bare): "
-             f"**{fmt_ms(d['importlib_marginal_ms'])} ms**"
+             f"**{fmt_ms(d['importlib_marginal_ms'])} ms** for the lookup alone"
+             + (f", **{fmt_ms(d['importlib_same_marginal_ms'])} ms** for the same output as "
+                "`epload entry-points`" if "importlib_same_marginal_ms" in d else "")
              + (f"; stevedore cached marginal: {fmt_ms(d['stevedore_marginal_ms'])} ms"
                 if "stevedore_marginal_ms" in d else "; stevedore: not installed") + ".\n")
-    L.append("| epload mode | epload ms (whole process) | importlib marginal ÷ epload | "
+    L.append("| epload mode | epload ms (whole process) | importlib lookup marginal ÷ epload | "
              "paired-round IQR | same in CPU time | ÷ epload marginal over `--version` | "
-             "target | met |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---|")
+             "importlib same-output marginal ÷ epload | target | met (lookup; same output) |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for mode in ("cold", "full", "paths"):
         r = m["ratios"][mode]
         vm = f"{r['ratio_vs_marginal']:.0f}×" if r["ratio_vs_marginal"] else "n/a"
         met = "yes" if r["met"] else f"**NO** ({r['ratio']:.1f}× of {r['target']:.0f}×)"
+        same = f"**{r['ratio_same_output']:.1f}×**" if "ratio_same_output" in r else "n/a"
+        if "met_same_output" in r:
+            met += "; " + ("yes" if r["met_same_output"] else "**NO**")
         L.append(f"| {LABELS[mode]} | {fmt_ms(r['epload_ms'])} | **{r['ratio']:.1f}×** | "
                  f"{r['paired_ratio_q1']:.1f}–{r['paired_ratio_q3']:.1f}× | {r['ratio_cpu']:.1f}× | {vm} | "
-                 f"≥ {r['target']:.0f}× | {met} |")
+                 f"{same} | ≥ {r['target']:.0f}× | {met} |")
     if result.get("stat_baseline"):
         sb = result["stat_baseline"]
         bare = sb["StatBaseline"]
@@ -314,6 +344,7 @@ LABELS = {
     "true": "process floor `/bin/true`",
     "bare": "bare `python3 -I -S`",
     "importlib": "importlib.metadata `entry_points(group=)`",
+    "importlib-same": "importlib.metadata, same output as epload (name, value, dist, version)",
     "stevedore": "stevedore cached `get_group_all`",
     "epload-exe": "`epload --version`",
     "cold": "epload `--no-cache` (cold scan)",

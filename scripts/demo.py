@@ -56,14 +56,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness_common import (  # noqa: E402
-    HERE, SOURCE_DIR, BenchError, capture, clean_env, ensure_env, fmt_ms, interleaved,
-    interpreter_path, log, machine, norm, remove_tree, summarize)
+    HERE, SOURCE_DIR, BenchError, capture, clean_env, ensure_env, fmt_ms, importlib_same_output,
+    interleaved, interpreter_path, log, machine, norm, remove_tree, summarize)
 
 GROUP = "torch.backends"
 
 LABELS = {
     "bare": "bare interpreter `python3 -I -S`",
     "importlib": "importlib.metadata `entry_points(group=)`",
+    "importlib-same": "importlib.metadata, printing what epload prints (dist name and version too)",
     "cold": "epload entry-points, cold scan (`--no-cache`)",
     "full": "epload entry-points, cached index (`--validate full`)",
     "paths": "epload entry-points, cached index (`--validate paths`)",
@@ -74,7 +75,7 @@ LABELS = {
     "lazy-cached": "epload load, lazy, cached index",
     "lazy-paths": "epload load, lazy, cached index, `--validate paths`",
 }
-LOOKUPS = ("bare", "importlib", "cold", "full", "paths")
+LOOKUPS = ("bare", "importlib", "importlib-same", "cold", "full", "paths")
 LOADS = ("eager-cold", "eager-cached", "eager-paths", "lazy-cold", "lazy-cached", "lazy-paths")
 
 
@@ -105,6 +106,7 @@ class Demo:
             "bare": py,
             "importlib": py[:-1] + [py[-1] + "; from importlib.metadata import entry_points; "
                                     f"eps = entry_points(group={GROUP!r})"],
+            "importlib-same": py[:-1] + [py[-1] + "; " + importlib_same_output(GROUP)],
             "cold": ep + ["--no-cache"],
             "full": ep + cache + ["--validate", "full"],
             "paths": ep + cache + ["--validate", "paths"],
@@ -177,17 +179,23 @@ def markdown(result):
          f"after.\n"]
     imp = st["importlib"]["median_ms"] - st["bare"]["median_ms"]
     imp_cpu = st["importlib"]["cpu_median_ms"] - st["bare"]["cpu_median_ms"]
+    same = st["importlib-same"]["median_ms"] - st["bare"]["median_ms"]
+    same_cpu = st["importlib-same"]["cpu_median_ms"] - st["bare"]["cpu_median_ms"]
     L.append("**Entry-point lookup** (group `torch.backends`):\n")
-    L.append("| command | median ms | IQR ms | CPU ms | importlib's marginal cost ÷ this |")
-    L.append("|---|---:|---:|---:|---:|")
+    L.append("| command | median ms | IQR ms | CPU ms | importlib's marginal cost ÷ this: "
+             "lookup alone | same output |")
+    L.append("|---|---:|---:|---:|---:|---:|")
     for v in LOOKUPS:
         s = st[v]
         if v == "bare":
-            r = ""
+            r = " |"
         elif v == "importlib":
-            r = f"marginal: {fmt_ms(imp)} ms ({fmt_ms(imp_cpu)} CPU)"
+            r = f"marginal: {fmt_ms(imp)} ms ({fmt_ms(imp_cpu)} CPU) |"
+        elif v == "importlib-same":
+            r = f" | marginal: {fmt_ms(same)} ms ({fmt_ms(same_cpu)} CPU)"
         else:
-            r = f"**{imp / s['median_ms']:.1f}×** (CPU {imp_cpu / s['cpu_median_ms']:.1f}×)"
+            r = (f"**{imp / s['median_ms']:.1f}×** (CPU {imp_cpu / s['cpu_median_ms']:.1f}×) | "
+                 f"**{same / s['median_ms']:.1f}×** (CPU {same_cpu / s['cpu_median_ms']:.1f}×)")
         L.append(f"| {LABELS[v]} | {fmt_ms(s['median_ms'])} | {fmt_ms(s['q1_ms'])}–"
                  f"{fmt_ms(s['q3_ms'])} | {fmt_ms(s['cpu_median_ms'])} | {r} |")
     L.append("")
@@ -284,6 +292,7 @@ def main(argv=None):
         med = {n: s["median_ms"] for n, s in stats.items()}
         derived = {
             "importlib_marginal_ms": med["importlib"] - med["bare"],
+            "importlib_same_output_marginal_ms": med["importlib-same"] - med["bare"],
             "eager_over_lazy_cold": med["eager-cold"] / med["lazy-cold"],
             "eager_over_lazy_cached": med["eager-cached"] / med["lazy-cached"],
             "eager_over_lazy_cached_cpu": stats["eager-cached"]["cpu_median_ms"]

@@ -250,6 +250,17 @@ def machine():
             "python": platform.python_version()}
 
 
+def importlib_same_output(group):
+    """Python code that does with importlib.metadata what
+    `epload entry-points --group GROUP` does: look the group up and print
+    one line per entry point in epload's default format, dist name and
+    version included (importlib reads each distribution's METADATA for
+    them).  The lookup alone (`entry_points(group=)`) is timed separately."""
+    return ("from importlib.metadata import entry_points; w = sys.stdout.write\n"
+            f"for e in entry_points(group={group!r}): "
+            "w(f'{e.group} {e.name} = {e.value}  [{e.dist.name} {e.dist.version}]\\n')")
+
+
 def norm(name):
     """A distribution name normalized as importlib compares them."""
     return re.sub(r"[-_.]+", "_", name).lower()

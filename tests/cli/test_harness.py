@@ -210,7 +210,7 @@ def demo(tmp_path_factory):
 def test_demo_outputs(demo):
     out, proc, _ = demo
     data = json.loads((out / "demo.json").read_text())
-    assert set(data["stats"]) == {"bare", "importlib", "cold", "full", "paths", "eager-cold",
+    assert set(data["stats"]) == {"bare", "importlib", "importlib-same", "cold", "full", "paths", "eager-cold",
                                   "eager-cached", "eager-paths", "lazy-cold", "lazy-cached",
                                   "lazy-paths"}
     assert all(s["runs"] == 2 for s in data["stats"].values())
