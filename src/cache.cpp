@@ -240,8 +240,8 @@ class Reader {
   // ---- sections ----
   bool dists(od::document& doc);
   bool group(od::document& doc, GroupData& out, GroupMode mode);
-  bool watched(od::document& doc, std::size_t count);
-  bool watched_file(od::value v);
+  bool watched(od::document& doc, std::size_t count, bool stamped_only = false);
+  bool watched_file(od::value v, bool stamped_only);
   bool watch_digest(od::document& doc, std::size_t count, bool add);
   bool watch_run(od::value v, std::size_t& n, bool add);
   bool load_complete();
@@ -1011,7 +1011,9 @@ bool Reader::group(od::document& doc, GroupData& out, GroupMode mode) {
   return true;
 }
 
-bool Reader::watched_file(od::value v) {
+/// A stamped row; with `stamped_only`, for stamped_files() alone (the
+/// watched list is the digest's names).
+bool Reader::watched_file(od::value v, bool stamped_only) {
   od::array arr;
   if (auto e = v.get_array().get(arr)) return fail(e, "watched file");
   std::uint32_t path = 0;
@@ -1029,6 +1031,10 @@ bool Reader::watched_file(od::value v) {
     ++k;
   }
   if (k != 8) return fail("watched file has " + std::to_string(k) + " fields, not 8");
+  if (stamped_only) {
+    m_builder.add_stamped_file(path, rel, stamp);
+    return true;
+  }
   m_builder.add_watched_file(path, rel, stamp);
   digest_add(m_stamped_digest, m_stamped_rows++, stamp);
   return true;
@@ -1108,14 +1114,14 @@ bool Reader::watch_digest(od::document& doc, std::size_t count, bool add) {
   return true;
 }
 
-bool Reader::watched(od::document& doc, std::size_t count) {
+bool Reader::watched(od::document& doc, std::size_t count, bool stamped_only) {
   od::array arr;
   if (auto e = doc.get_array().get(arr)) return fail(e, "watched files");
   std::size_t n = 0;
   for (auto x : arr) {
     od::value xv;
     if (auto e = x.get(xv)) return fail(e, "watched files");
-    if (!watched_file(xv)) return false;
+    if (!watched_file(xv, stamped_only)) return false;
     ++n;
   }
   if (n != count) {
@@ -1175,19 +1181,18 @@ bool Reader::load_partial() {
     needed.push_back(s);
     eps_total += static_cast<std::size_t>(s->count);
     const Section* stamps = s + 1;  // check_layout(): a stamps section follows its group's
-    if (m_expect.group_stamps && !m_expect.watched && stamps != m_sections.data() + m_sections.size() &&
+    if (m_expect.group_stamps && !m_expect.watched_stamps && stamps != m_sections.data() + m_sections.size() &&
         stamps->kind == Kind::stamps) {
       needed.push_back(stamps);
       stamps_total += static_cast<std::size_t>(stamps->count);
     }
   }
-  // `full` validation: the names and their digest, unless the stamps
-  // themselves are wanted (the learned-device store reads its groups' stamps
-  // from the whole list; a stale cache names the file that changed).
-  const bool stamped = m_expect.group_stamps || m_expect.watched_stamps;
+  // `full` validation: the names and their digest (the groups' stamps, if
+  // wanted, come from their own sections), unless every stamp is wanted (a
+  // stale cache names the file that changed).
   if (m_expect.watched) {
-    needed.push_back(stamped ? m_watched : m_watch_digest);
-    stamps_total = static_cast<std::size_t>(m_watched->count);
+    needed.push_back(m_expect.watched_stamps ? m_watched : m_watch_digest);
+    stamps_total += static_cast<std::size_t>(m_watched->count);
   }
   std::sort(needed.begin(), needed.end());  // pointers into m_sections: file order
   if (!read_sections(needed)) return false;
@@ -1242,9 +1247,11 @@ bool Reader::load_partial() {
 
   for (const Section* s : needed) {
     if (s->kind == Kind::group) continue;
+    // A group's stamps beside the digest's names go to stamped_files() only.
+    const bool stamped_only = s->kind == Kind::stamps && m_expect.watched && !m_expect.watched_stamps;
     const bool ok = s->kind == Kind::watch_digest
                         ? parse_section(*s, [&](od::document& d) { return watch_digest(d, s->count, /*add=*/true); })
-                        : parse_section(*s, [&](od::document& d) { return watched(d, s->count); });
+                        : parse_section(*s, [&](od::document& d) { return watched(d, s->count, stamped_only); });
     if (!ok) return false;
   }
   m_builder.set_watched_complete(m_expect.watched);

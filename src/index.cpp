@@ -31,6 +31,7 @@ struct Index::Data {
   bool watched_complete = true;
   bool has_watched_digest = false;
   WatchedDigest watched_digest;
+  std::vector<WatchedFile> stamped;  // only with a digest
   std::vector<std::string_view> loaded_groups;  // sorted, distinct
   bool has_first_error = false;
   Distribution first_error;  // the global one, when has_first_error
@@ -50,6 +51,9 @@ std::span<const WatchedFile> Index::watched_files() const { return m->watched; }
 std::int64_t Index::scanned_at_ns() const { return m->scanned_at_ns; }
 const WatchedDigest* Index::watched_digest() const {
   return m->has_watched_digest ? &m->watched_digest : nullptr;
+}
+std::span<const WatchedFile> Index::stamped_files() const {
+  return m->has_watched_digest ? std::span<const WatchedFile>(m->stamped) : std::span<const WatchedFile>(m->watched);
 }
 
 std::span<const EntryPoint> Index::group(std::string_view group) const {
@@ -137,6 +141,11 @@ void IndexBuilder::set_scanned_at(std::int64_t ns) { m->index.m->scanned_at_ns =
 void IndexBuilder::set_watched_digest(const WatchedDigest& digest) {
   m->index.m->has_watched_digest = true;
   m->index.m->watched_digest = digest;
+}
+void IndexBuilder::add_stamped_file(std::uint32_t search_path, std::string_view rel_path,
+                                    const FileStamp& stamp) {
+  auto& d = *m->index.m;
+  d.stamped.push_back({search_path, d.arena.copy(rel_path), stamp});
 }
 
 void IndexBuilder::reserve(std::size_t dists, std::size_t entry_points, std::size_t watched) {

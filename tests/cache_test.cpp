@@ -690,6 +690,19 @@ TEST(CachePartial, ReadsTheWatchedFilesOnlyWhenAsked) {
   EXPECT_EQ(got, want);
   EXPECT_EQ(stamps->watched_files()[0].stamp, test::fake_stamp(100 + 3));  // noise3 is in group3
   EXPECT_EQ(stamps->watched_files()[0].search_path, 0u);
+  EXPECT_EQ(stamps->stamped_files().size(), stamps->watched_files().size());
+  // Both (`full` validation and the groups' stamps): the names and digest in
+  // watched_files(), the groups' stamps in stamped_files().
+  auto both = parse_bytes_with(text, groups_only({"group3"}, /*watched=*/true, /*group_stamps=*/true));
+  ASSERT_TRUE(both) << both.error().message;
+  ASSERT_NE(both->watched_digest(), nullptr);
+  EXPECT_EQ(both->watched_files().size(), original.watched_files().size());
+  ASSERT_EQ(both->stamped_files().size(), stamps->watched_files().size());
+  for (std::size_t i = 0; i < both->stamped_files().size(); ++i) {
+    EXPECT_EQ(both->stamped_files()[i].rel_path, stamps->watched_files()[i].rel_path);
+    EXPECT_EQ(both->stamped_files()[i].stamp, stamps->watched_files()[i].stamp);
+  }
+  EXPECT_EQ(original.stamped_files().size(), original.watched_files().size()) << "a scan has every stamp";
   EXPECT_TRUE(parse_bytes_with(text, groups_only({"group3"}))->watched_files().empty());
 
   // still_valid() refuses to vouch for `full` without the watched list.

@@ -47,9 +47,8 @@ struct CacheOptions {
   /// complete Index.
   std::vector<std::string> groups;
   /// With `groups`: also load the stamps of the watched files inside those
-  /// groups' distributions (e.g. their entry_points.txt) into
-  /// Index::watched_files() under `paths` validation.  (`full` validation
-  /// always loads every watched file.)
+  /// groups' distributions (e.g. their entry_points.txt), for
+  /// Index::stamped_files().  (A rebuild's complete Index has every stamp.)
   bool group_stamps = false;
 };
 

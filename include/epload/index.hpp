@@ -86,6 +86,10 @@ class Index {
   /// this is the digest of their stamps at scan time: what a cache load for
   /// `full` validation reads instead of every stamp.
   const WatchedDigest* watched_digest() const;
+  /// Watched files with their stamps: watched_files() unless those carry
+  /// names only, in which case the stamps a partial load was asked for (the
+  /// files inside its groups' distributions; CacheOptions::group_stamps).
+  std::span<const WatchedFile> stamped_files() const;
   /// Provenance: CLOCK_REALTIME_COARSE (ns) taken before the first stat of
   /// the scan.  A stamp with mtime or ctime >= this may have changed again
   /// within the same clock tick, unseen ("racy"); caches must not trust it.
@@ -150,6 +154,9 @@ class IndexBuilder {
   /// Says that the watched files added carry names only, and `digest` is the
   /// digest of their stamps (see Index::watched_digest()).
   void set_watched_digest(const WatchedDigest& digest);
+  /// Records a stamped file for stamped_files() of an index whose watched
+  /// files carry names only.
+  void add_stamped_file(std::uint32_t search_path, std::string_view rel_path, const FileStamp& stamp);
   /// Optional: room for this many more distributions, entry points and
   /// watched files (fewer reallocations, and fewer fresh pages touched).
   void reserve(std::size_t dists, std::size_t entry_points, std::size_t watched);
