@@ -52,8 +52,11 @@ int run(std::vector<std::string_view>& args) {
                 "\n(importlib.metadata fails on this distribution as well: fix or remove it)");
   }
   std::span<const EntryPoint> eps = has_group ? index->group(group) : index->entry_points();
+  // Written in chunks: a 100 KB answer built whole costs ~25 fresh pages,
+  // each a page fault (~2 µs on the VMs measured here).
+  constexpr std::size_t k_chunk = 32 * 1024;
   std::string out;
-  out.reserve(eps.size() * 96);
+  out.reserve(k_chunk + 4096);
   if (json) out.push_back('[');
   bool first = true;
   for (const EntryPoint& ep : eps) {
@@ -76,6 +79,10 @@ int run(std::vector<std::string_view>& args) {
       out.append("  [").append(ep.dist->name).append(" ").append(ep.dist->version).append("]\n");
     }
     first = false;
+    if (out.size() >= k_chunk) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      out.clear();
+    }
   }
   if (json) out += first ? "]\n" : "\n]\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
