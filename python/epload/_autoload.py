@@ -36,7 +36,6 @@ caller gives none.
 import _thread
 import os
 import sys
-import warnings
 
 from . import _entry_points as _eps
 from . import _trace
@@ -586,6 +585,7 @@ class Session:
                     continue  # disabled, or deferred until its devices are used
                 err = b._load(defer_if_initializing=True)
                 if err is not None and err is not _DEFERRED:
+                    import warnings
                     warnings.warn(b.message(), RuntimeWarning, stacklevel=4)
         finally:
             self.store.save()
@@ -718,6 +718,7 @@ def autoload(group=TORCH_GROUP, host=None, mode=None):
         session._discover()
     except Exception as err:
         session.error = err
+        import warnings
         warnings.warn(f'epload: cannot discover the {group!r} backends: '
                       f'{type(err).__name__}: {err}', RuntimeWarning, stacklevel=3)
         return session

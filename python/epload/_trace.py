@@ -17,8 +17,8 @@ ON = bool(os.environ.get('EPLOAD_TRACE'))
 
 def record(phase, name, start_ns, end_ns):
     """Hands one span to the native recorder."""
-    from . import _native
-    _native.trace_record(phase, name, start_ns, end_ns - start_ns)
+    from . import _entry_points  # loads the native module the way every query does
+    _entry_points._native_module().trace_record(phase, name, start_ns, end_ns - start_ns)
 
 
 def import_and_call(name, ep):

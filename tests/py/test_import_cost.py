@@ -77,3 +77,35 @@ def test_store_reader_parses_json_and_rejects_anything_else(tmp_path):
     got = run_json(tmp_path, code)
     assert got[:-1] == [json.loads(json.dumps(v)) for v in cases.values()]
     assert got[-1] is None
+
+
+def test_with_dash_s_a_query_does_not_import_warnings(tmp_path):
+    # A normal interpreter imports warnings at start-up; one started with -S
+    # does not, and epload must not make it pay for it on the success path.
+    site = tmp_path / 'site'
+    make_dist(site, 'one', entry_points={'g1': ['a = m:f']})
+    code = f'''
+sys.path.insert(0, {str(site)!r})
+import epload
+eps = epload.entry_points(group="g1")
+'''
+    assert run_json(tmp_path, PROBE.format(code=code, heavy=('warnings',)), args=('-S',)) == []
+
+
+def test_loading_the_native_module_restores_the_dlopen_flags(tmp_path):
+    # It is loaded with lazy binding (see _native_module); the interpreter's
+    # flags for every other extension must be left as they were.
+    site = tmp_path / 'site'
+    make_dist(site, 'one', entry_points={'g1': ['a = m:f']})
+    code = f'''
+import os, sys, json
+sys.path.insert(0, {str(site)!r})
+before = sys.getdlopenflags()
+import epload
+eps = epload.entry_points(group="g1")
+after = sys.getdlopenflags()
+maps = open('/proc/self/maps').read()
+print(json.dumps([before == after, 'epload._native' in sys.modules, '_native.' in maps,
+                  [e.name for e in eps]]))
+'''
+    assert run_json(tmp_path, code) == [True, True, True, ['a']]
