@@ -15,7 +15,9 @@
 //   BM_LoaderStartupEager/N   create + start in eager mode: every backend loads
 //   BM_LoaderFirstLookup/N/cold_code:C  the first lookup of one device (lazy, warm
 //                             store); counters: bare_us = dlopen + dlsym + init by hand
-//                             of a twin library in the same child, ratio = lookup / bare.
+//                             of a twin library in the same child, ratio = lookup / bare,
+//                             faults_over_bare = minor page faults of the lookup minus those
+//                             of the bare load (counted outside both timed steps).
 //                             cold_code:1 = the first lookup in the process (pays the
 //                             one-time lazy binding of the loader's own calls)
 //   BM_LoaderBareDlopen/N     dlopen + dlsym + init by hand, alone in a child
@@ -27,6 +29,7 @@
 // measured step (0 after a lazy start: nothing was loaded).
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>  // the bare baseline only; the library itself keeps dlfcn in loader.cpp
+#include <sys/resource.h>  // getrusage: page faults
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -158,30 +161,43 @@ double now_s() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-// Runs `fn` in a fork()ed child; fn returns {seconds, counter}.  Returns
-// false when the child failed.
+// Minor page faults of the calling thread so far.
+long minor_faults() {
+  struct rusage ru;
+  ::getrusage(RUSAGE_THREAD, &ru);
+  return ru.ru_minflt;
+}
+
+// What a child reports: seconds (negative: failed) and up to two counters.
+struct ChildOut {
+  double seconds = -1, counter = 0, extra = 0;
+};
+ChildOut child_out(std::pair<double, double> p) { return {p.first, p.second, 0}; }
+ChildOut child_out(ChildOut o) { return o; }
+
+// Runs `fn` in a fork()ed child; fn returns {seconds, counter} or a
+// ChildOut.  Returns false when the child failed.
 template <class Fn>
-bool in_child(Fn fn, double& seconds, double& counter) {
+bool in_child(Fn fn, double& seconds, double& counter, double* extra = nullptr) {
   int fds[2];
   if (::pipe(fds) != 0) return false;
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::close(fds[0]);
-    double out[2] = {-1, 0};
-    auto [s, c] = fn();
-    out[0] = s;
-    out[1] = c;
+    const ChildOut o = child_out(fn());
+    const double out[3] = {o.seconds, o.counter, o.extra};
     if (::write(fds[1], out, sizeof out) != static_cast<ssize_t>(sizeof out)) ::_exit(2);
     ::_exit(0);
   }
   ::close(fds[1]);
-  double got[2] = {-1, 0};
+  double got[3] = {-1, 0, 0};
   const bool read_ok = ::read(fds[0], got, sizeof got) == static_cast<ssize_t>(sizeof got);
   ::close(fds[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
   seconds = got[0];
   counter = got[1];
+  if (extra) *extra = got[2];
   return read_ok && WIFEXITED(status) && WEXITSTATUS(status) == 0 && seconds >= 0;
 }
 
@@ -288,26 +304,38 @@ void BM_LoaderFirstLookup(benchmark::State& state) {
   // in a fresh fork); warm that up on a third backend unless measuring it.
   const bool cold_code = state.range(1) != 0;
   const std::string warmup = device_of(env->backends / 2 + 1), warmup_lib = library_of(*env, 1);
-  double bare_total = 0, lookup_total = 0;
+  double bare_total = 0, lookup_total = 0, faults_total = 0;
   int iteration = 0;
   for (auto _ : state) {
     const bool bare_first = (iteration++ % 2) == 0;
-    double lookup = 0, bare = 0;
+    double lookup = 0, bare = 0, faults = 0;
     const bool ok = in_child(
         [&] {
           auto loader = Loader::create(env->index, options(*env));
           loader.value()->start();
           if (!cold_code && (!loader.value()->lookup(warmup).ok() || bare_load(warmup_lib) < 0)) {
-            return std::pair<double, double>(-1, 0);
+            return ChildOut{};
           }
-          double bare_s = bare_first ? bare_load(other) : 0;
+          // Fault counts are read outside the timed steps (bare_load times
+          // itself inside), so they change no measured interval.
+          double bare_s = 0;
+          long bare_faults = 0;
+          auto bare_step = [&] {
+            const long f = minor_faults();
+            bare_s = bare_load(other);
+            bare_faults = minor_faults() - f;
+          };
+          if (bare_first) bare_step();
+          const long f0 = minor_faults();
           const double t = now_s();
           auto r = loader.value()->lookup(device);
           const double s = now_s() - t;
-          if (!bare_first) bare_s = bare_load(other);
-          return std::pair<double, double>(r.ok() && bare_s > 0 ? s : -1, bare_s);
+          const long lookup_faults = minor_faults() - f0;
+          if (!bare_first) bare_step();
+          return ChildOut{r.ok() && bare_s > 0 ? s : -1, bare_s,
+                          static_cast<double>(lookup_faults - bare_faults)};
         },
-        lookup, bare);
+        lookup, bare, &faults);
     if (!ok) {
       epload::bench::fail(state, "first lookup of " + device + " (or bare load of " + other + ") failed");
       return;
@@ -315,8 +343,10 @@ void BM_LoaderFirstLookup(benchmark::State& state) {
     state.SetIterationTime(lookup);
     lookup_total += lookup;
     bare_total += bare;
+    faults_total += faults;
   }
   state.counters["bare_us"] = bare_total / static_cast<double>(state.iterations()) * 1e6;
+  state.counters["faults_over_bare"] = faults_total / static_cast<double>(state.iterations());
   state.counters["ratio"] = bare_total > 0 ? lookup_total / bare_total : 0;
 }
 void first_lookup_sizes(benchmark::internal::Benchmark* b) {

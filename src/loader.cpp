@@ -239,13 +239,10 @@ Result<void> Loader::Impl::ensure_loaded(std::uint32_t i, std::string_view devic
 
 // Checks the library before loading it: one stat; read again only if it
 // changed.  False (with the slot's error set) when it is gone or unreadable.
-bool Loader::Impl::refresh_knowledge(Slot& s) {
-  FileStamp known;
-  {
-    std::lock_guard<std::mutex> lock(registry);
-    if (s.verified) return true;
-    known = s.stamp;
-  }
+// `k` is what load() read under its lock; a change updates it (the ABI tag
+// load_native checks) along with the slot.
+bool Loader::Impl::refresh_knowledge(Slot& s, detail::LoadKnowledge& k) {
+  if (k.verified) return true;
   const detail::CString cpath(s.library);  // identity: never changes
   const std::string_view path = s.library;
   const std::int64_t t = detail::coarse_now_ns();
@@ -256,7 +253,7 @@ bool Loader::Impl::refresh_knowledge(Slot& s) {
                 std::string(path) + " no longer exists (reinstall " + std::string(s.ep->dist->name) + ")");
     return false;
   }
-  if (now == known) {
+  if (now == k.stamp) {
     std::lock_guard<std::mutex> lock(registry);
     s.verified = true;
     s.stamped_at = t;
@@ -282,10 +279,12 @@ bool Loader::Impl::refresh_knowledge(Slot& s) {
   std::lock_guard<std::mutex> lock(registry);
   s.unreadable = false;
   s.out->changed = true;
+  s.out->failed_stamp = now;  // a failure from here on is sticky to this version
   s.stamp = now;
   s.stamped_at = t;
   s.verified = true;
   s.abi = has_section ? static_cast<std::int32_t>(abi) : -1;
+  k.abi = s.abi;
   s.learned = false;
   std::vector<std::string_view> views;
   for (const std::string& d : declared_names) views.push_back(arena.copy(d));
@@ -296,26 +295,35 @@ bool Loader::Impl::refresh_knowledge(Slot& s) {
   return true;
 }
 
+// The registry mutex is taken twice on the way (plus once per device the
+// init registers): at the start, to create the outcome and read what is
+// known, and at the end, to publish and append to the load order.  The stat
+// in between takes it once more only when it confirms the stored stamp.
 void Loader::Impl::load(Slot& s) {
   const std::int64_t t0 = loader_now_ns();
   profile::Span span(profile::Phase::load, s.ep->name);
   profile::test_slowdown(profile::SlowPoint::load);  // test-only; one relaxed load when unset
+  detail::LoadKnowledge k;
   {
     std::lock_guard<std::mutex> lock(registry);
-    s.outcome();  // created here, under the lock status readers take
+    detail::SlotOutcome& o = s.outcome();  // created here, under the lock status readers take
+    ++o.attempts;
+    o.failed_stamp = s.stamp;  // a failure is sticky until the file changes
+    k.verified = s.verified;
+    k.stamp = s.stamp;
+    k.abi = s.abi;
   }
   InitContext ctx;
   ctx.impl = this;
   ctx.slot = s.index;
   ctx.thread = std::this_thread::get_id();
-  ++s.out->attempts;
-  bool ok = refresh_knowledge(s);
-  if (ok) ok = s.kind == BackendKind::native ? load_native(s, ctx) : load_python(s, ctx);
-  if (ok) publish(s, ctx);
-  s.out->load_ns = loader_now_ns() - t0;
+  bool ok = refresh_knowledge(s, k);
+  if (ok) ok = s.kind == BackendKind::native ? load_native(s, ctx, k.abi) : load_python(s, ctx);
   bool save = false;
   {
     std::lock_guard<std::mutex> lock(registry);
+    if (ok) publish(s, ctx);
+    s.out->load_ns = loader_now_ns() - t0;
     s.out->load_seq = static_cast<int>(order.size());
     order.push_back(s.index);
     save = store_dirty;
@@ -325,13 +333,7 @@ void Loader::Impl::load(Slot& s) {
   if (save && batch.load(std::memory_order_acquire) == 0) save_store();
 }
 
-bool Loader::Impl::load_native(Slot& s, InitContext& ctx) {
-  std::int32_t abi;
-  {
-    std::lock_guard<std::mutex> lock(registry);
-    abi = s.abi;
-    s.out->failed_stamp = s.stamp;
-  }
+bool Loader::Impl::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
   if (abi >= 0 && abi != EPLOAD_ABI_VERSION) {
     fail(s, "ABI version mismatch: the library declares backend ABI " + std::to_string(abi) +
                 ", this host speaks ABI " + std::to_string(EPLOAD_ABI_VERSION) +
@@ -437,10 +439,6 @@ bool Loader::Impl::load_python(Slot& s, InitContext& ctx) {
   b.attr = s.symbol;
   if (auto parts = split_value(s.ep->value)) b.module = parts->module;
   b.dist = s.ep->dist->name;
-  {
-    std::lock_guard<std::mutex> lock(registry);
-    s.out->failed_stamp = s.stamp;
-  }
   EploadHost host = make_host(&ctx);
   const std::int64_t t = loader_now_ns();
   Result<void> r = Error{Errc::backend, "not run"};
@@ -459,8 +457,9 @@ bool Loader::Impl::load_python(Slot& s, InitContext& ctx) {
   return true;
 }
 
+// Called with the registry mutex held (by load(), which appends to the load
+// order under the same lock).
 void Loader::Impl::publish(Slot& s, InitContext& ctx) {
-  std::lock_guard<std::mutex> lock(registry);
   auto declared_here = [&](std::string_view n) {
     bool found = false;
     detail::for_each_device(s.devices, [&](std::string_view d, bool is_declared) {

@@ -128,6 +128,15 @@ struct InitContext {
   std::string last_lookup_error;  ///< host->lookup failures, for the report
 };
 
+/// What a load starts from: the slot's knowledge, read once under the
+/// registry mutex together with the creation of its outcome (one lock
+/// instead of one per step), and updated by refresh_knowledge.
+struct LoadKnowledge {
+  bool verified = false;
+  FileStamp stamp;
+  std::int32_t abi = -1;
+};
+
 /// Monotonic ns (vDSO: no system call).
 std::int64_t loader_now_ns();
 
@@ -176,10 +185,10 @@ struct Loader::Impl {
   Result<void*> lookup_slow(std::string_view name);
   Result<void> ensure_loaded(std::uint32_t i, std::string_view device);
   void load(detail::Slot& s);
-  bool load_native(detail::Slot& s, detail::InitContext& ctx);
+  bool load_native(detail::Slot& s, detail::InitContext& ctx, std::int32_t abi);
   bool load_python(detail::Slot& s, detail::InitContext& ctx);
-  bool refresh_knowledge(detail::Slot& s);
-  void publish(detail::Slot& s, detail::InitContext& ctx);
+  bool refresh_knowledge(detail::Slot& s, detail::LoadKnowledge& k);
+  void publish(detail::Slot& s, detail::InitContext& ctx);  // registry held
 
   detail::Slot& primary(std::uint32_t i) {
     return slots[slots[i].alias_of == detail::k_no_slot ? i : slots[i].alias_of];

@@ -408,6 +408,67 @@ TEST(LoaderErrors, TruncatedLibraryIsNeverHandedToDlopen) {
   }
 }
 
+// The loader trusts its store at creation (no system call per backend) and
+// checks a library only when it is about to load it.  These change the file
+// between creation and the first lookup: the check must see it.
+TEST(LoaderErrors, LibraryTruncatedAfterCreateIsNeverHandedToDlopen) {
+  BackendEnv env;
+  const std::string lib = env.add("cut", "cut", "tb_npu");
+  env.add("u", "u", "tb_undeclared");
+  testing::let_clock_tick();
+  make_loader(env, options_for(env));  // writes the store
+  auto loader = make_loader(env, options_for(env));
+  loader->start();
+  // In place: same inode, half the bytes (what an interrupted copy leaves).
+  const std::string elf = testing::read_file(lib);
+  ASSERT_EQ(::truncate(lib.c_str(), static_cast<off_t>(elf.size() / 2)), 0);
+  const std::string e = error_of(*loader, "tnpu");
+  expect_backend_error(e, "cut", "truncated");
+  EXPECT_FALSE(mapped(lib));
+  EXPECT_EQ(loader->backends()[0].state, BackendState::failed);
+  // Sticky without touching the file again, and nobody else is affected.
+  EXPECT_EQ(error_of(*loader, "tnpu"), e);
+  EXPECT_FALSE(mapped(lib));
+  EXPECT_NE(device_of(*loader, "tundecl"), nullptr);
+}
+
+TEST(LoaderErrors, LibraryRemovedAfterCreate) {
+  BackendEnv env;
+  const std::string lib = env.add("npu", "npu", "tb_npu");
+  testing::let_clock_tick();
+  make_loader(env, options_for(env));  // writes the store
+  auto loader = make_loader(env, options_for(env));
+  loader->start();
+  ASSERT_EQ(::unlink(lib.c_str()), 0);
+  const std::string e = error_of(*loader, "tnpu");
+  expect_backend_error(e, "npu", "library missing");
+  EXPECT_NE(e.find(lib + " no longer exists"), std::string::npos) << e;
+  // Reinstalled: the next lookup retries and succeeds.
+  testing::write_file(lib, testing::read_file(testing::test_backend("tb_npu")));
+  const TbDevice* d = device_of(*loader, "tnpu");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->init_count(), 1);
+}
+
+TEST(LoaderStore, LibraryReplacedAfterCreateIsReadAgainBeforeLoading) {
+  BackendEnv env;
+  const std::string lib = env.add("npu", "npu", "tb_npu");  // declares tnpu, tnpu2
+  testing::let_clock_tick();
+  make_loader(env, options_for(env));  // writes the store
+  auto loader = make_loader(env, options_for(env));
+  EXPECT_EQ(loader->backends()[0].devices, (std::vector<std::string>{"tnpu", "tnpu2"}));
+  // Upgraded after the loader was created: declares tnpu, tother.
+  testing::write_file(lib, testing::read_file(testing::test_backend("tb_other_npu")));
+  ASSERT_NE(device_of(*loader, "tnpu"), nullptr);
+  auto b = loader->backends()[0];
+  EXPECT_EQ(b.devices, (std::vector<std::string>{"tnpu", "tother"}));
+  EXPECT_TRUE(b.conflicts.empty());
+  ASSERT_NE(device_of(*loader, "tother"), nullptr);  // known from the new declaration
+  EXPECT_EQ(loader->load_order().size(), 1u);
+  const std::string e = error_of(*loader, "tnpu2");
+  EXPECT_NE(e.find("no backend provides device 'tnpu2'"), std::string::npos) << e;
+}
+
 TEST(LoaderErrors, FailureIsStickyUntilTheLibraryChanges) {
   BackendEnv env;
   const std::string lib = env.add("flaky", "flaky", "tb_fail");
