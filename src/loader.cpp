@@ -297,8 +297,9 @@ bool Loader::Impl::refresh_knowledge(Slot& s, detail::LoadKnowledge& k) {
 
 // The registry mutex is taken twice on the way (plus once per device the
 // init registers): at the start, to create the outcome and read what is
-// known, and at the end, to publish and append to the load order.  The stat
-// in between takes it once more only when it confirms the stored stamp.
+// known, and at the end, to publish and append to the load order.  The check
+// in between takes it once more, only when it ran (the library was not yet
+// verified in this process), to record what it found.
 void Loader::Impl::load(Slot& s) {
   const std::int64_t t0 = loader_now_ns();
   profile::Span span(profile::Phase::load, s.ep->name);
