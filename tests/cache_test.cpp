@@ -711,6 +711,51 @@ TEST(CachePartial, ReadsTheWatchedFilesOnlyWhenAsked) {
   EXPECT_NE(why.find("without its watched files"), std::string::npos) << why;
 }
 
+TEST(Cache, ReadRejectsABadWatchDigest) {
+  TempDir t;
+  ASSERT_TRUE(write_index(tiny_index(), t / "good.json"));
+  const std::string good = test::read_file(t / "good.json");
+  detail::ReadExpectations full;
+  full.groups = {"g"};
+  full.watched = true;
+  // Malformed digests and file lists: every read that parses the section fails.
+  const std::pair<std::string, std::string> malformed[] = {
+      {"{\"digest\":\"", "{\"digest\":\"zz"},                 // not hex
+      {"{\"digest\":\"", "{\"digest\":\"0"},                  // 33 digits
+      {"\",\"files\":[[", "\",\"other\":[["},                   // unknown field
+      {"\",\"files\":[[0,", "\",\"files\":[[9,"},               // search path out of range
+      {"\",\"files\":[[0,", "\",\"files\":[[0],[0,"},           // an empty run
+  };
+  const std::string expected[] = {"32 hex digits", "32 hex digits", "unexpected field", "out of range",
+                                  "empty watched run"};
+  for (std::size_t i = 0; i < std::size(malformed); ++i) {
+    reseal(t / "bad.json", edit_line(good, 5, malformed[i].first, malformed[i].second));
+    const std::string text = test::read_file(t / "bad.json");
+    auto partial = parse_bytes_with(text, full);
+    ASSERT_FALSE(partial) << malformed[i].second;
+    EXPECT_EQ(partial.error().code, Errc::cache);
+    EXPECT_NE(partial.error().message.find("section \"watch_digest\""), std::string::npos)
+        << partial.error().message;
+    EXPECT_NE(partial.error().message.find(expected[i]), std::string::npos) << partial.error().message;
+    EXPECT_FALSE(read_index(t / "bad.json")) << "a complete read parses it too";
+  }
+  // A well-formed digest that is not the stamps': a complete read (which has
+  // both) refuses it; a `full` read cannot know, and validation then fails.
+  const std::size_t at = good.find("{\"digest\":\"", good.rfind('\n', good.size() - 2)) + 11;
+  std::string wrong = good;
+  wrong[at] = wrong[at] == '0' ? '1' : '0';
+  reseal(t / "bad.json", wrong);
+  auto complete = read_index(t / "bad.json");
+  ASSERT_FALSE(complete);
+  EXPECT_NE(complete.error().message.find("disagrees with the stamps"), std::string::npos)
+      << complete.error().message;
+  auto partial = parse_bytes_with(test::read_file(t / "bad.json"), full);
+  ASSERT_TRUE(partial) << partial.error().message;
+  ASSERT_NE(partial->watched_digest(), nullptr);
+  std::string why;
+  EXPECT_FALSE(still_valid(*partial, Validation::full, &why));
+}
+
 TEST(CachePartial, DigestValidationFindsAChangeInEitherThreadsShare) {
   // Above 500 watched files two threads fold the fresh stamps into the
   // digest; a change anywhere must make the digest differ.
