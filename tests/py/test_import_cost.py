@@ -25,13 +25,19 @@ def test_import_epload_imports_nothing_heavy(tmp_path):
     assert run_json(tmp_path, PROBE.format(code='import epload', heavy=HEAVY)) == []
 
 
-def test_a_query_answered_from_the_index_imports_nothing_heavy(tmp_path):
+def site_query(tmp_path):
+    """Code that queries epload for a one-distribution site made here."""
     site = tmp_path / 'site'
     make_dist(site, 'one', entry_points={'g1': ['a = m:f [x]']})
-    code = f'''
+    return f'''
 sys.path.insert(0, {str(site)!r})
 import epload
 eps = epload.entry_points(group="g1")
+'''
+
+
+def test_a_query_answered_from_the_index_imports_nothing_heavy(tmp_path):
+    code = site_query(tmp_path) + '''
 eps = epload.entry_points()
 ep = eps.select(group="g1")["a"]
 ep.name, ep.value, ep.group, repr(ep), hash(ep)
@@ -82,13 +88,7 @@ def test_store_reader_parses_json_and_rejects_anything_else(tmp_path):
 def test_with_dash_s_a_query_does_not_import_warnings(tmp_path):
     # A normal interpreter imports warnings at start-up; one started with -S
     # does not, and epload must not make it pay for it on the success path.
-    site = tmp_path / 'site'
-    make_dist(site, 'one', entry_points={'g1': ['a = m:f']})
-    code = f'''
-sys.path.insert(0, {str(site)!r})
-import epload
-eps = epload.entry_points(group="g1")
-'''
+    code = site_query(tmp_path)
     assert run_json(tmp_path, PROBE.format(code=code, heavy=('warnings',)), args=('-S',)) == []
 
 
