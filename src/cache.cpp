@@ -223,6 +223,10 @@ class Reader {
   bool i64(od::value v, std::string_view where, std::int64_t& out);
   bool index(od::value v, std::string_view where, std::uint64_t limit, std::uint32_t& out);
   bool stamp_field(od::value v, std::size_t k, std::string_view where, FileStamp& s);
+  /// An array of exactly `count` values, each handed to field(k, value);
+  /// `what` names the row in messages.
+  template <class V, class F>
+  bool row(V&& v, std::string_view what, std::size_t count, F&& field);
   bool join_dir(std::uint32_t path, std::string_view dir, std::string_view& out);
 
   // ---- the head ----
@@ -498,6 +502,24 @@ bool Reader::stamp_field(od::value v, std::size_t k, std::string_view where, Fil
   }
 }
 
+template <class V, class F>
+bool Reader::row(V&& v, std::string_view what, std::size_t count, F&& field) {
+  od::array arr;
+  if (auto e = std::forward<V>(v).get_array().get(arr)) return fail(e, what);
+  std::size_t k = 0;
+  for (auto x : arr) {
+    od::value xv;
+    if (auto e = x.get(xv)) return fail(e, what);
+    if (k == count) return fail(std::string(what) + " has more than " + std::to_string(count) + " fields");
+    if (!field(k, xv)) return false;
+    ++k;
+  }
+  if (k != count) {
+    return fail(std::string(what) + " has " + std::to_string(k) + " fields, not " + std::to_string(count));
+  }
+  return true;
+}
+
 /// A stored metadata directory as the Index holds it: joined to its search
 /// path when relative.  `out` is valid until the next call.
 bool Reader::join_dir(std::uint32_t path, std::string_view dir, std::string_view& out) {
@@ -560,15 +582,11 @@ bool Reader::search_path(od::value v) {
     if (k == 0 && name == "path") {
       if (!bytes(f.value(), "search path", m_s1, stored)) return false;
     } else if (k == 1 && name == "stamp") {
-      od::array arr;
-      if (auto e = f.value().get_array().get(arr)) return fail(e, "search path stamp");
-      std::size_t n = 0;
-      for (auto x : arr) {
-        od::value xv;
-        if (auto e = x.get(xv)) return fail(e, "search path stamp");
-        if (!stamp_field(xv, n++, "search path stamp", stamp)) return false;
+      if (!row(f.value(), "search path stamp", 6, [&](std::size_t n, od::value xv) {
+            return stamp_field(xv, n, "search path stamp", stamp);
+          })) {
+        return false;
       }
-      if (n != 6) return fail("search path stamp has " + std::to_string(n) + " fields, not 6");
     } else {
       return fail("unexpected field in a search path");
     }
@@ -628,26 +646,17 @@ bool Reader::first_error(od::value v) {
     std::string_view name;
     if (auto e = f.unescaped_key().get(name)) return fail(e, "\"first_error\"");
     if (k == 0 && name == "dist") {
-      od::array arr;
-      if (auto e = f.value().get_array().get(arr)) return fail(e, "\"first_error\"");
-      std::size_t n = 0;
-      for (auto x : arr) {
-        od::value xv;
-        if (auto e = x.get(xv)) return fail(e, "\"first_error\"");
+      const bool ok = row(f.value(), "\"first_error\" distribution", 5, [&](std::size_t n, od::value xv) {
         std::string_view s;
-        bool ok = true;
         switch (n) {
-          case 0: ok = u64(xv, "first error distribution", m_error_dist); break;
-          case 1: ok = bytes(xv, "first error name", m_s1, s), m_error_name = s; break;
-          case 2: ok = bytes(xv, "first error version", m_s1, s), m_error_version = s; break;
-          case 3: ok = bytes(xv, "first error dir", m_s1, s), m_error_dir = s; break;
-          case 4: ok = index(xv, "first error search path", m_paths.size(), m_error_path); break;
-          default: return fail("\"first_error\" distribution has more than 5 fields");
+          case 0: return u64(xv, "first error distribution", m_error_dist);
+          case 1: return bytes(xv, "first error name", m_s1, s) && (m_error_name = s, true);
+          case 2: return bytes(xv, "first error version", m_s1, s) && (m_error_version = s, true);
+          case 3: return bytes(xv, "first error dir", m_s1, s) && (m_error_dir = s, true);
+          default: return index(xv, "first error search path", m_paths.size(), m_error_path);
         }
-        if (!ok) return false;
-        ++n;
-      }
-      if (n != 5) return fail("\"first_error\" distribution has " + std::to_string(n) + " fields, not 5");
+      });
+      if (!ok) return false;
     } else if (k == 1 && name == "message") {
       std::string_view s;
       if (!bytes(f.value(), "first error message", m_s1, s)) return false;
@@ -664,32 +673,21 @@ bool Reader::first_error(od::value v) {
 }
 
 bool Reader::section_row(od::value v) {
-  od::array arr;
-  if (auto e = v.get_array().get(arr)) return fail(e, "section row");
   Section s;
-  std::size_t k = 0;
-  for (auto x : arr) {
-    od::value xv;
-    if (auto e = x.get(xv)) return fail(e, "section row");
-    bool ok = true;
+  const bool ok = row(v, "section row", 5, [&](std::size_t k, od::value xv) {
     switch (k) {
-      case 0: ok = kept_bytes(xv, "section name", s.name); break;
-      case 1: ok = u64(xv, "section offset", s.offset); break;
-      case 2: ok = u64(xv, "section length", s.length); break;
+      case 0: return kept_bytes(xv, "section name", s.name);
+      case 1: return u64(xv, "section offset", s.offset);
+      case 2: return u64(xv, "section length", s.length);
       case 3:
         // Its digits are checked when the section is read (fetch()).
-        ok = string(xv, "section hash", m_s1, s.hash);
-        if (ok && (s.hash.size() != 16 || s.hash.data() == m_s1.data())) {
-          return fail("section hash is not 16 hex digits");
-        }
-        break;
-      case 4: ok = u64(xv, "section count", s.count); break;
-      default: return fail("section row has more than 5 fields");
+        if (!string(xv, "section hash", m_s1, s.hash)) return false;
+        if (s.hash.size() != 16 || s.hash.data() == m_s1.data()) return fail("section hash is not 16 hex digits");
+        return true;
+      default: return u64(xv, "section count", s.count);
     }
-    if (!ok) return false;
-    ++k;
-  }
-  if (k != 5) return fail("section row has " + std::to_string(k) + " fields, not 5");
+  });
+  if (!ok) return false;
   const std::string_view name = s.name;
   if (name.starts_with("group:")) {
     s.kind = Kind::group;
@@ -876,28 +874,19 @@ bool Reader::dists(od::document& doc) {
   od::array arr;
   if (auto e = doc.get_array().get(arr)) return fail(e, "distributions");
   std::uint64_t n = 0;
-  for (auto row : arr) {
-    od::array fields;
-    if (auto e = row.get_array().get(fields)) return fail(e, "distribution");
+  for (auto x : arr) {
     std::string_view name, version, dir, error;
     std::uint32_t path = 0;
-    std::size_t k = 0;
-    for (auto x : fields) {
-      od::value xv;
-      if (auto e = x.get(xv)) return fail(e, "distribution");
-      bool ok = true;
+    const bool ok = row(x, "distribution", 5, [&](std::size_t k, od::value xv) {
       switch (k) {
-        case 0: ok = bytes(xv, "distribution name", m_s1, name); break;
-        case 1: ok = bytes(xv, "distribution version", m_s2, version); break;
-        case 2: ok = bytes(xv, "distribution dir", m_s3, dir); break;
-        case 3: ok = index(xv, "distribution search path", m_paths.size(), path); break;
-        case 4: ok = bytes(xv, "distribution error", m_s4, error); break;
-        default: return fail("distribution has more than 5 fields");
+        case 0: return bytes(xv, "distribution name", m_s1, name);
+        case 1: return bytes(xv, "distribution version", m_s2, version);
+        case 2: return bytes(xv, "distribution dir", m_s3, dir);
+        case 3: return index(xv, "distribution search path", m_paths.size(), path);
+        default: return bytes(xv, "distribution error", m_s4, error);
       }
-      if (!ok) return false;
-      ++k;
-    }
-    if (k != 5) return fail("distribution has " + std::to_string(k) + " fields, not 5");
+    });
+    if (!ok) return false;
     if (!error.empty() && m_first_error_seen == std::numeric_limits<std::uint64_t>::max()) m_first_error_seen = n;
     std::string_view joined;
     join_dir(path, dir, joined);
@@ -933,27 +922,18 @@ bool Reader::group(od::document& doc, GroupData& out, GroupMode mode) {
     od::array arr;
     if (k == 0 && name == "dists") {
       if (auto e = f.value().get_array().get(arr)) return fail(e, "group distributions");
-      for (auto row : arr) {
-        od::array fields;
-        if (auto e = row.get_array().get(fields)) return fail(e, "group distribution");
+      for (auto x : arr) {
         GroupDist d;
-        std::size_t n = 0;
-        for (auto x : fields) {
-          od::value xv;
-          if (auto e = x.get(xv)) return fail(e, "group distribution");
-          bool ok = true;
+        const bool ok = row(x, "group distribution", 5, [&](std::size_t n, od::value xv) {
           switch (n) {
-            case 0: ok = index(xv, "group distribution number", m_dist_count, d.global); break;
-            case 1: ok = collect ? kept_bytes(xv, "distribution name", d.name) : bytes(xv, "distribution name", m_s1, d.name); break;
-            case 2: ok = collect ? kept_bytes(xv, "distribution version", d.version) : bytes(xv, "distribution version", m_s2, d.version); break;
-            case 3: ok = collect ? kept_bytes(xv, "distribution dir", d.dir) : bytes(xv, "distribution dir", m_s3, d.dir); break;
-            case 4: ok = index(xv, "distribution search path", m_paths.size(), d.path); break;
-            default: return fail("group distribution has more than 5 fields");
+            case 0: return index(xv, "group distribution number", m_dist_count, d.global);
+            case 1: return collect ? kept_bytes(xv, "distribution name", d.name) : bytes(xv, "distribution name", m_s1, d.name);
+            case 2: return collect ? kept_bytes(xv, "distribution version", d.version) : bytes(xv, "distribution version", m_s2, d.version);
+            case 3: return collect ? kept_bytes(xv, "distribution dir", d.dir) : bytes(xv, "distribution dir", m_s3, d.dir);
+            default: return index(xv, "distribution search path", m_paths.size(), d.path);
           }
-          if (!ok) return false;
-          ++n;
-        }
-        if (n != 5) return fail("group distribution has " + std::to_string(n) + " fields, not 5");
+        });
+        if (!ok) return false;
         if (dist_rows != 0 && last >= d.global) return fail("group distributions out of order");
         last = d.global;
         ++dist_rows;
@@ -969,25 +949,16 @@ bool Reader::group(od::document& doc, GroupData& out, GroupMode mode) {
       }
     } else if (k == 1 && name == "entry_points") {
       if (auto e = f.value().get_array().get(arr)) return fail(e, "entry points");
-      for (auto row : arr) {
-        od::array fields;
-        if (auto e = row.get_array().get(fields)) return fail(e, "entry point");
+      for (auto x : arr) {
         GroupEntry ep;
-        std::size_t n = 0;
-        for (auto x : fields) {
-          od::value xv;
-          if (auto e = x.get(xv)) return fail(e, "entry point");
-          bool ok = true;
+        const bool ok = row(x, "entry point", 3, [&](std::size_t n, od::value xv) {
           switch (n) {
-            case 0: ok = index(xv, "entry point distribution", dist_rows, ep.dist); break;
-            case 1: ok = collect ? kept_bytes(xv, "entry point name", ep.name) : bytes(xv, "entry point name", m_s1, ep.name); break;
-            case 2: ok = collect ? kept_bytes(xv, "entry point value", ep.value) : bytes(xv, "entry point value", m_s2, ep.value); break;
-            default: return fail("entry point has more than 3 fields");
+            case 0: return index(xv, "entry point distribution", dist_rows, ep.dist);
+            case 1: return collect ? kept_bytes(xv, "entry point name", ep.name) : bytes(xv, "entry point name", m_s1, ep.name);
+            default: return collect ? kept_bytes(xv, "entry point value", ep.value) : bytes(xv, "entry point value", m_s2, ep.value);
           }
-          if (!ok) return false;
-          ++n;
-        }
-        if (n != 3) return fail("entry point has " + std::to_string(n) + " fields, not 3");
+        });
+        if (!ok) return false;
         ++ep_rows;
         if (mode == GroupMode::collect) {
           out.eps.push_back(ep);
@@ -1014,23 +985,15 @@ bool Reader::group(od::document& doc, GroupData& out, GroupMode mode) {
 /// A stamped row; with `stamped_only`, for stamped_files() alone (the
 /// watched list is the digest's names).
 bool Reader::watched_file(od::value v, bool stamped_only) {
-  od::array arr;
-  if (auto e = v.get_array().get(arr)) return fail(e, "watched file");
   std::uint32_t path = 0;
   std::string_view rel;
   FileStamp stamp;
-  std::size_t k = 0;
-  for (auto x : arr) {
-    od::value xv;
-    if (auto e = x.get(xv)) return fail(e, "watched file");
-    bool ok = true;
-    if (k == 0) ok = index(xv, "watched file search path", m_paths.size(), path);
-    else if (k == 1) ok = bytes(xv, "watched file path", m_s1, rel);
-    else ok = stamp_field(xv, k - 2, "watched file stamp", stamp);
-    if (!ok) return false;
-    ++k;
-  }
-  if (k != 8) return fail("watched file has " + std::to_string(k) + " fields, not 8");
+  const bool ok = row(v, "watched file", 8, [&](std::size_t k, od::value xv) {
+    if (k == 0) return index(xv, "watched file search path", m_paths.size(), path);
+    if (k == 1) return bytes(xv, "watched file path", m_s1, rel);
+    return stamp_field(xv, k - 2, "watched file stamp", stamp);
+  });
+  if (!ok) return false;
   if (stamped_only) {
     m_builder.add_stamped_file(path, rel, stamp);
     return true;
