@@ -408,16 +408,9 @@ Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& 
     JsonWriter fw(first_error);
     fw.number(gi);
     fw.raw(",");
-    const Distribution& d = dists[gi];
-    fw.bytes(d.name);
-    fw.raw(",");
-    fw.bytes(d.version);
-    fw.raw(",");
-    fw.bytes(dir_text[gi]);
-    fw.raw(",");
-    fw.number(d.search_path);
+    fw.raw(std::string_view(dist_pool).substr(dist_at[gi], dist_at[gi + 1] - dist_at[gi]));
     fw.raw("],\"message\":");
-    fw.bytes(d.error);
+    fw.bytes(dists[gi].error);
     fw.raw("}");
     break;
   }
