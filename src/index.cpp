@@ -9,6 +9,7 @@
 #include "epload/index.hpp"
 
 #include <algorithm>  // stable_sort, lower_bound
+#include <optional>   // the watched digest
 #include <utility>    // std::move
 #include <vector>     // tables
 
@@ -29,9 +30,8 @@ struct Index::Data {
   // Partial indexes only (see Index::complete()).
   bool complete = true;
   bool watched_complete = true;
-  bool has_watched_digest = false;
-  WatchedDigest watched_digest;
-  std::vector<WatchedFile> stamped;  // only with a digest
+  std::optional<WatchedDigest> watched_digest;  // set: `watched` holds names only
+  std::vector<WatchedFile> stamped;              // only with a digest
   std::vector<std::string_view> loaded_groups;  // sorted, distinct
   bool has_first_error = false;
   Distribution first_error;  // the global one, when has_first_error
@@ -50,10 +50,10 @@ std::span<const FileStamp> Index::search_path_stamps() const { return m->search_
 std::span<const WatchedFile> Index::watched_files() const { return m->watched; }
 std::int64_t Index::scanned_at_ns() const { return m->scanned_at_ns; }
 const WatchedDigest* Index::watched_digest() const {
-  return m->has_watched_digest ? &m->watched_digest : nullptr;
+  return m->watched_digest ? &*m->watched_digest : nullptr;
 }
 std::span<const WatchedFile> Index::stamped_files() const {
-  return m->has_watched_digest ? std::span<const WatchedFile>(m->stamped) : std::span<const WatchedFile>(m->watched);
+  return m->watched_digest ? std::span<const WatchedFile>(m->stamped) : std::span<const WatchedFile>(m->watched);
 }
 
 std::span<const EntryPoint> Index::group(std::string_view group) const {
@@ -139,7 +139,6 @@ void IndexBuilder::add_watched_file(std::uint32_t search_path, std::string_view 
 
 void IndexBuilder::set_scanned_at(std::int64_t ns) { m->index.m->scanned_at_ns = ns; }
 void IndexBuilder::set_watched_digest(const WatchedDigest& digest) {
-  m->index.m->has_watched_digest = true;
   m->index.m->watched_digest = digest;
 }
 void IndexBuilder::add_stamped_file(std::uint32_t search_path, std::string_view rel_path,

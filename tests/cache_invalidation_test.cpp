@@ -59,18 +59,7 @@ class Invalidation : public ::testing::Test {
     ASSERT_EQ(r.status, CacheStatus::hit) << r.reason;
   }
 
-  /// open_index, whose answer must equal a fresh scan's.
-  CacheReport open_checked() {
-    CacheReport report;
-    auto got = open_index(options, &report);
-    EXPECT_TRUE(got) << got.error().message;
-    auto fresh = scan(options.search_paths);
-    EXPECT_TRUE(fresh) << fresh.error().message;
-    if (got && fresh) {
-      EXPECT_EQ(test::answer_text(**got), test::answer_text(*fresh)) << report.reason;
-    }
-    return report;
-  }
+  CacheReport open_checked() { return test::open_checked(options); }
 
   /// Expects the next open to notice a change and rebuild.
   void expect_rebuilt(const std::string& reason_part = "") {

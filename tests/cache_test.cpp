@@ -920,18 +920,7 @@ class CacheOpen : public ::testing::Test {
     options.cache_dir = t / "cache";
   }
 
-  /// open_index, checked against a fresh scan.
-  CacheReport open_checked() {
-    CacheReport report;
-    auto got = open_index(options, &report);
-    EXPECT_TRUE(got) << got.error().message;
-    auto fresh = scan(options.search_paths);
-    EXPECT_TRUE(fresh) << fresh.error().message;
-    if (got && fresh) {
-      EXPECT_EQ(test::answer_text(**got), test::answer_text(*fresh));
-    }
-    return report;
-  }
+  CacheReport open_checked() { return test::open_checked(options); }
 
   TempDir t;
   std::string site;

@@ -16,8 +16,11 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "epload/cache.hpp"
 #include "epload/index.hpp"
+#include "epload/scanner.hpp"
 #include "stamp.hpp"
 
 namespace epload::test {
@@ -188,6 +191,19 @@ inline Index copy_index(const Index& src, const IndexEdit& edit = {}) {
   }
   b.set_scanned_at(edit.scanned_at ? *edit.scanned_at : src.scanned_at_ns());
   return b.build();
+}
+
+/// open_index(), whose answer must equal a fresh scan's.
+inline CacheReport open_checked(const CacheOptions& options) {
+  CacheReport report;
+  auto got = open_index(options, &report);
+  EXPECT_TRUE(got) << got.error().message;
+  auto fresh = scan(options.search_paths);
+  EXPECT_TRUE(fresh) << fresh.error().message;
+  if (got && fresh) {
+    EXPECT_EQ(answer_text(**got), answer_text(*fresh)) << report.reason;
+  }
+  return report;
 }
 
 }  // namespace epload::test
