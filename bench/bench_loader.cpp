@@ -18,8 +18,8 @@
 //                             of a twin library in the same child, ratio = lookup / bare,
 //                             faults_over_bare = minor page faults of the lookup minus those
 //                             of the bare load (counted outside both timed steps).
-//                             cold_code:1 = the first lookup in the process (pays the
-//                             one-time lazy binding of the loader's own calls)
+//                             cold_code:1 = the first lookup in the process (its
+//                             code is cold; the build binds symbols at load, -z now)
 //   BM_LoaderBareDlopen/N     dlopen + dlsym + init by hand, alone in a child
 //   BM_LoaderHotLookup/N      lookup of a loaded device
 //   (for scale: BM_HashMapLookup/N in bench_baseline.cpp)
@@ -314,9 +314,9 @@ void BM_LoaderFirstLookup(benchmark::State& state) {
   if (env == nullptr) return;
   const int a = env->backends / 2, b = env->backends / 2 - 1;
   const std::string device = device_of(a), other = library_of(*env, b);
-  // The very first lookup in a process also pays, once, for binding the
-  // loader's own calls into libc and libstdc++ (lazy PLT resolution, ~50 us
-  // in a fresh fork); warm that up on a third backend unless measuring it.
+  // The very first lookup in a process runs cold code (and, were the build
+  // not linked with -z now, would bind the loader's calls into libc and
+  // libstdc++ then); warm that up on a third backend unless measuring it.
   const bool cold_code = state.range(1) != 0;
   const std::string warmup = device_of(env->backends / 2 + 1), warmup_lib = library_of(*env, 1);
   double bare_total = 0, lookup_total = 0, faults_total = 0;
