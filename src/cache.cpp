@@ -111,6 +111,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <functional>  // std::less_equal: pointer comparison across buffers
 #include <limits>
 #include <memory>  // read buffers
 
@@ -208,6 +209,12 @@ class Reader {
   bool read_head();
   bool read_sections(const std::vector<const Section*>& needed);
   bool fetch(const Section& s, const char*& data, std::size_t& capacity);
+  void keep_buffer_of(const Section& s);
+  /// True when `v` lies in the bytes of the document being parsed.
+  bool in_document(std::string_view v) const {
+    return v.empty() || (std::less_equal<const char*>()(m_json.data(), v.data()) &&
+                         std::less_equal<const char*>()(v.data() + v.size(), m_json.data() + m_json.size()));
+  }
   template <class F>
   bool parse_doc(const char* data, std::size_t length, std::size_t capacity, F&& on_root);
   template <class F>
@@ -381,6 +388,17 @@ bool Reader::fetch(const Section& s, const char*& data, std::size_t& capacity) {
   }
   if (body_hash(std::string_view(data, length)) != want) return fail("hash mismatch (the file is corrupt)");
   return true;
+}
+
+/// Hands the buffer holding section `s` (already parsed) to the Index:
+/// views into it (watched names) then live as long as the Index.  Nothing
+/// reads that buffer afterwards.
+void Reader::keep_buffer_of(const Section& s) {
+  Buffer* from = s.offset + s.length <= m_head.size ? &m_head : nullptr;
+  for (Buffer& run : m_runs) {
+    if (from == nullptr && s.offset >= run.offset && s.offset + s.length <= run.offset + run.size) from = &run;
+  }
+  if (from != nullptr && from->data) m_builder.keep_bytes(std::move(from->data));
 }
 
 template <class F>
@@ -1018,7 +1036,9 @@ bool Reader::watch_run(od::value v, std::size_t& n, bool add) {
     }
     std::string_view rel;
     if (!bytes(xv, "watched file path", m_s1, rel)) return false;
-    if (add) m_builder.add_watched_file(path, rel, FileStamp{});
+    // A name without escapes is a view into the section's buffer, which the
+    // Index keeps (load_partial()): no copy.
+    if (add) m_builder.add_watched_name(path, rel, /*copy=*/!in_document(rel));
     ++n;
   }
   if (k < 2) return fail("empty watched run");
@@ -1153,13 +1173,14 @@ bool Reader::load_partial() {
   // `full` validation: the names and their digest (the groups' stamps, if
   // wanted, come from their own sections), unless every stamp is wanted (a
   // stale cache names the file that changed).
+  std::size_t names_total = 0;
   if (m_expect.watched) {
     needed.push_back(m_expect.watched_stamps ? m_watched : m_watch_digest);
-    stamps_total += static_cast<std::size_t>(m_watched->count);
+    (m_expect.watched_stamps ? stamps_total : names_total) += static_cast<std::size_t>(m_watched->count);
   }
   std::sort(needed.begin(), needed.end());  // pointers into m_sections: file order
   if (!read_sections(needed)) return false;
-  m_builder.reserve(eps_total, eps_total, stamps_total);
+  m_builder.reserve(eps_total, eps_total, stamps_total, names_total);
 
   std::size_t group_sections = 0;
   for (const Section* s : needed) group_sections += s->kind == Kind::group;
@@ -1217,6 +1238,7 @@ bool Reader::load_partial() {
                         : parse_section(*s, [&](od::document& d) { return watched(d, s->count, stamped_only); });
     if (!ok) return false;
   }
+  if (names_total > 0) keep_buffer_of(*m_watch_digest);
   m_builder.set_watched_complete(m_expect.watched);
   m_builder.set_partial(wanted);
   if (m_has_error) {

@@ -71,7 +71,8 @@ std::string describe(const FileStamp& was, const FileStamp& now, bool racy, cons
 /// What both threads of a `full` check share.  Files are taken in chunks
 /// from `next`, so a thread that runs slower (its core busy) does fewer.
 struct FullCheck {
-  std::span<const WatchedFile> watched;
+  std::span<const WatchedFile> watched;  // with their stamps, or
+  std::span<const WatchedName> names;    // by name (by_digest)
   std::span<const std::string_view> paths;
   std::int64_t scanned_at = 0;
   bool by_digest = false;  // the files carry names only: fold their stamps
@@ -95,24 +96,24 @@ void FullCheck::run() {
   std::size_t stats = 0;
   WatchedDigest digest;
   char buf[PATH_MAX + 1];
-  const std::size_t n = watched.size();
+  const std::size_t n = by_digest ? names.size() : watched.size();
   for (std::size_t c; !stop.load(std::memory_order_relaxed) &&
                       (c = next.fetch_add(k_chunk, std::memory_order_relaxed)) < n;) {
     const std::size_t end = c + k_chunk < n ? c + k_chunk : n;
     for (std::size_t i = c; i < end; ++i) {
-      const WatchedFile& f = watched[i];
+      const std::uint32_t sp = by_digest ? names[i].search_path : watched[i].search_path;
+      const std::string_view rel = by_digest ? names[i].rel_path : watched[i].rel_path;
       FileStamp now;
-      if (f.search_path < paths.size()) {
-        if (fds.size() <= f.search_path) fds.resize(paths.size(), -2);
-        int& fd = fds[f.search_path];
+      if (sp < paths.size()) {
+        if (fds.size() <= sp) fds.resize(paths.size(), -2);
+        int& fd = fds[sp];
         if (fd == -2) {
-          const std::string p = os_path(paths[f.search_path]);
+          const std::string p = os_path(paths[sp]);
           fd = p.find('\0') != std::string::npos ? -1 : ::open(p.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
         }
-        if (fd >= 0 && f.rel_path.size() <= PATH_MAX &&
-            std::memchr(f.rel_path.data(), '\0', f.rel_path.size()) == nullptr) {
-          std::memcpy(buf, f.rel_path.data(), f.rel_path.size());
-          buf[f.rel_path.size()] = '\0';
+        if (fd >= 0 && rel.size() <= PATH_MAX && std::memchr(rel.data(), '\0', rel.size()) == nullptr) {
+          std::memcpy(buf, rel.data(), rel.size());
+          buf[rel.size()] = '\0';
           now = stamp_at(fd, buf);
           ++stats;
         }
@@ -120,7 +121,7 @@ void FullCheck::run() {
       if (by_digest) digest_add(digest, i, now);
       // By digest, an unchanged racy stamp is racy now; a changed one changes
       // the digest.
-      if (by_digest ? is_racy(now, scanned_at) : (now != f.stamp || is_racy(f.stamp, scanned_at))) {
+      if (by_digest ? is_racy(now, scanned_at) : (now != watched[i].stamp || is_racy(watched[i].stamp, scanned_at))) {
         std::size_t seen = bad.load(std::memory_order_relaxed);
         while (i < seen && !bad.compare_exchange_weak(seen, i, std::memory_order_relaxed)) {
         }
@@ -184,16 +185,19 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
   }
   if (validation == Validation::paths) return true;
 
+  const WatchedDigest* digest = index.watched_digest();
   const auto watched = index.watched_files();
-  if (watched.empty()) return true;
+  const auto names = index.watched_names();
+  const std::size_t count = digest != nullptr ? names.size() : watched.size();
+  if (count == 0) return true;
 
   detail::FullCheck check;
   check.watched = watched;
+  check.names = names;
   check.paths = paths;
   check.scanned_at = scanned_at;
-  const WatchedDigest* digest = index.watched_digest();
   check.by_digest = digest != nullptr;
-  if (watched.size() > detail::k_parallel_threshold) {
+  if (count > detail::k_parallel_threshold) {
     detail::run_on_two_cpus(check);
   } else {
     check.run();
@@ -205,22 +209,22 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
     const WatchedDigest now{check.digest_lo.load(), check.digest_hi.load()};
     if (now == *digest) return true;
     if (why) {
-      *why = "one of the " + std::to_string(watched.size()) +
+      *why = "one of the " + std::to_string(count) +
              " watched metadata files changed (their stamps' digest differs)";
     }
     return false;
   }
   if (bad == detail::k_none) return true;
   if (why) {
-    const WatchedFile& f = watched[bad];
-    const std::string full =
-        f.search_path < paths.size() ? detail::join_path(paths[f.search_path], f.rel_path)
-                                     : std::string(f.rel_path);
+    const std::uint32_t sp = digest != nullptr ? names[bad].search_path : watched[bad].search_path;
+    const std::string_view rel = digest != nullptr ? names[bad].rel_path : watched[bad].rel_path;
+    const std::string full = sp < paths.size() ? detail::join_path(paths[sp], rel) : std::string(rel);
     // Re-stat for the message only (the mismatch itself is already decided).
     const FileStamp now = detail::stamp_at(AT_FDCWD, full.empty() ? "." : full.c_str());
     // By digest, a file stops the check only for being racy now.
-    *why = digest != nullptr ? describe(now, now, true, full)
-                             : describe(f.stamp, now, detail::is_racy(f.stamp, scanned_at), full);
+    *why = digest != nullptr
+               ? describe(now, now, true, full)
+               : describe(watched[bad].stamp, now, detail::is_racy(watched[bad].stamp, scanned_at), full);
   }
   return false;
 }

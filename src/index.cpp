@@ -26,11 +26,13 @@ struct Index::Data {
   std::vector<std::string_view> groups;        // sorted, distinct
   std::vector<std::uint32_t> group_begin;      // groups.size() + 1 offsets into eps
   std::vector<WatchedFile> watched;
+  std::vector<WatchedName> watched_names;     // with a digest: the watched files, by name
+  std::vector<std::unique_ptr<char[]>> kept;  // bytes some names point into
   std::int64_t scanned_at_ns = 0;
   // Partial indexes only (see Index::complete()).
   bool complete = true;
   bool watched_complete = true;
-  std::optional<WatchedDigest> watched_digest;  // set: `watched` holds names only
+  std::optional<WatchedDigest> watched_digest;  // set: watched_names, not watched
   std::vector<WatchedFile> stamped;              // only with a digest
   std::vector<std::string_view> loaded_groups;  // sorted, distinct
   bool has_first_error = false;
@@ -52,6 +54,7 @@ std::int64_t Index::scanned_at_ns() const { return m->scanned_at_ns; }
 const WatchedDigest* Index::watched_digest() const {
   return m->watched_digest ? &*m->watched_digest : nullptr;
 }
+std::span<const WatchedName> Index::watched_names() const { return m->watched_names; }
 std::span<const WatchedFile> Index::stamped_files() const {
   return m->watched_digest ? std::span<const WatchedFile>(m->stamped) : std::span<const WatchedFile>(m->watched);
 }
@@ -137,6 +140,13 @@ void IndexBuilder::add_watched_file(std::uint32_t search_path, std::string_view 
   d.watched.push_back({search_path, d.arena.copy(rel_path), stamp});
 }
 
+void IndexBuilder::add_watched_name(std::uint32_t search_path, std::string_view rel_path, bool copy) {
+  auto& d = *m->index.m;
+  d.watched_names.push_back({copy ? d.arena.copy(rel_path) : rel_path, search_path});
+}
+
+void IndexBuilder::keep_bytes(std::unique_ptr<char[]> bytes) { m->index.m->kept.push_back(std::move(bytes)); }
+
 void IndexBuilder::set_scanned_at(std::int64_t ns) { m->index.m->scanned_at_ns = ns; }
 void IndexBuilder::set_watched_digest(const WatchedDigest& digest) {
   m->index.m->watched_digest = digest;
@@ -147,12 +157,14 @@ void IndexBuilder::add_stamped_file(std::uint32_t search_path, std::string_view 
   d.stamped.push_back({search_path, d.arena.copy(rel_path), stamp});
 }
 
-void IndexBuilder::reserve(std::size_t dists, std::size_t entry_points, std::size_t watched) {
+void IndexBuilder::reserve(std::size_t dists, std::size_t entry_points, std::size_t watched,
+                           std::size_t names) {
   auto& d = *m->index.m;
   d.dists.reserve(d.dists.size() + dists);
   m->pending_dist.reserve(m->pending_dist.size() + entry_points);
   d.eps.reserve(d.eps.size() + entry_points);
   d.watched.reserve(d.watched.size() + watched);
+  d.watched_names.reserve(d.watched_names.size() + names);
 }
 
 void IndexBuilder::set_partial(std::span<const std::string_view> groups) {

@@ -652,20 +652,23 @@ TEST(CachePartial, ReadsTheWatchedFilesOnlyWhenAsked) {
     b.add_watched_file(0, n + ".dist-info/entry_points.txt", test::fake_stamp(100 + i));
     b.add_watched_file(1, n + ".dist-info/entry_points.txt", test::fake_stamp(150 + i));  // another path's
   }
+  // Names the reader must decode (escapes, bytes that are not UTF-8) rather
+  // than point into its buffer: both kinds must come back exactly.
+  b.add_watched_file(0, std::string("odd\"quote\\back\nline-\xff\x01.dist-info/entry_points.txt"), test::fake_stamp(7));
   const Index original = b.build();
   ASSERT_TRUE(write_index(original, t / "i.json"));
   const std::string text = test::read_file(t / "i.json");
   auto with_watched = parse_bytes_with(text, groups_only({"group3"}, /*watched=*/true));
   ASSERT_TRUE(with_watched) << with_watched.error().message;
   EXPECT_TRUE(with_watched->watched_complete());
-  ASSERT_EQ(with_watched->watched_files().size(), original.watched_files().size());
-  // For `full` validation: the names, and the digest of the stamps.
+  // For `full` validation: the names (no stamps), and the digest of the stamps.
+  EXPECT_TRUE(with_watched->watched_files().empty());
+  ASSERT_EQ(with_watched->watched_names().size(), original.watched_files().size());
   ASSERT_NE(with_watched->watched_digest(), nullptr);
   EXPECT_EQ(*with_watched->watched_digest(), detail::digest_of(original.watched_files()));
   for (std::size_t i = 0; i < original.watched_files().size(); ++i) {
-    EXPECT_EQ(with_watched->watched_files()[i].search_path, original.watched_files()[i].search_path);
-    EXPECT_EQ(with_watched->watched_files()[i].rel_path, original.watched_files()[i].rel_path);
-    EXPECT_EQ(with_watched->watched_files()[i].stamp, FileStamp{});
+    EXPECT_EQ(with_watched->watched_names()[i].search_path, original.watched_files()[i].search_path);
+    EXPECT_EQ(with_watched->watched_names()[i].rel_path, original.watched_files()[i].rel_path);
   }
   // Asked for the stamps themselves: every stamp, no digest.
   detail::ReadExpectations stamped = groups_only({"group3"}, /*watched=*/true);
@@ -692,11 +695,11 @@ TEST(CachePartial, ReadsTheWatchedFilesOnlyWhenAsked) {
   EXPECT_EQ(stamps->watched_files()[0].search_path, 0u);
   EXPECT_EQ(stamps->stamped_files().size(), stamps->watched_files().size());
   // Both (`full` validation and the groups' stamps): the names and digest in
-  // watched_files(), the groups' stamps in stamped_files().
+  // watched_names(), the groups' stamps in stamped_files().
   auto both = parse_bytes_with(text, groups_only({"group3"}, /*watched=*/true, /*group_stamps=*/true));
   ASSERT_TRUE(both) << both.error().message;
   ASSERT_NE(both->watched_digest(), nullptr);
-  EXPECT_EQ(both->watched_files().size(), original.watched_files().size());
+  EXPECT_EQ(both->watched_names().size(), original.watched_files().size());
   ASSERT_EQ(both->stamped_files().size(), stamps->watched_files().size());
   for (std::size_t i = 0; i < both->stamped_files().size(); ++i) {
     EXPECT_EQ(both->stamped_files()[i].rel_path, stamps->watched_files()[i].rel_path);
@@ -783,7 +786,7 @@ TEST(CachePartial, DigestValidationFindsAChangeInEitherThreadsShare) {
       return Index();
     }
     EXPECT_NE(r->watched_digest(), nullptr);
-    EXPECT_EQ(r->watched_files().size(), static_cast<std::size_t>(k_files));
+    EXPECT_EQ(r->watched_names().size(), static_cast<std::size_t>(k_files));
     return std::move(r.value());
   };
   std::string why;

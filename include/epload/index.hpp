@@ -42,6 +42,13 @@ struct WatchedFile {
   FileStamp stamp;
 };
 
+/// A watched file by name only (an index loaded for `full` validation, which
+/// carries the digest of the stamps instead of the stamps).
+struct WatchedName {
+  std::string_view rel_path;      ///< as in WatchedFile
+  std::uint32_t search_path = 0;  ///< index into Index::search_paths()
+};
+
 /// A 128-bit digest of the stamps of every watched file, in order (see
 /// Index::watched_digest()).
 struct WatchedDigest {
@@ -79,13 +86,17 @@ class Index {
 
   /// Provenance: one stamp per search path, parallel to search_paths().
   std::span<const FileStamp> search_path_stamps() const;
-  /// Provenance: every metadata file whose content the answer depends on.
+  /// Provenance: every metadata file whose content the answer depends on,
+  /// with its stamp; empty when watched_digest() is set.
   std::span<const WatchedFile> watched_files() const;
-  /// Null when watched_files() carry their stamps (a scan, a complete cache
-  /// load).  Else watched_files() carry names only (their stamps are zero) and
-  /// this is the digest of their stamps at scan time: what a cache load for
-  /// `full` validation reads instead of every stamp.
+  /// Null when watched_files() carry the stamps (a scan, a complete cache
+  /// load).  Else the watched files are watched_names(), and this is the
+  /// digest of their stamps at scan time: what a cache load for `full`
+  /// validation reads instead of every stamp.
   const WatchedDigest* watched_digest() const;
+  /// The watched files by name, in order, when watched_digest() is set;
+  /// else empty.
+  std::span<const WatchedName> watched_names() const;
   /// Watched files with their stamps: watched_files() unless those carry
   /// names only, in which case the stamps a partial load was asked for (the
   /// files inside its groups' distributions; CacheOptions::group_stamps).
@@ -111,8 +122,8 @@ class Index {
   /// else only for loaded_groups().  An empty group() of a group that was not
   /// loaded says nothing about that group.
   bool has_group(std::string_view group) const;
-  /// True when watched_files() lists every watched file (what `full`
-  /// validation needs).  A partial load under `paths` validation has none,
+  /// True when watched_files() (or watched_names()) lists every watched file
+  /// (what `full` validation needs).  A partial load under `paths` validation has none,
   /// or only those inside its groups' distributions.
   bool watched_complete() const;
 
@@ -128,8 +139,9 @@ class Index {
 /// describes the first one.
 bool same_answer(const Index& a, const Index& b, std::string* why = nullptr);
 
-/// Assembles an Index.  Every string passed in is copied; the builder keeps
-/// no reference to caller memory.
+/// Assembles an Index.  Every string passed in is copied (save the names
+/// add_watched_name() is told lie in kept bytes); the builder keeps no
+/// reference to caller memory.
 class IndexBuilder {
  public:
   IndexBuilder();
@@ -151,15 +163,23 @@ class IndexBuilder {
   void add_watched_file(std::uint32_t search_path, std::string_view rel_path,
                         const FileStamp& stamp);
   void set_scanned_at(std::int64_t ns);
-  /// Says that the watched files added carry names only, and `digest` is the
+  /// Records a watched file by name (an index that carries the digest of
+  /// the stamps, set_watched_digest()).  With `copy` false, `rel_path` must
+  /// lie in bytes handed over by keep_bytes(): it is kept, not copied.
+  void add_watched_name(std::uint32_t search_path, std::string_view rel_path, bool copy = true);
+  /// Hands over bytes the Index keeps for its lifetime (the cache reader's
+  /// buffer of names, which add_watched_name() then need not copy).
+  void keep_bytes(std::unique_ptr<char[]> bytes);
+  /// Says that the watched files are the names added, and `digest` is the
   /// digest of their stamps (see Index::watched_digest()).
   void set_watched_digest(const WatchedDigest& digest);
   /// Records a stamped file for stamped_files() of an index whose watched
   /// files carry names only.
   void add_stamped_file(std::uint32_t search_path, std::string_view rel_path, const FileStamp& stamp);
   /// Optional: room for this many more distributions, entry points and
-  /// watched files (fewer reallocations, and fewer fresh pages touched).
-  void reserve(std::size_t dists, std::size_t entry_points, std::size_t watched);
+  /// watched files, and watched names (fewer reallocations, and fewer fresh
+  /// pages touched).
+  void reserve(std::size_t dists, std::size_t entry_points, std::size_t watched, std::size_t names = 0);
 
   /// Makes the index partial: it holds only `groups` (see
   /// Index::complete()).  Without this call the index is complete.
