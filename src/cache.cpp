@@ -95,7 +95,9 @@
 // (page faults of fresh memory are most of the difference), against ~5 ms to
 // read and parse the whole file.  `full` validation adds the names in
 // "watch_digest" (~300 KB; ~0.8 ms, against ~1.5 ms for the stamped "watched"
-// section), and its ~6,200 stats.  A one-group read adds the group's rows
+// section), and its ~6,200 stats; the names are read first, kept in their
+// buffer (not copied), and their check starts on the other CPU while the
+// groups are parsed (ReadExpectations::early_check).  A one-group read adds the group's rows
 // straight to the IndexBuilder; several groups are collected and merged in
 // global discovery order.  One simdjson parser allocation serves every line
 // read (a parser grows by reallocating, and every fresh page costs a fault).
@@ -190,6 +192,13 @@ class Reader {
  public:
   Reader(int fd, std::string_view file, const ReadExpectations& expect)
       : m_fd(fd), m_file(file), m_expect(expect), m_partial(!expect.groups.empty()) {}
+  // A check started on names this reader holds must not outlive them: on
+  // success they move into the Index (built in run()), else it is stopped.
+  ~Reader() {
+    if (m_expect.early_check != nullptr && !m_built) m_expect.early_check->abandon();
+  }
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
 
   Result<Index> run();
 
@@ -260,6 +269,7 @@ class Reader {
   const Section* find(Kind kind, std::string_view group) const;
 
   int m_fd;
+  bool m_built = false;  // the Index was built (and owns the watched names)
   std::string_view m_file;
   const ReadExpectations& m_expect;
   const bool m_partial;
@@ -1182,6 +1192,19 @@ bool Reader::load_partial() {
   if (!read_sections(needed)) return false;
   m_builder.reserve(eps_total, eps_total, stamps_total, names_total);
 
+  // `full` validation by digest: the names first, and their check started
+  // (ReadExpectations::early_check), so that its stat calls run on the
+  // other CPU while the groups are parsed below.
+  const bool names_first = names_total > 0 && m_expect.early_check != nullptr;
+  if (names_first) {
+    if (!parse_section(*m_watch_digest,
+                       [&](od::document& d) { return watch_digest(d, m_watch_digest->count, /*add=*/true); })) {
+      return false;
+    }
+    const Index& so_far = m_builder.in_progress();
+    m_expect.early_check->start(so_far.watched_names(), so_far.search_paths(), so_far.scanned_at_ns());
+  }
+
   std::size_t group_sections = 0;
   for (const Section* s : needed) group_sections += s->kind == Kind::group;
   // One group (the common query): its rows go straight into the builder,
@@ -1230,7 +1253,7 @@ bool Reader::load_partial() {
   }
 
   for (const Section* s : needed) {
-    if (s->kind == Kind::group) continue;
+    if (s->kind == Kind::group || (names_first && s == m_watch_digest)) continue;
     // A group's stamps beside the digest's names go to stamped_files() only.
     const bool stamped_only = s->kind == Kind::stamps && m_expect.watched && !m_expect.watched_stamps;
     const bool ok = s->kind == Kind::watch_digest
@@ -1284,7 +1307,9 @@ Result<Index> Reader::run() {
   if (!m_problem.empty()) {
     return Error{Errc::cache, "cache file " + std::string(m_file) + ": " + m_problem};
   }
-  return m_builder.build();
+  Index index = m_builder.build();
+  m_built = true;
+  return index;
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,6 +91,8 @@ struct SerializedIndex {
 Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& options);
 
 /// What the parser checks beyond well-formedness.
+class EarlyFullCheck;
+
 struct ReadExpectations {
   /// When set: the file must carry exactly this key (interpreter, cwd and the
   /// search-path list) and must not be relocatable.
@@ -109,6 +113,10 @@ struct ReadExpectations {
   /// Partial reads with `watched`: every watched file with its stamp, not
   /// only their names and digest (to name the file that changed).
   bool watched_stamps = false;
+  /// Partial reads with `watched` (names and digest): when set, the names
+  /// are read first and their check started here, so that its stat calls
+  /// overlap the parse of the groups' sections.  A failed read abandons it.
+  EarlyFullCheck* early_check = nullptr;
 };
 
 /// Reads and parses the open file `fd` (the caller checked its safety;
@@ -136,5 +144,39 @@ bool decode_json_string(const char* p, const char* end, std::string& scratch, st
 /// did and have the same mtime_ns (dev, ino and ctime change when an
 /// environment is copied, so they are not compared).
 bool shipped_still_valid(const Index& index, std::string* why);
+
+/// A `full` check of watched names started before their Index is complete
+/// (by the cache reader, ReadExpectations::early_check): a helper thread on
+/// the other CPU stats them while the reader goes on parsing, and
+/// still_valid(index, full, why, this) joins it.  One use per object.
+class EarlyFullCheck {
+ public:
+  EarlyFullCheck();
+  ~EarlyFullCheck();  // abandons a check still running
+  EarlyFullCheck(const EarlyFullCheck&) = delete;
+  EarlyFullCheck& operator=(const EarlyFullCheck&) = delete;
+
+  /// Starts checking `names` (relative to `paths`) on a helper thread, when
+  /// there are enough to split and another CPU; else does nothing (the
+  /// check then runs whole in still_valid).  The spans' memory must stay put
+  /// until still_valid() or abandon().
+  void start(std::span<const WatchedName> names, std::span<const std::string_view> paths,
+             std::int64_t scanned_at);
+  /// Stops a started check (its answer is not wanted) and waits for it.
+  void abandon();
+  /// True from a start() that set a helper going until still_valid() or
+  /// abandon() finishes it.
+  bool running() const { return m != nullptr; }
+
+  struct State;
+
+ private:
+  friend bool still_valid(const Index&, Validation, std::string*, EarlyFullCheck*);
+  std::unique_ptr<State> m;
+};
+
+/// still_valid() (cache.hpp), joining `early` when it was started on this
+/// index's watched names; `early` is finished or abandoned on return.
+bool still_valid(const Index& index, Validation validation, std::string* why, EarlyFullCheck* early);
 
 }  // namespace epload::detail

@@ -269,19 +269,24 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
   expect.groups = options.groups;
   expect.watched = validation == Validation::full;  // only `full` needs the watched stamps
   expect.group_stamps = options.group_stamps;
+  // Under `full`, the stat calls start on the other CPU as soon as the
+  // names are read, while the groups are parsed.
+  EarlyFullCheck early;
+  if (expect.watched) expect.early_check = &early;
   auto index = read_index_fd(fd.fd, path, expect);
   if (!index) {
     out.why = index.error().message;
     return out;
   }
   std::string stale;
-  if (!still_valid(*index, validation, &stale)) {
+  if (!still_valid(*index, validation, &stale, &early)) {
     if (index->watched_digest() != nullptr) {
       // The digest says that a file changed, not which: read the stamps to
       // name it (a rescan follows anyway, so this costs little in relative
       // terms).
       ReadExpectations stamped = expect;
       stamped.watched_stamps = true;
+      stamped.early_check = nullptr;
       std::string named;
       if (auto again = read_index_fd(fd.fd, path, stamped); again && !still_valid(*again, validation, &named)) {
         stale = std::move(named);

@@ -26,7 +26,10 @@
 // are independent, so above k_parallel_threshold two threads (the target
 // machines have two cores; see parallel.hpp for how the second is placed)
 // take them in chunks from a shared counter; both stop at the first
-// mismatch either finds.  Nothing is allocated per file.
+// mismatch either finds.  Nothing is allocated per file.  A cache read for
+// `full` validation starts the helper as soon as it has the names
+// (EarlyFullCheck): the helper stats while the reader parses the groups'
+// sections, and still_valid() takes the remaining chunks and joins it.
 #include <fcntl.h>   // open, O_PATH
 #include <limits.h>  // PATH_MAX
 #include <unistd.h>  // close
@@ -140,6 +143,32 @@ void FullCheck::run() {
 
 }  // namespace
 
+struct EarlyFullCheck::State {
+  FullCheck check;
+  PinnedHelper helper;
+};
+
+EarlyFullCheck::EarlyFullCheck() = default;
+EarlyFullCheck::~EarlyFullCheck() { abandon(); }
+
+void EarlyFullCheck::start(std::span<const WatchedName> names, std::span<const std::string_view> paths,
+                           std::int64_t scanned_at) {
+  if (m || names.size() <= k_parallel_threshold) return;
+  m = std::make_unique<State>();
+  m->check.names = names;
+  m->check.paths = paths;
+  m->check.scanned_at = scanned_at;
+  m->check.by_digest = true;
+  if (!m->helper.start([](void* p) { static_cast<FullCheck*>(p)->run(); }, &m->check)) m.reset();
+}
+
+void EarlyFullCheck::abandon() {
+  if (!m) return;
+  m->check.stop.store(true, std::memory_order_relaxed);
+  m->helper.join();
+  m.reset();
+}
+
 bool shipped_still_valid(const Index& index, std::string* why) {
   const auto paths = index.search_paths();
   const auto stamps = index.search_path_stamps();
@@ -158,7 +187,31 @@ bool shipped_still_valid(const Index& index, std::string* why) {
 }  // namespace detail
 
 bool still_valid(const Index& index, Validation validation, std::string* why) {
-  using detail::describe;
+  return detail::still_valid(index, validation, why, nullptr);
+}
+
+namespace detail {
+
+bool still_valid(const Index& index, Validation validation, std::string* why, EarlyFullCheck* early) {
+  // A check started on other names than this index's (never, in the reader's
+  // use) or not wanted is stopped first; a started one is otherwise joined
+  // below, and every return path leaves it finished.
+  FullCheck* started = nullptr;
+  if (early != nullptr && early->m) {
+    if (validation == Validation::full && index.watched_digest() != nullptr &&
+        early->m->check.names.data() == index.watched_names().data() &&
+        early->m->check.names.size() == index.watched_names().size()) {
+      started = &early->m->check;
+    } else {
+      early->abandon();
+    }
+  }
+  struct Finish {
+    EarlyFullCheck* early;
+    ~Finish() {
+      if (early != nullptr) early->abandon();  // joins; stops it first if still running
+    }
+  } finish{started != nullptr ? early : nullptr};
   profile::Span span(profile::Phase::stat, validation == Validation::full ? "validate full" : "validate paths");
   profile::test_slowdown(profile::SlowPoint::validate);  // test-only; one relaxed load when unset
   const auto paths = index.search_paths();
@@ -191,16 +244,24 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
   const std::size_t count = digest != nullptr ? names.size() : watched.size();
   if (count == 0) return true;
 
-  detail::FullCheck check;
-  check.watched = watched;
-  check.names = names;
-  check.paths = paths;
-  check.scanned_at = scanned_at;
-  check.by_digest = digest != nullptr;
-  if (count > detail::k_parallel_threshold) {
-    detail::run_on_two_cpus(check);
-  } else {
+  FullCheck local;
+  FullCheck& check = started != nullptr ? *started : local;
+  if (started != nullptr) {
+    // The helper has been at it since the names were read: take the rest
+    // of the chunks here, then wait for its last one.
     check.run();
+    early->m->helper.join();
+  } else {
+    check.watched = watched;
+    check.names = names;
+    check.paths = paths;
+    check.scanned_at = scanned_at;
+    check.by_digest = digest != nullptr;
+    if (count > k_parallel_threshold) {
+      run_on_two_cpus(check);
+    } else {
+      check.run();
+    }
   }
   // A mismatch stops both threads, so another file with a lower index may go
   // unchecked: the one reported is a changed file, not always the first.
@@ -228,5 +289,7 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
   }
   return false;
 }
+
+}  // namespace detail
 
 }  // namespace epload

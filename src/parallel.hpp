@@ -13,7 +13,33 @@
 // if that CPU is busy, the calling thread takes the remaining items.
 #pragma once
 
+#include <pthread.h>
+
 namespace epload::detail {
+
+/// One helper thread, created already placed on another CPU than the
+/// caller's (see above), for work the caller joins later.
+class PinnedHelper {
+ public:
+  PinnedHelper() = default;
+  PinnedHelper(const PinnedHelper&) = delete;
+  PinnedHelper& operator=(const PinnedHelper&) = delete;
+  ~PinnedHelper() { join(); }
+
+  /// Starts fn(arg) on a helper thread placed on another CPU this process
+  /// may use, and returns at once.  Returns false, and starts nothing, when
+  /// there is no other CPU or no thread can be created (or one is running).
+  bool start(void (*fn)(void*), void* arg);
+  /// Waits for the helper to return; nothing if none was started.
+  void join();
+  bool started() const { return m_started; }
+
+ private:
+  void (*m_fn)(void*) = nullptr;
+  void* m_arg = nullptr;
+  pthread_t m_thread{};
+  bool m_started = false;
+};
 
 /// Calls fn(arg) on the calling thread and, when the process may run on
 /// another CPU, at the same time on one helper thread placed on that CPU;

@@ -2,6 +2,7 @@
 // or directory can be bad: each must mean "rebuild" or "work uncached", never a
 // crash and never a wrong answer.
 #include <gtest/gtest.h>
+#include <sched.h>  // sched_getaffinity
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -800,6 +801,79 @@ TEST(CachePartial, DigestValidationFindsAChangeInEitherThreadsShare) {
     EXPECT_FALSE(still_valid(before, Validation::full, &why)) << changed;
     EXPECT_NE(why.find("digest"), std::string::npos) << why;
     EXPECT_TRUE(still_valid(before, Validation::paths)) << "paths validation does not look inside";
+  }
+}
+
+TEST(CachePartial, EarlyCheckStartsWithTheNamesAndStillValidJoinsIt) {
+  // The reader starts the `full` check as soon as it has the watched names
+  // (ReadExpectations::early_check), before it parses the groups; still_valid
+  // joins it.  Its answer must be the same as a check started afterwards, and
+  // a read that fails after the start must stop it (sanitizer builds would
+  // see a thread left reading the freed names).
+  TempDir t;
+  const std::string site = t / "site";
+  constexpr int k_files = 1500;
+  for (int i = 0; i < k_files; ++i) {
+    test::write_file(site + "/d" + std::to_string(i) + ".dist-info/entry_points.txt", "[g]\ne = m:f\n");
+  }
+  auto build = [&] {
+    IndexBuilder b;
+    b.add_search_path(site, detail::stamp_at(AT_FDCWD, site.c_str()));
+    for (int i = 0; i < k_files; ++i) {
+      const std::string dir = "d" + std::to_string(i) + ".dist-info";
+      const auto d = b.add_distribution("d" + std::to_string(i), "1", site + "/" + dir, 0);
+      b.add_entry_point(d, "g", "e", "m:f");
+      b.add_watched_file(0, dir + "/entry_points.txt",
+                         detail::stamp_at(AT_FDCWD, (site + "/" + dir + "/entry_points.txt").c_str()));
+    }
+    b.set_scanned_at(detail::coarse_now_ns() + 3600 * 1000000000LL);  // nothing racy
+    return b.build();
+  };
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  const bool two_cpus = CPU_COUNT(&allowed) >= 2;
+  ASSERT_TRUE(write_index(build(), t / "i.json"));
+  std::string text = test::read_file(t / "i.json");
+  std::string why;
+  {
+    detail::EarlyFullCheck early;
+    detail::ReadExpectations e = groups_only({"g"}, /*watched=*/true);
+    e.early_check = &early;
+    auto r = parse_bytes_with(text, e);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->group("g").size(), static_cast<std::size_t>(k_files));
+    EXPECT_EQ(early.running(), two_cpus) << "started while the groups were parsed";
+    EXPECT_TRUE(detail::still_valid(*r, Validation::full, &why, &early)) << why;
+    EXPECT_FALSE(early.running());
+  }
+  // A change in the first or the last file: found by the early check too.
+  for (int changed : {0, k_files - 1}) {
+    test::write_file(site + "/d" + std::to_string(changed) + ".dist-info/entry_points.txt", "[g]\ne = m:changed\n");
+    detail::EarlyFullCheck early;
+    detail::ReadExpectations e = groups_only({"g"}, /*watched=*/true);
+    e.early_check = &early;
+    auto r = parse_bytes_with(text, e);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_FALSE(detail::still_valid(*r, Validation::full, &why, &early)) << changed;
+    EXPECT_NE(why.find("digest"), std::string::npos) << why;
+    EXPECT_FALSE(early.running());
+    ASSERT_TRUE(write_index(build(), t / "i.json"));  // the new stamps, for the next round
+    text = test::read_file(t / "i.json");
+  }
+  // A group section that fails its hash after the check started: the read
+  // fails and the check is stopped.
+  const std::size_t value = text.find("\"m:f\"", text.find("\n"));
+  ASSERT_NE(value, std::string::npos);
+  text[value + 3] = 'x';
+  {
+    detail::EarlyFullCheck early;
+    detail::ReadExpectations e = groups_only({"g"}, /*watched=*/true);
+    e.early_check = &early;
+    auto r = parse_bytes_with(text, e);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("section \"group:g\": hash mismatch"), std::string::npos) << r.error().message;
+    EXPECT_FALSE(early.running());
   }
 }
 
