@@ -273,10 +273,22 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
   // names are read, while the groups are parsed.
   EarlyFullCheck early;
   if (expect.watched) expect.early_check = &early;
-  auto index = read_index_fd(fd.fd, path, expect);
-  if (!index) {
-    out.why = index.error().message;
+  auto read = read_index_fd(fd.fd, path, expect);
+  if (!read) {
+    out.why = read.error().message;
     return out;
+  }
+  auto index = std::make_shared<const Index>(std::move(read.value()));
+  if (options.while_validating && early.running()) {
+    // The caller's own work runs here while the helper stats (see
+    // CacheOptions::while_validating); it gets this index only if the check
+    // passes.  The names the helper reads must outlive it, whatever happens.
+    try {
+      options.while_validating(index);
+    } catch (...) {
+      early.abandon();
+      throw;
+    }
   }
   std::string stale;
   if (!still_valid(*index, validation, &stale, &early)) {
@@ -295,7 +307,7 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
     out.why = "stale: " + stale;
     return out;
   }
-  out.index = std::make_shared<const Index>(std::move(index.value()));
+  out.index = std::move(index);
   return out;
 }
 

@@ -7,7 +7,8 @@
 // CacheReport says which happened and why (the CLI prints it under --verbose).
 #pragma once
 
-#include <memory>  // shared_ptr<const Index>
+#include <functional>  // CacheOptions::while_validating
+#include <memory>      // shared_ptr<const Index>
 #include <mutex>   // Catalog
 #include <string>  // paths, reasons
 #include <vector>  // search paths
@@ -50,6 +51,15 @@ struct CacheOptions {
   /// groups' distributions (e.g. their entry_points.txt), for
   /// Index::stamped_files().  (A rebuild's complete Index has every stamp.)
   bool group_stamps = false;
+  /// Optional, for hosts that build on the index at once (a loader): on a
+  /// cache hit whose `full` check runs on the other CPU, called on the
+  /// calling thread with the Index while that check is still running, so
+  /// that the caller's own work overlaps the stat calls.  open_index()
+  /// returns that same Index only if the check passes; if it does not,
+  /// open_index() rebuilds and returns another, and whatever the callback
+  /// made from the first must be dropped (compare the pointers).  Not called
+  /// otherwise (a miss, `paths` validation, one CPU, few watched files).
+  std::function<void(const std::shared_ptr<const Index>&)> while_validating;
 };
 
 /// How an index was obtained.
