@@ -136,7 +136,9 @@ TEST_F(Invalidation, WhileValidatingSeesTheHitAndIsDroppedWhenStale) {
   ASSERT_TRUE(hit) << hit.error().message;
   EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
   ASSERT_EQ(seen.size(), two_cpus ? 1u : 0u);
-  if (two_cpus) EXPECT_EQ(seen[0], hit.value()) << "a valid hit returns the index the callback saw";
+  if (two_cpus) {
+    EXPECT_EQ(seen[0], hit.value()) << "a valid hit returns the index the callback saw";
+  }
 
   // An in-place rewrite (same size, mtime restored): the callback still sees
   // the cached index, but open_index() rebuilds and returns the new answer.
