@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <thread>
 
 #include "cache_test_util.hpp"
@@ -158,6 +159,18 @@ TEST_F(Invalidation, WhileValidatingSeesTheHitAndIsDroppedWhenStale) {
     EXPECT_EQ(seen[0]->find("torch.backends", "npu")->value, "beta_npu:init") << "the stale answer";
   }
   EXPECT_EQ(stale.value()->find("torch.backends", "npu")->value, "beta_npx:init");
+
+  // A callback that throws: the exception reaches the caller, and the check
+  // running on the other CPU is stopped before the index it reads is freed
+  // (ASan and TSan builds would see it otherwise).
+  warm_group();
+  options.while_validating = [&](const std::shared_ptr<const Index>&) {
+    throw std::runtime_error("the host failed while the index was checked");
+  };
+  if (two_cpus) {
+    EXPECT_THROW(open_index(options, &r), std::runtime_error);
+  }
+  options.while_validating = [&](const std::shared_ptr<const Index>& index) { seen.push_back(index); };
 
   // Never called without the two-thread `full` check: `paths`, or no cache.
   seen.clear();
