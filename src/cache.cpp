@@ -391,11 +391,7 @@ bool Reader::fetch(const Section& s, const char*& data, std::size_t& capacity) {
   capacity = from->capacity - at;
   if (data[length - 1] != '\n') return fail("does not end with a newline");
   std::uint64_t want = 0;
-  for (const char c : s.hash) {
-    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (d < 0) return fail("hash is not 16 hex digits");
-    want = (want << 4) | static_cast<std::uint64_t>(d);
-  }
+  if (!parse_hex16(s.hash, want)) return fail("hash is not 16 hex digits");
   if (body_hash(std::string_view(data, length)) != want) return fail("hash mismatch (the file is corrupt)");
   return true;
 }
@@ -1072,16 +1068,10 @@ bool Reader::watch_digest(od::document& doc, std::size_t count, bool add) {
     if (k == 0 && key == "digest") {
       std::string_view hex;
       if (!string(v, "watch digest", m_s1, hex)) return false;
-      std::uint64_t halves[2] = {0, 0};
-      if (hex.size() != 32) return fail("watch digest is not 32 hex digits");
-      for (std::size_t i = 0; i < 32; ++i) {
-        const char c = hex[i];
-        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0) return fail("watch digest is not 32 hex digits");
-        halves[i / 16] = halves[i / 16] << 4 | static_cast<std::uint64_t>(d);
+      if (hex.size() != 32 || !parse_hex16(hex.substr(0, 16), digest.hi) ||
+          !parse_hex16(hex.substr(16), digest.lo)) {
+        return fail("watch digest is not 32 hex digits");
       }
-      digest.hi = halves[0];
-      digest.lo = halves[1];
     } else if (k == 1 && key == "files") {
       od::array arr;
       if (auto e = v.get_array().get(arr)) return fail(e, "watched files");

@@ -133,6 +133,9 @@ std::uint64_t body_hash(std::string_view s);
 /// Writes `v` as 16 lower-case hex digits to out[0..16).
 void put_hex16(char* out, std::uint64_t v);
 
+/// The inverse: `text` must be exactly 16 lower-case hex digits.
+bool parse_hex16(std::string_view text, std::uint64_t& out);
+
 /// Decodes the JSON string whose content starts at `p` (just past the
 /// opening quote) and whose buffer ends at `end`: a view into the input when
 /// it has no escape, else decoded into `scratch`.  False when malformed.

@@ -109,6 +109,18 @@ void put_hex16(char* out, std::uint64_t v) {
   for (int k = 15; k >= 0; --k, v >>= 4) out[k] = k_hex[v & 0xf];
 }
 
+bool parse_hex16(std::string_view text, std::uint64_t& out) {
+  if (text.size() != 16) return false;
+  std::uint64_t v = 0;
+  for (const char c : text) {
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return false;
+    v = (v << 4) | static_cast<std::uint64_t>(d);
+  }
+  out = v;
+  return true;
+}
+
 /// Decodes the JSON string whose content starts at `p` (just past the
 /// opening quote) in the input buffer ending at `end`.  The common case, no
 /// escape, is a view into the input: no copy, and simdjson's string buffer

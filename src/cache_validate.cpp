@@ -159,7 +159,7 @@ void EarlyFullCheck::start(std::span<const WatchedName> names, std::span<const s
   m->check.paths = paths;
   m->check.scanned_at = scanned_at;
   m->check.by_digest = true;
-  if (!m->helper.start([](void* p) { static_cast<FullCheck*>(p)->run(); }, &m->check)) m.reset();
+  if (!m->helper.start(m->check)) m.reset();
 }
 
 void EarlyFullCheck::abandon() {

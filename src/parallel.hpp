@@ -30,6 +30,11 @@ class PinnedHelper {
   /// may use, and returns at once.  Returns false, and starts nothing, when
   /// there is no other CPU or no thread can be created (or one is running).
   bool start(void (*fn)(void*), void* arg);
+  /// The same for any callable, which must outlive the helper.
+  template <class F>
+  bool start(F& f) {
+    return start([](void* p) { (*static_cast<F*>(p))(); }, &f);
+  }
   /// Waits for the helper to return; nothing if none was started.
   void join();
   bool started() const { return m_started; }

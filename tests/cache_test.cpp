@@ -760,25 +760,48 @@ TEST(Cache, ReadRejectsABadWatchDigest) {
   EXPECT_FALSE(still_valid(*partial, Validation::full, &why));
 }
 
+/// `count` real dist-info directories under `site`, each with an
+/// entry_points.txt holding "[g]\ne = m:f\n".
+void write_watched_tree(const std::string& site, int count) {
+  for (int i = 0; i < count; ++i) {
+    test::write_file(site + "/d" + std::to_string(i) + ".dist-info/entry_points.txt", "[g]\ne = m:f\n");
+  }
+}
+
+/// An index watching that tree's entry_points.txt files with their current
+/// stamps, scanned an hour ahead so that no stamp is racy; with
+/// `with_entry_points`, also each distribution and its entry point g/e.
+Index watched_tree_index(const std::string& site, int count, bool with_entry_points) {
+  IndexBuilder b;
+  b.add_search_path(site, detail::stamp_at(AT_FDCWD, site.c_str()));
+  for (int i = 0; i < count; ++i) {
+    const std::string dir = "d" + std::to_string(i) + ".dist-info";
+    if (with_entry_points) {
+      const auto d = b.add_distribution("d" + std::to_string(i), "1", site + "/" + dir, 0);
+      b.add_entry_point(d, "g", "e", "m:f");
+    }
+    b.add_watched_file(0, dir + "/entry_points.txt",
+                       detail::stamp_at(AT_FDCWD, (site + "/" + dir + "/entry_points.txt").c_str()));
+  }
+  b.set_scanned_at(detail::coarse_now_ns() + 3600 * 1000000000LL);
+  return b.build();
+}
+
+/// Reads group g of `text` for `full` validation, the check started in `early`.
+Result<Index> read_with_early_check(const std::string& text, detail::EarlyFullCheck& early) {
+  detail::ReadExpectations e = groups_only({"g"}, /*watched=*/true);
+  e.early_check = &early;
+  return parse_bytes_with(text, e);
+}
+
 TEST(CachePartial, DigestValidationFindsAChangeInEitherThreadsShare) {
   // Above 500 watched files two threads fold the fresh stamps into the
   // digest; a change anywhere must make the digest differ.
   TempDir t;
   const std::string site = t / "site";
   constexpr int k_files = 2000;
-  for (int i = 0; i < k_files; ++i) {
-    test::write_file(site + "/d" + std::to_string(i) + ".dist-info/entry_points.txt", "[g]\ne = m:f\n");
-  }
-  auto build = [&] {
-    IndexBuilder b;
-    b.add_search_path(site, detail::stamp_at(AT_FDCWD, site.c_str()));
-    for (int i = 0; i < k_files; ++i) {
-      const std::string rel = "d" + std::to_string(i) + ".dist-info/entry_points.txt";
-      b.add_watched_file(0, rel, detail::stamp_at(AT_FDCWD, (site + "/" + rel).c_str()));
-    }
-    b.set_scanned_at(detail::coarse_now_ns() + 3600 * 1000000000LL);  // nothing racy
-    return b.build();
-  };
+  write_watched_tree(site, k_files);
+  auto build = [&] { return watched_tree_index(site, k_files, /*with_entry_points=*/false); };
   auto by_digest = [&](const Index& index) -> Index {
     EXPECT_TRUE(write_index(index, t / "i.json"));
     auto r = parse_bytes_with(test::read_file(t / "i.json"), groups_only({"g"}, /*watched=*/true));
@@ -813,22 +836,8 @@ TEST(CachePartial, EarlyCheckStartsWithTheNamesAndStillValidJoinsIt) {
   TempDir t;
   const std::string site = t / "site";
   constexpr int k_files = 1500;
-  for (int i = 0; i < k_files; ++i) {
-    test::write_file(site + "/d" + std::to_string(i) + ".dist-info/entry_points.txt", "[g]\ne = m:f\n");
-  }
-  auto build = [&] {
-    IndexBuilder b;
-    b.add_search_path(site, detail::stamp_at(AT_FDCWD, site.c_str()));
-    for (int i = 0; i < k_files; ++i) {
-      const std::string dir = "d" + std::to_string(i) + ".dist-info";
-      const auto d = b.add_distribution("d" + std::to_string(i), "1", site + "/" + dir, 0);
-      b.add_entry_point(d, "g", "e", "m:f");
-      b.add_watched_file(0, dir + "/entry_points.txt",
-                         detail::stamp_at(AT_FDCWD, (site + "/" + dir + "/entry_points.txt").c_str()));
-    }
-    b.set_scanned_at(detail::coarse_now_ns() + 3600 * 1000000000LL);  // nothing racy
-    return b.build();
-  };
+  write_watched_tree(site, k_files);
+  auto build = [&] { return watched_tree_index(site, k_files, /*with_entry_points=*/true); };
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
@@ -838,9 +847,7 @@ TEST(CachePartial, EarlyCheckStartsWithTheNamesAndStillValidJoinsIt) {
   std::string why;
   {
     detail::EarlyFullCheck early;
-    detail::ReadExpectations e = groups_only({"g"}, /*watched=*/true);
-    e.early_check = &early;
-    auto r = parse_bytes_with(text, e);
+    auto r = read_with_early_check(text, early);
     ASSERT_TRUE(r) << r.error().message;
     EXPECT_EQ(r->group("g").size(), static_cast<std::size_t>(k_files));
     EXPECT_EQ(early.running(), two_cpus) << "started while the groups were parsed";
@@ -851,9 +858,7 @@ TEST(CachePartial, EarlyCheckStartsWithTheNamesAndStillValidJoinsIt) {
   for (int changed : {0, k_files - 1}) {
     test::write_file(site + "/d" + std::to_string(changed) + ".dist-info/entry_points.txt", "[g]\ne = m:changed\n");
     detail::EarlyFullCheck early;
-    detail::ReadExpectations e = groups_only({"g"}, /*watched=*/true);
-    e.early_check = &early;
-    auto r = parse_bytes_with(text, e);
+    auto r = read_with_early_check(text, early);
     ASSERT_TRUE(r) << r.error().message;
     EXPECT_FALSE(detail::still_valid(*r, Validation::full, &why, &early)) << changed;
     EXPECT_NE(why.find("digest"), std::string::npos) << why;
@@ -868,9 +873,7 @@ TEST(CachePartial, EarlyCheckStartsWithTheNamesAndStillValidJoinsIt) {
   text[value + 3] = 'x';
   {
     detail::EarlyFullCheck early;
-    detail::ReadExpectations e = groups_only({"g"}, /*watched=*/true);
-    e.early_check = &early;
-    auto r = parse_bytes_with(text, e);
+    auto r = read_with_early_check(text, early);
     ASSERT_FALSE(r);
     EXPECT_NE(r.error().message.find("section \"group:g\": hash mismatch"), std::string::npos) << r.error().message;
     EXPECT_FALSE(early.running());

@@ -95,10 +95,13 @@ int run(std::vector<std::string_view>& args) {
   auto index = open_index_or_report(options, &co, prepare);
   if (!index) return k_error;
   const double t_index = now_us();
-  auto lo = host_loader_options(co, group, mode_text);
-  if (!lo) return fail(lo.error().message);
   const bool overlapped = prepared && prepared_for == index;
-  auto created = overlapped ? std::move(*prepared) : Loader::create(index, lo.value());
+  auto created = [&]() -> Result<std::unique_ptr<Loader>> {
+    if (overlapped) return std::move(*prepared);
+    auto lo = host_loader_options(co, group, mode_text);
+    if (!lo) return lo.error();
+    return Loader::create(index, lo.value());
+  }();
   prepared.reset();  // a loader of a stale index, if any
   if (!created) return fail(created.error().message);
   Loader& loader = *created.value();
