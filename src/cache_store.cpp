@@ -1,5 +1,5 @@
 // cache_store.cpp — open_index(): use the cache when it is safe and valid,
-// else scan and store; Catalog; atomic writes; pruning.
+// else scan and store; Catalog.
 //
 // The hit path is a handful of system calls before validation: open the
 // cache directory (O_PATH) and fstat it, openat the file (O_NOFOLLOW) and
@@ -11,11 +11,13 @@
 // another user, or writable by group or others, is never trusted (ignored
 // with the reason "unsafe"); an unsafe directory is also never written.
 //
-// Writes happen only after a rebuild: mkdir -p with mode 0700, a temporary
-// file in the same directory (mkostemp), fchmod 0600, rename over the old
-// file.  Readers therefore see either the old or the new file, whole, even
-// with many processes rebuilding the same key at once.  No fsync: a file torn
-// by a crash fails to parse and is rebuilt.
+// Writes happen only after a rebuild: mkdir -p with mode 0700, then
+// detail::write_atomic (cache_files.hpp: a temporary file in the same
+// directory, fchmod 0600, rename over the old file).  Readers therefore see
+// either the old or the new file, whole, even with many processes
+// rebuilding the same key at once; a failed write leaves the old file and
+// the answer is served uncached.  No fsync: a file torn by a crash fails to
+// parse and is rebuilt.
 //
 // A shipped index (`epload index build --output F`, used via $EPLOAD_INDEX or
 // CacheOptions::shipped_index) is read-only and travels with its
@@ -28,26 +30,20 @@
 // root (installed system-wide), never be writable by group or others.
 // Otherwise it is ignored, with the reason, and the user cache is used.
 //
-// Pruning (on each write only, never on the read path): in the cache
-// directory, index files whose last use — the later of atime and mtime — is
-// more than 30 days ago are removed; then, if more than 64 remain, the least
-// recently used are removed down to 64.  Temporary files older than an hour
-// (left by killed processes) are removed too.  With noatime mounts "last use"
-// degrades to "last written", so a long-unchanged environment is rescanned
-// about once a month.
-#include <dirent.h>    // opendir: pruning, clear
+// Pruning (on each write only, never on the read path) removes index files
+// unused for 30 days and the least recently used beyond 64, learned stores
+// unused for 30 days, and temporary files older than an hour (left by killed
+// processes): prune_cache_dir() in cache_files.cpp.
 #include <fcntl.h>     // open, openat
-#include <stdlib.h>    // mkostemp
 #include <sys/stat.h>  // fstat, mkdir
 #include <unistd.h>    // write, close, geteuid
 
-#include <algorithm>
-#include <initializer_list>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
 
+#include "cache_files.hpp"
 #include "cache_internal.hpp"
 #include "epload/profile.hpp"
 #include "epload/scanner.hpp"
@@ -57,11 +53,6 @@ namespace epload {
 namespace detail {
 
 namespace {
-
-constexpr std::size_t k_keep_files = 64;
-constexpr std::int64_t k_second_ns = 1000000000;
-constexpr std::int64_t k_max_age_ns = 30LL * 24 * 3600 * k_second_ns;
-constexpr std::int64_t k_temp_age_ns = 3600LL * k_second_ns;
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -89,107 +80,6 @@ std::string unsafe_reason(const struct stat& st, const std::string& what, bool r
            std::to_string(st.st_mode & 7) + ")";
   }
   return {};
-}
-
-std::int64_t ns_of(const struct timespec& ts) {
-  return static_cast<std::int64_t>(ts.tv_sec) * k_second_ns + ts.tv_nsec;
-}
-
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool ends_with(std::string_view s, std::string_view p) {
-  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
-bool is_index_file(std::string_view n) { return starts_with(n, "index-") && ends_with(n, ".json"); }
-bool is_temp_file(std::string_view n) {
-  return starts_with(n, ".index-") && n.find(".tmp.") != std::string_view::npos;
-}
-
-/// mkdir -p, creating missing components with mode 0700.
-Result<void> make_dirs(const std::string& dir) {
-  struct stat st;
-  if (::stat(dir.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return {};
-    return Error{Errc::io, dir + " is not a directory"};
-  }
-  const std::string parent = dir_name(dir);
-  if (parent != dir && parent != "." && parent != "/") {
-    if (auto r = make_dirs(parent); !r) return r;
-  }
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return Error{Errc::io, "mkdir " + dir + ": " + errno_text()};
-  }
-  return {};
-}
-
-/// Writes `parts`, one after the other, to `path` through a temporary file
-/// in the same directory and rename(); the file gets exactly `mode`.
-Result<void> write_atomic(const std::string& path, std::initializer_list<std::string_view> parts, mode_t mode,
-                          std::string_view temp_prefix) {
-  const std::string dir = dir_name(path);
-  std::string tmp = join_path(dir, std::string(temp_prefix) + ".tmp.XXXXXX");
-  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
-  if (fd < 0) return Error{Errc::io, "cannot create a temporary file in " + dir + ": " + errno_text()};
-  auto fail = [&](const std::string& what) -> Result<void> {
-    const std::string text = what + " " + tmp + ": " + errno_text();
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return Error{Errc::io, text};
-  };
-  for (std::string_view data : parts) {
-    std::size_t done = 0;
-    while (done < data.size()) {
-      const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return fail("write");
-      done += static_cast<std::size_t>(n);
-    }
-  }
-  if (::fchmod(fd, mode) != 0) return fail("fchmod");
-  if (::close(fd) != 0) {
-    const std::string text = "close " + tmp + ": " + errno_text();
-    ::unlink(tmp.c_str());
-    return Error{Errc::io, text};
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string text = "rename " + tmp + " to " + path + ": " + errno_text();
-    ::unlink(tmp.c_str());
-    return Error{Errc::io, text};
-  }
-  return {};
-}
-
-/// Removes old index and temporary files from the cache directory (see the
-/// rule at the top of this file); `keep` is the file just written.
-void prune(const std::string& dir, std::string_view keep) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
-  const int dfd = ::dirfd(d);
-  const std::int64_t now = coarse_now_ns();
-  std::vector<std::pair<std::int64_t, std::string>> files;  // (last use, name)
-  while (const dirent* e = ::readdir(d)) {
-    const std::string_view name = e->d_name;
-    const bool index = is_index_file(name);
-    if ((!index && !is_temp_file(name)) || name == keep) continue;
-    struct stat st;
-    if (::fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
-    const std::int64_t mtime = ns_of(st.st_mtim);
-    if (!index) {
-      if (now - mtime > k_temp_age_ns) ::unlinkat(dfd, e->d_name, 0);
-      continue;
-    }
-    const std::int64_t last_use = std::max(mtime, ns_of(st.st_atim));
-    if (now - last_use > k_max_age_ns) {
-      ::unlinkat(dfd, e->d_name, 0);
-    } else {
-      files.emplace_back(last_use, std::string(name));
-    }
-  }
-  if (files.size() + 1 > k_keep_files) {
-    std::sort(files.begin(), files.end());
-    const std::size_t excess = files.size() + 1 - k_keep_files;
-    for (std::size_t i = 0; i < excess; ++i) ::unlinkat(dfd, files[i].second.c_str(), 0);
-  }
-  ::closedir(d);
 }
 
 /// The shipped index at `path`, if it is safe, made for `search_paths`, and
@@ -325,9 +215,8 @@ Result<void> store(const Index& index, const std::string& dir, const std::string
   wo.key = &key;
   auto text = serialize_index(index, wo);
   if (!text) return text.error();
-  const std::string temp_prefix = "." + name.substr(0, name.size() - 5);  // ".index-<hash>"
-  if (auto r = write_atomic(join_path(dir, name), {text->head, text->body}, 0600, temp_prefix); !r) return r;
-  prune(dir, name);
+  if (auto r = write_atomic(join_path(dir, name), {text->head, text->body}, 0600); !r) return r;
+  prune_cache_dir(dir, name);
   return {};
 }
 
@@ -419,9 +308,8 @@ Result<void> write_index(const Index& index, const std::string& path, bool reloc
   if (relocatable) wo.base_dir = detail::dir_name(detail::absolute_path(path));
   auto text = detail::serialize_index(index, wo);
   if (!text) return text.error();
-  std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
   // A shipped index is meant to be read by every user of the environment.
-  return detail::write_atomic(path, {text->head, text->body}, relocatable ? 0644 : 0600, "." + base);
+  return detail::write_atomic(path, {text->head, text->body}, relocatable ? 0644 : 0600);
 }
 
 Result<Index> read_index(const std::string& path, const std::vector<std::string>& groups) {
@@ -436,19 +324,7 @@ Result<Index> read_index(const std::string& path, const std::vector<std::string>
 Result<int> clear_cache(const CacheOptions& options) {
   const std::string dir = resolve_cache_dir(options);
   if (dir.empty()) return 0;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) {
-    if (errno == ENOENT) return 0;
-    return Error{Errc::io, "cannot open the cache directory " + dir + ": " + detail::errno_text()};
-  }
-  int removed = 0;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string_view name = e->d_name;
-    if (!detail::is_index_file(name) && !detail::is_temp_file(name)) continue;
-    if (::unlinkat(::dirfd(d), e->d_name, 0) == 0) ++removed;
-  }
-  ::closedir(d);
-  return removed;
+  return detail::clear_cache_dir(dir);
 }
 
 // ---------------------------------------------------------------------------

@@ -27,13 +27,13 @@
 
 #include <fcntl.h>     // open
 #include <sys/mman.h>  // mmap
-#include <sys/stat.h>  // fstat, mkdir
-#include <unistd.h>    // read, write, rename, getpid
+#include <sys/stat.h>  // fstat
+#include <unistd.h>    // close, geteuid
 
-#include <atomic>   // temp-file counter
 #include <cerrno>   // errno
-#include <cstdio>   // rename
-#include <cstring>  // strerror
+#include <cstring>  // strerror, memchr
+
+#include "cache_files.hpp"  // make_dirs, write_atomic
 
 namespace epload::detail {
 
@@ -306,40 +306,10 @@ Result<void> write_learned(const std::string& path, std::span<const LearnedRecor
   text += "end " + std::to_string(records.size()) + "\n";
 
   const std::size_t slash = path.rfind('/');
-  if (slash != std::string::npos && slash > 0) {
-    // Create missing parents; the last level 0700 like the index cache's.
-    std::string dir = path.substr(0, slash);
-    for (std::size_t i = 1; i <= dir.size(); ++i) {
-      if (i == dir.size() || dir[i] == '/') {
-        std::string part = dir.substr(0, i);
-        if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
-          return Error{Errc::io, "cannot create directory " + part + ": " + std::strerror(errno)};
-        }
-      }
-    }
-  }
-  static std::atomic<unsigned> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                          std::to_string(counter.fetch_add(1));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return Error{Errc::io, "cannot write " + tmp + ": " + std::strerror(errno)};
-  std::size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Error{Errc::io, "cannot write " + tmp + ": " + std::strerror(e)};
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::close(fd) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return Error{Errc::io, "cannot replace " + path + ": " + std::strerror(e)};
-  }
+  Result<void> r;
+  if (slash != std::string::npos && slash > 0) r = make_dirs(path.substr(0, slash));
+  if (r) r = write_atomic(path, {text}, 0600);
+  if (!r) return Error{Errc::io, "cannot write the learned-devices store: " + r.error().message};
   return {};
 }
 

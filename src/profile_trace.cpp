@@ -25,11 +25,12 @@
 #include <algorithm>      // sort
 #include <cerrno>         // errno
 #include <cmath>          // llround
-#include <cstdio>         // snprintf, rename
+#include <cstdio>         // snprintf
 #include <cstring>        // strerror
 #include <map>            // per-thread grouping, per-backend totals
 #include <unordered_map>  // backend lookup
 
+#include "cache_files.hpp"  // write_atomic
 #include "epload/profile.hpp"
 #include "profile_internal.hpp"
 
@@ -366,32 +367,8 @@ bool write_trace(const Trace& t, const std::string& path, std::string* error) {
   }
   out += "}}\n";
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (error) *error = "cannot write trace " + tmp + ": " + std::strerror(errno) + " (is the directory writable?)";
-    return false;
-  }
-  std::size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t n = ::write(fd, out.data() + done, out.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (error) *error = "cannot write trace " + tmp + ": " + std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return false;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::close(fd) != 0) {
-    if (error) *error = "cannot write trace " + tmp + ": " + std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    if (error) *error = "cannot rename trace to " + path + ": " + std::strerror(errno);
-    ::unlink(tmp.c_str());
+  if (auto r = epload::detail::write_atomic(path, {out}, 0644); !r) {
+    if (error) *error = "cannot write trace " + path + ": " + r.error().message;
     return false;
   }
   return true;

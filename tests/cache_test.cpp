@@ -1260,6 +1260,32 @@ TEST_F(CacheOpen, UnusableCacheDirectoryMeansUncached) {
   }
 }
 
+TEST_F(CacheOpen, FailedWriteServesUncachedAndKeepsTheOldFile) {
+  // A disk that fills up while the rebuilt index is written: the answer is
+  // still right (served uncached, and said so), the old cache file is
+  // untouched and no temporary file is left behind.
+  test::next_tick();
+  CacheReport first = open_checked();
+  ASSERT_EQ(first.status, CacheStatus::rebuilt);
+  const std::string before = test::read_file(first.file);
+  test::make_dist(site, "delta", "4.0", "[torch.backends]\nxpu = delta_xpu:init\n");
+  test::next_tick();
+  const int code = test::in_child_with_file_size_limit(256, [&] {
+    CacheReport r;
+    auto idx = open_index(options, &r);
+    if (!idx) return 1;
+    if ((*idx)->group("torch.backends").size() != 2) return 2;
+    if (r.status != CacheStatus::uncached) return 3;
+    if (r.reason.find("File too large") == std::string::npos) return 4;
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(test::read_file(first.file), before);
+  EXPECT_EQ(test::list_dir(options.cache_dir), std::vector<std::string>{first.file.substr(first.file.rfind('/') + 1)});
+  // Without the limit, the next query rebuilds and stores.
+  EXPECT_EQ(open_checked().status, CacheStatus::rebuilt);
+}
+
 TEST_F(CacheOpen, PrunesOldAndExcessFiles) {
   ASSERT_EQ(::mkdir(options.cache_dir.c_str(), 0700), 0);
   const std::int64_t now = detail::coarse_now_ns() / 1000000000;
@@ -1276,6 +1302,8 @@ TEST_F(CacheOpen, PrunesOldAndExcessFiles) {
   make_aged(".index-x.tmp.abcdef", 2 * 3600);   // stray temp file: removed
   make_aged(".index-y.tmp.abcdef", 60);         // maybe still being written: kept
   make_aged("unrelated.txt", 365 * 86400);       // not ours: kept
+  make_aged("learned-old.txt", 31 * 86400);      // learned stores: by last use only
+  make_aged("devices-g-h.json", 60);
   CacheReport r = open_checked();
   ASSERT_EQ(r.status, CacheStatus::rebuilt);
   const auto files = test::list_dir(options.cache_dir);
@@ -1293,10 +1321,12 @@ TEST_F(CacheOpen, PrunesOldAndExcessFiles) {
   EXPECT_FALSE(has(".index-x.tmp.abcdef"));
   EXPECT_TRUE(has(".index-y.tmp.abcdef"));
   EXPECT_TRUE(has("unrelated.txt"));
+  EXPECT_FALSE(has("learned-old.txt"));
+  EXPECT_TRUE(has("devices-g-h.json"));
 
   auto cleared = clear_cache(options);
   ASSERT_TRUE(cleared);
-  EXPECT_EQ(*cleared, 65);  // 64 index files + the young temp file
+  EXPECT_EQ(*cleared, 66);  // 64 index files, the young temp file, the devices store
   EXPECT_EQ(test::list_dir(options.cache_dir), std::vector<std::string>{"unrelated.txt"});
   options.cache_dir = t / "never-created";
   auto none = clear_cache(options);

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -160,6 +163,26 @@ inline std::vector<std::string> list_dir(const std::string& dir) {
     out.push_back(e.path().filename().string());
   }
   return out;
+}
+
+/// Runs `fn` in a forked child whose files may not grow beyond `bytes`
+/// (RLIMIT_FSIZE, SIGXFSZ ignored: a write past the limit fails with EFBIG,
+/// as a full disk fails with ENOSPC).  Returns fn's result as the child's
+/// exit status, or -1 if the child did not exit normally.  `fn` must not
+/// use gtest assertions (they would be lost in the child): it returns 0 for
+/// success and a distinct code for each failed check.
+inline int in_child_with_file_size_limit(rlim_t bytes, const std::function<int()>& fn) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const struct rlimit lim = {bytes, bytes};
+    if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) ::_exit(100);
+    ::_exit(fn());
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
 }
 
 /// Changes applied while copying an index (to construct racy or stale cases).

@@ -118,7 +118,9 @@ Result<std::string> store_index(const Index& index, const CacheOptions& options)
 /// files), reading only the head of the file and those groups' sections.
 Result<Index> read_index(const std::string& path, const std::vector<std::string>& groups = {});
 
-/// Removes every cache file in the cache directory; returns how many.
+/// Removes every file epload keeps in the cache directory (index caches,
+/// learned-device stores of the loader and of the Python autoload, leftover
+/// temporary files) and nothing else; returns how many.
 Result<int> clear_cache(const CacheOptions& options);
 
 /// A long-lived handle for in-process users: every get() re-validates the

@@ -165,7 +165,10 @@ class _Store:
             return
         import json
         directory = os.path.dirname(self.path)
-        tmp = f'{self.path}.{os.getpid()}.{_thread.get_ident()}.tmp'
+        # The temporary name is one `epload index clear` and the pruning of
+        # stale temporary files know (src/cache_files.hpp).
+        tmp = os.path.join(directory, f'.{os.path.basename(self.path)}.tmp.'
+                                      f'{os.getpid()}.{_thread.get_ident()}')
         try:
             os.makedirs(directory, mode=0o700, exist_ok=True)
             entries = self._read()  # merge with what other processes learned

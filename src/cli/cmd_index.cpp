@@ -20,7 +20,8 @@ const char k_help[] =
     "  show      summarise the index: cache file, search paths, distributions,\n"
     "            entry points per group\n"
     "  verify    compare the cache file with a fresh scan; exit 1 on any difference\n"
-    "  clear     delete every cache file in the cache directory\n"
+    "  clear     delete every file epload keeps in the cache directory: index\n"
+    "            caches, learned device names, leftover temporary files\n"
     "  path      print the cache file used for these search paths\n";
 
 std::shared_ptr<const Index> opened(const IndexOptions& o, CacheOptions& co) {

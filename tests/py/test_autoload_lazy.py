@@ -6,10 +6,11 @@ name, cause and remedy, at the first lookup.  Every run is a fresh interpreter.
 
 import json
 import os
+import subprocess
 
 import pytest
 
-from pyfixtures import HOST_STYLES, make_backend, make_host, run_json, run_py, write
+from pyfixtures import BUILD_DIR, HOST_STYLES, make_backend, make_host, run_json, run_py, write
 
 HOST_STYLES.setdefault('epload-auto', '''
 import epload
@@ -299,6 +300,25 @@ def test_bad_store_means_learning_again(tmp_path, content, mode):
         write(str(store), content)
     os.chmod(store, mode)
     assert env.run()['at_import'] == ['be_a']
+
+
+def test_store_write_leaves_nothing_behind_and_index_clear_removes_it(tmp_path):
+    env = Env(tmp_path)
+    env.backend('be_a')
+    env.run()
+    cache = tmp_path / 'cache'
+    store = 'devices-torch.backends-fakehost.json'
+    # The store was written through a temporary file, renamed into place.
+    assert store in os.listdir(cache)
+    assert not [n for n in os.listdir(cache) if '.tmp.' in n]
+    # A temporary file of a killed writer is one `index clear` knows.
+    write(str(cache / f'.{store}.tmp.123.456'), '{')
+    write(str(cache / 'notes.txt'), 'not ours')
+    proc = subprocess.run([os.path.join(BUILD_DIR, 'epload'), 'index', 'clear', '--path', str(tmp_path),
+                           '--cache-dir', str(cache)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(cache)) == ['notes.txt']
+    assert env.run()['at_import'] == ['be_a']  # learned again
 
 
 def test_backend_importing_the_host_and_backend_imported_first(tmp_path):
