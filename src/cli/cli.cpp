@@ -7,7 +7,8 @@
 #include <sys/wait.h>  // waitpid
 #include <unistd.h>    // pipe, read, close
 
-#include <cstdio>   // fprintf
+#include <cerrno>   // errno
+#include <cstdio>   // fprintf, fwrite
 #include <cstring>  // strerror
 
 extern char** environ;
@@ -35,6 +36,19 @@ int fail(std::string_view message) {
   std::fprintf(stderr, "epload: %.*s\n", static_cast<int>(message.size()), message.data());
   return k_error;
 }
+
+namespace {
+int g_write_out_errno = 0;
+}  // namespace
+
+void write_out(std::string_view data) {
+  errno = 0;
+  if (std::fwrite(data.data(), 1, data.size(), stdout) != data.size() && g_write_out_errno == 0) {
+    g_write_out_errno = errno != 0 ? errno : EIO;
+  }
+}
+
+int write_out_errno() { return g_write_out_errno; }
 
 bool take_value(std::string_view command, std::vector<std::string_view>& args, std::size_t& i,
                 std::string_view option, std::string& out) {

@@ -42,6 +42,13 @@ int usage_error(std::string_view command, std::string_view message);
 /// Error: prints "epload: <message>" to stderr and returns k_error.
 int fail(std::string_view message);
 
+/// Writes `data` to standard output (stdio, like printf).  The first write
+/// error's errno is kept for main(), which turns any failed write to
+/// standard output into exit status 1 with its cause.
+void write_out(std::string_view data);
+/// errno of the first failed write_out(), or 0.
+int write_out_errno();
+
 /// Pops the value of an option that takes one (`--opt VALUE` or
 /// `--opt=VALUE`).  `i` indexes args[i] == the option; on success advances i
 /// past the value.  Returns false (after printing a usage error) when the

@@ -2,7 +2,7 @@
 // provide, known without loading any of them (declared in the library or
 // learned by an earlier run), and the backends whose devices are unknown or
 // that cannot load.
-#include <cstdio>  // fwrite
+#include <cstdio>  // fprintf
 #include <string>  // output buffer
 
 #include "cli/cli.hpp"
@@ -159,7 +159,7 @@ int run(std::vector<std::string_view>& args) {
     if (!other.empty()) out += "\nnotes:\n" + other;
     if (!broken.empty()) out += "\nbackends that cannot load:\n" + broken;
   }
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  write_out(out);
   return k_ok;
 }
 

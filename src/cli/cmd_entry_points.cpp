@@ -1,6 +1,6 @@
 // cmd_entry_points.cpp — `epload entry-points`: importlib.metadata's
 // entry_points() answer, from the cached index.
-#include <cstdio>  // fwrite
+
 #include <string>  // output buffer
 
 #include "cli/cli.hpp"
@@ -80,12 +80,12 @@ int run(std::vector<std::string_view>& args) {
     }
     first = false;
     if (out.size() >= k_chunk) {
-      std::fwrite(out.data(), 1, out.size(), stdout);
+      write_out(out);
       out.clear();
     }
   }
   if (json) out += first ? "]\n" : "\n]\n";
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  write_out(out);
   return k_ok;
 }
 

@@ -4,7 +4,7 @@
 // backends were loaded and what each cost.
 #include <time.h>  // clock_gettime
 
-#include <cstdio>  // fwrite
+#include <cstdio>  // fprintf
 #include <map>     // loaded backends
 #include <optional>  // the loader prepared during validation
 #include <string>  // output buffer
@@ -187,7 +187,7 @@ int run(std::vector<std::string_view>& args) {
            ", start " + fixed(t_start - t_create) + " us, lookup " + fixed(t_lookup - t_start) +
            " us, total " + fixed(t_lookup - t0) + " us\n";
   }
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  write_out(out);
   if (!found) return fail(found.error().message);
   return k_ok;
 }

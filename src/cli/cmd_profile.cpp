@@ -343,7 +343,7 @@ int run_native(const Options& o) {
     if (!o.trace.empty()) out += "\ntrace: " + o.trace + "\n";
     if (!o.plot.empty() && outputs_ok) out += "plot: " + o.plot + "\n";
   }
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  write_out(out);
   std::fflush(stdout);
   if (!outputs_ok) return fail(error);
   int rc = k_ok;

@@ -2,7 +2,9 @@
 // cmd_*.cpp files.  Links mimalloc (see CMakeLists.txt): the CLI is a short
 // process that allocates many small strings while scanning, which is exactly
 // what mimalloc is good at; the library itself never replaces malloc.
+#include <cerrno>       // errno
 #include <cstdio>       // printf
+#include <cstring>      // strerror
 #include <string_view>  // argv views
 #include <vector>       // args
 
@@ -21,9 +23,20 @@ void print_help() {
       "Exit status: 0 success, 1 error, 2 usage error.\n");
 }
 
-}  // namespace
+/// What a command printed must reach its reader: a failed write to standard
+/// output (a full disk, a closed descriptor, a reader gone with SIGPIPE
+/// ignored) turns success into an error, with the cause, instead of
+/// exiting 0 with the answer lost.
+int flushed(int status) {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return status;
+  const int err = epload::cli::write_out_errno() != 0 ? epload::cli::write_out_errno() : errno;
+  std::fprintf(stderr, "epload: cannot write to standard output: %s\n",
+               err != 0 ? std::strerror(err) : "write error");
+  return status == epload::cli::k_ok ? epload::cli::k_error : status;
+}
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   using namespace epload::cli;
   if (argc < 2) {
     print_help();
@@ -53,3 +66,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "epload: unknown command '%s'\nTry 'epload --help'.\n", argv[1]);
   return k_usage;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return flushed(run(argc, argv)); }

@@ -154,7 +154,7 @@ int run_command(const Options& o) {
   std::string werror;
   const bool outputs_ok = write_outputs(o.trace, o.plot, &trace, werror);
   if (outputs_ok && !o.plot.empty() && !o.json) out += "plot: " + o.plot + "\n";
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  write_out(out);
   std::fflush(stdout);
   if (!outputs_ok) {
     fail(werror);
