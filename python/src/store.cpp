@@ -226,6 +226,7 @@ class Reader {
     const char* digits = m_p;
     while (m_p < m_end && *m_p >= '0' && *m_p <= '9') ++m_p;
     if (m_p == digits) return py::object();
+    if (*digits == '0' && m_p - digits > 1) return py::object();  // RFC 8259: no leading zeros
     if (m_p < m_end && *m_p == '.') {
       integral = false;
       ++m_p;
