@@ -88,7 +88,7 @@ for t in "${targets[@]}"; do
        </dev/null >"$dir/log" 2>&1; then
     status=1
   fi
-  grep -E '^#[0-9]+ +DONE|^stat::(number_of_executed_units|peak_rss_mb)' "$dir/log" || true
+  grep -E 'DONE|^stat::(number_of_executed_units|peak_rss_mb)' "$dir/log" || true
   crash=$(ls -t "$dir/crashes/" 2>/dev/null | head -1 || true)
   if ((status)) || [ -n "$crash" ]; then
     status=1
