@@ -34,8 +34,11 @@ namespace {
 
 using namespace epload;
 
-// The fixed names the seeds were made for (tests/fuzz/README in the
-// corpus: `epload index build --path /tmp/epload-fuzz-seed/site-packages`).
+// The fixed names the seeds were made for: corpus/cache/cache-file.json by
+// `epload index build --path /tmp/epload-fuzz-seed/site-packages`, and
+// shipped-index.json by the same with `--output /tmp/epload-fuzz-seed/index.json`
+// (its search path is stored as "site-packages"; read here from "/fuzz").
+// EPLOAD_FUZZ_VERBOSE=1 prints what each read gave.
 const std::vector<std::string> k_shipped_paths = {"/fuzz/site-packages"};
 constexpr std::string_view k_shipped_base = "/fuzz";
 
