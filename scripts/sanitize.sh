@@ -4,10 +4,11 @@
 #   scripts/sanitize.sh            address,undefined then thread
 #   scripts/sanitize.sh thread     one sanitizer set
 #
-# Each set builds into build-san-<set>/ (only the unit-test binary and the
-# test backends it loads).  ASAN_OPTIONS carries alloc_dealloc_mismatch=0:
-# GCC 12's libstdc++ std::stable_sort trips a false alloc/dealloc-mismatch
-# report in ASan.
+# Each set builds into build-san-<set>/ (only the unit-test binary, the
+# test backends it loads, and the fuzz targets replaying their corpora:
+# fuzz.*).  ASAN_OPTIONS carries alloc_dealloc_mismatch=0: GCC 12's
+# libstdc++ std::stable_sort trips a false alloc/dealloc-mismatch report in
+# ASan.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$here/scripts/setup.sh" --deps-only
@@ -18,8 +19,8 @@ for s in "${sets[@]}"; do
   echo "== sanitizer build: $s ($dir)"
   cmake -S "$here" -B "$dir" -DEPLOAD_PYTHON=/usr/bin/python3 -DEPLOAD_SANITIZE="$s" \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$dir" -j "${EPLOAD_JOBS:-$(nproc)}" --target epload_unit_tests
+  cmake --build "$dir" -j "${EPLOAD_JOBS:-$(nproc)}" --target epload_unit_tests epload_fuzzers
   (cd "$dir" && ASAN_OPTIONS=alloc_dealloc_mismatch=0:detect_leaks=1 \
      UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 TSAN_OPTIONS=halt_on_error=1 \
-     ctest --output-on-failure -j 2 -R '^unit\.')
+     ctest --output-on-failure -j 2 -R '^(unit|fuzz)\.')
 done

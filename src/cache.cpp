@@ -761,6 +761,13 @@ bool Reader::check_layout() {
       return fail("section \"" + std::string(s.name) + "\" lies past the end of the file (" + std::to_string(m_size) +
                   " bytes): truncated");
     }
+    // Each item (entry point, distribution, file) takes 3 bytes or more of
+    // its section (a watched name: two quotes and a comma): a larger count
+    // is corrupt, and would have the reader reserve room for that many.
+    if (s.count > s.length / 3) {
+      return fail("section \"" + std::string(s.name) + "\" claims " + std::to_string(s.count) + " items in " +
+                  std::to_string(s.length) + " bytes");
+    }
     at = s.offset + s.length;
     const bool tail = m_dists != nullptr;  // past the group sections
     switch (s.kind) {

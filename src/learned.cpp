@@ -82,33 +82,48 @@ bool unescape(char* p, char* end, std::string_view& out) {
   return true;
 }
 
-bool parse_i64(std::string_view s, std::int64_t& v) {
-  bool neg = !s.empty() && s[0] == '-';
-  if (neg) s.remove_prefix(1);
-  if (s.empty() || s.size() > 19) return false;
+// Decimal digits only, without overflow: exactly what std::to_string wrote.
+bool parse_u64(std::string_view s, std::uint64_t& v) {
+  if (s.empty() || s.size() > 20) return false;
   std::uint64_t u = 0;
   for (char c : s) {
     if (c < '0' || c > '9') return false;
-    u = u * 10 + static_cast<std::uint64_t>(c - '0');
+    const auto d = static_cast<std::uint64_t>(c - '0');
+    if (u > (~std::uint64_t{0} - d) / 10) return false;
+    u = u * 10 + d;
   }
-  v = neg ? -static_cast<std::int64_t>(u) : static_cast<std::int64_t>(u);
+  v = u;
   return true;
 }
 
+bool parse_i64(std::string_view s, std::int64_t& v) {
+  const bool neg = !s.empty() && s[0] == '-';
+  if (neg) s.remove_prefix(1);
+  std::uint64_t u = 0;
+  // Up to 2^63 - 1, or 2^63 after '-' (negated in unsigned arithmetic: no
+  // signed overflow).
+  if (!parse_u64(s, u) || u > (std::uint64_t{1} << 63) - (neg ? 0 : 1)) return false;
+  v = static_cast<std::int64_t>(neg ? 0 - u : u);
+  return true;
+}
+
+// dev, ino and size are unsigned 64-bit and mode 32-bit, as the writer
+// wrote them: a negative or larger number is corrupt.
 bool parse_stamp(std::string_view s, FileStamp& st) {
-  std::int64_t v[6];
+  std::string_view f[6];
   for (int i = 0; i < 6; ++i) {
     std::size_t colon = s.find(':');
     if ((i < 5) != (colon != std::string_view::npos)) return false;
-    if (!parse_i64(s.substr(0, colon), v[i])) return false;
+    f[i] = s.substr(0, colon);
     s.remove_prefix(i < 5 ? colon + 1 : s.size());
   }
-  st.dev = static_cast<std::uint64_t>(v[0]);
-  st.ino = static_cast<std::uint64_t>(v[1]);
-  st.size = static_cast<std::uint64_t>(v[2]);
-  st.mtime_ns = v[3];
-  st.ctime_ns = v[4];
-  st.mode = static_cast<std::uint32_t>(v[5]);
+  std::uint64_t mode = 0;
+  if (!parse_u64(f[0], st.dev) || !parse_u64(f[1], st.ino) || !parse_u64(f[2], st.size) ||
+      !parse_i64(f[3], st.mtime_ns) || !parse_i64(f[4], st.ctime_ns) || !parse_u64(f[5], mode) ||
+      mode > 0xffffffffu) {
+    return false;
+  }
+  st.mode = static_cast<std::uint32_t>(mode);
   return true;
 }
 

@@ -65,13 +65,25 @@ struct Json {
   std::vector<Json> items;
   std::vector<std::pair<std::string, Json>> members;
 
-  const Json* get(std::string_view key) const {
-    for (const auto& [k, v] : members) {
-      if (k == key) return &v;
-    }
-    return nullptr;
-  }
+  // Special members declared here, the destructor defined below: clang with
+  // libstdc++ 12 otherwise instantiates ~vector<pair<string, Json>> while
+  // Json is still incomplete, which pair does not allow.
+  Json() = default;
+  Json(Json&&) noexcept = default;
+  Json& operator=(Json&&) noexcept = default;
+  ~Json();
+
+  const Json* get(std::string_view key) const;
 };
+
+Json::~Json() = default;
+
+const Json* Json::get(std::string_view key) const {
+  for (const auto& [k, v] : members) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
 
 class JsonReader {
  public:

@@ -153,15 +153,18 @@ ZipVerdict probe_zip(int fd, bool base_is_egg, std::string& match) {
   if (end < 0) return ZipVerdict::not_a_zip;
   EndRecord rec;
   if (read_end(fd, static_cast<std::uint64_t>(end), rec) != Step::ok) return ZipVerdict::not_a_zip;
-  std::int64_t concat = rec.location - static_cast<std::int64_t>(rec.cd_size) -
-                        static_cast<std::int64_t>(rec.cd_offset);
-  if (rec.zip64) concat -= static_cast<std::int64_t>(k_end64_size + k_locator_size);
-  const std::int64_t start_dir = static_cast<std::int64_t>(rec.cd_offset) + concat;
-  if (start_dir < 0) return ZipVerdict::not_a_zip;
+  // zipfile: concat = location - size_cd - offset_cd (less the zip64
+  // records' size), start_dir = offset_cd + concat, "Bad offset for central
+  // directory" when negative.  offset_cd cancels out; computed unsigned, as
+  // Python's unbounded integers do (a zip64 size_cd of 2^63 or more
+  // overflowed the signed arithmetic).
+  const auto location = static_cast<std::uint64_t>(rec.location);
+  const std::uint64_t records = rec.zip64 ? k_end64_size + k_locator_size : 0;
+  if (rec.cd_size > location || location - rec.cd_size < records) return ZipVerdict::not_a_zip;
+  const std::uint64_t from = location - rec.cd_size - records;  // start_dir
   std::vector<unsigned char> cd;
   // fp.read(size_cd) returns what there is; never allocate more than that.
   const auto file_size = static_cast<std::uint64_t>(end);
-  const auto from = static_cast<std::uint64_t>(start_dir);
   const std::uint64_t avail = from < file_size ? file_size - from : 0;
   const std::uint64_t want = rec.cd_size < avail ? rec.cd_size : avail;
   if (!read_at(fd, from, static_cast<std::size_t>(want), cd)) return ZipVerdict::not_a_zip;

@@ -463,6 +463,11 @@ TEST(Cache, ReadRejectsBadSectionLayout) {
       {"rows[-1][4]+=1", "disagree on the number of files"},
       {"rows[-2][0],rows[-1][0]=rows[-1][0],rows[-2][0]", "out of order"},  // "watch_digest" first
       {"rows.append([\"other\",0,2,\"0\"*16,0])", "unknown section"},
+      // Counts no section of that size can hold (the reader reserved room
+      // for them: found by fuzzing).
+      {"rows[0][4]=2**40", "items in"},
+      {"rows[-3][4]=2**32-1", "items in"},
+      {"rows[-2][4]=rows[-1][4]=2**60", "items in"},
   };
   for (const auto& [mutate, expected] : forged) {
     reseal(t / "bad.json", good, mutate);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <limits>
 #include <random>
 
 #include "backend_env.hpp"
@@ -113,6 +114,38 @@ TEST(Learned, DamageMeansNoStore) {
     t[rng() % t.size()] = static_cast<char>(rng());
     auto [n, why] = read_text(t);
     EXPECT_TRUE(n == 0 || n == 2) << n;
+  }
+}
+
+// Found by fuzzing: numbers are read back exactly as the writer writes them
+// (dev, ino and size unsigned 64-bit, times signed, mode 32-bit); anything
+// else, negative sizes and out-of-range values included, is damage.
+TEST(Learned, StampsReadBackWhateverTheirRange) {
+  BackendEnv env;
+  const std::string path = env.cache_dir() + "/learned.txt";
+  std::vector<LearnedRecord> in = {record("/s/a.dist-info", "/s/a.so", "d:npu")};
+  in[0].stamp = FileStamp{~std::uint64_t{0}, std::uint64_t{1} << 63, 0, std::numeric_limits<std::int64_t>::min(),
+                          std::numeric_limits<std::int64_t>::max(), 0xffffffffu};
+  ASSERT_TRUE(write_learned(path, in).ok());
+  std::string why;
+  LearnedFile f = LearnedFile::read(path, &why);
+  ASSERT_EQ(f.records().size(), 1u) << why;
+  EXPECT_EQ(f.records()[0].stamp, in[0].stamp);
+
+  const std::string head = "epload-learned 1\n0\t/a\tb\tc\tn\t/l\t";
+  const std::string tail = "\t0\t\nend 1\n";
+  const std::string bads[] = {
+      "1:-2:3:4:5:6\t1",                         // a negative inode (read as 2^64 - 2 before)
+      "1:2:-3:4:5:6\t1",                         // a negative size
+      "1:2:3:4:5:4294967296\t1",                 // mode past 32 bits
+      "18446744073709551616:2:3:4:5:6\t1",       // dev past 64 bits
+      "1:2:3:9223372036854775808:5:6\t1",        // mtime past int64
+      "1:2:3:4:5:6\t-9223372036854775808",       // an ABI below -1 (signed overflow before)
+  };
+  for (const std::string& bad : bads) {
+    testing::write_file(path, head + bad + tail);
+    ::chmod(path.c_str(), 0600);
+    EXPECT_TRUE(LearnedFile::read(path, &why).records().empty()) << bad;
   }
 }
 

@@ -14,6 +14,7 @@
 #include <cstdlib>    // mkdtemp, system
 #include <filesystem>
 #include <fstream>
+#include <iterator>  // istreambuf_iterator
 #include <string>
 #include <vector>
 
@@ -310,6 +311,28 @@ TEST_F(Scanner, ZipWithDistributionsIsUnsupportedNamingTheArchive) {
   EXPECT_EQ(r.error().code, Errc::unsupported);
   EXPECT_NE(r.error().message.find(zip), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find("zip"), std::string::npos) << r.error().message;
+}
+
+// Found by fuzzing: a zip64 end record claiming a central directory of 2^63
+// bytes overflowed the signed offset arithmetic; zipfile raises "Bad offset
+// for central directory" (importlib then lists nothing), and so does the scan.
+TEST_F(Scanner, Zip64WithAnImpossibleDirectorySizeIsNotAZip) {
+  const std::string zip = path("zip64.zip");
+  const std::string cmd = std::string(EPLOAD_TEST_PYTHON) +
+                          " -c \"import zipfile,sys; zipfile.ZIP_FILECOUNT_LIMIT=0;"
+                          "z=zipfile.ZipFile(sys.argv[1],'w');"
+                          "z.writestr('zipped-1.0.dist-info/entry_points.txt','[g]\\nx=1\\n');z.close()\" " +
+                          zip;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_FALSE(scan(std::vector<std::string>{zip}).ok()) << "a valid zip64 archive with a distribution";
+  std::ifstream in(zip, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t end64 = bytes.find(std::string("PK\x06\x06", 4));
+  ASSERT_NE(end64, std::string::npos);
+  bytes.replace(end64 + 40, 8, std::string("\0\0\0\0\0\0\0\x80", 8));  // size of the directory: 2^63
+  write("zip64.zip", bytes);
+  const Index index = scan_ok({zip});
+  EXPECT_TRUE(index.entry_points().empty());
 }
 
 TEST_F(Scanner, TruncatedZipIsNotAZip) {
