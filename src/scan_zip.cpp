@@ -59,8 +59,11 @@ bool has_sig(const unsigned char* p, unsigned char a, unsigned char b) {
   return p[0] == 'P' && p[1] == 'K' && p[2] == a && p[3] == b;
 }
 
+/// What the start of the central directory is computed from (zipfile's
+/// concat = location - size_cd - offset_cd and start = offset_cd + concat:
+/// the offset cancels out, so it is not kept).
 struct EndRecord {
-  std::uint64_t cd_size = 0, cd_offset = 0;
+  std::uint64_t cd_size = 0;
   std::int64_t location = 0;  // file offset of the end record
   bool zip64 = false;
 };
@@ -85,7 +88,6 @@ Step read_end64(int fd, std::int64_t end_offset, EndRecord& rec) {
     return Step::ok;
   }
   rec.cd_size = u64(buf.data() + 40);
-  rec.cd_offset = u64(buf.data() + 48);
   rec.zip64 = true;
   return Step::ok;
 }
@@ -98,7 +100,6 @@ Step read_end(int fd, std::uint64_t size, EndRecord& rec) {
   if (!read_at(fd, size - k_end_size, k_end_size, buf)) return Step::not_zip;
   if (buf.size() == k_end_size && has_sig(buf.data(), 5, 6) && buf[20] == 0 && buf[21] == 0) {
     rec.cd_size = u32(buf.data() + 12);
-    rec.cd_offset = u32(buf.data() + 16);
     rec.location = static_cast<std::int64_t>(size - k_end_size);
     return read_end64(fd, rec.location, rec);
   }
@@ -109,7 +110,6 @@ Step read_end(int fd, std::uint64_t size, EndRecord& rec) {
     if (!has_sig(buf.data() + i, 5, 6)) continue;
     if (buf.size() - i < k_end_size) return Step::not_zip;  // "corrupted"
     rec.cd_size = u32(buf.data() + i + 12);
-    rec.cd_offset = u32(buf.data() + i + 16);
     rec.location = static_cast<std::int64_t>(start + i);
     return read_end64(fd, rec.location, rec);
   }
