@@ -72,6 +72,15 @@ StemParts split_stem(std::string_view basename) {
   return parts;
 }
 
+bool stem_names_the_metadata(const StemParts& stem) {
+  if (!stem.ok || !stem.dist_info || stem.name.empty() || stem.version.empty()) return false;
+  for (const char c : stem.version) {
+    const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!alnum && c != '.' && c != '!' && c != '+') return false;
+  }
+  return true;
+}
+
 bool stem_key(std::string_view basename, std::string& out) {
   const StemParts parts = split_stem(basename);
   // pass_none(normalize)(name) or super()._normalized_name: an empty result

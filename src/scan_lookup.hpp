@@ -48,4 +48,12 @@ struct StemParts {
 /// os.path.splitext(basename), then the part before / after the first '-'.
 StemParts split_stem(std::string_view basename);
 
+/// True when a `name-version.dist-info` stem can stand for METADATA's Name
+/// and Version: the version part is non-empty and uses only the characters
+/// of a normalized PEP 440 version (digits, letters, '.', '!', '+'), as the
+/// wheel format writes it.  A '-' or '_' there means the name or version was
+/// not escaped the way the format requires ("Epsilon-Pkg-2.0.dist-info",
+/// "foo-1.0_beta.dist-info"): only METADATA says what importlib reports.
+bool stem_names_the_metadata(const StemParts& stem);
+
 }  // namespace epload::detail

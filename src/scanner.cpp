@@ -38,7 +38,8 @@
 // parser returns views, and the only per-entry copies are the IndexBuilder's.
 // Names with a `name-version.dist-info` stem take name and version from the
 // stem, which the binary distribution format (PEP 427/491) guarantees equal
-// to METADATA's, so METADATA is not read for them.
+// to METADATA's, so METADATA is not read for them; a stem the format could
+// not have written (a '-' or '_' in the version part) is not trusted.
 #include "epload/scanner.hpp"
 
 #include <fcntl.h>     // open, O_DIRECTORY
@@ -284,14 +285,16 @@ void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out, FileReade
     if (kept.meta.read) {  // phase 1 read it (the name came from it)
       d.name = append(out.pool, kept.meta.name.in(m_meta_pool));
       d.version = append(out.pool, kept.meta.version.in(m_meta_pool));
-    } else if (stem.ok && stem.dist_info && !stem.version.empty()) {
+    } else if (detail::stem_names_the_metadata(stem)) {
       d.name = append(out.pool, stem.name);
       d.version = append(out.pool, stem.version);
     } else if (!parsed.empty()) {
       MetaInfo meta;
       read_metadata(c, meta, reader, out.pool, out.watches, rel);
       const bool ok = meta.error.len == 0;
-      d.name = ok && meta.has_name ? meta.name : append(out.pool, stem.name);
+      // importlib's ep.dist.name is METADATA's Name: None without one, an
+      // error when the file cannot be read; both are reported as "".
+      d.name = ok && meta.has_name ? meta.name : append(out.pool, std::string_view());
       if (ok) d.version = meta.version;
     } else {
       d.name = append(out.pool, stem.name);

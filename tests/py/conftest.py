@@ -33,10 +33,13 @@ except Exception as e:
 out = []
 for ep in itertools.chain.from_iterable(dict.values(eps)):  # no deprecation warning
     try:
-        name, version = ep.dist.name, ep.dist.version
-        name = md.Prepared.normalize(name)
+        name = md.Prepared.normalize(ep.dist.name)
+    except Exception:  # no Name header (None), or METADATA unreadable
+        name = None
+    try:
+        version = ep.dist.version
     except Exception:
-        name = version = None
+        version = None
     out.append([ep.group, ep.name, ep.value, name, version])
 print(json.dumps({"ok": out}))
 """

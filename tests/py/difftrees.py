@@ -322,6 +322,31 @@ def metadata_empty_falls_back_to_pkg_info(root):
 
 
 @case
+def stems_the_wheel_format_cannot_write(root):
+    """A '-' in the name or '-'/'_' in the version part: the directory name
+    is not `name-version` as a wheel writes it, so only METADATA says what
+    ep.dist.name and ep.dist.version are (found by the randomized test)."""
+    site = root / "site"
+    dist(site, "Epsilon-Pkg-2.0.post1.dist-info", "[g]\neps = e\n",
+         metadata="Name: Epsilon-Pkg\nVersion: 2.0.post1\n")
+    dist(site, "legacy-1.0_beta.dist-info", "[g]\nleg = l\n",
+         metadata="Name: legacy\nVersion: 1.0-beta\n")
+    return Case([str(site)])
+
+
+@case
+def no_name_header_with_a_named_stem(root):
+    """The stem names it for de-duplication, but ep.dist.name is METADATA's
+    Name: None when the header is missing (found by the randomized test)."""
+    site = root / "site"
+    dist(site, "theta-2.0.egg-info", "[g]\nth = t\n", metadata="Version: 2.0\n",
+         metadata_file="PKG-INFO")
+    dist(site, "iota-1.0.egg-info", "[g]\nio = i\n", metadata="Summary: none\n",
+         metadata_file="PKG-INFO")
+    return Case([str(site)])
+
+
+@case
 def metadata_header_rules(root):
     """email.message_from_string: case-insensitive names, first one wins,
     trailing spaces kept (so 'spaced  ' does not shadow 'spaced')."""
