@@ -89,6 +89,7 @@ std::uint64_t key_hash(const CacheKey& key) {
   std::uint64_t h = k_fnv_offset;
   fnv_field(h, "epload-index");
   fnv_u64(h, static_cast<std::uint64_t>(k_cache_format_version));
+  fnv_u64(h, static_cast<std::uint64_t>(k_scanner_version));
   fnv_field(h, key.interpreter);
   fnv_u64(h, key.search_paths.size());
   for (const std::string& p : key.search_paths) fnv_field(h, p);
