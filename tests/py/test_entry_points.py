@@ -500,3 +500,20 @@ def test_concurrent_calls_agree(tmp_path):
         for t in threads:
             t.join()
     assert len(results) == 160 and all(r == expected for r in results)
+
+
+@pytest.mark.parametrize('seed', range(int(os.environ.get('EPLOAD_RANDOM_TREES', '30'))))
+def test_generated_tree_matches_importlib_for_every_selection(tmp_path, seed):
+    # The trees of test_differential_random.py (every parsing and discovery
+    # rule mixed, some with a file importlib raises on), through the Python
+    # API: results, order, dist name and version, and exceptions.
+    import random
+    import test_differential_random as gen
+    site = tmp_path / 'site'
+    site.mkdir()
+    gen.build_tree(random.Random(seed), site)
+    selections = [{}, {'name': 'dup'}, {'value': 'mod:obj'}, {'module': 'mod'}, {'attr': 'obj'},
+                  {'extras': ['x']}, {'group': 'g', 'name': 'a'}]
+    selections += [{'group': g} for g in gen.GROUPS]
+    for params in selections:
+        assert_same([site], **params)
