@@ -7,8 +7,9 @@ Each seed builds one search path of a few dozen distributions whose
 whole whitespace set around sections, names and values, comments, blank
 lines, text before the first section, `=` inside values, duplicate names,
 extras, non-ASCII names; metadata directories with mixed-case suffixes,
-egg-info directories and files, and names that normalize alike (first
-wins).  About one tree in five also holds a file importlib raises on (a line
+egg-info directories and files, `.egg/EGG-INFO` directories, names that
+normalize alike (first wins) within and across up to three search paths,
+missing directories and plain files on the path.  About one tree in five also holds a file importlib raises on (a line
 without `=`, invalid UTF-8): then both must fail.  Compared as in
 test_differential.py: group, name, value, distribution name and version, in
 order.  Deterministic: fixed seeds; a failure prints the seed and the tree
@@ -110,22 +111,43 @@ def build_tree(rng, site):
             # distutils style: the egg-info is a file holding PKG-INFO
             difftrees.write(site / dirname, metadata_text(rng, name, version, False))
             continue
-        metadata_file = "PKG-INFO" if suffix.lower() == ".egg-info" else "METADATA"
-        d = difftrees.dist(site, dirname, metadata=metadata_text(rng, name, version, wheel_named),
-                           metadata_file=metadata_file)
+        if suffix.lower() == ".egg-info" and rng.random() < 0.15:
+            # an egg directory: X.egg/EGG-INFO holds the metadata
+            d = site / f"{name}-{version}-py3.11.egg" / "EGG-INFO"
+            difftrees.write(d / "PKG-INFO", metadata_text(rng, name, version, False))
+        else:
+            metadata_file = "PKG-INFO" if suffix.lower() == ".egg-info" else "METADATA"
+            d = difftrees.dist(site, dirname, metadata=metadata_text(rng, name, version, wheel_named),
+                               metadata_file=metadata_file)
         if eps is not None:
             difftrees.write(d / "entry_points.txt", eps)
+
+
+def build_paths(rng, root):
+    """One to three search paths (names repeat across them: the first copy
+    on the path wins, a shadowed one is never read), sometimes with a
+    missing directory or a plain file among them."""
+    paths = []
+    for k in range(rng.randrange(1, 4)):
+        site = root / f"site{k}"
+        site.mkdir()
+        build_tree(rng, site)
+        paths.append(str(site))
+    if rng.random() < 0.2:
+        paths.insert(rng.randrange(len(paths) + 1), str(root / "missing"))
+    if rng.random() < 0.2:
+        difftrees.write(root / "file.txt", "not a directory")
+        paths.insert(rng.randrange(len(paths) + 1), str(root / "file.txt"))
+    return paths
 
 
 @pytest.mark.parametrize("seed", range(TREES))
 def test_generated_tree_matches_importlib(seed, tmp_path, epload_bin):
     rng = random.Random(seed)
-    site = tmp_path / "site"
-    site.mkdir()
-    build_tree(rng, site)
-    oracle = run_importlib([str(site)])
+    paths = build_paths(rng, tmp_path)
+    oracle = run_importlib(paths)
     if "ok" in oracle:
-        _compare(epload_bin, [str(site)])
+        _compare(epload_bin, paths)
     else:
-        rc, rows, err = run_epload(epload_bin, [str(site)])
+        rc, rows, err = run_epload(epload_bin, paths)
         assert rc == 1, f"seed {seed}: importlib raised ({oracle['error']}) but epload gave {rows}"

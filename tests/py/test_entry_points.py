@@ -509,11 +509,9 @@ def test_generated_tree_matches_importlib_for_every_selection(tmp_path, seed):
     # API: results, order, dist name and version, and exceptions.
     import random
     import test_differential_random as gen
-    site = tmp_path / 'site'
-    site.mkdir()
-    gen.build_tree(random.Random(seed), site)
+    paths = gen.build_paths(random.Random(seed), tmp_path)
     selections = [{}, {'name': 'dup'}, {'value': 'mod:obj'}, {'module': 'mod'}, {'attr': 'obj'},
                   {'extras': ['x']}, {'group': 'g', 'name': 'a'}]
     selections += [{'group': g} for g in gen.GROUPS]
     for params in selections:
-        assert_same([site], **params)
+        assert_same(paths, **params)
