@@ -1,0 +1,112 @@
+"""The cache never serves a stale answer: random sequences of installs,
+removals, upgrades and in-place edits (same size, mtime restored) of a
+generated tree, each followed at once by epload.entry_points() with the
+cache on (`full` validation, the default) and by importlib.metadata, in this
+interpreter.  No sleeps between steps: changes made in the same clock tick
+as the cache was written must be caught by the racy rule, not by luck.
+Deterministic: fixed seeds (EPLOAD_RANDOM_TREES for more).
+"""
+
+import os
+import random
+import shutil
+
+import pytest
+
+import difftrees
+import test_differential_random as gen
+from test_entry_points import assert_same
+
+SEQUENCES = max(1, int(os.environ.get("EPLOAD_RANDOM_TREES", "40")) // 4)
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv('EPLOAD_CACHE_DIR', str(tmp_path / 'cache'))
+    for var in ('EPLOAD_VALIDATE', 'EPLOAD_NO_CACHE', 'EPLOAD_DEBUG'):
+        monkeypatch.delenv(var, raising=False)
+
+
+def metadata_dirs(paths):
+    out = []
+    for p in paths:
+        if os.path.isdir(p):
+            out += [os.path.join(p, n) for n in sorted(os.listdir(p))
+                    if os.path.isdir(os.path.join(p, n)) and n.lower().endswith(('.dist-info', '.egg-info'))]
+    return out
+
+
+def rewrite_in_place(path, data):
+    """Same size if possible, mtime restored: only ctime tells."""
+    st = os.stat(path)
+    with open(path, 'r+b') as f:
+        f.truncate(0)
+        f.write(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def step(rng, paths, counter):
+    dirs = metadata_dirs(paths)
+    sites = [p for p in paths if os.path.isdir(p) and os.path.basename(p).startswith('site')]
+    kind = rng.choice(['edit', 'edit', 'install', 'remove', 'upgrade', 'drop-eps', 'add-eps', 'nothing'])
+    if kind in ('edit', 'drop-eps', 'add-eps', 'remove', 'upgrade') and not dirs:
+        kind = 'install'
+    if kind == 'edit':
+        d = rng.choice(dirs)
+        eps = os.path.join(d, 'entry_points.txt')
+        if not os.path.exists(eps):
+            return 'nothing'
+        old = open(eps, 'rb').read()
+        new = gen.entry_points_text(rng, None)
+        if len(new) >= len(old) > 0:
+            new = new[:len(old)]  # same size when it can be
+        rewrite_in_place(eps, new)
+    elif kind == 'install':
+        site = rng.choice(sites)
+        name = f"new{counter}"
+        d = difftrees.dist(difftrees.pathlib.Path(site), f"{name}-1.0.dist-info",
+                           metadata=f"Name: {name}\nVersion: 1.0\n")
+        difftrees.write(d / 'entry_points.txt', gen.entry_points_text(rng, None))
+    elif kind == 'remove':
+        shutil.rmtree(rng.choice(dirs))
+    elif kind == 'upgrade':
+        d = rng.choice(dirs)
+        head, tail = os.path.split(d)
+        stem, dot, ext = tail.rpartition('.')
+        name = stem.partition('-')[0]
+        target = os.path.join(head, f"{name}-9.{counter}.{ext}")
+        if os.path.exists(target):
+            return 'nothing'
+        os.rename(d, target)
+        for meta in ('METADATA', 'PKG-INFO'):
+            m = os.path.join(target, meta)
+            if os.path.exists(m):
+                text = open(m, encoding='utf-8', errors='replace').read()
+                lines = [ln for ln in text.split('\n') if not ln.lower().startswith('version:')]
+                lines.insert(1, f"Version: 9.{counter}")
+                with open(m, 'w', encoding='utf-8') as f:
+                    f.write('\n'.join(lines))
+    elif kind == 'drop-eps':
+        eps = os.path.join(rng.choice(dirs), 'entry_points.txt')
+        if os.path.exists(eps):
+            os.unlink(eps)
+    elif kind == 'add-eps':
+        eps = os.path.join(rng.choice(dirs), 'entry_points.txt')
+        if not os.path.exists(eps):
+            difftrees.write(difftrees.pathlib.Path(eps), gen.entry_points_text(rng, None))
+    return kind
+
+
+@pytest.mark.parametrize('seed', range(SEQUENCES))
+def test_cached_answers_follow_random_changes(tmp_path, seed):
+    rng = random.Random(1000 + seed)
+    paths = gen.build_paths(rng, tmp_path)
+    group = 'torch.backends'
+    assert_same(paths)
+    for counter in range(25):
+        kind = step(rng, paths, counter)
+        try:
+            assert_same(paths)
+            assert_same(paths, group=group)
+        except AssertionError as e:
+            raise AssertionError(f'seed {seed}, step {counter} ({kind}): {e}') from None
