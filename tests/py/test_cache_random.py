@@ -7,6 +7,7 @@ as the cache was written must be caught by the racy rule, not by luck.
 Deterministic: fixed seeds (EPLOAD_RANDOM_TREES for more).
 """
 
+import importlib
 import os
 import random
 import shutil
@@ -105,8 +106,64 @@ def test_cached_answers_follow_random_changes(tmp_path, seed):
     assert_same(paths)
     for counter in range(25):
         kind = step(rng, paths, counter)
+        # importlib keeps directory listings keyed by the directory's mtime;
+        # the oracle must not depend on the clock's granularity either.
+        importlib.invalidate_caches()
         try:
             assert_same(paths)
             assert_same(paths, group=group)
         except AssertionError as e:
             raise AssertionError(f'seed {seed}, step {counter} ({kind}): {e}') from None
+
+
+def importlib_rows(paths):
+    """importlib.metadata's answer for `paths`, in the shape run_epload gives
+    (in this interpreter: cheaper than the oracle's subprocess)."""
+    import importlib.metadata as im
+    import itertools
+    import sys
+    saved = sys.path[:]
+    sys.path[:] = paths
+    try:
+        eps = im.entry_points()
+    except Exception:  # noqa: BLE001 - importlib raising is an answer
+        return None
+    finally:
+        sys.path[:] = saved
+    rows = []
+    for ep in itertools.chain.from_iterable(dict.values(eps)):
+        try:
+            name = im.Prepared.normalize(ep.dist.name)
+        except Exception:  # noqa: BLE001
+            name = None
+        rows.append([ep.group, ep.name, ep.value, name or '', ep.dist.version or ''])
+    return rows
+
+
+@pytest.mark.parametrize('seed', range(max(1, SEQUENCES // 2)))
+def test_cli_cache_file_follows_random_changes(tmp_path, seed, epload_bin):
+    # The same through `epload entry-points` with its cache file: every call
+    # is a new process that reads the file and checks it (the watched names
+    # and their digest, the early check on the second CPU).
+    rng = random.Random(2000 + seed)
+    paths = gen.build_paths(rng, tmp_path)
+    cache = str(tmp_path / 'cache')
+
+    for counter in range(15):
+        kind = step(rng, paths, counter) if counter else 'first'
+        importlib.invalidate_caches()
+        want, got = importlib_rows(paths), run_epload_cached(epload_bin, paths, cache)
+        assert got == want, f'seed {seed}, step {counter} ({kind})'
+
+
+def run_epload_cached(exe, paths, cache):
+    import json
+    import subprocess
+    from conftest import _normalize
+    argv = [exe, 'entry-points', '--json', f'--cache-dir={cache}'] + [f'--path={p}' for p in paths]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    if p.returncode == 1:
+        return None
+    assert p.returncode == 0, p.stderr
+    return [[e['group'], e['name'], e['value'], _normalize(e['dist']) if e['dist'] else '', e['version']]
+            for e in json.loads(p.stdout)]
