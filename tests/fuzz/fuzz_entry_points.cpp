@@ -12,15 +12,6 @@
 #include "epload/metadata.hpp"
 #include "fuzz_util.hpp"
 
-namespace {
-
-bool inside(std::string_view part, std::string_view whole) {
-  if (part.empty()) return true;
-  return part.data() >= whole.data() && part.data() + part.size() <= whole.data() + whole.size();
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace epload;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -37,19 +28,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   unsigned sink = 0;
   for (std::size_t i = 1; i < out.size(); ++i) {
     const ParsedEntry& e = out[i];
-    fuzz::check(inside(e.group, text) && inside(e.name, text) && inside(e.value, text),
-                "a parsed view lies outside the text");
+    fuzz::check(
+        fuzz::inside(e.group, text) && fuzz::inside(e.name, text) && fuzz::inside(e.value, text),
+        "a parsed view lies outside the text");
     sink += fuzz::touch(e.group) + fuzz::touch(e.name) + fuzz::touch(e.value);
     if (auto parts = split_value(e.value)) {
-      fuzz::check(inside(parts->module, e.value) && inside(parts->attr, e.value), "split_value part outside");
+      fuzz::check(fuzz::inside(parts->module, e.value) && fuzz::inside(parts->attr, e.value),
+                  "split_value part outside");
       fuzz::check(!parts->module.empty(), "split_value matched an empty module");
-      for (std::string_view x : parts->extras) fuzz::check(inside(x, e.value), "split_value extra outside");
+      for (std::string_view x : parts->extras)
+        fuzz::check(fuzz::inside(x, e.value), "split_value extra outside");
     }
   }
   // The whole input as one value too: split_value sees any bytes there.
   if (auto parts = split_value(text)) {
-    fuzz::check(inside(parts->module, text) && inside(parts->attr, text), "split_value part outside");
-    for (std::string_view x : parts->extras) fuzz::check(inside(x, text), "split_value extra outside");
+    fuzz::check(fuzz::inside(parts->module, text) && fuzz::inside(parts->attr, text),
+                "split_value part outside");
+    for (std::string_view x : parts->extras)
+      fuzz::check(fuzz::inside(x, text), "split_value extra outside");
   }
   return static_cast<int>(sink & 0);
 }

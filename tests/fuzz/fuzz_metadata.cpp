@@ -12,20 +12,12 @@
 #include "epload/metadata.hpp"
 #include "fuzz_util.hpp"
 
-namespace {
-
-bool inside(std::string_view part, std::string_view whole) {
-  if (part.empty()) return true;
-  return part.data() >= whole.data() && part.data() + part.size() <= whole.data() + whole.size();
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace epload;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   const MetadataHeaders h = parse_metadata_headers(text);
-  fuzz::check(inside(h.name, text) && inside(h.version, text), "a header view lies outside the text");
+  fuzz::check(fuzz::inside(h.name, text) && fuzz::inside(h.version, text),
+              "a header view lies outside the text");
   fuzz::check(h.has_name || h.name.empty(), "a name without has_name");
   unsigned sink = fuzz::touch(h.name) + fuzz::touch(h.version);
 

@@ -28,6 +28,13 @@ inline void check(bool ok, const char* what) {
 
 /// Reads every byte of `v` (ASan reports a view into freed or foreign
 /// memory); the sum is returned so that the reads are not optimised away.
+/// True when `part` is empty or lies within `whole` (a view the parser
+/// promised to take from its input).
+inline bool inside(std::string_view part, std::string_view whole) {
+  if (part.empty()) return true;
+  return part.data() >= whole.data() && part.data() + part.size() <= whole.data() + whole.size();
+}
+
 inline unsigned touch(std::string_view v) {
   unsigned sum = 0;
   for (const char c : v) sum += static_cast<unsigned char>(c);
@@ -93,7 +100,8 @@ class TempDir {
  private:
   TempDir() {
     const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/epload-fuzz-XXXXXX";
+    std::string tmpl =
+        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/epload-fuzz-XXXXXX";
     if (::mkdtemp(tmpl.data()) == nullptr) fail("mkdtemp");
     m_path = tmpl;
   }
