@@ -105,6 +105,8 @@ def build_tree(rng, site):
             broken = rng.choice(["no-equals", "utf8"])
         eps = entry_points_text(rng, broken) if rng.random() < 0.9 else None
         dirname = f"{name}-{version}{suffix}"
+        if (site / dirname).exists():
+            continue  # the same name drawn twice
         wheel_named = (suffix == ".dist-info" and "-" not in name
                        and all(c.isalnum() or c in ".!+" for c in version))
         if suffix.lower() == ".egg-info" and rng.random() < 0.3 and eps is None:
@@ -121,6 +123,11 @@ def build_tree(rng, site):
                                metadata_file=metadata_file)
         if eps is not None:
             difftrees.write(d / "entry_points.txt", eps)
+        if not wheel_named and rng.random() < 0.05:
+            # METADATA importlib cannot decode: ep.dist.name raises there
+            for meta in ("METADATA", "PKG-INFO"):
+                if (d / meta).exists():
+                    difftrees.write(d / meta, b"Name: bad\xff\nVersion: 1\n")
 
 
 def build_paths(rng, root):

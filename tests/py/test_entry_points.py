@@ -74,7 +74,13 @@ def ep_shape(ep):
     # resolves it when the call is made (the same file, robust to chdir).
     path = ep.dist._path
     path = os.path.abspath(path) if isinstance(path, os.PathLike) else str(path)
-    return (ep.name, ep.value, ep.group, path, ep.dist.name, ep.dist.version)
+
+    def attr(name):  # an unreadable METADATA raises here, in importlib too
+        try:
+            return getattr(ep.dist, name)
+        except Exception as e:  # noqa: BLE001 - the exception is the answer
+            return ('raise', type(e).__name__)
+    return (ep.name, ep.value, ep.group, path, attr('name'), attr('version'))
 
 
 def assert_same(paths, **params):
