@@ -43,22 +43,7 @@ declare -A dict=([cache]=cache.dict [learned]=learned.dict)
 
 # ---- tools -------------------------------------------------------------------
 "$here/scripts/setup.sh" --deps-only
-packages=(clang libclang-rt-14-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "fuzz: installing ${missing[*]}" >&2
-  sudo=()
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || { echo "fuzz: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-    sudo=(sudo -n)
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get update -qq </dev/null
-  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >/dev/null
-fi
+"$here/scripts/apt_install.sh" fuzz clang libclang-rt-14-dev
 
 # ---- build -------------------------------------------------------------------
 cmake -S "$here" -B "$build" -DEPLOAD_PYTHON=/usr/bin/python3 -DEPLOAD_FUZZ=ON \

@@ -19,23 +19,7 @@ packages=(cmake make g++ pkg-config libsimdjson-dev libmimalloc-dev libbenchmark
           pybind11-dev python3-dev python3-venv python3-pytest hyperfine strace python3-stevedore
           python3-matplotlib)
 
-missing=()
-for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
-done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}" >&2
-  sudo=()
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-    sudo=(sudo)
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get update -qq
-  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+"$here/scripts/apt_install.sh" setup "${packages[@]}"
 
 [ "${1:-}" = "--deps-only" ] && exit 0
 
