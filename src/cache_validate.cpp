@@ -84,6 +84,11 @@ struct FullCheck {
   std::atomic<bool> stop{false};
   std::atomic<std::size_t> bad{k_none};  // the lowest mismatching index seen
 
+  std::size_t size() const { return by_digest ? names.size() : watched.size(); }
+  /// File i's search path and relative path, whichever list holds it.
+  WatchedName file(std::size_t i) const {
+    return by_digest ? names[i] : WatchedName{watched[i].rel_path, watched[i].search_path};
+  }
   void run();
   void operator()() { run(); }
 };
@@ -99,13 +104,12 @@ void FullCheck::run() {
   std::size_t stats = 0;
   WatchedDigest digest;
   char buf[PATH_MAX + 1];
-  const std::size_t n = by_digest ? names.size() : watched.size();
+  const std::size_t n = size();
   for (std::size_t c; !stop.load(std::memory_order_relaxed) &&
                       (c = next.fetch_add(k_chunk, std::memory_order_relaxed)) < n;) {
     const std::size_t end = c + k_chunk < n ? c + k_chunk : n;
     for (std::size_t i = c; i < end; ++i) {
-      const std::uint32_t sp = by_digest ? names[i].search_path : watched[i].search_path;
-      const std::string_view rel = by_digest ? names[i].rel_path : watched[i].rel_path;
+      const auto [rel, sp] = file(i);
       FileStamp now;
       if (sp < paths.size()) {
         if (fds.size() <= sp) fds.resize(paths.size(), -2);
@@ -241,27 +245,26 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
   const WatchedDigest* digest = index.watched_digest();
   const auto watched = index.watched_files();
   const auto names = index.watched_names();
-  const std::size_t count = digest != nullptr ? names.size() : watched.size();
-  if (count == 0) return true;
-
   FullCheck local;
   FullCheck& check = started != nullptr ? *started : local;
-  if (started != nullptr) {
-    // The helper has been at it since the names were read: take the rest
-    // of the chunks here, then wait for its last one.
-    check.run();
-    early->m->helper.join();
-  } else {
+  if (started == nullptr) {
     check.watched = watched;
     check.names = names;
     check.paths = paths;
     check.scanned_at = scanned_at;
     check.by_digest = digest != nullptr;
-    if (count > k_parallel_threshold) {
-      run_on_two_cpus(check);
-    } else {
-      check.run();
-    }
+  }
+  const std::size_t count = check.size();
+  if (count == 0) return true;
+  if (started != nullptr) {
+    // The helper has been at it since the names were read: take the rest
+    // of the chunks here, then wait for its last one.
+    check.run();
+    early->m->helper.join();
+  } else if (count > k_parallel_threshold) {
+    run_on_two_cpus(check);
+  } else {
+    check.run();
   }
   // A mismatch stops both threads, so another file with a lower index may go
   // unchecked: the one reported is a changed file, not always the first.
@@ -277,8 +280,7 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
   }
   if (bad == detail::k_none) return true;
   if (why) {
-    const std::uint32_t sp = digest != nullptr ? names[bad].search_path : watched[bad].search_path;
-    const std::string_view rel = digest != nullptr ? names[bad].rel_path : watched[bad].rel_path;
+    const auto [rel, sp] = check.file(bad);
     const std::string full = sp < paths.size() ? detail::join_path(paths[sp], rel) : std::string(rel);
     // Re-stat for the message only (the mismatch itself is already decided).
     const FileStamp now = detail::stamp_at(AT_FDCWD, full.empty() ? "." : full.c_str());

@@ -143,7 +143,7 @@ int run(std::vector<std::string_view>& args) {
     out += ",\"index_us\":" + fixed(t_index - t0) + ",\"create_us\":" + fixed(t_create - t_index) +
            ",\"start_us\":" + fixed(t_start - t_create) + ",\"lookup_us\":" + fixed(t_lookup - t_start) +
            ",\"total_us\":" + fixed(t_lookup - t0) +
-           (overlapped ? ",\"create_overlapped\":true" : ",\"create_overlapped\":false") + ",\"loaded\":[";
+           ",\"create_overlapped\":" + (overlapped ? "true" : "false") + ",\"loaded\":[";
     for (std::size_t k = 0; k < order.size(); ++k) {
       const BackendStatus& b = backends.at(order[k]);
       out += k ? ",\n" : "\n";
