@@ -1,14 +1,23 @@
 // resolve.cpp — entry point "pkg.mod:symbol" to the library or module file.
 //
-// importlib finds `pkg.mod` by asking each loader in turn for `pkg/mod` with
-// its suffixes: extension modules first (EXTENSION_SUFFIXES), then source,
-// then bytecode.  We follow the same order but only within the directory
-// where the distribution's metadata was found (where installers put its
-// files), so resolving costs one open() per suffix tried and nothing else:
-// no directory listing, no import.  The first descriptor that opens is kept
-// to fstat it (its dev+ino identify the backend, so one file reached by two
-// paths is one backend) and to read its declared devices with pread
-// (elf.cpp) without a second open.
+// importlib's path finder looks for the last component `mod` of `pkg.mod`
+// in pkg's directory in this order (FileFinder.find_spec, CPython 3.11):
+//
+//   1. if `pkg/mod` is a directory, the package: `pkg/mod/__init__` with
+//      each suffix in turn: the extension-module suffixes
+//      (EXTENSION_SUFFIXES), then source (.py), then bytecode (.pyc);
+//   2. otherwise the module: `pkg/mod` with the same suffixes in the same
+//      order.
+//
+// We follow that order but only within the search-path directory where the
+// distribution's metadata was found (where installers put its files), so
+// resolving costs one system call per candidate tried and nothing else: no
+// directory listing, no import.  An extension-suffix candidate is opened,
+// and the descriptor is kept to fstat it (its dev+ino identify the backend,
+// so one file reached by two paths is one backend) and to read its declared
+// devices with pread (elf.cpp) without a second open; a source or bytecode
+// candidate is stat'ed.  Every resolved file is stamped, so that the
+// learned store can remember the resolution.
 #include "resolve.hpp"
 
 #include <fcntl.h>     // open
@@ -36,9 +45,51 @@ std::string join(std::string_view dir, std::string_view rel) {
   return out;
 }
 
-bool is_file(const std::string& path) {
+/// The stamp of `path` if it is a regular file (absent otherwise).
+FileStamp file_stamp(const std::string& path) {
   struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return FileStamp{};
+  return stamp_of(st);
+}
+
+/// "STEM.a, STEM.b, STEM.py, STEM.pyc": the candidates tried, for messages.
+std::string candidates(const std::string& stem, const std::vector<std::string>& ext) {
+  std::string out;
+  for (const std::string& s : ext) out += stem + s + ", ";
+  return out + stem + ".py, " + stem + ".pyc";
+}
+
+/// An extension-module candidate: if `path` opens as a regular file, it is
+/// the module (native when the attr can be a C init function, else an
+/// extension module used from Python) and `r` is filled in.
+bool try_extension(std::string path, const ResolveOptions& options, Resolved& r) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;  // ENOENT mostly; anything else: try the next, as importlib does
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return false;
+  }
+  r.file = std::move(path);
+  r.stamp = stamp_of(st);
+  if (!is_c_identifier(r.symbol)) {
+    // "mod:obj.method" or a module-only value: a CPython extension module
+    // used from Python, not a backend.h library.
+    ::close(fd);
+    r.kind = BackendKind::python;
+    return true;
+  }
+  r.kind = BackendKind::native;
+  if (options.read_declared) {
+    auto declared = read_declared_devices_fd(fd, static_cast<std::uint64_t>(st.st_size), r.file);
+    if (declared) {
+      r.declared = std::move(declared).value();
+    } else {
+      r.elf_error = declared.error().message;
+    }
+  }
+  ::close(fd);
+  return true;
 }
 
 }  // namespace
@@ -86,48 +137,28 @@ Resolved resolve_backend(const EntryPoint& ep, std::string_view search_path,
   const std::string base = join(search_path, rel);
   const auto& suffixes = options.ext_suffixes.empty() ? default_ext_suffixes() : options.ext_suffixes;
 
-  for (const std::string& suffix : suffixes) {
-    std::string path = base + suffix;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;  // ENOENT mostly; anything else: try the next, as importlib does
-    struct stat st;
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      continue;
+  // The package's __init__ first, when there is a package directory.
+  struct stat dir_st;
+  const bool package = ::stat(base.c_str(), &dir_st) == 0 && S_ISDIR(dir_st.st_mode);
+  const std::string init = base + "/__init__";
+  for (const std::string* stem : {&init, &base}) {
+    if (stem == &init && !package) continue;
+    for (const std::string& suffix : suffixes) {
+      if (try_extension(*stem + suffix, options, r)) return r;
     }
-    r.file = std::move(path);
-    r.stamp = stamp_of(st);
-    if (!is_c_identifier(r.symbol)) {
-      // "mod:obj.method" or a module-only value: a CPython extension module
-      // used from Python, not a backend.h library.
-      ::close(fd);
-      r.kind = BackendKind::python;
-      return r;
-    }
-    r.kind = BackendKind::native;
-    if (options.read_declared) {
-      auto declared = read_declared_devices_fd(fd, static_cast<std::uint64_t>(st.st_size), r.file);
-      if (declared) {
-        r.declared = std::move(declared).value();
-      } else {
-        r.elf_error = declared.error().message;
+    for (const char* py : {".py", ".pyc"}) {
+      std::string path = *stem + py;
+      if (const FileStamp st = file_stamp(path); st.exists()) {
+        r.kind = BackendKind::python;
+        r.file = std::move(path);
+        r.stamp = st;
+        return r;
       }
-    }
-    ::close(fd);
-    return r;
-  }
-
-  for (const char* py : {".py", ".pyc", "/__init__.py", "/__init__.pyc"}) {
-    std::string path = base + py;
-    if (is_file(path)) {
-      r.kind = BackendKind::python;
-      r.file = std::move(path);
-      return r;
     }
   }
   r.error = "library missing: no file for module '" + r.module + "' (tried ";
-  for (const std::string& suffix : suffixes) r.error += base + suffix + ", ";
-  r.error += base + ".py, " + base + "/__init__.py)";
+  if (package) r.error += candidates(init, suffixes) + ", ";
+  r.error += candidates(base, suffixes) + ")";
   if (r.symbol.empty()) r.error += "; the value names no init function either";
   return r;
 }

@@ -28,7 +28,7 @@ struct Resolved {
   std::string module;   ///< "pkg.mod"
   std::string symbol;   ///< the attr: the init function of a native backend
   std::string file;     ///< native: the library; python: the module's file
-  FileStamp stamp;      ///< native: the library's stamp (dev+ino identify it)
+  FileStamp stamp;      ///< of `file` (native: dev+ino identify the backend)
   std::string error;    ///< unresolved: why, naming what was tried
   /// native with read_declared: the section's content, or why it could not
   /// be read (then elf_error is set and the library must not be loaded).

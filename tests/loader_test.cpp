@@ -16,6 +16,7 @@
 
 #include "backend_env.hpp"
 #include "epload/backend.h"
+#include "epload/profile.hpp"
 #include "backends/test_backend.h"
 
 // Counting allocator for the whole test binary: a pass-through that lets a
@@ -731,6 +732,30 @@ TEST(LoaderPython, PythonBackendIsRecognisedAndReported) {
   EXPECT_EQ(b[0].library, env.site() + "/pyback/__init__.py");
   const std::string e = error_of(*loader, "pydev");
   EXPECT_NE(e.find("1 Python backend(s)"), std::string::npos) << e;
+}
+
+// A Python backend's module file is remembered like a library: the next
+// loader checks nothing more and resolves nothing (no suffix probing).
+TEST(LoaderPython, PythonBackendResolutionIsRemembered) {
+  BackendEnv env;
+  testing::make_dirs(env.site() + "/pyback");
+  testing::write_file(env.site() + "/pyback/__init__.py", "def _autoload(): pass\n");
+  env.add_entry_point("pyback", "pyback", "pyback:_autoload");
+  testing::let_clock_tick();
+  std::string store;
+  { store = make_loader(env, options_for(env))->store_file(); }
+  EXPECT_NE(testing::read_file(store).find("pyback/__init__.py"), std::string::npos);
+  profile::reset();
+  profile::enable();
+  auto loader = make_loader(env, options_for(env));
+  std::size_t resolves = 0;
+  for (const auto& e : profile::events()) resolves += e.phase == profile::Phase::resolve;
+  profile::reset();  // stops recording
+  EXPECT_EQ(resolves, 0u);
+  auto b = loader->backends();
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].kind, BackendKind::python);
+  EXPECT_EQ(b[0].library, env.site() + "/pyback/__init__.py");
 }
 
 TEST(LoaderPython, PythonLoaderCallbackRegistersDevices) {

@@ -77,6 +77,38 @@ TEST(Resolve, PythonOnlyBackends) {
   EXPECT_EQ(resolve(env, "ext:tb_init").kind, BackendKind::native);
 }
 
+// importlib (FileFinder.find_spec) takes a package directory's __init__,
+// with every suffix in the usual order, before any module file of the same
+// name; a directory without one is passed over (a namespace portion).
+TEST(Resolve, PackageInitBeatsModuleFilesAsImportlibDoes) {
+  BackendEnv env;
+  const std::string lib = testing::read_file(testing::test_backend("tb_npu"));
+  touch(env.site() + "/pkg/mod.cpython-311-x86_64-linux-gnu.so", lib);
+  touch(env.site() + "/pkg/mod.py");
+  make_dirs(env.site() + "/pkg/mod");
+  EXPECT_EQ(resolve(env, "pkg.mod:init").file, env.site() + "/pkg/mod.cpython-311-x86_64-linux-gnu.so");
+  touch(env.site() + "/pkg/mod/__init__.pyc");
+  Resolved r = resolve(env, "pkg.mod:init");
+  EXPECT_EQ(r.kind, BackendKind::python);
+  EXPECT_EQ(r.file, env.site() + "/pkg/mod/__init__.pyc");
+  touch(env.site() + "/pkg/mod/__init__.py");
+  EXPECT_EQ(resolve(env, "pkg.mod:init").file, env.site() + "/pkg/mod/__init__.py");
+  touch(env.site() + "/pkg/mod/__init__.abi3.so", lib);
+  r = resolve(env, "pkg.mod:init");
+  EXPECT_EQ(r.kind, BackendKind::native);
+  EXPECT_EQ(r.file, env.site() + "/pkg/mod/__init__.abi3.so");
+  EXPECT_EQ(r.declared.devices, (std::vector<std::string>{"tnpu", "tnpu2"}));
+}
+
+TEST(Resolve, PythonModulesAreStampedToo) {
+  BackendEnv env;
+  touch(env.site() + "/pkga/__init__.py", "def _autoload(): pass\n");
+  const Resolved r = resolve(env, "pkga:_autoload");
+  ASSERT_EQ(r.kind, BackendKind::python);
+  EXPECT_TRUE(r.stamp.exists());
+  EXPECT_EQ(r.stamp.size, 22u);
+}
+
 TEST(Resolve, MissingOrMalformedIsUnresolvedWithReason) {
   BackendEnv env;
   Resolved r = resolve(env, "nothere.mod:init");
@@ -84,6 +116,12 @@ TEST(Resolve, MissingOrMalformedIsUnresolvedWithReason) {
   EXPECT_NE(r.error.find("library missing"), std::string::npos) << r.error;
   EXPECT_NE(r.error.find(env.site() + "/nothere/mod.cpython-311-x86_64-linux-gnu.so"), std::string::npos) << r.error;
   EXPECT_NE(r.error.find(env.site() + "/nothere/mod.py"), std::string::npos) << r.error;
+  // With a package directory, its __init__ candidates are named first.
+  make_dirs(env.site() + "/nothere/mod");
+  r = resolve(env, "nothere.mod:init");
+  EXPECT_EQ(r.kind, BackendKind::unresolved);
+  EXPECT_NE(r.error.find(env.site() + "/nothere/mod/__init__.abi3.so"), std::string::npos) << r.error;
+  EXPECT_LT(r.error.find("/nothere/mod/__init__.pyc"), r.error.find("/nothere/mod.cpython")) << r.error;
   for (const char* bad : {"a..b:f", ".a:f", "a.:f", "-bad-", ""}) {
     Resolved b = resolve(env, bad);
     EXPECT_EQ(b.kind, BackendKind::unresolved) << bad;
