@@ -260,6 +260,49 @@ void Loader::Impl::setup() {
 
   detail::ResolveOptions ro;
   ro.ext_suffixes = options.ext_suffixes;
+  // Finds slot s's file and what it declares, from the files themselves.
+  auto resolve_fresh = [&](Slot& s) {
+    const EntryPoint& ep = *s.ep;
+    const std::int64_t t = detail::coarse_now_ns();
+    profile::Span span(profile::Phase::resolve, ep.name);
+    detail::Resolved r = detail::resolve_backend(ep, search_paths[ep.dist->search_path], ro);
+    s.kind = r.kind;
+    s.library = arena.copy(r.file);
+    s.symbol = attr_of(ep.value);
+    s.stamp = r.stamp;
+    s.stamped_at = t;
+    s.verified = true;
+    s.abi = -1;
+    s.learned = false;
+    s.devices = {};
+    if (r.kind == BackendKind::unresolved) {
+      s.state.store(BackendState::failed, std::memory_order_relaxed);
+      fail(s, r.error);
+    } else if (!r.elf_error.empty()) {
+      s.unreadable = true;
+      s.state.store(BackendState::failed, std::memory_order_relaxed);
+      s.outcome().failed_stamp = r.stamp;
+      fail(s, r.elf_error);
+    } else {
+      if (r.declared.has_section) {
+        s.abi = static_cast<std::int32_t>(r.declared.abi);
+        std::vector<std::string_view> declared(r.declared.devices.begin(), r.declared.devices.end());
+        set_devices(s, declared, {});
+      }
+      store_dirty = true;
+    }
+  };
+  // A declared ABI other than ours fails the backend before any load.
+  auto check_abi = [&](Slot& s) {
+    if (s.state.load(std::memory_order_relaxed) == BackendState::unloaded && s.kind == BackendKind::native &&
+        s.abi >= 0 && s.abi != EPLOAD_ABI_VERSION) {
+      s.state.store(BackendState::failed, std::memory_order_relaxed);
+      s.outcome().failed_stamp = s.stamp;
+      fail(s, "ABI version mismatch: the library declares backend ABI " + std::to_string(s.abi) +
+                  ", this host speaks ABI " + std::to_string(EPLOAD_ABI_VERSION) +
+                  " (rebuild the backend against this epload/backend.h)");
+    }
+  };
   std::size_t expected_devices = 0;
   for (std::uint32_t i = 0; i < count; ++i) {
     Slot& s = slots[i];
@@ -300,74 +343,70 @@ void Loader::Impl::setup() {
         }
       }
     }
-    if (!known) {
-      const std::int64_t t = detail::coarse_now_ns();
-      profile::Span span(profile::Phase::resolve, ep.name);
-      detail::Resolved r =
-          detail::resolve_backend(ep, search_paths[ep.dist->search_path], ro);
-      s.kind = r.kind;
-      s.library = arena.copy(r.file);
-      s.symbol = attr_of(ep.value);
-      s.stamp = r.stamp;
-      s.stamped_at = t;
-      s.verified = true;
-      s.abi = -1;
-      s.learned = false;
-      s.devices = {};
-      if (r.kind == BackendKind::unresolved) {
-        s.state.store(BackendState::failed, std::memory_order_relaxed);
-        fail(s, r.error);
-      } else if (!r.elf_error.empty()) {
-        s.unreadable = true;
-        s.state.store(BackendState::failed, std::memory_order_relaxed);
-        s.outcome().failed_stamp = r.stamp;
-        fail(s, r.elf_error);
-      } else {
-        if (r.declared.has_section) {
-          s.abi = static_cast<std::int32_t>(r.declared.abi);
-          std::vector<std::string_view> declared(r.declared.devices.begin(), r.declared.devices.end());
-          set_devices(s, declared, {});
-        }
-        store_dirty = true;
-      }
-    }
+    if (!known) resolve_fresh(s);
     if (!s.enabled) {
       s.state.store(BackendState::disabled, std::memory_order_relaxed);
       s.outcome().error = describe(s) + "disabled by " + disabled_by + " (remove it from there to use it)";
-    } else if (s.state.load(std::memory_order_relaxed) == BackendState::unloaded &&
-               s.kind == BackendKind::native && s.abi >= 0 && s.abi != EPLOAD_ABI_VERSION) {
-      s.state.store(BackendState::failed, std::memory_order_relaxed);
-      s.outcome().failed_stamp = s.stamp;
-      fail(s, "ABI version mismatch: the library declares backend ABI " + std::to_string(s.abi) +
-                  ", this host speaks ABI " + std::to_string(EPLOAD_ABI_VERSION) +
-                  " (rebuild the backend against this epload/backend.h)");
+    } else {
+      check_abi(s);
     }
     expected_devices += s.devices_known() ? 1 + s.devices.size() / 8 : 4;
   }
 
   // One file reached by two paths (or listed twice) is one backend: later
-  // slots become aliases of the first.  Sorting beats a hash map here.
+  // enabled slots become aliases of the first enabled one (a disabled entry
+  // point loads nothing, so it cannot stand for another).  Sorting beats a
+  // hash map here.  Identity is (dev, ino), and a stamp from the store may
+  // be stale: its inode may now be another file's (a tree removed and
+  // installed again reuses inodes).  So the slots of a collision are checked
+  // against their files first (one stat each; collisions are rare), stale
+  // ones resolved again, and the identities compared afresh.
   struct Id {
     std::uint64_t dev, ino;
     std::string_view symbol;
     std::uint32_t slot;
   };
   std::vector<Id> ids;
-  ids.reserve(count);
-  for (std::uint32_t i = 0; i < count; ++i) {
-    const Slot& s = slots[i];
-    if (s.kind == BackendKind::native && s.stamp.exists()) ids.push_back({s.stamp.dev, s.stamp.ino, s.symbol, i});
+  auto sorted_ids = [&] {
+    ids.clear();
+    ids.reserve(count);
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const Slot& s = slots[i];
+      if (s.enabled && s.kind == BackendKind::native && s.stamp.exists()) {
+        ids.push_back({s.stamp.dev, s.stamp.ino, s.symbol, i});
+      }
+    }
+    std::sort(ids.begin(), ids.end(), [](const Id& a, const Id& b) {
+      if (a.ino != b.ino) return a.ino < b.ino;
+      if (a.dev != b.dev) return a.dev < b.dev;
+      if (a.symbol != b.symbol) return a.symbol < b.symbol;
+      return a.slot < b.slot;
+    });
+  };
+  auto same = [](const Id& a, const Id& b) { return a.dev == b.dev && a.ino == b.ino && a.symbol == b.symbol; };
+  sorted_ids();
+  bool resolved_again = false;
+  for (std::size_t k = 1; k < ids.size(); ++k) {
+    if (!same(ids[k - 1], ids[k])) continue;
+    for (const std::uint32_t i : {ids[k - 1].slot, ids[k].slot}) {
+      Slot& s = slots[i];
+      if (s.verified) continue;
+      const std::int64_t t = detail::coarse_now_ns();
+      if (detail::stamp_at(AT_FDCWD, detail::CString(s.library).c_str()) == s.stamp) {
+        s.verified = true;
+        s.stamped_at = t;
+      } else {
+        resolve_fresh(s);
+        check_abi(s);
+        resolved_again = true;
+      }
+    }
   }
-  std::sort(ids.begin(), ids.end(), [](const Id& a, const Id& b) {
-    if (a.ino != b.ino) return a.ino < b.ino;
-    if (a.dev != b.dev) return a.dev < b.dev;
-    if (a.symbol != b.symbol) return a.symbol < b.symbol;
-    return a.slot < b.slot;
-  });
+  if (resolved_again) sorted_ids();
   for (std::size_t k = 1; k < ids.size(); ++k) {
     const Id& a = ids[k - 1];
     const Id& b = ids[k];
-    if (a.dev == b.dev && a.ino == b.ino && a.symbol == b.symbol) {
+    if (same(a, b)) {
       const std::uint32_t first = slots[a.slot].alias_of == k_no_slot ? a.slot : slots[a.slot].alias_of;
       slots[b.slot].alias_of = first;
     }

@@ -721,6 +721,54 @@ TEST(LoaderIdentity, SameFileByTwoPathsIsOneBackend) {
   EXPECT_EQ(static_cast<const TbDevice*>(eager->find("tnpu"))->init_count(), 2);
 }
 
+// Disabling one entry point does not disable another that reaches the same
+// file: the other is a backend of its own, not an alias of one that never
+// loads.
+TEST(LoaderIdentity, DisabledEntryPointStandsForNoOther) {
+  BackendEnv env;
+  const std::string lib = env.add("one", "one", "tb_npu");
+  testing::make_dirs(env.site() + "/two");
+  ASSERT_EQ(::link(lib.c_str(), (env.site() + "/two/_native.so").c_str()), 0);
+  env.add_entry_point("two", "two", "two._native:tb_init");
+  ScopedEnv d("EPLOAD_DISABLE", "one");
+  ScopedEnv e("EPLOAD_ENABLE", nullptr);
+  LoaderOptions o = options_for(env);
+  ASSERT_TRUE(apply_environment(o).ok());
+  auto loader = make_loader(env, o);
+  auto b = loader->backends();
+  EXPECT_EQ(b[0].state, BackendState::disabled);
+  EXPECT_EQ(b[1].alias_of, "");
+  EXPECT_NE(device_of(*loader, "tnpu"), nullptr);
+  EXPECT_EQ(order(*loader), (std::vector<std::size_t>{1}));
+}
+
+// Identity comes from (dev, ino), and a remembered stamp may name an inode
+// that now belongs to another file (removed and reinstalled trees reuse
+// inodes).  Here backend "one" was remembered with inode X; its library is
+// then replaced (inode Y) and a new backend "two" arrives whose library is
+// inode X.  "two" is not an alias of "one": both are loaded.
+TEST(LoaderIdentity, StaleRememberedInodeMakesNoAlias) {
+  BackendEnv env;
+  const std::string lib = env.add("one", "one", "tb_npu");
+  testing::let_clock_tick();
+  make_loader(env, options_for(env));  // remembers "one" with its inode
+  testing::make_dirs(env.site() + "/two");
+  ASSERT_EQ(::link(lib.c_str(), (env.site() + "/two/_native.so").c_str()), 0);
+  const std::string fresh = lib + ".new";
+  testing::write_file(fresh, testing::read_file(testing::test_backend("tb_other_npu")));
+  ASSERT_EQ(::rename(fresh.c_str(), lib.c_str()), 0);
+  env.add_entry_point("two", "two", "two._native:tb_init");
+  testing::let_clock_tick();
+  auto eager = make_loader(env, options_for(env, LoadMode::eager));
+  auto b = eager->backends();
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[1].alias_of, "");
+  eager->start();
+  EXPECT_EQ(order(*eager), (std::vector<std::size_t>{0, 1}));
+  EXPECT_NE(device_of(*eager, "tother"), nullptr);  // one's new library
+  EXPECT_NE(device_of(*eager, "tnpu2"), nullptr);   // two's
+}
+
 TEST(LoaderPython, PythonBackendIsRecognisedAndReported) {
   BackendEnv env;
   testing::make_dirs(env.site() + "/pyback");
