@@ -700,12 +700,18 @@ TEST(LoaderStore, CorruptStoreIsIgnored) {
   EXPECT_NE(device_of(*loader, "tnpu"), nullptr);
 }
 
+/// Backend "two": an entry point whose library is a hard link to `lib`.
+bool add_second_path(BackendEnv& env, const std::string& lib) {
+  testing::make_dirs(env.site() + "/two");
+  if (::link(lib.c_str(), (env.site() + "/two/_native.so").c_str()) != 0) return false;
+  env.add_entry_point("two", "two", "two._native:tb_init");
+  return true;
+}
+
 TEST(LoaderIdentity, SameFileByTwoPathsIsOneBackend) {
   BackendEnv env;
   const std::string lib = env.add("one", "one", "tb_npu");
-  testing::make_dirs(env.site() + "/two");
-  ASSERT_EQ(::link(lib.c_str(), (env.site() + "/two/_native.so").c_str()), 0);
-  env.add_entry_point("two", "two", "two._native:tb_init");
+  ASSERT_TRUE(add_second_path(env, lib));
   auto loader = make_loader(env, options_for(env));
   auto b = loader->backends();
   EXPECT_EQ(b[1].alias_of, "one");
@@ -727,9 +733,7 @@ TEST(LoaderIdentity, SameFileByTwoPathsIsOneBackend) {
 TEST(LoaderIdentity, DisabledEntryPointStandsForNoOther) {
   BackendEnv env;
   const std::string lib = env.add("one", "one", "tb_npu");
-  testing::make_dirs(env.site() + "/two");
-  ASSERT_EQ(::link(lib.c_str(), (env.site() + "/two/_native.so").c_str()), 0);
-  env.add_entry_point("two", "two", "two._native:tb_init");
+  ASSERT_TRUE(add_second_path(env, lib));
   ScopedEnv d("EPLOAD_DISABLE", "one");
   ScopedEnv e("EPLOAD_ENABLE", nullptr);
   LoaderOptions o = options_for(env);
@@ -752,12 +756,10 @@ TEST(LoaderIdentity, StaleRememberedInodeMakesNoAlias) {
   const std::string lib = env.add("one", "one", "tb_npu");
   testing::let_clock_tick();
   make_loader(env, options_for(env));  // remembers "one" with its inode
-  testing::make_dirs(env.site() + "/two");
-  ASSERT_EQ(::link(lib.c_str(), (env.site() + "/two/_native.so").c_str()), 0);
+  ASSERT_TRUE(add_second_path(env, lib));
   const std::string fresh = lib + ".new";
   testing::write_file(fresh, testing::read_file(testing::test_backend("tb_other_npu")));
   ASSERT_EQ(::rename(fresh.c_str(), lib.c_str()), 0);
-  env.add_entry_point("two", "two", "two._native:tb_init");
   testing::let_clock_tick();
   auto eager = make_loader(env, options_for(env, LoadMode::eager));
   auto b = eager->backends();
