@@ -104,23 +104,44 @@ Result<void*> Loader::Impl::lookup_slow(std::string_view name) {
     if (const DeviceEntry* e = table->find(name)) owner = e->owner;
   }
   std::string note;
+  auto pending = [](const Slot& s) {
+    const BackendState st = s.state.load(std::memory_order_acquire);
+    return st == BackendState::unloaded || st == BackendState::loading;
+  };
   if (owner != k_no_slot) {
     auto r = ensure_loaded(owner, name);
     if (void* t = provided()) return t;
-    if (!r) return r.error();
-    // Loaded, yet it did not register the name (a wrong declaration, or a
-    // stale store): look for it like an unknown name.
-    note = "\n" + describe(primary(owner)) + "declares device '" + std::string(name) +
-           "' but did not register it when loaded (its declaration is wrong)";
+    if (r) {
+      // Loaded, yet it did not register the name (a wrong declaration, or a
+      // stale store): look for it like an unknown name.
+      note = "\n" + describe(primary(owner)) + "declares device '" + std::string(name) +
+             "' but did not register it when loaded (its declaration is wrong)";
+    } else if (primary(owner).state.load(std::memory_order_acquire) != BackendState::failed) {
+      return r.error();  // not a failed load: a self-lookup, a cycle, a Python backend here
+    } else {
+      // It failed, and a failed backend claims nothing (as in eager
+      // loading, where the next one in index order gets the name): the
+      // later backends that also declare or learned the name come next, in
+      // index order; then those whose devices are unknown, below.  If none
+      // provides it, not_found() names this failure.
+      for (std::uint32_t i = primary(owner).index + 1; i < count; ++i) {
+        Slot& s = slots[i];
+        if (!loadable(s, options) || !pending(s)) continue;
+        bool claims = false;
+        {
+          std::lock_guard<std::mutex> lock(registry);
+          detail::for_each_device(s.devices, [&](std::string_view d, bool) { claims = claims || d == name; });
+        }
+        if (!claims) continue;
+        (void)ensure_loaded(i, name);  // a failure is kept in the slot and reported below
+        if (void* t = provided()) return t;
+      }
+    }
   }
 
   // Unknown: load the backends whose devices are not known yet, in index
   // order, one at a time, until one provides it.  One being loaded by
   // another thread counts too: wait for it, it may provide the name.
-  auto pending = [](const Slot& s) {
-    const BackendState st = s.state.load(std::memory_order_acquire);
-    return st == BackendState::unloaded || st == BackendState::loading;
-  };
   for (std::uint32_t i = 0; i < count; ++i) {
     Slot& s = slots[i];
     if (!loadable(s, options) || !pending(s)) continue;
