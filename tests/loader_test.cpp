@@ -651,8 +651,11 @@ TEST(LoaderModes, DisableAndEnableLists) {
 // ---- randomized: lazy lookups give what eager loading gives ------------------
 
 // Random sequences of backends (declared, undeclared, hooks, failing inits,
-// wrong ABIs, stale declarations, C++ throws, the same device declared
-// twice), each a distinct library file.  For every device name, a lookup in
+// wrong ABIs, stale declarations, C++ throws, missing dependencies, inits
+// that look up another device or themselves, the same device declared or
+// registered twice, some disabled), each a distinct library file.  (Not two
+// inits that look each other up: which end of such a cycle fails depends on
+// which loads first, and choosing that is what lazy loading does.)  For every device name, a lookup in
 // a fresh lazy loader must succeed exactly when eager loading (PyTorch's
 // way: everything, in index order) provides the device, and the same
 // backend must provide it.  Each lazy loader reads and extends the learned
@@ -661,36 +664,70 @@ TEST(LoaderModes, DisableAndEnableLists) {
 // declares: the one documented difference, ARCHITECTURE.md "Two backends
 // claiming one device", is not drawn.)
 TEST(LoaderRandom, LazyLookupsAgreeWithEagerLoading) {
-  static const char* const k_variants[] = {"tb_npu",  "tb_other_npu", "tb_undeclared", "tb_undeclared2",
-                                           "tb_hook", "tb_fail",      "tb_fixed",      "tb_bad_abi",
-                                           "tb_stale", "tb_throw",    "tb_reject_abi", "tb_npu"};
-  static const char* const k_devices[] = {"tnpu",  "tnpu2",   "tother",     "tundecl",    "tundecl2", "tfail",
-                                          "tabi",  "treject", "tstale_old", "tstale_new", "tthrow",   "nosuch"};
+  static const char* const k_variants[] = {
+      "tb_npu",   "tb_other_npu", "tb_undeclared", "tb_undeclared2", "tb_hook",      "tb_fail",
+      "tb_fixed", "tb_bad_abi",   "tb_stale",      "tb_throw",       "tb_reject_abi", "tb_npu",
+      "tb_undeclared", "tb_needs_dep", "tb_chain",  "tb_self"};
+  static const char* const k_devices[] = {"tnpu",   "tnpu2",      "tother",     "tundecl", "tundecl2",
+                                          "tfail",  "tabi",       "treject",    "tstale_old",
+                                          "tstale_new", "tthrow",   "tdep",       "tchain",  "tself",
+                                          "nosuch"};
   const int seeds = std::getenv("EPLOAD_RANDOM_TREES") ? std::atoi(std::getenv("EPLOAD_RANDOM_TREES")) : 25;
   for (int seed = 0; seed < seeds; ++seed) {
     std::mt19937 rng(static_cast<std::uint32_t>(seed));
     BackendEnv env;
     const int n = 2 + static_cast<int>(rng() % 7);
     std::string drawn;
+    std::vector<std::string> disabled;
     for (int i = 0; i < n; ++i) {
       const char* v = k_variants[rng() % std::size(k_variants)];
-      env.add("b" + std::to_string(i), "b" + std::to_string(i), v);
+      const std::string name = "b" + std::to_string(i);
+      env.add(name, name, v);
       drawn += std::string(drawn.empty() ? "" : ", ") + v;
+      if (rng() % 8 == 0) {
+        disabled.push_back(name);
+        drawn += " (disabled)";
+      }
     }
     SCOPED_TRACE("seed " + std::to_string(seed) + ": " + drawn);
     testing::let_clock_tick();
-    auto eager = make_loader(env, options_for(env, LoadMode::eager));
+    auto options_with = [&](LoadMode mode) {
+      LoaderOptions o = options_for(env, mode);
+      o.disable = disabled;
+      return o;
+    };
+    auto eager = make_loader(env, options_with(LoadMode::eager));
     eager->start();
     std::vector<const char*> names(std::begin(k_devices), std::end(k_devices));
     std::shuffle(names.begin(), names.end(), rng);
     for (int run = 0; run < 2; ++run) {
       for (const char* d : names) {
-        auto lazy = make_loader(env, options_for(env));
+        auto lazy = make_loader(env, options_with(LoadMode::lazy));
         auto r = lazy->lookup(d);
         const bool want = eager->find(d) != nullptr;
         EXPECT_EQ(r.ok(), want) << "device " << d << " run " << run << ": "
                                 << (r.ok() ? std::string("found") : r.error().message);
         if (r.ok() && want) EXPECT_EQ(lazy->provider(d), eager->provider(d)) << "device " << d;
+      }
+    }
+    // And all at once: one lazy loader, four threads looking every device
+    // up in their own orders, race for the same backends.
+    auto shared = make_loader(env, options_with(LoadMode::lazy));
+    std::vector<std::vector<const char*>> orders(4, names);
+    for (auto& o : orders) std::shuffle(o.begin(), o.end(), rng);
+    std::vector<std::vector<bool>> found(orders.size(), std::vector<bool>(names.size()));
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < orders.size(); ++t) {
+      threads.emplace_back([&, t] {
+        for (std::size_t k = 0; k < orders[t].size(); ++k) found[t][k] = shared->lookup(orders[t][k]).ok();
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (std::size_t t = 0; t < orders.size(); ++t) {
+      for (std::size_t k = 0; k < orders[t].size(); ++k) {
+        const char* d = orders[t][k];
+        EXPECT_EQ(found[t][k], eager->find(d) != nullptr) << "device " << d << " thread " << t;
+        if (found[t][k]) EXPECT_EQ(shared->provider(d), eager->provider(d)) << "device " << d;
       }
     }
   }
