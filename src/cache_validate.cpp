@@ -179,7 +179,7 @@ bool shipped_still_valid(const Index& index, std::string* why) {
   for (std::size_t i = 0; i < paths.size(); ++i) {
     const FileStamp was = i < stamps.size() ? stamps[i] : FileStamp{};
     const FileStamp now = path_stamp(os_path(paths[i]));
-    const bool racy = was.exists() && was.mtime_ns >= index.scanned_at_ns();
+    const bool racy = was.exists() && racy_time(was.mtime_ns, index.scanned_at_ns());
     if (was.exists() != now.exists() || was.mtime_ns != now.mtime_ns || racy) {
       if (why) *why = "search path " + describe(was, now, racy, std::string(paths[i]));
       return false;

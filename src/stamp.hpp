@@ -40,10 +40,36 @@ inline std::int64_t coarse_now_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+/// True when a file time `t` may hide a change made after `scanned_at_ns`
+/// (git's "racy" rule): the file could change again within the same tick
+/// of its file system's clock without its time changing.
+///
+/// The tick is the kernel's coarse clock (the one coarse_now_ns() reads) on
+/// file systems that keep nanoseconds, but some keep less: whole seconds
+/// (ext2/ext3 with 128-byte inodes, many NFS servers), two seconds (FAT's
+/// mtime), microseconds.  Such a system truncates every time it stores, so a
+/// file written 0.3 s after a scan in the same second gets a time *before*
+/// the scan, and a same-size rewrite in that second leaves its stamp as it
+/// was.  The time itself shows the granularity: a time that is a multiple
+/// of 10^k ns is taken to come from a clock that keeps no finer than that
+/// (a multiple of 2 s: FAT's), and it is racy if it falls in the scan's own
+/// granule.  A file system that keeps nanoseconds produces such a round time
+/// rarely (one time in 10^k), and then costs one more rescan at worst.
+inline bool racy_time(std::int64_t t, std::int64_t scanned_at_ns) {
+  constexpr std::int64_t k_second = 1000000000;
+  if (t >= scanned_at_ns) return true;
+  if (t < scanned_at_ns - 2 * k_second) return false;  // the common case: older than any granule
+  std::int64_t granule = 1;
+  while (granule < k_second && t % (granule * 10) == 0) granule *= 10;
+  if (granule == k_second && t % (2 * k_second) == 0) granule = 2 * k_second;
+  const std::int64_t into = scanned_at_ns % granule;  // scanned_at_ns > 0
+  return t >= scanned_at_ns - into;
+}
+
 /// True when a stamp may hide a change made within the same clock tick as
-/// the scan that recorded it (git's "racy" rule).
+/// the scan that recorded it (racy_time() of its mtime or ctime).
 inline bool is_racy(const FileStamp& s, std::int64_t scanned_at_ns) {
-  return s.exists() && (s.mtime_ns >= scanned_at_ns || s.ctime_ns >= scanned_at_ns);
+  return s.exists() && (racy_time(s.mtime_ns, scanned_at_ns) || racy_time(s.ctime_ns, scanned_at_ns));
 }
 
 }  // namespace epload::detail

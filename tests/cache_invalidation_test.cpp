@@ -250,9 +250,10 @@ TEST_F(Invalidation, RacyChangeWithinTheScanTickIsNotMissed) {
   };
   const std::int64_t tick = std::max(now.mtime_ns, now.ctime_ns);
 
-  // Control: were the scan's clock past the change, the stamps would match
-  // and the stale answer would be served; this is the hole the rule closes.
-  Index trusting = forged(tick + 1);
+  // Control: were the scan's clock past the change (and past any granule
+  // of the file's clock, see racy_time()), the stamps would match and the
+  // stale answer would be served; this is the hole the rule closes.
+  Index trusting = forged(tick + 2000000001);
   EXPECT_TRUE(still_valid(trusting, Validation::full));
 
   Index racy = forged(tick);
@@ -263,6 +264,46 @@ TEST_F(Invalidation, RacyChangeWithinTheScanTickIsNotMissed) {
 
   ASSERT_TRUE(write_index(racy, cache_file_path(options)));
   expect_rebuilt("racy");
+}
+
+// File systems that keep coarser times than nanoseconds truncate them, so a
+// change after the scan can carry a time before it: the granule the time
+// shows is the racy window.
+TEST(RacyTime, TheWindowIsTheGranuleTheFileTimeShows) {
+  using detail::racy_time;
+  constexpr std::int64_t sec = 1000000000;
+  const std::int64_t scan = 1795000000 * sec + 400000123;  // 0.4 s into a second
+  // Nanosecond times: racy from the scan's instant on.
+  EXPECT_TRUE(racy_time(scan, scan));
+  EXPECT_TRUE(racy_time(scan + 7, scan));
+  EXPECT_FALSE(racy_time(scan - 7, scan));
+  EXPECT_FALSE(racy_time(scan - 3 * sec, scan));
+  // Whole seconds (ext2/ext3 with 128-byte inodes, NFS): the scan's second.
+  const std::int64_t odd_second = 1795000001 * sec;
+  const std::int64_t scan2 = odd_second + 300000000;
+  EXPECT_TRUE(racy_time(odd_second, scan2));        // written after the scan, truncated to before it
+  EXPECT_FALSE(racy_time(odd_second - 2 * sec, scan2));  // an earlier odd second
+  // The even second before could be FAT's two-second granule, which holds
+  // the scan: racy (the safe side; one rescan at worst).
+  EXPECT_TRUE(racy_time(odd_second - sec, scan2));
+  // Two seconds (FAT's mtime): the scan's two-second granule.
+  const std::int64_t even_second = 1795000000 * sec;
+  EXPECT_TRUE(racy_time(even_second, even_second + 1700000000));
+  EXPECT_FALSE(racy_time(even_second, even_second + 2100000000));
+  // Microseconds: the scan's microsecond.
+  EXPECT_TRUE(racy_time(scan - 123, scan));
+  EXPECT_FALSE(racy_time(scan - 123 - 1000, scan));
+  // A stamp is racy when either of its times is.
+  FileStamp s;
+  s.mode = 0100644;
+  s.mtime_ns = odd_second;
+  s.ctime_ns = scan - 3 * sec;
+  EXPECT_TRUE(detail::is_racy(s, scan2));
+  s.mtime_ns = scan - 3 * sec;
+  s.ctime_ns = odd_second;
+  EXPECT_TRUE(detail::is_racy(s, scan2));
+  s.ctime_ns = odd_second - 3 * sec;
+  EXPECT_FALSE(detail::is_racy(s, scan2));
 }
 
 TEST_F(Invalidation, RacySearchPathIsNotTrustedEvenInPathsMode) {
