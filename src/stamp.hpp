@@ -54,9 +54,16 @@ inline std::int64_t coarse_now_ns() {
 /// of 10^k ns is taken to come from a clock that keeps no finer than that
 /// (a multiple of 2 s: FAT's), and it is racy if it falls in the scan's own
 /// granule.  A file system that keeps nanoseconds produces such a round time
-/// rarely (one time in 10^k), and then costs one more rescan at worst.
+/// rarely (one time in 10^k), and then costs one more rescan at worst.  A
+/// time more than an hour past the scan is not racy (see below).
 inline bool racy_time(std::int64_t t, std::int64_t scanned_at_ns) {
   constexpr std::int64_t k_second = 1000000000;
+  // A time far past the scan was not made by a change in its tick (a change
+  // stamps the clock's now): it was set (`touch -d`, an archive's dates) or
+  // the clock was stepped back since.  Any later change stamps a different
+  // time, so it is not racy; otherwise such a file would make every run
+  // rescan until the clock catches up with it.
+  if (t > scanned_at_ns + 3600 * k_second) return false;
   if (t >= scanned_at_ns) return true;
   if (t < scanned_at_ns - 2 * k_second) return false;  // the common case: older than any granule
   std::int64_t granule = 1;

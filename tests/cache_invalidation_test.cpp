@@ -293,6 +293,10 @@ TEST(RacyTime, TheWindowIsTheGranuleTheFileTimeShows) {
   // Microseconds: the scan's microsecond.
   EXPECT_TRUE(racy_time(scan - 123, scan));
   EXPECT_FALSE(racy_time(scan - 123 - 1000, scan));
+  // A time set far into the future (touch -d, an archive's dates) is no
+  // change in the scan's tick: not racy, or every run would rescan.
+  EXPECT_TRUE(racy_time(scan + 60 * sec, scan));  // a long scan's own files
+  EXPECT_FALSE(racy_time(scan + 2 * 3600 * sec, scan));
   // A stamp is racy when either of its times is.
   FileStamp s;
   s.mode = 0100644;
@@ -304,6 +308,24 @@ TEST(RacyTime, TheWindowIsTheGranuleTheFileTimeShows) {
   EXPECT_TRUE(detail::is_racy(s, scan2));
   s.ctime_ns = odd_second - 3 * sec;
   EXPECT_FALSE(detail::is_racy(s, scan2));
+}
+
+// A file dated in the future (touch -d, an archive's dates) is no change in
+// the scan's tick: the cache must hit, not rescan on every run, and a later
+// rewrite that restores the future date is still seen (by its ctime).
+TEST_F(Invalidation, FutureDatedFileDoesNotDefeatTheCacheAndEditsAreSeen) {
+  const std::string f = ep_file(site1, "beta-1.0");
+  struct timespec future[2];
+  future[0].tv_sec = future[1].tv_sec = ::time(nullptr) + 10 * 365 * 86400;
+  future[0].tv_nsec = future[1].tv_nsec = 123456789;
+  ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), future, 0), 0);
+  next_tick();  // the ctime the dating stamped is older than the next scan
+  expect_rebuilt("changed");
+  EXPECT_EQ(open_checked().status, CacheStatus::hit);
+  EXPECT_EQ(open_checked().status, CacheStatus::hit);
+  test::write_file(f, "[torch.backends]\nnpu = beta_npx:init\n");  // same size
+  ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), future, 0), 0);
+  expect_rebuilt("changed");
 }
 
 TEST_F(Invalidation, RacySearchPathIsNotTrustedEvenInPathsMode) {
