@@ -396,6 +396,10 @@ void Loader::Impl::setup() {
         s.verified = true;
         s.stamped_at = t;
       } else {
+        // What the stale record decided (an ABI failure) goes with it.
+        s.state.store(BackendState::unloaded, std::memory_order_relaxed);
+        s.unreadable = false;
+        s.out.reset();
         resolve_fresh(s);
         check_abi(s);
         resolved_again = true;
