@@ -288,3 +288,31 @@ def test_demo_sh_help_runs_nothing():
     assert proc.stdout.startswith("usage: scripts/demo.sh")
     assert "out/demo" in proc.stdout and "--startup-sizes" in proc.stdout
     assert "setup:" not in proc.stderr
+
+
+# ---- scripts/ab.py ------------------------------------------------------------
+
+AB = SOURCE_DIR / "scripts" / "ab.py"
+
+
+def test_ab_times_commands_side_by_side():
+    proc = run(AB, "--rounds", "4", "--warmup", "1", "--", "/bin/true", "--",
+               str(BUILD_DIR / "epload"), "--version")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("A: median ") and lines[0].endswith("/bin/true"), proc.stdout
+    assert lines[1].startswith("B: median ") and "paired vs A" in lines[1], proc.stdout
+    assert "ratio to A" in lines[1], proc.stdout
+
+
+@pytest.mark.parametrize("args, code, message", [
+    ([], 2, "usage: ab.py"),
+    (["--", "/bin/true"], 2, "at least two"),
+    (["--", "no-such-command-here", "--", "/bin/true"], 2, "command not found"),
+    (["--rounds", "0", "--", "/bin/true", "--", "/bin/true"], 2, "--rounds"),
+    (["--rounds", "2", "--", "/bin/true", "--", "/bin/false"], 1, "command failed (exit 1): /bin/false"),
+])
+def test_ab_bad_input(args, code, message):
+    proc = run(AB, *args)
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    assert message in proc.stderr, proc.stderr
