@@ -707,7 +707,9 @@ TEST(LoaderRandom, LazyLookupsAgreeWithEagerLoading) {
         const bool want = eager->find(d) != nullptr;
         EXPECT_EQ(r.ok(), want) << "device " << d << " run " << run << ": "
                                 << (r.ok() ? std::string("found") : r.error().message);
-        if (r.ok() && want) EXPECT_EQ(lazy->provider(d), eager->provider(d)) << "device " << d;
+        if (r.ok() && want) {
+          EXPECT_EQ(lazy->provider(d), eager->provider(d)) << "device " << d;
+        }
       }
     }
     // And all at once: one lazy loader, four threads looking every device
@@ -727,7 +729,9 @@ TEST(LoaderRandom, LazyLookupsAgreeWithEagerLoading) {
       for (std::size_t k = 0; k < orders[t].size(); ++k) {
         const char* d = orders[t][k];
         EXPECT_EQ(found[t][k], eager->find(d) != nullptr) << "device " << d << " thread " << t;
-        if (found[t][k]) EXPECT_EQ(shared->provider(d), eager->provider(d)) << "device " << d;
+        if (found[t][k]) {
+          EXPECT_EQ(shared->provider(d), eager->provider(d)) << "device " << d;
+        }
       }
     }
   }
