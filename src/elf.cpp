@@ -271,7 +271,8 @@ Result<DeclaredDevices> read_declared_devices_fd(int fd, std::uint64_t file_size
 }
 
 Result<DeclaredDevices> read_declared_devices(const std::string& path, FileStamp* stamp) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in the library's place must not hang the open.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int e = errno;
     return Error{e == ENOENT || e == ENOTDIR ? Errc::not_found : Errc::io,

@@ -168,7 +168,8 @@ LearnedFile LearnedFile::read(const std::string& path, std::string* why) {
     out.m_map = Mapping{};
     return std::move(out);
   };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK: a FIFO in its place must not hang the open (fstat rejects it).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return fail(std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

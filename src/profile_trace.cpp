@@ -19,8 +19,9 @@
 // parent, so self time is duration minus the direct children's durations.
 // A phase's total counts nested spans of the same phase once (a `total`
 // inside a `total` is not double-counted).
-#include <fcntl.h>   // open
-#include <unistd.h>  // read, write, close
+#include <fcntl.h>     // open
+#include <sys/stat.h>  // fstat
+#include <unistd.h>    // read, write, close
 
 #include <algorithm>      // sort
 #include <cerrno>         // errno
@@ -302,8 +303,14 @@ class JsonReader {
 };
 
 Result<std::string> slurp(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK and a type check: a FIFO in a trace's place must not hang.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Error{Errc::io, "cannot open trace " + path + ": " + std::strerror(errno)};
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Error{Errc::io, "trace " + path + " is not a regular file"};
+  }
   std::string out;
   char buf[65536];
   for (;;) {

@@ -63,7 +63,9 @@ std::string candidates(const std::string& stem, const std::vector<std::string>& 
 /// the module (native when the attr can be a C init function, else an
 /// extension module used from Python) and `r` is filled in.
 bool try_extension(std::string path, const ResolveOptions& options, Resolved& r) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO with a library's name must not hang the open (it is
+  // not a regular file, so it is passed over, as importlib's isfile() does).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return false;  // ENOENT mostly; anything else: try the next, as importlib does
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

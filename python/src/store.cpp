@@ -259,7 +259,8 @@ class Reader {
 // Reads the file if it can be trusted; no Python object is touched, so it
 // runs without the GIL.
 bool read_trusted(const std::string& path, std::string& data) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in its place must not hang the open (fstat rejects it).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return false;
   struct stat st;
   const bool trusted = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&

@@ -47,7 +47,7 @@ def run(site, cache, *args, env_extra=None, check=None, strace=None):
     cmd = [str(EPLOAD), *map(str, args), "--path", str(site), "--cache-dir", str(cache)]
     if strace:
         cmd = ["strace", "-f", "-qq", "-e", "trace=open,openat", "-o", str(strace)] + cmd
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=e)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=120)  # a hang fails
     if check is not None:
         assert proc.returncode == check, (proc.stdout, proc.stderr)
     return proc
@@ -285,3 +285,30 @@ def test_loader_created_during_the_index_check_is_kept_only_if_the_index_is(tmp_
     assert data["create_overlapped"] is False, proc.stderr
     assert "rebuilt" in proc.stderr and "entry_points.txt" in proc.stderr, proc.stderr
     assert data["backend"] == other["entry_point"][:-1] + "Z"
+
+
+def test_fifo_in_place_of_the_learned_store_does_not_hang(env, tmp_path):
+    out, m = env
+    site, cache = m["search_path"], tmp_path / "c"
+    run(site, cache, "devices", check=0)  # writes the learned store
+    store = next(cache.glob("learned-*.txt"))
+    store.unlink()
+    os.mkfifo(store, 0o600)  # opening it for reading would wait for a writer
+    b = healthy(m)[0]
+    proc = run(site, cache, "load", b["device"], "--verbose", check=0)
+    assert "not a regular file" in proc.stderr, proc.stderr
+    assert store.is_file()  # replaced by a real store, atomically
+
+
+def test_fifo_named_like_a_library_is_passed_over(tmp_path):
+    """importlib's isfile() is false for a FIFO, so it is not the module; the
+    resolver must pass it over too, without opening it for good."""
+    m = generate(tmp_path / "env", "--kind", "native", "--backends", 2, "--noise", 0)
+    b = m["backends"][0]
+    os.unlink(b["library"])
+    os.mkfifo(b["library"], 0o600)
+    proc = run(m["search_path"], tmp_path / "c", "devices", "--json", check=0)
+    backends = {x["backend"]: x for x in json.loads(proc.stdout)["backends"]}
+    assert backends[b["entry_point"]]["state"] == "failed", backends
+    assert "library missing" in backends[b["entry_point"]]["error"], backends
+    assert backends[m["backends"][1]["entry_point"]]["state"] == "unloaded", backends

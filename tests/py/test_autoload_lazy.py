@@ -302,6 +302,20 @@ def test_bad_store_means_learning_again(tmp_path, content, mode):
     assert env.run()['at_import'] == ['be_a']
 
 
+def test_fifo_in_place_of_the_store_does_not_hang(tmp_path):
+    """Opening a FIFO for reading waits for a writer: the store reader must
+    not (the run has a timeout), and must learn again as for any bad store."""
+    env = Env(tmp_path)
+    env.backend('be_a')
+    env.run()
+    store = tmp_path / 'cache' / 'devices-torch.backends-fakehost.json'
+    assert env.run()['at_import'] == []
+    store.unlink()
+    os.mkfifo(store, 0o600)
+    assert env.run()['at_import'] == ['be_a']
+    assert store.is_file()
+
+
 def test_store_write_leaves_nothing_behind_and_index_clear_removes_it(tmp_path):
     env = Env(tmp_path)
     env.backend('be_a')
