@@ -62,27 +62,41 @@ def draw(rng, root, broken=0.0):
     return sites, owner, hooks, bad
 
 
+def lookups(tmp_path, host, sites, order, cache=None):
+    """Runs BODY in a fresh interpreter with `host` and `sites` on the path,
+    looking the devices up as `order` says ([how, device], ...)."""
+    code = BODY.replace("sys.argv[1]", repr(json.dumps(order)))
+    env = {"EPLOAD_CACHE_DIR": str(cache)} if cache else None
+    proc = run_py(tmp_path, code, pythonpath=[host, *sites], env=env)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def lazy_runs(rng, tmp_path, sites, devices):
+    """Makes the two hosts (PyTorch's loop, the oracle; epload's lazy
+    autoload) and runs the lazy one twice (nothing learned, then devices
+    learned), in random lookup orders.  Returns (oracle host directory,
+    [(attempt, order, result) per lazy run])."""
+    oracle_host, lazy_host = tmp_path / "host-pytorch", tmp_path / "host-lazy"
+    make_host(oracle_host, "pytorch")
+    make_host(lazy_host, "epload-lazy")
+    runs = []
+    for attempt in ("first run", "devices learned"):
+        order = [[rng.choice(["attr", "device"]), d] for d in devices]
+        rng.shuffle(order)
+        runs.append((attempt, order, lookups(tmp_path, lazy_host, sites, order, tmp_path / "cache")))
+    return oracle_host, runs
+
+
 @pytest.mark.parametrize("seed", range(SEEDS))
 def test_lazy_autoload_gives_what_pytorchs_loop_gives(seed, tmp_path):
     rng = random.Random(seed)
     sites, owner, hooks, _ = draw(rng, tmp_path)
-    oracle_host, lazy_host = tmp_path / "host-pytorch", tmp_path / "host-lazy"
-    make_host(oracle_host, "pytorch")
-    make_host(lazy_host, "epload-lazy")
     devices = sorted(owner)
-    want = run_py(tmp_path, BODY.replace("sys.argv[1]", repr(json.dumps([["attr", d] for d in devices]))),
-                  pythonpath=[oracle_host, *sites])
-    want = json.loads(want.stdout.strip().splitlines()[-1])
-    assert all(not v.startswith("error") for v in want["devices"].values()), want
-    cache = tmp_path / "cache"
-    for attempt in ("first run", "devices learned"):
-        order = [[rng.choice(["attr", "device"]), d] for d in devices]
-        rng.shuffle(order)
-        code = BODY.replace("sys.argv[1]", repr(json.dumps(order)))
-        proc = run_py(tmp_path, code, pythonpath=[lazy_host, *sites],
-                      env={"EPLOAD_CACHE_DIR": str(cache)})
-        got = json.loads(proc.stdout.strip().splitlines()[-1])
-        assert got["devices"] == want["devices"], f"seed {seed}, {attempt}: lookups {order}"
+    oracle_host, runs = lazy_runs(rng, tmp_path, sites, devices)
+    want = lookups(tmp_path, oracle_host, sites, [["attr", d] for d in devices])["devices"]
+    assert all(not v.startswith("error") for v in want.values()), want
+    for attempt, order, got in runs:
+        assert got["devices"] == want, f"seed {seed}, {attempt}: lookups {order}"
         assert set(hooks) <= set(got["calls"]), f"seed {seed}, {attempt}: hooks {hooks} did not all run"
 
 
@@ -95,23 +109,13 @@ def test_broken_backends_fail_alone_in_lazy_mode(seed, tmp_path):
     of the broken ones' devices, naming the backend."""
     rng = random.Random(1000 + seed)
     sites, owner, hooks, bad = draw(rng, tmp_path, broken=0.4)
-    good_sites = [s for s in sites if s not in bad.values()]
-    oracle_host, lazy_host = tmp_path / "host-pytorch", tmp_path / "host-lazy"
-    make_host(oracle_host, "pytorch")
-    make_host(lazy_host, "epload-lazy")
     devices = sorted(owner)
     broken_devices = {d for d, b in owner.items() if b in bad}
-    want = run_py(tmp_path, BODY.replace("sys.argv[1]", repr(json.dumps(
-        [["attr", d] for d in devices if d not in broken_devices]))), pythonpath=[oracle_host, *good_sites])
-    want = json.loads(want.stdout.strip().splitlines()[-1])["devices"]
-    cache = tmp_path / "cache"
-    for attempt in ("first run", "devices learned"):
-        order = [[rng.choice(["attr", "device"]), d] for d in devices]
-        rng.shuffle(order)
-        code = BODY.replace("sys.argv[1]", repr(json.dumps(order)))
-        proc = run_py(tmp_path, code, pythonpath=[lazy_host, *sites],
-                      env={"EPLOAD_CACHE_DIR": str(cache)})
-        got = json.loads(proc.stdout.strip().splitlines()[-1])
+    oracle_host, runs = lazy_runs(rng, tmp_path, sites, devices)
+    good_sites = [s for s in sites if s not in bad.values()]
+    want = lookups(tmp_path, oracle_host, good_sites,
+                   [["attr", d] for d in devices if d not in broken_devices])["devices"]
+    for attempt, order, got in runs:
         for d in devices:
             if d in broken_devices:
                 assert got["devices"][d].startswith("error") and owner[d] in got["devices"][d], \
