@@ -9,6 +9,12 @@
 # fuzz.*).  ASAN_OPTIONS carries alloc_dealloc_mismatch=0: GCC 12's
 # libstdc++ std::stable_sort trips a false alloc/dealloc-mismatch report in
 # ASan.
+#
+# The address,undefined set also builds the CLI and the Python package and
+# runs the python.* tests with them: /usr/bin/python3 is not instrumented,
+# so the sanitizer runtimes are preloaded into it (and into every process
+# the tests start); leak detection is off there, since the interpreter
+# does not free everything at exit.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$here/scripts/setup.sh" --deps-only
@@ -23,4 +29,12 @@ for s in "${sets[@]}"; do
   (cd "$dir" && ASAN_OPTIONS=alloc_dealloc_mismatch=0:detect_leaks=1 \
      UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 TSAN_OPTIONS=halt_on_error=1 \
      ctest --output-on-failure -j 2 -R '^(unit|fuzz)\.')
+  if [[ $s == address,undefined ]]; then
+    echo "== sanitizer build: $s, Python tests against the instrumented extension and CLI"
+    cmake --build "$dir" -j "${EPLOAD_JOBS:-$(nproc)}" --target epload epload_python
+    preload="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+    (cd "$dir" && LD_PRELOAD="$preload" ASAN_OPTIONS=alloc_dealloc_mismatch=0:detect_leaks=0 \
+       UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+       ctest --output-on-failure -j 2 -R '^python\.')
+  fi
 done
