@@ -34,8 +34,6 @@ constexpr std::int64_t k_second_ns = 1000000000;
 constexpr std::int64_t k_max_age_ns = 30LL * 24 * 3600 * k_second_ns;
 constexpr std::int64_t k_temp_age_ns = 3600LL * k_second_ns;
 
-std::string errno_text() { return std::strerror(errno); }
-
 std::int64_t ns_of(const struct timespec& ts) {
   return static_cast<std::int64_t>(ts.tv_sec) * k_second_ns + ts.tv_nsec;
 }

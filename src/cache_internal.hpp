@@ -11,7 +11,9 @@
 // cache_store.cpp  open_index(), Catalog, atomic writes, safety checks, pruning
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -71,6 +73,9 @@ std::string join_path(std::string_view dir, std::string_view name);
 
 /// The directory part of `path` ("." when it has none).
 std::string dir_name(std::string_view path);
+
+/// strerror(errno), for error messages.
+inline std::string errno_text() { return std::strerror(errno); }
 
 /// An absolute, normalized form of `path` (getcwd for a relative one).
 std::string absolute_path(std::string_view path);

@@ -54,8 +54,6 @@ namespace detail {
 
 namespace {
 
-std::string errno_text() { return std::strerror(errno); }
-
 /// Closes a descriptor at scope exit.
 struct Fd {
   int fd = -1;

@@ -33,7 +33,8 @@
 #include <cerrno>   // errno
 #include <cstring>  // strerror, memchr
 
-#include "cache_files.hpp"  // make_dirs, write_atomic
+#include "cache_files.hpp"     // make_dirs, write_atomic
+#include "cache_internal.hpp"  // dir_name
 
 namespace epload::detail {
 
@@ -321,9 +322,7 @@ Result<void> write_learned(const std::string& path, std::span<const LearnedRecor
   }
   text += "end " + std::to_string(records.size()) + "\n";
 
-  const std::size_t slash = path.rfind('/');
-  Result<void> r;
-  if (slash != std::string::npos && slash > 0) r = make_dirs(path.substr(0, slash));
+  Result<void> r = make_dirs(dir_name(path));
   if (r) r = write_atomic(path, {text}, 0600);
   if (!r) return Error{Errc::io, "cannot write the learned-devices store: " + r.error().message};
   return {};

@@ -47,9 +47,8 @@ std::string join(std::string_view dir, std::string_view rel) {
 
 /// The stamp of `path` if it is a regular file (absent otherwise).
 FileStamp file_stamp(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return FileStamp{};
-  return stamp_of(st);
+  const FileStamp st = stamp_at(AT_FDCWD, path.c_str());
+  return S_ISREG(st.mode) ? st : FileStamp{};
 }
 
 /// "STEM.a, STEM.b, STEM.py, STEM.pyc": the candidates tried, for messages.
@@ -140,8 +139,7 @@ Resolved resolve_backend(const EntryPoint& ep, std::string_view search_path,
   const auto& suffixes = options.ext_suffixes.empty() ? default_ext_suffixes() : options.ext_suffixes;
 
   // The package's __init__ first, when there is a package directory.
-  struct stat dir_st;
-  const bool package = ::stat(base.c_str(), &dir_st) == 0 && S_ISDIR(dir_st.st_mode);
+  const bool package = S_ISDIR(stamp_at(AT_FDCWD, base.c_str()).mode);
   const std::string init = base + "/__init__";
   for (const std::string* stem : {&init, &base}) {
     if (stem == &init && !package) continue;

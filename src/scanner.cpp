@@ -294,7 +294,7 @@ void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out, FileReade
       const bool ok = meta.error.len == 0;
       // importlib's ep.dist.name is METADATA's Name: None without one, an
       // error when the file cannot be read; both are reported as "".
-      d.name = ok && meta.has_name ? meta.name : append(out.pool, std::string_view());
+      d.name = ok && meta.has_name ? meta.name : Slice{};
       if (ok) d.version = meta.version;
     } else {
       d.name = append(out.pool, stem.name);
