@@ -5,6 +5,7 @@
 #include "epload/profile.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>  // mkfifo
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -307,6 +308,13 @@ TEST_F(Profile, BadTraceFilesAreClearErrors) {
   auto missing = prof::read_trace(temp_file("nosuch.json"));
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("cannot open trace"), std::string::npos);
+  // A FIFO in a trace's place is refused at once (opening it for reading
+  // would otherwise wait for a writer forever).
+  const std::string fifo = temp_file("fifo.json");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto not_file = prof::read_trace(fifo);
+  ASSERT_FALSE(not_file.ok());
+  EXPECT_NE(not_file.error().message.find("not a regular file"), std::string::npos) << not_file.error().message;
   // Events of other tools (unknown categories, other phases) are skipped.
   const std::string foreign = temp_file("foreign.json");
   write_text(foreign,
