@@ -392,6 +392,49 @@ TEST_F(Invalidation, LargeWatchListIsCheckedOnBothThreads) {
   }
 }
 
+TEST_F(Invalidation, ManySearchPathsAreAllWatched) {
+  // The check keeps the descriptors of the first 16 search paths on the stack
+  // and the rest on the heap: an in-place edit must be seen in either, with
+  // and without the two-thread split (700 distributions).
+  std::vector<std::string> paths;
+  for (int p = 0; p < 24; ++p) {
+    const std::string site = t / ("many" + std::to_string(p));
+    for (int i = 0; i < 30; ++i) {
+      const std::string name = "d" + std::to_string(p) + "x" + std::to_string(i);
+      test::make_dist(site, name, "1.0", "[g]\n" + name + " = m:f\n");
+    }
+    paths.push_back(site);
+  }
+  options.search_paths = paths;
+  for (const std::string& edited : {paths[3], paths[20], paths[23]}) {
+    warm();
+    const std::string dist = fs::path(edited).filename().string().substr(4);
+    const std::string f = edited + "/d" + dist + "x7-1.0.dist-info/entry_points.txt";
+    struct stat before;
+    ASSERT_EQ(::stat(f.c_str(), &before), 0);
+    test::write_file(f, "[g]\nd" + dist + "x7 = m:h\n");  // same size
+    const struct timespec times[2] = {before.st_atim, before.st_mtim};
+    ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
+    expect_rebuilt();
+  }
+  // Fewer files than the two-thread threshold: the same on one thread, with
+  // the edited tree the 18th search path (after 17 empty ones).
+  options.search_paths.clear();
+  for (int p = 0; p < 17; ++p) {
+    options.search_paths.push_back(t / ("empty" + std::to_string(p)));
+    fs::create_directories(options.search_paths.back());
+  }
+  options.search_paths.push_back(paths[17]);
+  warm();
+  const std::string f = paths[17] + "/d17x2-1.0.dist-info/entry_points.txt";
+  struct stat before;
+  ASSERT_EQ(::stat(f.c_str(), &before), 0);
+  test::write_file(f, "[g]\nd17x2 = m:h\n");
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
+  expect_rebuilt("entry_points.txt");
+}
+
 TEST_F(Invalidation, RelativeSearchPathFollowsTheCurrentDirectory) {
   char old[4096];
   ASSERT_NE(::getcwd(old, sizeof old), nullptr);
