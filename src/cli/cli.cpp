@@ -17,12 +17,18 @@ namespace epload::cli {
 
 namespace {
 std::vector<Command>& registry() {
-  static std::vector<Command> commands;  // function-local: no init-order hazard
+  // Function-local: no init-order hazard.  Room for every command at once,
+  // so that registering allocates once.
+  static std::vector<Command> commands = [] {
+    std::vector<Command> v;
+    v.reserve(8);
+    return v;
+  }();
   return commands;
 }
 }  // namespace
 
-Registration::Registration(Command command) { registry().push_back(std::move(command)); }
+Registration::Registration(Command command) { registry().push_back(command); }
 const std::vector<Command>& commands() { return registry(); }
 
 int usage_error(std::string_view command, std::string_view message) {

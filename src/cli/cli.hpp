@@ -23,11 +23,17 @@ enum Exit : int { k_ok = 0, k_error = 1, k_usage = 2 };
 struct Command {
   const char* name;
   const char* summary;  ///< one line for `epload --help`
-  std::string help;     ///< full text for `epload <name> --help`
-  std::function<int(std::vector<std::string_view>&)> run;  ///< args after the name
+  /// Full text for `epload <name> --help`; k_index_options_help follows it
+  /// (every command takes the index options).  Static text: registering a
+  /// command allocates nothing (see Registration).
+  const char* help;
+  int (*run)(std::vector<std::string_view>&);  ///< args after the name
 };
 
-/// Registers a command at static-initialisation time.
+/// Registers a command at static-initialisation time.  Nothing here may
+/// allocate: these run in every process before main(), and each first
+/// allocation of a new size makes the allocator touch fresh pages (a page
+/// fault each, ~15 per run when the help texts were concatenated here).
 struct Registration {
   explicit Registration(Command command);
 };

@@ -164,7 +164,7 @@ int run(std::vector<std::string_view>& args) {
 }
 
 Registration k_registration{{"devices", "list the devices backends provide, without loading them",
-                             std::string(k_help) + "\n" + k_index_options_help, run}};
+                             k_help, run}};
 
 }  // namespace
 }  // namespace epload::cli

@@ -90,7 +90,7 @@ int run(std::vector<std::string_view>& args) {
 }
 
 Registration k_registration{{"entry-points", "list entry points (importlib.metadata's answer)",
-                             std::string(k_help) + "\n" + k_index_options_help, run}};
+                             k_help, run}};
 
 }  // namespace
 }  // namespace epload::cli

@@ -125,7 +125,7 @@ int run(std::vector<std::string_view>& args) {
 }
 
 Registration k_registration{{"index", "build, show, verify, clear or locate the cached index",
-                             std::string(k_help) + "\n" + k_index_options_help, run}};
+                             k_help, run}};
 
 }  // namespace
 }  // namespace epload::cli

@@ -193,7 +193,7 @@ int run(std::vector<std::string_view>& args) {
 }
 
 Registration k_registration{{"load", "load the backend of a device (lazy or eager) and time it",
-                             std::string(k_help) + "\n" + k_index_options_help, run}};
+                             k_help, run}};
 
 }  // namespace
 }  // namespace epload::cli

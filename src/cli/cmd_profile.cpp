@@ -418,7 +418,7 @@ int run(std::vector<std::string_view>& args) {
 }
 
 Registration k_registration{{"profile", "show where start-up time goes (phases, backends, trace, plot)",
-                             std::string(k_help) + "\n" + k_index_options_help, run}};
+                             k_help, run}};
 
 
 }  // namespace

@@ -56,7 +56,9 @@ int run(int argc, char** argv) {
     std::vector<std::string_view> args(argv + 2, argv + argc);
     for (std::string_view a : args) {
       if (a == "--help" || a == "-h") {
-        std::fputs(c.help.c_str(), stdout);
+        std::fputs(c.help, stdout);
+        std::fputs("\n", stdout);
+        std::fputs(k_index_options_help, stdout);
         return k_ok;
       }
       if (a == "--") break;
