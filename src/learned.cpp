@@ -16,8 +16,9 @@
 //
 // Why this shape: a warm start reads this one file instead of opening every
 // backend library (1,000 libraries would cost thousands of system calls), so
-// the read must be cheap: one open, one fstat, one mmap, then an in-place
-// parse whose records are views into the mapping (no allocation per record).
+// the read must be cheap: one open, one fstat, one read into memory mapped
+// and populated at once, then an in-place parse whose records are views into
+// that memory (no allocation per record).
 // Any defect makes the whole file "absent": it is a cache of facts the
 // loader can recompute (and re-checks against the library's stamp before
 // trusting a learned fact at load time), never an authority.  Like the index
@@ -28,7 +29,7 @@
 #include <fcntl.h>     // open
 #include <sys/mman.h>  // mmap
 #include <sys/stat.h>  // fstat
-#include <unistd.h>    // close, geteuid
+#include <unistd.h>    // close, geteuid, pread
 
 #include <cerrno>   // errno
 #include <cstring>  // strerror, memchr
@@ -190,11 +191,30 @@ LearnedFile LearnedFile::read(const std::string& path, std::string* why) {
     ::close(fd);
     return fail("empty");
   }
-  void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) return fail(std::string("mmap: ") + std::strerror(errno));
+  // Anonymous memory, populated in one call, then the file read into it:
+  // the records' views must outlive anything done to the file (a private
+  // mapping of the file itself loses even its copied pages when the file is
+  // truncated, and the next read of a view is SIGBUS).  MAP_POPULATE
+  // allocates the pages in one system call instead of a fault each.
+  void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (map == MAP_FAILED) {
+    const int err = errno;
+    ::close(fd);
+    return fail(std::string("mmap: ") + std::strerror(err));
+  }
   out.m_map.data = map;
   out.m_map.size = size;
+  for (std::size_t got = 0; got < size;) {
+    const ssize_t n = ::pread(fd, static_cast<char*>(map) + got, size - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      return fail(n == 0 ? "truncated while being read" : std::string("read: ") + std::strerror(err));
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
   char* p = static_cast<char*>(map);
   char* const end = p + size;
   out.m_records.reserve(size / 96 + 1);

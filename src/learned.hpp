@@ -49,9 +49,9 @@ class LearnedFile {
   std::span<const LearnedRecord> records() const { return m_records; }
 
  private:
-  /// A private, writable mapping of the file (unescaped in place; records
-  /// view it).  Mapping instead of reading saves the copy and the page
-  /// faults of a fresh buffer: the file's pages are in the page cache.
+  /// The file's bytes in anonymous memory of their own (unescaped in place;
+  /// records view it), never a mapping of the file: what happens to the file
+  /// later (truncation) must not reach the views.
   struct Mapping {
     void* data = nullptr;
     std::size_t size = 0;

@@ -3,8 +3,9 @@
 //
 // create() must be cheap enough that a lazy start-up with 1,000 backends
 // costs about 1% of loading them.  It does no system call per backend when
-// the store knows them: one mmap of the store file, an in-place parse, then
-// per backend a positional key match (the store is written in index order),
+// the store knows them: one read of the store file (into memory of its own,
+// which a later truncation of the file cannot take away), an in-place parse,
+// then per backend a positional key match (the store is written in index order),
 // a slot of ~150 bytes filled with views into the store, and its device names
 // inserted into the device table.  Only backends the store does not know
 // cost file-system work: resolving the library (an open per suffix tried)

@@ -763,6 +763,31 @@ TEST(LoaderStore, LearnedDevicesNeedNoSearchNextTime) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
+TEST(LoaderStore, StoreTruncatedWhileInUseIsHarmless) {
+  // What a loader took from the store must stay valid whatever happens to
+  // the file afterwards: its writers replace it (rename), but a person or
+  // another tool may truncate it in place.  (A private mapping of the file
+  // loses even its copied pages to a truncation: a later read of a view
+  // into it would be SIGBUS.)
+  BackendEnv env;
+  env.add("u1", "u1", "tb_undeclared");
+  env.add("u2", "u2", "tb_undeclared2");
+  testing::let_clock_tick();
+  {
+    auto loader = make_loader(env, options_for(env));
+    ASSERT_NE(device_of(*loader, "tundecl2"), nullptr);
+  }
+  auto loader = make_loader(env, options_for(env));
+  ASSERT_EQ(loader->devices().size(), 2u);  // from the store
+  ASSERT_EQ(::truncate(loader->store_file().c_str(), 0), 0);
+  auto devices = loader->devices();
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[0].name, "tundecl");
+  ASSERT_NE(device_of(*loader, "tundecl"), nullptr);
+  ASSERT_NE(device_of(*loader, "tundecl2"), nullptr);
+  EXPECT_EQ(loader->load_order().size(), 2u);
+}
+
 TEST(LoaderStore, ChangedLibraryInvalidatesWhatWasLearned) {
   BackendEnv env;
   const std::string lib = env.add("u1", "u1", "tb_undeclared");
