@@ -274,6 +274,13 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
   auto index = scan_now();
   if (!index) return index;
   rep.reason = prefix + found.why;
+  if (const std::string_view why = (*index)->not_cacheable(); !why.empty()) {
+    // The answer holds an I/O error that may be gone next time, with the
+    // file unchanged: cached, it would be served for good.
+    rep.status = CacheStatus::uncached;
+    rep.reason += "; not cached, a metadata file could not be read: " + std::string(why);
+    return index;
+  }
   if (found.dir_unsafe) {
     rep.status = CacheStatus::uncached;
     rep.reason += "; working uncached";

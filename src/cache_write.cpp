@@ -206,6 +206,10 @@ Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& 
     return Error{Errc::invalid_argument,
                  "cannot serialize the index: it was loaded without its watched files' stamps"};
   }
+  if (const std::string_view why = index.not_cacheable(); !why.empty()) {
+    return Error{Errc::io, "not writing an index whose answer depends on a file that could not be read "
+                           "(it may read fine next time, unchanged): " + std::string(why)};
+  }
 
   // Search paths as stored (relative to the file in a relocatable index).
   std::vector<std::string> relocated;

@@ -37,6 +37,7 @@ struct Index::Data {
   std::vector<std::string_view> loaded_groups;  // sorted, distinct
   bool has_first_error = false;
   Distribution first_error;  // the global one, when has_first_error
+  std::string_view not_cacheable;  // in the arena; empty: cacheable
 };
 
 Index::Index() : m(std::make_unique<Data>()) {}
@@ -78,6 +79,7 @@ const EntryPoint* Index::find(std::string_view group, std::string_view name) con
 bool Index::complete() const { return m->complete; }
 std::span<const std::string_view> Index::loaded_groups() const { return m->loaded_groups; }
 bool Index::watched_complete() const { return m->watched_complete; }
+std::string_view Index::not_cacheable() const { return m->not_cacheable; }
 
 bool Index::has_group(std::string_view group) const {
   if (m->complete) return true;
@@ -177,6 +179,10 @@ void IndexBuilder::set_partial(std::span<const std::string_view> groups) {
 }
 
 void IndexBuilder::set_watched_complete(bool complete) { m->index.m->watched_complete = complete; }
+void IndexBuilder::set_not_cacheable(std::string_view why) {
+  auto& d = *m->index.m;
+  d.not_cacheable = d.arena.copy(why.empty() ? std::string_view("not cacheable") : why);
+}
 
 void IndexBuilder::set_first_error(std::string_view name, std::string_view version,
                                    std::string_view metadata_dir, std::uint32_t search_path,

@@ -24,7 +24,8 @@
 #include <sys/stat.h>  // fstat, fstatat
 #include <unistd.h>    // close
 
-#include <cerrno>  // errno
+#include <cerrno>   // errno
+#include <cstring>  // strerror
 
 #include "stamp.hpp"
 
@@ -60,11 +61,21 @@ std::string candidates(const std::string& stem, const std::vector<std::string>& 
 
 /// An extension-module candidate: if `path` opens as a regular file, it is
 /// the module (native when the attr can be a C init function, else an
-/// extension module used from Python) and `r` is filled in.
+/// extension module used from Python) and `r` is filled in.  When it cannot
+/// be opened for want of descriptors or memory, `r.error` says so and true
+/// is returned: the next candidate would be a wrong answer (a `mod.py`
+/// beside `mod.so`), and the learned store would keep it.
 bool try_extension(std::string path, const ResolveOptions& options, Resolved& r) {
   // O_NONBLOCK: a FIFO with a library's name must not hang the open (it is
   // not a regular file, so it is passed over, as importlib's isfile() does).
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOMEM)) {
+    const bool fds = errno != ENOMEM;
+    r.error = "cannot resolve module '" + r.module + "': opening " + path + ": " + std::strerror(errno) +
+              (fds ? "; raise the open-file limit (ulimit -n) and retry" : "; free some memory and retry");
+    r.kind = BackendKind::unresolved;
+    return true;
+  }
   if (fd < 0) return false;  // ENOENT mostly; anything else: try the next, as importlib does
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -16,8 +16,17 @@ void join(std::string& out, std::string_view path, std::string_view child) {
 }
 
 std::string io_message(std::string_view path, int err) {
+  // Permission errors never get here: read_text() suppresses them.
   return std::string(path) + ": cannot read: " + std::strerror(err) +
-         " (importlib.metadata raises OSError here); fix the file's permissions or remove it.";
+         " (importlib.metadata raises OSError here); check the file and its file system, or "
+         "remove the distribution.";
+}
+
+std::string exhausted_message(std::string_view path, int err) {
+  const bool fds = err == EMFILE || err == ENFILE;
+  return std::string(path) + ": cannot read: " + std::strerror(err) +
+         "; the answer cannot be known without reading it (nothing was cached). " +
+         (fds ? "Raise the open-file limit (ulimit -n) and retry." : "Free some memory and retry.");
 }
 
 void read_metadata(int dirfd, std::uint32_t path, std::string_view search_path,
@@ -36,7 +45,13 @@ void read_metadata(int dirfd, std::uint32_t path, std::string_view search_path,
     if (r.status == ReadStatus::failed) {
       std::string where;
       join(where, search_path, rel);
-      meta.error = append(pool, io_message(where, r.error));
+      if (exhausted(r.error)) {
+        meta.exhausted = r.error;
+        meta.error = append(pool, exhausted_message(where, r.error));
+      } else {
+        meta.io_failed = true;
+        meta.error = append(pool, io_message(where, r.error));
+      }
       return;
     }
     if (const std::size_t bad = find_invalid_utf8(r.text); bad != std::string_view::npos) {

@@ -36,6 +36,8 @@ struct Watch {
 struct MetaInfo {
   bool read = false;      // the chain was walked
   bool has_name = false;  // a Name header was found
+  bool io_failed = false;  // `error` is an OSError (not the content's fault)
+  int exhausted = 0;       // errno when a read failed for want of resources (exhausted())
   Slice name, version, error;
 };
 
@@ -44,6 +46,9 @@ void join(std::string& out, std::string_view path, std::string_view child);
 
 /// The message for an OSError that importlib.metadata lets propagate.
 std::string io_message(std::string_view path, int err);
+
+/// The message of a scan stopped by a failure of the exhausted() kind.
+std::string exhausted_message(std::string_view path, int err);
 
 /// Distribution.metadata for the metadata path `child` of search path
 /// `search_path` (number `path`, open on `dirfd`): METADATA, else PKG-INFO,

@@ -2,6 +2,7 @@
 // does, with its stamp, into a reused buffer.
 #pragma once
 
+#include <cerrno>       // exhausted()
 #include <string>       // buffer
 #include <string_view>  // text out
 
@@ -16,6 +17,14 @@ enum class ReadStatus {
            ///< IsADirectoryError, NotADirectoryError, PermissionError
   failed,  ///< any other OSError, which importlib lets propagate
 };
+
+/// True for an errno that says nothing about the file, only about this
+/// process or machine at this moment (out of file descriptors or memory).
+/// Such a failure is not an answer: a scan that meets one fails as a whole,
+/// and nothing is cached (read again, the same file reads fine).
+inline bool exhausted(int err) {
+  return err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS;
+}
 
 struct FileRead {
   ReadStatus status = ReadStatus::absent;

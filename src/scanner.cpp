@@ -97,6 +97,8 @@ struct WorkerOut {
   std::vector<DistOut> dists;
   std::vector<EntryOut> entries;
   std::vector<Watch> watches;
+  std::string stop;       // the first read of the chunk that failed for want of resources
+  std::string io_failed;  // the first OSError of the chunk (the answer holds it; not cached)
 };
 
 constexpr std::string_view k_entry_points = "/entry_points.txt";
@@ -130,7 +132,14 @@ class Scan {
   std::vector<Kept> m_kept;
   std::string m_meta_pool;  // phase 1 metadata strings (MetaInfo spans)
   std::vector<Watch> m_meta_watches;  // phase 1 metadata files
+  std::string m_stop, m_io_failed;    // phase 1's, as WorkerOut's
 };
+
+/// Records a metadata read's failure where the scan looks for it.
+void note_failure(const MetaInfo& meta, const std::string& pool, std::string& stop, std::string& io_failed) {
+  if (meta.exhausted != 0 && stop.empty()) stop = meta.error.in(pool);
+  if (meta.io_failed && io_failed.empty()) io_failed = meta.error.in(pool);
+}
 
 Result<void> Scan::list_paths() {
   std::string zip_match;
@@ -196,6 +205,7 @@ void Scan::deduplicate() {
     Kept kept{ci, {}};
     if (!detail::stem_key(child_of(c), key)) {
       read_metadata(c, kept.meta, reader, m_meta_pool, m_meta_watches, scratch);
+      note_failure(kept.meta, m_meta_pool, m_stop, m_io_failed);
       if (kept.meta.error.len != 0 || !kept.meta.has_name) {
         if (kept.meta.error.len == 0) {
           join(scratch, m_paths[c.path], child_of(c));
@@ -253,8 +263,11 @@ void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out, FileReade
     }
     if (r.status != ReadStatus::absent) {
       join(file, m_paths[c.path], rel);
-      if (r.status == ReadStatus::failed) {
+      if (r.status == ReadStatus::failed && detail::exhausted(r.error)) {
+        if (out.stop.empty()) out.stop = detail::exhausted_message(file, r.error);
+      } else if (r.status == ReadStatus::failed) {
         d.error = append(out.pool, io_message(file, r.error));
+        if (out.io_failed.empty()) out.io_failed = d.error.in(out.pool);
       } else {
         const std::uint32_t base = static_cast<std::uint32_t>(out.pool.size());
         out.pool.append(r.text);  // entries become spans of this copy
@@ -291,6 +304,8 @@ void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out, FileReade
     } else if (!parsed.empty()) {
       MetaInfo meta;
       read_metadata(c, meta, reader, out.pool, out.watches, rel);
+      // The name and version are then "", which a later read may not give.
+      note_failure(meta, out.pool, out.stop, out.io_failed);
       const bool ok = meta.error.len == 0;
       // importlib's ep.dist.name is METADATA's Name: None without one, an
       // error when the file cannot be read; both are reported as "".
@@ -308,6 +323,7 @@ Result<Index> Scan::run() {
   m_builder.set_scanned_at(detail::coarse_now_ns());  // before the first stat
   if (auto r = list_paths(); !r) return r.error();
   deduplicate();
+  if (!m_stop.empty()) return Error{Errc::io, m_stop};
 
   // Phase 2, on two threads when there is enough to share (thread creation
   // costs tens of microseconds, a distribution a few).  The threads take
@@ -327,6 +343,15 @@ Result<Index> Scan::run() {
   // With one CPU, or no thread to be had, the calling thread does it all.
   if (chunks >= 2) detail::run_on_two_cpus(worker);
   else worker();
+
+  // A read that failed for want of resources is no answer (see exhausted()):
+  // the first in discovery order is the error.
+  std::string io_failed = m_io_failed;
+  for (const WorkerOut& o : outs) {
+    if (!o.stop.empty()) return Error{Errc::io, o.stop};
+    if (io_failed.empty()) io_failed = o.io_failed;
+  }
+  if (!io_failed.empty()) m_builder.set_not_cacheable(io_failed);
 
   // Phase 3: into the builder, in discovery order.
   for (const Watch& w : m_meta_watches) {

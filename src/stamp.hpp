@@ -5,6 +5,7 @@
 #include <sys/stat.h>  // fstatat
 #include <time.h>      // clock_gettime
 
+#include <cerrno>  // errno
 #include <cstdint>
 
 #include "epload/index.hpp"
@@ -24,12 +25,17 @@ inline FileStamp stamp_of(const struct stat& st) {
 }
 
 /// Stamps `path` relative to `dirfd` (AT_FDCWD for plain paths), following
-/// symlinks as importlib's open() does.  Any failure gives the "absent"
-/// stamp (mode 0).
+/// symlinks as importlib's open() does.  Where it does not exist (ENOENT,
+/// ENOTDIR, a dangling link: importlib reads nothing either) the stamp is
+/// "absent" (mode 0).  Where it exists but cannot be followed (a symlink
+/// loop: importlib raises OSError), it is the stamp of the name itself, so
+/// that such a link appearing or going away is a change.
 inline FileStamp stamp_at(int dirfd, const char* path) {
   struct stat st;
-  if (::fstatat(dirfd, path, &st, 0) != 0) return FileStamp{};
-  return stamp_of(st);
+  if (::fstatat(dirfd, path, &st, 0) == 0) return stamp_of(st);
+  if (errno == ENOENT || errno == ENOTDIR) return FileStamp{};
+  if (::fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0) return stamp_of(st);
+  return FileStamp{};
 }
 
 /// CLOCK_REALTIME_COARSE in ns: the clock the kernel stamps files with, so a

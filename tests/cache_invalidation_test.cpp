@@ -435,6 +435,60 @@ TEST_F(Invalidation, ManySearchPathsAreAllWatched) {
   expect_rebuilt("entry_points.txt");
 }
 
+TEST_F(Invalidation, RescanOutOfDescriptorsNeverPoisonsTheCache) {
+  // A change makes the next open rescan; that rescan runs out of file
+  // descriptors.  It must fail, not cache "cannot read" errors that the next
+  // run (with descriptors to spare) would then serve as a hit.
+  test::make_dist(site2, "delta", "1.0", "[torch.backends]\nnew = delta:init\n");
+  next_tick();
+  {
+    test::FdLimit limit(2);  // the search paths' directories, nothing more
+    ASSERT_TRUE(limit.ok());
+    CacheReport r;
+    auto got = open_index(options, &r);
+    if (got) {  // the cache file itself could not be opened: still no answer cached
+      EXPECT_EQ((*got)->first_error(), nullptr) << (*got)->first_error()->error;
+    } else {
+      EXPECT_NE(got.error().message.find("Too many open files"), std::string::npos) << got.error().message;
+    }
+  }
+  CacheReport r = open_checked();  // equal to a fresh scan, or it fails
+  EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
+  auto got = open_index(options, &r);
+  ASSERT_TRUE(got);
+  EXPECT_EQ((*got)->first_error(), nullptr);
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+}
+
+TEST_F(Invalidation, UnreadableFileAnswerIsServedButNotCached) {
+  // An OSError that importlib raises (ELOOP here) is the answer, but not one
+  // to keep: the same unchanged file may read fine next time (EIO).
+  const std::string f = ep_file(site1, "noeps-1.0");
+  ASSERT_EQ(::symlink("entry_points.txt", f.c_str()), 0);
+  next_tick();
+  for (int run = 0; run < 2; ++run) {
+    CacheReport r;
+    auto got = open_index(options, &r);
+    ASSERT_TRUE(got);
+    ASSERT_NE((*got)->first_error(), nullptr);
+    EXPECT_NE(std::string((*got)->first_error()->error).find("Too many levels of symbolic links"),
+              std::string::npos);
+    EXPECT_EQ(r.status, CacheStatus::uncached) << r.reason;
+    EXPECT_NE(r.reason.find("not cached"), std::string::npos) << r.reason;
+  }
+  auto idx = scan(options.search_paths);
+  ASSERT_TRUE(idx);
+  auto stored = store_index(*idx, options);
+  ASSERT_FALSE(stored);
+  EXPECT_NE(stored.error().message.find("could not be read"), std::string::npos) << stored.error().message;
+  // The link gone, the tree is what the cache file (never overwritten by
+  // the answers above) describes: it is served again.
+  ASSERT_EQ(::unlink(f.c_str()), 0);
+  next_tick();
+  CacheReport r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+}
+
 TEST_F(Invalidation, RelativeSearchPathFollowsTheCurrentDirectory) {
   char old[4096];
   ASSERT_NE(::getcwd(old, sizeof old), nullptr);

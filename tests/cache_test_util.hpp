@@ -41,6 +41,26 @@ inline void next_tick() {
   while (detail::coarse_now_ns() <= fine) ::usleep(200);
 }
 
+/// Lowers the soft open-file limit to `headroom` descriptors above those
+/// open now (the lowest free descriptor), for the life of the object.
+class FdLimit {
+ public:
+  explicit FdLimit(int headroom) {
+    ::getrlimit(RLIMIT_NOFILE, &m_old);
+    const int lowest = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (lowest >= 0) ::close(lowest);
+    struct rlimit low = m_old;
+    low.rlim_cur = static_cast<rlim_t>(lowest + headroom);
+    m_ok = ::setrlimit(RLIMIT_NOFILE, &low) == 0;
+  }
+  ~FdLimit() { ::setrlimit(RLIMIT_NOFILE, &m_old); }
+  bool ok() const { return m_ok; }
+
+ private:
+  struct rlimit m_old;
+  bool m_ok = false;
+};
+
 /// A fresh directory under $TMPDIR (or /tmp), removed with its contents.
 class TempDir {
  public:

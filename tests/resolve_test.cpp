@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "backend_env.hpp"
+#include "cache_test_util.hpp"  // FdLimit
 
 namespace epload::detail {
 namespace {
@@ -59,6 +60,26 @@ TEST(Resolve, ExtensionBeatsPythonSource) {
   EXPECT_EQ(r.kind, BackendKind::native);
   EXPECT_TRUE(r.declared.has_section);
   EXPECT_TRUE(r.declared.devices.empty());
+}
+
+TEST(Resolve, OutOfDescriptorsIsNoResolution) {
+  // The extension cannot be opened for want of a descriptor: taking the
+  // next candidate (mod.py) would make a native backend a Python one, and
+  // the learned store would remember it.
+  BackendEnv env;
+  touch(env.site() + "/pkg/mod.py");
+  touch(env.site() + "/pkg/mod.so", testing::read_file(testing::test_backend("tb_hook")));
+  Resolved r;
+  {
+    test::FdLimit limit(0);
+    ASSERT_TRUE(limit.ok());
+    r = resolve(env, "pkg.mod:init");
+  }
+  EXPECT_EQ(r.kind, BackendKind::unresolved);
+  EXPECT_NE(r.error.find("cannot resolve module 'pkg.mod'"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("Too many open files"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("ulimit -n"), std::string::npos) << r.error;
+  EXPECT_EQ(resolve(env, "pkg.mod:init").kind, BackendKind::native);
 }
 
 TEST(Resolve, PythonOnlyBackends) {

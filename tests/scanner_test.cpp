@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cache_test_util.hpp"  // FdLimit
 #include "stamp.hpp"
 
 namespace epload {
@@ -366,6 +367,58 @@ TEST_F(Scanner, SymlinkLoopIsAnErrorLikeImportlibsOSError) {
   ASSERT_NE(index.first_error(), nullptr);
   EXPECT_NE(std::string(index.first_error()->error).find("loop-1.0.dist-info/entry_points.txt"),
             std::string::npos);
+}
+
+TEST_F(Scanner, SymlinkLoopAnswerIsNotCacheable) {
+  // An OSError is not the file's content: the answer may differ next time
+  // with the file's stamp unchanged, so it must not be cached.
+  dist("site", "ok-1.0.dist-info", "[g]\nok = 1\n");
+  const Index clean = scan_ok({path("site")});
+  EXPECT_TRUE(clean.not_cacheable().empty());
+  dist("site", "loop-1.0.dist-info");
+  ASSERT_EQ(::symlink("entry_points.txt", path("site/loop-1.0.dist-info/entry_points.txt").c_str()), 0);
+  const Index index = scan_ok({path("site")});
+  EXPECT_NE(std::string(index.not_cacheable()).find("loop-1.0.dist-info/entry_points.txt"), std::string::npos)
+      << index.not_cacheable();
+}
+
+TEST_F(Scanner, OutOfDescriptorsIsAScanErrorNotADistributionError) {
+  // EMFILE says nothing about the file: recorded on the distribution, it
+  // would be cached and served after the limit is raised again.
+  for (int i = 0; i < 5; ++i) {
+    dist("site", "d" + std::to_string(i) + "-1.0.dist-info", "[g]\nd" + std::to_string(i) + " = 1\n");
+  }
+  const std::vector<std::string> paths = {path("site")};
+  Result<Index> r = Error{Errc::io, ""};
+  {
+    // One descriptor: the search path's directory; none left for a file.
+    test::FdLimit limit(1);
+    ASSERT_TRUE(limit.ok());
+    r = scan(paths);
+  }
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::io);
+  EXPECT_NE(r.error().message.find("entry_points.txt: cannot read: Too many open files"), std::string::npos)
+      << r.error().message;
+  EXPECT_NE(r.error().message.find("ulimit -n"), std::string::npos) << r.error().message;
+  const Index index = scan_ok({path("site")});
+  EXPECT_EQ(index.first_error(), nullptr);
+  EXPECT_EQ(index.entry_points().size(), 5u);
+}
+
+TEST_F(Scanner, OutOfDescriptorsReadingMetadataIsAScanError) {
+  // The same for METADATA, read for a name (phase 1) or for a version.
+  dist("site", "Named.DIST-INFO", "[g]\nn = 1\n", "Name: named\nVersion: 2\n");
+  const std::vector<std::string> paths = {path("site")};
+  Result<Index> r = Error{Errc::io, ""};
+  {
+    test::FdLimit limit(1);
+    ASSERT_TRUE(limit.ok());
+    r = scan(paths);
+  }
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("Named.DIST-INFO/METADATA: cannot read: Too many open files"),
+            std::string::npos) << r.error().message;
 }
 
 TEST_F(Scanner, WatchesEntryPointsFilesPresentOrAbsent) {

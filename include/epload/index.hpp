@@ -127,6 +127,12 @@ class Index {
   /// or only those inside its groups' distributions.
   bool watched_complete() const;
 
+  /// Empty, or why this answer must not be cached: a metadata file could not
+  /// be read (an I/O error such as EIO, not its content), so the error it
+  /// gives may be gone next time while the file's stamp stays the same.  The
+  /// view lives as long as the Index.
+  std::string_view not_cacheable() const;
+
  private:
   friend class IndexBuilder;
   struct Data;
@@ -187,6 +193,8 @@ class IndexBuilder {
   /// Says whether the watched files added are the complete list (default:
   /// true).
   void set_watched_complete(bool complete);
+  /// Marks the index as one that must not be cached (Index::not_cacheable()).
+  void set_not_cacheable(std::string_view why);
   /// Records the global first error of a partial index: a distribution that
   /// need not be among its distributions().  A complete index finds its first
   /// error among its own distributions instead.

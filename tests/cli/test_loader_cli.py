@@ -312,3 +312,46 @@ def test_fifo_named_like_a_library_is_passed_over(tmp_path):
     assert backends[b["entry_point"]]["state"] == "failed", backends
     assert "library missing" in backends[b["entry_point"]]["error"], backends
     assert backends[m["backends"][1]["entry_point"]]["state"] == "unloaded", backends
+
+
+def _fd_limit(n):
+    """preexec_fn: the child may open `n` descriptors past stdin, stdout and
+    stderr."""
+    import resource
+
+    def apply():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (3 + n, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    return apply
+
+
+def test_running_out_of_descriptors_fails_and_caches_nothing(env, tmp_path):
+    # A scan that runs out of file descriptors has no answer: it must say so
+    # (and what to do), and leave no cache behind whose "cannot read" errors a
+    # later run, with descriptors to spare, would serve.
+    out, m = env
+    site, cache = m["search_path"], tmp_path / "cache"
+    base = [str(EPLOAD), "entry-points", "--path", site, "--cache-dir", str(cache), "--json"]
+    proc = subprocess.run(base, capture_output=True, text=True, preexec_fn=_fd_limit(1), timeout=120)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "Too many open files" in proc.stderr and "ulimit -n" in proc.stderr, proc.stderr
+    assert not list(cache.glob("index-*.json")) if cache.exists() else True
+    fresh = run(site, tmp_path / "fresh", "entry-points", "--json", "--no-cache", check=0).stdout
+    cached = run(site, cache, "entry-points", "--json", check=0).stdout
+    assert cached == fresh
+    # A warm cache, then an install: the rescan runs out too, and the next
+    # run (descriptors to spare) sees the install.
+    site2 = tmp_path / "site2"
+    shutil.copytree(site, site2, symlinks=True)
+    again = [str(EPLOAD), "entry-points", "--path", str(site2), "--cache-dir", str(cache), "--json"]
+    assert subprocess.run(again, capture_output=True, timeout=120).returncode == 0
+    (site2 / "late-1.0.dist-info").mkdir()
+    (site2 / "late-1.0.dist-info" / "entry_points.txt").write_text("[torch.backends]\nlate = late:init\n")
+    time.sleep(0.03)
+    proc = subprocess.run(again, capture_output=True, text=True, preexec_fn=_fd_limit(1), timeout=120)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert "Too many open files" in proc.stderr, proc.stderr
+    proc = subprocess.run(again, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert '"name":"late"' in proc.stdout
+    fresh2 = run(site2, tmp_path / "fresh2", "entry-points", "--json", "--no-cache", check=0).stdout
+    assert proc.stdout == fresh2
