@@ -739,16 +739,20 @@ TEST(LoaderRandom, LazyLookupsAgreeWithEagerLoading) {
 
 // ---- learned store, identity, Python backends ---------------------------------
 
-TEST(LoaderStore, LearnedDevicesNeedNoSearchNextTime) {
-  BackendEnv env;
+/// Two backends with undeclared devices, and a first loader that had to
+/// load both to find "tundecl2" (so the store then knows both).
+void learn_two_undeclared(BackendEnv& env) {
   env.add("u1", "u1", "tb_undeclared");
   env.add("u2", "u2", "tb_undeclared2");
   testing::let_clock_tick();
-  {
-    auto loader = make_loader(env, options_for(env));
-    ASSERT_NE(device_of(*loader, "tundecl2"), nullptr);
-    EXPECT_EQ(loader->load_order().size(), 2u);  // had to search
-  }
+  auto loader = make_loader(env, options_for(env));
+  ASSERT_NE(device_of(*loader, "tundecl2"), nullptr);
+  EXPECT_EQ(loader->load_order().size(), 2u);  // had to search
+}
+
+TEST(LoaderStore, LearnedDevicesNeedNoSearchNextTime) {
+  BackendEnv env;
+  ASSERT_NO_FATAL_FAILURE(learn_two_undeclared(env));
   auto loader = make_loader(env, options_for(env));
   EXPECT_NE(loader->store_file().find(env.cache_dir()), std::string::npos);
   auto devices = loader->devices();
@@ -770,13 +774,7 @@ TEST(LoaderStore, StoreTruncatedWhileInUseIsHarmless) {
   // loses even its copied pages to a truncation: a later read of a view
   // into it would be SIGBUS.)
   BackendEnv env;
-  env.add("u1", "u1", "tb_undeclared");
-  env.add("u2", "u2", "tb_undeclared2");
-  testing::let_clock_tick();
-  {
-    auto loader = make_loader(env, options_for(env));
-    ASSERT_NE(device_of(*loader, "tundecl2"), nullptr);
-  }
+  ASSERT_NO_FATAL_FAILURE(learn_two_undeclared(env));
   auto loader = make_loader(env, options_for(env));
   ASSERT_EQ(loader->devices().size(), 2u);  // from the store
   ASSERT_EQ(::truncate(loader->store_file().c_str(), 0), 0);

@@ -82,6 +82,15 @@ class Scanner : public ::testing::Test {
     return nullptr;
   }
 
+  // scan({site}) with one descriptor to spare: the search path's directory,
+  // none left for a file.
+  static Result<Index> scan_with_one_descriptor(const std::string& site) {
+    const std::vector<std::string> paths = {site};
+    test::FdLimit limit(1);
+    if (!limit.ok()) return Error{Errc::io, "setrlimit failed"};
+    return scan(paths);
+  }
+
   // The raw readdir order of `dir`, names only.
   std::vector<std::string> listing(const std::string& dir) const {
     std::vector<std::string> names;
@@ -388,14 +397,7 @@ TEST_F(Scanner, OutOfDescriptorsIsAScanErrorNotADistributionError) {
   for (int i = 0; i < 5; ++i) {
     dist("site", "d" + std::to_string(i) + "-1.0.dist-info", "[g]\nd" + std::to_string(i) + " = 1\n");
   }
-  const std::vector<std::string> paths = {path("site")};
-  Result<Index> r = Error{Errc::io, ""};
-  {
-    // One descriptor: the search path's directory; none left for a file.
-    test::FdLimit limit(1);
-    ASSERT_TRUE(limit.ok());
-    r = scan(paths);
-  }
+  const Result<Index> r = scan_with_one_descriptor(path("site"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, Errc::io);
   EXPECT_NE(r.error().message.find("entry_points.txt: cannot read: Too many open files"), std::string::npos)
@@ -409,13 +411,7 @@ TEST_F(Scanner, OutOfDescriptorsIsAScanErrorNotADistributionError) {
 TEST_F(Scanner, OutOfDescriptorsReadingMetadataIsAScanError) {
   // The same for METADATA, read for a name (phase 1) or for a version.
   dist("site", "Named.DIST-INFO", "[g]\nn = 1\n", "Name: named\nVersion: 2\n");
-  const std::vector<std::string> paths = {path("site")};
-  Result<Index> r = Error{Errc::io, ""};
-  {
-    test::FdLimit limit(1);
-    ASSERT_TRUE(limit.ok());
-    r = scan(paths);
-  }
+  const Result<Index> r = scan_with_one_descriptor(path("site"));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("Named.DIST-INFO/METADATA: cannot read: Too many open files"),
             std::string::npos) << r.error().message;
