@@ -370,6 +370,13 @@ Result<std::shared_ptr<const Index>> Catalog::get(CacheReport* report) {
   CacheReport fresh;
   auto r = open_index(m_options, &fresh);
   if (!r) return r.error();
+  if (!r.value()->not_cacheable().empty()) {
+    // Served, not kept: an answer holding an I/O error is read again next
+    // time, as it is not cached on disk (see open_index()).
+    m_current = nullptr;
+    if (report != nullptr) *report = fresh;
+    return r.value();
+  }
   m_current = r.value();
   m_report = fresh;
   m_cwd = now_cwd;

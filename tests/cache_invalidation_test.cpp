@@ -637,6 +637,27 @@ TEST_F(Invalidation, CatalogRevalidatesOnEveryGet) {
   EXPECT_EQ((*a)->find("torch.backends", "late"), nullptr) << "old users keep the old index";
 }
 
+TEST_F(Invalidation, CatalogDoesNotKeepAnAnswerHoldingAnIoError) {
+  // In memory as on disk: the same unchanged file may read fine next time.
+  const std::string f = ep_file(site1, "noeps-1.0");
+  ASSERT_EQ(::symlink("entry_points.txt", f.c_str()), 0);
+  next_tick();
+  Catalog catalog(options);
+  CacheReport r;
+  auto a = catalog.get(&r);
+  ASSERT_TRUE(a);
+  ASSERT_NE((*a)->first_error(), nullptr);
+  auto b = catalog.get(&r);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(r.status, CacheStatus::uncached) << r.reason;
+  EXPECT_NE(a->get(), b->get()) << "read again, not kept";
+  ASSERT_EQ(::unlink(f.c_str()), 0);
+  next_tick();
+  auto c = catalog.get(&r);
+  ASSERT_TRUE(c);
+  EXPECT_EQ((*c)->first_error(), nullptr);
+}
+
 TEST_F(Invalidation, CatalogIsThreadSafe) {
   Catalog catalog(options);
   std::atomic<int> bad{0};
