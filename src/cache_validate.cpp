@@ -38,7 +38,6 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
-#include <vector>
 
 #include "cache_internal.hpp"
 #include "epload/profile.hpp"
@@ -97,8 +96,9 @@ struct FullCheck {
 constexpr std::size_t k_chunk = 256;
 
 /// An O_PATH descriptor of search path `p` ("" is the current directory),
-/// or -1 (no such directory, a NUL in the name, too long).  `buf` is scratch
-/// room of PATH_MAX + 1 bytes; nothing is allocated.
+/// or -1 (no such directory, a NUL in the name, too long, no descriptor to
+/// be had).  `buf` is scratch room of PATH_MAX + 1 bytes; nothing is
+/// allocated.
 int open_search_path(std::string_view p, char* buf) {
   if (p.empty()) p = ".";
   if (p.size() > PATH_MAX || std::memchr(p.data(), '\0', p.size()) != nullptr) return -1;
@@ -107,26 +107,42 @@ int open_search_path(std::string_view p, char* buf) {
   return ::open(buf, O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
+/// Writes "dir/rel" (or `rel` alone for the current directory, "") into
+/// `buf` as a C string; false if it holds a NUL or does not fit PATH_MAX.
+bool join_into(std::string_view dir, std::string_view rel, char* buf) {
+  const std::size_t sep = dir.empty() || dir.back() == '/' ? 0 : 1;
+  const std::size_t len = dir.size() + sep + rel.size();
+  if (len > PATH_MAX || std::memchr(dir.data(), '\0', dir.size()) != nullptr ||
+      std::memchr(rel.data(), '\0', rel.size()) != nullptr) {
+    return false;
+  }
+  std::memcpy(buf, dir.data(), dir.size());
+  if (sep != 0) buf[dir.size()] = '/';
+  std::memcpy(buf + dir.size() + sep, rel.data(), rel.size());
+  buf[len] = '\0';
+  return true;
+}
+
 /// One thread's share.  Each thread opens its own O_PATH descriptors: in a
 /// multi-threaded process every fstatat takes a reference on its directory's
 /// struct file, and two threads sharing one would bounce its counter between
 /// the cores.
 void FullCheck::run() {
-  // No heap allocation on this path: on the helper thread the first one would
-  // set up a thread heap (with mimalloc, the CLI's allocator: a 32 MB segment
-  // reserved and its first pages touched, measured ~10 system calls and page
-  // faults) for a few bytes.  The descriptors of the first search paths live
-  // on the stack; a longer path list (rare) spills to the heap.
-  constexpr std::size_t k_inline_fds = 16;
-  int inline_fds[k_inline_fds];
-  std::vector<int> more_fds;
+  // A file is stat'ed relative to a descriptor of its search path (the
+  // kernel then walks only the last components), for the first
+  // k_max_fds search paths; past them, or when no descriptor can be had (the
+  // process is at its open-file limit), by its whole path: slower, the same
+  // stamp.  So a path list of thousands of directories (one per
+  // distribution, as some build systems lay them out) never runs this
+  // process out of descriptors.  No heap allocation either: on the helper
+  // thread the first one would set up a thread heap (with mimalloc, the
+  // CLI's allocator: a 32 MB segment reserved and its first pages touched,
+  // ~10 system calls and page faults) for a few bytes.
+  constexpr std::size_t k_max_fds = 64;
+  constexpr int k_unopened = -2;  // -1: use the whole path
+  int fds[k_max_fds];
   const std::size_t npaths = paths.size();
-  std::fill_n(inline_fds, std::min(npaths, k_inline_fds), -2);  // -2 = not opened yet
-  auto fd_slot = [&](std::size_t sp) -> int& {
-    if (sp < k_inline_fds) return inline_fds[sp];
-    if (more_fds.empty()) more_fds.assign(npaths - k_inline_fds, -2);
-    return more_fds[sp - k_inline_fds];
-  };
+  std::fill_n(fds, std::min(npaths, k_max_fds), k_unopened);
   std::size_t stats = 0;
   WatchedDigest digest;
   char buf[PATH_MAX + 1];
@@ -138,12 +154,14 @@ void FullCheck::run() {
       const auto [rel, sp] = file(i);
       FileStamp now;
       if (sp < npaths) {
-        int& fd = fd_slot(sp);
-        if (fd == -2) fd = open_search_path(paths[sp], buf);
-        if (fd >= 0 && rel.size() <= PATH_MAX && std::memchr(rel.data(), '\0', rel.size()) == nullptr) {
-          std::memcpy(buf, rel.data(), rel.size());
-          buf[rel.size()] = '\0';
-          now = stamp_at(fd, buf);
+        int fd = -1;
+        if (sp < k_max_fds) {
+          if (fds[sp] == k_unopened) fds[sp] = open_search_path(paths[sp], buf);
+          fd = fds[sp];
+        }
+        const bool named = fd >= 0 ? join_into({}, rel, buf) : join_into(paths[sp], rel, buf);
+        if (named) {
+          now = stamp_at(fd >= 0 ? fd : AT_FDCWD, buf);
           ++stats;
         }
       }
@@ -159,11 +177,8 @@ void FullCheck::run() {
       }
     }
   }
-  for (std::size_t sp = 0; sp < std::min(npaths, k_inline_fds); ++sp) {
-    if (inline_fds[sp] >= 0) ::close(inline_fds[sp]);
-  }
-  for (int fd : more_fds) {
-    if (fd >= 0) ::close(fd);
+  for (std::size_t sp = 0; sp < std::min(npaths, k_max_fds); ++sp) {
+    if (fds[sp] >= 0) ::close(fds[sp]);
   }
   digest_lo.fetch_add(digest.lo, std::memory_order_relaxed);
   digest_hi.fetch_add(digest.hi, std::memory_order_relaxed);

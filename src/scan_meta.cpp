@@ -6,6 +6,7 @@
 
 #include "epload/metadata.hpp"  // find_invalid_utf8, parse_metadata_headers
 #include "epload/profile.hpp"   // read spans
+#include "stamp.hpp"             // stamp_at
 
 namespace epload::detail {
 
@@ -13,6 +14,19 @@ void join(std::string& out, std::string_view path, std::string_view child) {
   out.assign(path);
   if (!out.empty() && out.back() != '/') out.push_back('/');
   out.append(child);
+}
+
+FileRead read_in(FileReader& reader, int dirfd, std::string_view search_path, const std::string& rel,
+                 std::string& scratch) {
+  if (dirfd >= 0) return reader.read(dirfd, rel.c_str());
+  join(scratch, search_path, rel);
+  return reader.read(AT_FDCWD, scratch.c_str());
+}
+
+FileStamp stamp_in(int dirfd, std::string_view search_path, const std::string& rel, std::string& scratch) {
+  if (dirfd >= 0) return stamp_at(dirfd, rel.c_str());
+  join(scratch, search_path, rel);
+  return stamp_at(AT_FDCWD, scratch.c_str());
 }
 
 std::string io_message(std::string_view path, int err) {
@@ -34,11 +48,12 @@ void read_metadata(int dirfd, std::uint32_t path, std::string_view search_path,
                    std::vector<Watch>& watches, std::string& rel) {
   meta.read = true;
   static constexpr std::string_view k_files[] = {"/METADATA", "/PKG-INFO", ""};
+  std::string scratch;
   for (const std::string_view file : k_files) {
     rel.assign(child).append(file);
     const FileRead r = [&] {
       profile::Span span(profile::Phase::read, rel);
-      return reader.read(dirfd, rel.c_str());
+      return read_in(reader, dirfd, search_path, rel, scratch);
     }();
     watches.push_back({path, append(pool, rel), r.stamp});
     if (r.status == ReadStatus::absent) continue;

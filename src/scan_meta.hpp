@@ -44,6 +44,15 @@ struct MetaInfo {
 /// "path/child" as importlib's pathlib.Path(path, child) names it.
 void join(std::string& out, std::string_view path, std::string_view child);
 
+/// Reads `rel`, a path inside search path `search_path`: relative to
+/// `dirfd` when that is open (>= 0), else by the whole path (built in
+/// `scratch`).
+FileRead read_in(FileReader& reader, int dirfd, std::string_view search_path, const std::string& rel,
+                 std::string& scratch);
+
+/// stamp_at() of `rel` inside `search_path` the same way.
+FileStamp stamp_in(int dirfd, std::string_view search_path, const std::string& rel, std::string& scratch);
+
 /// The message for an OSError that importlib.metadata lets propagate.
 std::string io_message(std::string_view path, int err);
 
@@ -51,7 +60,7 @@ std::string io_message(std::string_view path, int err);
 std::string exhausted_message(std::string_view path, int err);
 
 /// Distribution.metadata for the metadata path `child` of search path
-/// `search_path` (number `path`, open on `dirfd`): METADATA, else PKG-INFO,
+/// `search_path` (number `path`, open on `dirfd`, or -1: read by whole paths): METADATA, else PKG-INFO,
 /// else the path itself read as a file; the first that reads as non-empty
 /// text wins.  Decode and I/O errors are recorded in meta.error, as
 /// importlib would raise them.  Every file tried is appended to `watches`;

@@ -43,6 +43,7 @@
 #include "epload/scanner.hpp"
 
 #include <fcntl.h>     // open, O_DIRECTORY
+#include <sys/resource.h>  // getrlimit
 #include <sys/stat.h>  // fstat
 #include <unistd.h>    // close
 
@@ -127,7 +128,7 @@ class Scan {
 
   std::span<const std::string> m_paths;
   IndexBuilder m_builder;
-  std::vector<int> m_dirfds;  // one per search path, -1 when not listed
+  std::vector<int> m_dirfds;  // one per search path; -1: not listed, or read by whole paths
   detail::Listing m_listing;
   std::vector<Kept> m_kept;
   std::string m_meta_pool;  // phase 1 metadata strings (MetaInfo spans)
@@ -143,6 +144,13 @@ void note_failure(const MetaInfo& meta, const std::string& pool, std::string& st
 
 Result<void> Scan::list_paths() {
   std::string zip_match;
+  // Directory descriptors held for phase 2: at most a quarter of the
+  // process's open-file limit, and no more than 256 (the host has its own).
+  std::size_t fd_budget = 256;
+  if (struct rlimit lim; ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+    fd_budget = std::min<std::size_t>(fd_budget, static_cast<std::size_t>(lim.rlim_cur / 4));
+  }
+  std::size_t kept_fds = 0;
   for (std::uint32_t i = 0; i < m_paths.size(); ++i) {
     const std::string& path = m_paths[i];
     const char* p = path.empty() ? "." : path.c_str();
@@ -182,11 +190,16 @@ Result<void> Scan::list_paths() {
     }
     const std::uint32_t before = m_listing.size();
     m_listing.add_directory(i, fd, egg);  // unreadable: lists nothing, like os.listdir
-    if (m_listing.size() == before) {
-      // Nothing to read here later: give the descriptor back now, so a long
-      // path list holds only the directories that have distributions open.
+    if (m_listing.size() == before || kept_fds >= fd_budget) {
+      // Nothing to read here later, or enough descriptors held already: give
+      // it back now.  A path list of thousands of directories that each hold
+      // a distribution (some build systems lay environments out so) is then
+      // read by whole paths past the first fd_budget, instead of running
+      // the process out of descriptors.
       ::close(fd);
       m_dirfds.back() = -1;
+    } else {
+      ++kept_fds;
     }
   }
   return {};
@@ -252,12 +265,13 @@ void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out, FileReade
     const int dirfd = m_dirfds[c.path];
     const FileRead r = [&] {
       profile::Span span(profile::Phase::read, rel);
-      return reader.read(dirfd, rel.c_str());
+      return detail::read_in(reader, dirfd, m_paths[c.path], rel, file);
     }();
     parsed.clear();
     if (r.status == ReadStatus::absent && r.error == ENOTDIR) {
       // The metadata path is a file (an egg-info file is its own PKG-INFO).
-      out.watches.push_back({c.path, append(out.pool, child), detail::stamp_at(dirfd, child.data())});
+      out.watches.push_back({c.path, append(out.pool, child),
+                             detail::stamp_in(dirfd, m_paths[c.path], std::string(child), file)});
     } else {
       out.watches.push_back({c.path, append(out.pool, rel), r.stamp});
     }

@@ -483,6 +483,35 @@ TEST_F(Scanner, ManySearchPathsDoNotExhaustFileDescriptors) {
   EXPECT_EQ(flat(r.value()), (std::vector<std::string>{"g:last=1@last"}));
 }
 
+TEST_F(Scanner, ManySearchPathsWithDistributionsDoNotExhaustFileDescriptors) {
+  // One directory per distribution, more of them than the descriptor limit
+  // (some build systems lay environments out so): past a budget, files are
+  // read by whole paths, with the same answer and the same stamps.
+  std::vector<std::string> paths;
+  for (int i = 0; i < 300; ++i) {
+    const std::string site = "p" + std::to_string(i);
+    dist(site, "d" + std::to_string(i) + "-1.0.dist-info", "[g]\nd" + std::to_string(i) + " = m:f\n");
+    dist(site, "Named" + std::to_string(i) + ".DIST-INFO", "[h]\nn = m:f\n",
+         "Name: named" + std::to_string(i) + "\nVersion: 2\n");
+    paths.push_back(path(site));
+  }
+  const Index unlimited = scan_ok(paths);
+  ASSERT_EQ(unlimited.entry_points().size(), 600u);
+  Result<Index> r = Error{Errc::io, ""};
+  {
+    test::FdLimit limit(40);
+    ASSERT_TRUE(limit.ok());
+    r = scan(paths);
+  }
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  std::string why;
+  EXPECT_TRUE(same_answer(r.value(), unlimited, &why)) << why;
+  ASSERT_EQ(r.value().watched_files().size(), unlimited.watched_files().size());
+  for (std::size_t i = 0; i < unlimited.watched_files().size(); ++i) {
+    EXPECT_EQ(r.value().watched_files()[i].stamp, unlimited.watched_files()[i].stamp) << i;
+  }
+}
+
 TEST_F(Scanner, LargeScanKeepsDiscoveryOrderAcrossThreads) {
   // Enough distributions for phase 2 to split across two threads.
   for (int i = 0; i < 700; ++i) {
