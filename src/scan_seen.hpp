@@ -26,9 +26,12 @@ class SeenSet {
     return true;
   }
 
-  /// Makes room for `n` keys without rehashing.
+  /// Makes room for `n` keys without rehashing (one allocation of the
+  /// final size, not every size on the way).
   void reserve(std::size_t n) {
-    while (m_slots.size() < 2 * n + 2) grow();
+    std::size_t size = 1024;
+    while (size < 2 * n + 2) size *= 2;
+    if (size > m_slots.size()) grow(size);
   }
 
  private:
@@ -43,10 +46,10 @@ class SeenSet {
       if (!m_used[i] || m_slots[i] == key) return i;
     }
   }
-  void grow() {
+  void grow(std::size_t n = 0) {
     std::vector<std::string_view> old = std::move(m_slots);
     std::vector<bool> old_used = std::move(m_used);
-    const std::size_t n = old.empty() ? 1024 : old.size() * 2;
+    if (n == 0) n = old.empty() ? 1024 : old.size() * 2;
     m_slots.assign(n, {});
     m_used.assign(n, false);
     for (std::size_t i = 0; i < old.size(); ++i) {

@@ -367,7 +367,15 @@ Result<Index> Scan::run() {
   }
   if (!io_failed.empty()) m_builder.set_not_cacheable(io_failed);
 
-  // Phase 3: into the builder, in discovery order.
+  // Phase 3: into the builder, in discovery order, its tables sized once
+  // (grown by doubling, they touched and copied about twice the memory: a
+  // few hundred page faults at 6,000 distributions).
+  std::size_t total_entries = 0, total_watches = m_meta_watches.size();
+  for (const WorkerOut& o : outs) {
+    total_entries += o.entries.size();
+    total_watches += o.watches.size();
+  }
+  m_builder.reserve(n, total_entries, total_watches);
   for (const Watch& w : m_meta_watches) {
     m_builder.add_watched_file(w.path, w.rel.in(m_meta_pool), w.stamp);
   }
