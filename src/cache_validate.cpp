@@ -110,15 +110,14 @@ int open_search_path(std::string_view p, char* buf) {
 /// Writes "dir/rel" (or `rel` alone for the current directory, "") into
 /// `buf` as a C string; false if it holds a NUL or does not fit PATH_MAX.
 bool join_into(std::string_view dir, std::string_view rel, char* buf) {
+  // An empty view may have a null data(): memchr and memcpy must not see it.
+  auto has_nul = [](std::string_view s) { return !s.empty() && std::memchr(s.data(), '\0', s.size()) != nullptr; };
   const std::size_t sep = dir.empty() || dir.back() == '/' ? 0 : 1;
   const std::size_t len = dir.size() + sep + rel.size();
-  if (len > PATH_MAX || std::memchr(dir.data(), '\0', dir.size()) != nullptr ||
-      std::memchr(rel.data(), '\0', rel.size()) != nullptr) {
-    return false;
-  }
-  std::memcpy(buf, dir.data(), dir.size());
+  if (len > PATH_MAX || has_nul(dir) || has_nul(rel)) return false;
+  if (!dir.empty()) std::memcpy(buf, dir.data(), dir.size());
   if (sep != 0) buf[dir.size()] = '/';
-  std::memcpy(buf + dir.size() + sep, rel.data(), rel.size());
+  if (!rel.empty()) std::memcpy(buf + dir.size() + sep, rel.data(), rel.size());
   buf[len] = '\0';
   return true;
 }
