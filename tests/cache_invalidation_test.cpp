@@ -76,6 +76,31 @@ class Invalidation : public ::testing::Test {
     return site + "/" + dist + ".dist-info/entry_points.txt";
   }
 
+  /// `count` search paths many<p>, each holding `per_path` distributions
+  /// d<p>x<i> with one entry point `d<p>x<i> = m:f` in group g.
+  std::vector<std::string> many_paths(int count, int per_path) {
+    std::vector<std::string> paths;
+    for (int p = 0; p < count; ++p) {
+      const std::string site = t / ("many" + std::to_string(p));
+      for (int i = 0; i < per_path; ++i) {
+        const std::string name = "d" + std::to_string(p) + "x" + std::to_string(i);
+        test::make_dist(site, name, "1.0", "[g]\n" + name + " = m:f\n");
+      }
+      paths.push_back(site);
+    }
+    return paths;
+  }
+
+  /// Rewrites `file` in place with `text` (the same size) and restores its
+  /// mtime: only ctime shows the change.
+  static void rewrite_in_place(const std::string& file, const std::string& text) {
+    struct stat before;
+    ASSERT_EQ(::stat(file.c_str(), &before), 0);
+    test::write_file(file, text);
+    const struct timespec times[2] = {before.st_atim, before.st_mtim};
+    ASSERT_EQ(::utimensat(AT_FDCWD, file.c_str(), times, 0), 0);
+  }
+
   TempDir t;
   std::string site1, site2;
   CacheOptions options;
@@ -393,28 +418,15 @@ TEST_F(Invalidation, LargeWatchListIsCheckedOnBothThreads) {
 }
 
 TEST_F(Invalidation, ManySearchPathsAreAllWatched) {
-  // The check keeps the descriptors of the first 16 search paths on the stack
-  // and the rest on the heap: an in-place edit must be seen in either, with
-  // and without the two-thread split (700 distributions).
-  std::vector<std::string> paths;
-  for (int p = 0; p < 24; ++p) {
-    const std::string site = t / ("many" + std::to_string(p));
-    for (int i = 0; i < 30; ++i) {
-      const std::string name = "d" + std::to_string(p) + "x" + std::to_string(i);
-      test::make_dist(site, name, "1.0", "[g]\n" + name + " = m:f\n");
-    }
-    paths.push_back(site);
-  }
+  // An in-place edit is seen in any of 24 search paths, with the two-thread
+  // split (720 distributions) and without it (after 17 empty paths).
+  const std::vector<std::string> paths = many_paths(24, 30);
   options.search_paths = paths;
   for (const std::string& edited : {paths[3], paths[20], paths[23]}) {
     warm();
     const std::string dist = fs::path(edited).filename().string().substr(4);
-    const std::string f = edited + "/d" + dist + "x7-1.0.dist-info/entry_points.txt";
-    struct stat before;
-    ASSERT_EQ(::stat(f.c_str(), &before), 0);
-    test::write_file(f, "[g]\nd" + dist + "x7 = m:h\n");  // same size
-    const struct timespec times[2] = {before.st_atim, before.st_mtim};
-    ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
+    ASSERT_NO_FATAL_FAILURE(rewrite_in_place(edited + "/d" + dist + "x7-1.0.dist-info/entry_points.txt",
+                                             "[g]\nd" + dist + "x7 = m:h\n"));
     expect_rebuilt();
   }
   // Fewer files than the two-thread threshold: the same on one thread, with
@@ -426,12 +438,7 @@ TEST_F(Invalidation, ManySearchPathsAreAllWatched) {
   }
   options.search_paths.push_back(paths[17]);
   warm();
-  const std::string f = paths[17] + "/d17x2-1.0.dist-info/entry_points.txt";
-  struct stat before;
-  ASSERT_EQ(::stat(f.c_str(), &before), 0);
-  test::write_file(f, "[g]\nd17x2 = m:h\n");
-  const struct timespec times[2] = {before.st_atim, before.st_mtim};
-  ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
+  ASSERT_NO_FATAL_FAILURE(rewrite_in_place(paths[17] + "/d17x2-1.0.dist-info/entry_points.txt", "[g]\nd17x2 = m:h\n"));
   expect_rebuilt("entry_points.txt");
 }
 
@@ -439,25 +446,12 @@ TEST_F(Invalidation, MoreSearchPathsThanDescriptorsAreWatched) {
   // 300 search paths, each holding distributions, under a limit of 40 free
   // descriptors: the cache is written, hit, and an in-place edit in a path
   // far past any descriptor budget is seen.
-  std::vector<std::string> paths;
-  for (int p = 0; p < 300; ++p) {
-    const std::string site = t / ("many" + std::to_string(p));
-    for (int i = 0; i < 3; ++i) {
-      const std::string name = "d" + std::to_string(p) + "x" + std::to_string(i);
-      test::make_dist(site, name, "1.0", "[g]\n" + name + " = m:f\n");
-    }
-    paths.push_back(site);
-  }
-  options.search_paths = paths;
+  options.search_paths = many_paths(300, 3);
   test::FdLimit limit(40);
   ASSERT_TRUE(limit.ok());
   warm();
-  const std::string f = paths[280] + "/d280x1-1.0.dist-info/entry_points.txt";
-  struct stat before;
-  ASSERT_EQ(::stat(f.c_str(), &before), 0);
-  test::write_file(f, "[g]\nd280x1 = m:h\n");  // same size
-  const struct timespec times[2] = {before.st_atim, before.st_mtim};
-  ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
+  ASSERT_NO_FATAL_FAILURE(
+      rewrite_in_place(options.search_paths[280] + "/d280x1-1.0.dist-info/entry_points.txt", "[g]\nd280x1 = m:h\n"));
   expect_rebuilt();
 }
 
