@@ -95,24 +95,13 @@ struct FullCheck {
 
 constexpr std::size_t k_chunk = 256;
 
-/// An O_PATH descriptor of search path `p` ("" is the current directory),
-/// or -1 (no such directory, a NUL in the name, too long, no descriptor to
-/// be had).  `buf` is scratch room of PATH_MAX + 1 bytes; nothing is
-/// allocated.
-int open_search_path(std::string_view p, char* buf) {
-  if (p.empty()) p = ".";
-  if (p.size() > PATH_MAX || std::memchr(p.data(), '\0', p.size()) != nullptr) return -1;
-  std::memcpy(buf, p.data(), p.size());
-  buf[p.size()] = '\0';
-  return ::open(buf, O_PATH | O_DIRECTORY | O_CLOEXEC);
-}
-
-/// Writes "dir/rel" (or `rel` alone for the current directory, "") into
-/// `buf` as a C string; false if it holds a NUL or does not fit PATH_MAX.
+/// Writes "dir/rel" (`rel` alone for the current directory, "", and `dir`
+/// alone for an empty `rel`) into `buf` as a C string; false if it holds a
+/// NUL or does not fit PATH_MAX.
 bool join_into(std::string_view dir, std::string_view rel, char* buf) {
   // An empty view may have a null data(): memchr and memcpy must not see it.
   auto has_nul = [](std::string_view s) { return !s.empty() && std::memchr(s.data(), '\0', s.size()) != nullptr; };
-  const std::size_t sep = dir.empty() || dir.back() == '/' ? 0 : 1;
+  const std::size_t sep = dir.empty() || rel.empty() || dir.back() == '/' ? 0 : 1;
   const std::size_t len = dir.size() + sep + rel.size();
   if (len > PATH_MAX || has_nul(dir) || has_nul(rel)) return false;
   if (!dir.empty()) std::memcpy(buf, dir.data(), dir.size());
@@ -120,6 +109,15 @@ bool join_into(std::string_view dir, std::string_view rel, char* buf) {
   if (!rel.empty()) std::memcpy(buf + dir.size() + sep, rel.data(), rel.size());
   buf[len] = '\0';
   return true;
+}
+
+/// An O_PATH descriptor of search path `p` ("" is the current directory),
+/// or -1 (no such directory, a NUL in the name, too long, no descriptor to
+/// be had).  `buf` is scratch room of PATH_MAX + 1 bytes; nothing is
+/// allocated.
+int open_search_path(std::string_view p, char* buf) {
+  if (!join_into(p.empty() ? std::string_view(".") : p, {}, buf)) return -1;
+  return ::open(buf, O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
 /// One thread's share.  Each thread opens its own O_PATH descriptors: in a

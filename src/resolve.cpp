@@ -27,6 +27,7 @@
 #include <cerrno>   // errno
 #include <cstring>  // strerror
 
+#include "scan_read.hpp"  // exhausted
 #include "stamp.hpp"
 
 namespace epload::detail {
@@ -69,10 +70,9 @@ bool try_extension(std::string path, const ResolveOptions& options, Resolved& r)
   // O_NONBLOCK: a FIFO with a library's name must not hang the open (it is
   // not a regular file, so it is passed over, as importlib's isfile() does).
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOMEM)) {
-    const bool fds = errno != ENOMEM;
-    r.error = "cannot resolve module '" + r.module + "': opening " + path + ": " + std::strerror(errno) +
-              (fds ? "; raise the open-file limit (ulimit -n) and retry" : "; free some memory and retry");
+  if (fd < 0 && exhausted(errno)) {
+    r.error = "cannot resolve module '" + r.module + "': opening " + path + ": " + std::strerror(errno) + "; " +
+              exhausted_advice(errno);
     r.kind = BackendKind::unresolved;
     return true;
   }

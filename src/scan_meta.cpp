@@ -37,10 +37,8 @@ std::string io_message(std::string_view path, int err) {
 }
 
 std::string exhausted_message(std::string_view path, int err) {
-  const bool fds = err == EMFILE || err == ENFILE;
   return std::string(path) + ": cannot read: " + std::strerror(err) +
-         "; the answer cannot be known without reading it (nothing was cached). " +
-         (fds ? "Raise the open-file limit (ulimit -n) and retry." : "Free some memory and retry.");
+         "; the answer cannot be known without reading it (nothing was cached): " + exhausted_advice(err) + ".";
 }
 
 void read_metadata(int dirfd, std::uint32_t path, std::string_view search_path,

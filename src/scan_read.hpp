@@ -26,6 +26,12 @@ inline bool exhausted(int err) {
   return err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS;
 }
 
+/// What to do about an exhausted() errno, for messages.
+inline const char* exhausted_advice(int err) {
+  return err == EMFILE || err == ENFILE ? "raise the open-file limit (ulimit -n) and retry"
+                                        : "free some memory and retry";
+}
+
 struct FileRead {
   ReadStatus status = ReadStatus::absent;
   int error = 0;          ///< errno for absent / failed

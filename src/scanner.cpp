@@ -161,10 +161,10 @@ Result<void> Scan::list_paths() {
       profile::count(profile::Counter::open);
       profile::count(profile::Counter::stat);  // the fstat or stat below
       fd = ::open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOMEM)) {
+      if (fd < 0 && detail::exhausted(errno)) {
         // Not an answer about the path: the scan cannot be exact.
-        return Error{Errc::io, path + ": cannot open the search path: " + std::strerror(errno) +
-                                   "; raise the open-file limit (ulimit -n) and retry."};
+        return Error{Errc::io, path + ": cannot open the search path: " + std::strerror(errno) + "; " +
+                                   detail::exhausted_advice(errno) + "."};
       }
       struct stat st;
       if (fd >= 0 ? ::fstat(fd, &st) == 0 : ::stat(p, &st) == 0) stamp = detail::stamp_of(st);
@@ -359,23 +359,21 @@ Result<Index> Scan::run() {
   else worker();
 
   // A read that failed for want of resources is no answer (see exhausted()):
-  // the first in discovery order is the error.
+  // the first in discovery order is the error.  The builder's tables are
+  // sized once (grown by doubling, they touched and copied about twice the
+  // memory: a few hundred page faults at 6,000 distributions).
   std::string io_failed = m_io_failed;
+  std::size_t total_entries = 0, total_watches = m_meta_watches.size();
   for (const WorkerOut& o : outs) {
     if (!o.stop.empty()) return Error{Errc::io, o.stop};
     if (io_failed.empty()) io_failed = o.io_failed;
-  }
-  if (!io_failed.empty()) m_builder.set_not_cacheable(io_failed);
-
-  // Phase 3: into the builder, in discovery order, its tables sized once
-  // (grown by doubling, they touched and copied about twice the memory: a
-  // few hundred page faults at 6,000 distributions).
-  std::size_t total_entries = 0, total_watches = m_meta_watches.size();
-  for (const WorkerOut& o : outs) {
     total_entries += o.entries.size();
     total_watches += o.watches.size();
   }
+  if (!io_failed.empty()) m_builder.set_not_cacheable(io_failed);
   m_builder.reserve(n, total_entries, total_watches);
+
+  // Phase 3: into the builder, in discovery order.
   for (const Watch& w : m_meta_watches) {
     m_builder.add_watched_file(w.path, w.rel.in(m_meta_pool), w.stamp);
   }
