@@ -9,6 +9,7 @@
 #include <vector>       // args
 
 #include "cli/cli.hpp"
+#include "cli/heap_pages.hpp"
 
 namespace {
 
@@ -71,4 +72,7 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return flushed(run(argc, argv)); }
+int main(int argc, char** argv) {
+  epload::cli::prefer_huge_heap_pages();
+  return flushed(run(argc, argv));
+}

@@ -1,0 +1,23 @@
+// heap_pages.hpp — transparent huge pages for the CLI's heap.
+//
+// Why: a short `epload` run touches 1-2 MB of fresh heap (the cache file's
+// buffer, the index's tables, the loader's slots), one page fault per 4 KiB
+// page.  Where a fault traps to a hypervisor (measured on a PVM guest:
+// 12-15 us per fault, against ~0.2 ms for a whole 2 MiB huge page) those
+// ~330 faults were a quarter of `epload load`'s 15 ms.  BENCHMARKS.md has the
+// figures ("Huge pages for the CLI's heap").
+//
+// What it costs: the heap's resident size rounds up to 2 MiB blocks (a few
+// MiB per process; the CLI is short-lived).  With THP set to `never` the
+// calls do nothing.  Only the CLI does this: the library and the Python
+// module never change how their host process's memory is backed.
+#pragma once
+
+namespace epload::cli {
+
+/// Marks the allocator's heap segment MADV_HUGEPAGE and collapses the block
+/// already in use.  Call first thing in main(); errors are ignored (this
+/// only ever changes speed).
+void prefer_huge_heap_pages();
+
+}  // namespace epload::cli
