@@ -12,13 +12,14 @@
 #include <dirent.h>  // getdents64, struct dirent64
 
 #include <algorithm>  // sort, stable_sort
+#include <cerrno>     // errno
 #include <cstring>    // strlen
 
 #include "epload/profile.hpp"
 
 namespace epload::detail {
 
-bool Listing::add_directory(std::uint32_t path, int fd, bool base_is_egg) {
+int Listing::add_directory(std::uint32_t path, int fd, bool base_is_egg) {
   m_infos.clear();
   m_eggs.clear();
   m_keys.clear();
@@ -27,7 +28,7 @@ bool Listing::add_directory(std::uint32_t path, int fd, bool base_is_egg) {
   for (;;) {
     profile::count(profile::Counter::readdir);
     const ssize_t n = ::getdents64(fd, buf, sizeof buf);
-    if (n < 0) return false;  // os.listdir raises: the path lists nothing
+    if (n < 0) return errno;  // os.listdir raises: the path lists nothing
     if (n == 0) break;
     for (ssize_t off = 0; off < n;) {
       const auto* d = reinterpret_cast<const struct dirent64*>(buf + off);
@@ -83,7 +84,7 @@ bool Listing::add_directory(std::uint32_t path, int fd, bool base_is_egg) {
     m_cands.insert(m_cands.end(), m_infos.begin(), m_infos.end());
   }
   m_cands.insert(m_cands.end(), m_eggs.begin(), m_eggs.end());
-  return true;
+  return 0;
 }
 
 }  // namespace epload::detail

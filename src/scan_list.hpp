@@ -24,9 +24,10 @@ struct Candidate {
 class Listing {
  public:
   /// Lists the directory open on `fd` (search path `path`) with getdents64,
-  /// in raw order, and appends its candidates.  Returns false when the
-  /// directory cannot be read (importlib then lists nothing for it).
-  bool add_directory(std::uint32_t path, int fd, bool base_is_egg);
+  /// in raw order, and appends its candidates.  Returns 0, or the errno of
+  /// a failed getdents64: then nothing of the directory is appended (what
+  /// importlib does when os.listdir raises, even after a partial listing).
+  int add_directory(std::uint32_t path, int fd, bool base_is_egg);
 
   std::uint32_t size() const { return static_cast<std::uint32_t>(m_cands.size()); }
   const Candidate& operator[](std::uint32_t i) const { return m_cands[i]; }

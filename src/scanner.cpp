@@ -142,6 +142,14 @@ void note_failure(const MetaInfo& meta, const std::string& pool, std::string& st
   if (meta.io_failed && io_failed.empty()) io_failed = meta.error.in(pool);
 }
 
+/// True when open() of a search path failed for a reason the path's own
+/// stamp records (absent, not a directory, permissions: a change to any of
+/// them changes the stamp), so "lists nothing" may be cached.
+bool answers_about_path(int err) {
+  return err == ENOENT || err == ENOTDIR || err == EACCES || err == EPERM || err == ELOOP ||
+         err == ENAMETOOLONG;
+}
+
 Result<void> Scan::list_paths() {
   std::string zip_match;
   // Directory descriptors held for phase 2: at most a quarter of the
@@ -166,6 +174,10 @@ Result<void> Scan::list_paths() {
         return Error{Errc::io, path + ": cannot open the search path: " + std::strerror(errno) + "; " +
                                    detail::exhausted_advice(errno) + "."};
       }
+      if (fd < 0 && !answers_about_path(errno) && m_io_failed.empty()) {
+        // An EIO, say: the path lists nothing now, with its stamp the same.
+        m_io_failed = path + ": cannot open the search path: " + std::strerror(errno);
+      }
       struct stat st;
       if (fd >= 0 ? ::fstat(fd, &st) == 0 : ::stat(p, &st) == 0) stamp = detail::stamp_of(st);
     }
@@ -189,7 +201,17 @@ Result<void> Scan::list_paths() {
       continue;
     }
     const std::uint32_t before = m_listing.size();
-    m_listing.add_directory(i, fd, egg);  // unreadable: lists nothing, like os.listdir
+    if (const int err = m_listing.add_directory(i, fd, egg); err != 0) {
+      // The path lists nothing, as in importlib (os.listdir raised).  But
+      // the failure says nothing about the directory, whose stamp stays
+      // the same: that answer must not be cached, and one for want of
+      // resources is no answer at all.
+      if (detail::exhausted(err)) {
+        return Error{Errc::io, path + ": cannot list the search path: " + std::strerror(err) + "; " +
+                                   detail::exhausted_advice(err) + "."};
+      }
+      if (m_io_failed.empty()) m_io_failed = path + ": cannot list the search path: " + std::strerror(err);
+    }
     if (m_listing.size() == before || kept_fds >= fd_budget) {
       // Nothing to read here later, or enough descriptors held already: give
       // it back now.  A path list of thousands of directories that each hold

@@ -3,13 +3,18 @@
 #pragma once
 
 #include <fcntl.h>
+#include <linux/filter.h>   // seccomp's BPF program
+#include <linux/seccomp.h>  // SECCOMP_RET_ERRNO
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>  // PR_SET_SECCOMP
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>  // __NR_getdents64
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstddef>  // offsetof
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -39,6 +44,43 @@ inline void next_tick() {
   ::clock_gettime(CLOCK_REALTIME, &ts);
   const std::int64_t fine = static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
   while (detail::coarse_now_ns() <= fine) ::usleep(200);
+}
+
+/// Runs `body` in a child process in which system call `nr` fails with
+/// `err` every time (a seccomp filter: the kernel's own error path, for
+/// failures no directory can be made to produce, such as EIO from
+/// getdents64).  Returns body's return value (the child's exit status), or
+/// -1 when the child could not run it.  With `flag_arg` >= 0, only calls
+/// whose argument number `flag_arg` has a bit of `flags` set fail (openat's
+/// O_DIRECTORY, say).  The child writes its diagnostics to stderr; `body`
+/// must not use GoogleTest's assertions.
+inline int with_failing_syscall(long nr, int err, const std::function<int()>& body, int flag_arg = -1,
+                                std::uint32_t flags = 0) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const std::uint32_t fail = SECCOMP_RET_ERRNO | (static_cast<std::uint32_t>(err) & SECCOMP_RET_DATA);
+    const std::uint32_t arg =
+        static_cast<std::uint32_t>(offsetof(struct seccomp_data, args) + 8 * (flag_arg < 0 ? 0 : flag_arg));
+    // nr == `nr` && (flag_arg < 0 || args[flag_arg] & flags) ? fail : allow
+    std::vector<struct sock_filter> filter = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(nr), 0, flag_arg < 0 ? 1u : 3u),
+    };
+    if (flag_arg >= 0) {
+      filter.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg));  // the low 32 bits (little-endian)
+      filter.push_back(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, flags, 0, 1));
+    }
+    filter.push_back(BPF_STMT(BPF_RET | BPF_K, fail));
+    filter.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    struct sock_fprog prog = {static_cast<unsigned short>(filter.size()), filter.data()};
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+      ::_exit(120);
+    }
+    ::_exit(body());
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
 }
 
 /// Lowers the soft open-file limit to `headroom` descriptors above those

@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>        // readdir, to know the raw listing order
+#include <fcntl.h>         // O_DIRECTORY
 #include <sys/resource.h>  // setrlimit
 #include <sys/stat.h>  // chmod, mkdir
 #include <unistd.h>    // getcwd, chdir, geteuid, symlink
 
 #include <algorithm>  // std::find
+#include <cstdio>     // fprintf, in a child
 #include <cstdlib>    // mkdtemp, system
 #include <filesystem>
 #include <fstream>
@@ -389,6 +391,71 @@ TEST_F(Scanner, SymlinkLoopAnswerIsNotCacheable) {
   const Index index = scan_ok({path("site")});
   EXPECT_NE(std::string(index.not_cacheable()).find("loop-1.0.dist-info/entry_points.txt"), std::string::npos)
       << index.not_cacheable();
+}
+
+TEST_F(Scanner, ListingFailureListsNothingAndIsNotCacheable) {
+  // os.listdir raising makes importlib list nothing for the path; the same
+  // here, but a failure (EIO) says nothing about the directory, whose stamp
+  // stays the same, so the answer must not be cached.
+  dist("site", "d-1.0.dist-info", "[g]\nd = 1\n");
+  const std::string site = path("site");
+  const int status = test::with_failing_syscall(__NR_getdents64, EIO, [&] {
+    const std::vector<std::string> paths = {site};
+    const Result<Index> r = scan(paths);
+    if (!r.ok()) return std::fprintf(stderr, "scan failed: %s\n", r.error().message.c_str()), 1;
+    if (!r.value().entry_points().empty()) return std::fprintf(stderr, "entry points listed\n"), 2;
+    const std::string why(r.value().not_cacheable());
+    if (why.find(site + ": cannot list the search path: Input/output error") == std::string::npos) {
+      return std::fprintf(stderr, "not_cacheable: '%s'\n", why.c_str()), 3;
+    }
+    return 0;
+  });
+  EXPECT_EQ(status, 0);
+  const Index index = scan_ok({site});  // listable again: the distribution, cacheable
+  EXPECT_EQ(index.entry_points().size(), 1u);
+  EXPECT_TRUE(index.not_cacheable().empty());
+}
+
+TEST_F(Scanner, SearchPathOpenFailureIsNotCacheable) {
+  // The same for an open() of the directory that fails with EIO: not an
+  // answer about the path (ENOENT, ENOTDIR, EACCES are, and its stamp
+  // records them).
+  dist("site", "d-1.0.dist-info", "[g]\nd = 1\n");
+  const std::string site = path("site");
+  const int status = test::with_failing_syscall(
+      __NR_openat, EIO,
+      [&] {
+        const std::vector<std::string> paths = {site};
+        const Result<Index> r = scan(paths);
+        if (!r.ok()) return std::fprintf(stderr, "scan failed: %s\n", r.error().message.c_str()), 1;
+        if (!r.value().entry_points().empty()) return std::fprintf(stderr, "entry points listed\n"), 2;
+        const std::string why(r.value().not_cacheable());
+        if (why.find(site + ": cannot open the search path: Input/output error") == std::string::npos) {
+          return std::fprintf(stderr, "not_cacheable: '%s'\n", why.c_str()), 3;
+        }
+        return 0;
+      },
+      2, O_DIRECTORY);
+  EXPECT_EQ(status, 0);
+  const std::string absent = path("absent");  // ENOENT: an answer, cacheable
+  const std::vector<std::string> paths = {absent};
+  EXPECT_TRUE(scan_ok(paths).not_cacheable().empty());
+}
+
+TEST_F(Scanner, ListingOutOfMemoryIsAScanError) {
+  dist("site", "d-1.0.dist-info", "[g]\nd = 1\n");
+  const std::string site = path("site");
+  const int status = test::with_failing_syscall(__NR_getdents64, ENOMEM, [&] {
+    const std::vector<std::string> paths = {site};
+    const Result<Index> r = scan(paths);
+    if (r.ok()) return std::fprintf(stderr, "scan answered\n"), 1;
+    if (r.error().message != site + ": cannot list the search path: Cannot allocate memory; "
+                                    "free some memory and retry.") {
+      return std::fprintf(stderr, "message: '%s'\n", r.error().message.c_str()), 2;
+    }
+    return 0;
+  });
+  EXPECT_EQ(status, 0);
 }
 
 TEST_F(Scanner, OutOfDescriptorsIsAScanErrorNotADistributionError) {
