@@ -105,7 +105,6 @@
 // The writer is cache_write.cpp; the hash and the string decoder it shares
 // with this reader are in cache_text.cpp.
 #include <sys/stat.h>  // fstat
-#include <unistd.h>    // pread
 
 #include <simdjson.h>
 
@@ -119,6 +118,7 @@
 
 #include "cache_internal.hpp"
 #include "epload/profile.hpp"
+#include "pread_full.hpp"
 #include "stamp.hpp"
 #include "watch_digest.hpp"
 
@@ -307,15 +307,10 @@ class Reader {
 // ---- bytes ----------------------------------------------------------------
 
 bool Reader::pread_all(char* out, std::size_t n, std::uint64_t at, std::size_t& got) {
-  got = 0;
-  while (got < n) {
-    profile::count(profile::Counter::read);
-    const ssize_t r = ::pread(m_fd, out + got, n - got, static_cast<off_t>(at + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return fail(std::string("read: ") + std::strerror(errno));
-    if (r == 0) break;  // shrank under us: what is there will fail to parse
-    got += static_cast<std::size_t>(r);
-  }
+  profile::count(profile::Counter::read);
+  const ssize_t r = detail::pread_full(m_fd, out, n, at);
+  if (r < 0) return fail(std::string("read: ") + std::strerror(errno));
+  got = static_cast<std::size_t>(r);  // short if the file shrank under us: it will fail to parse
   return true;
 }
 

@@ -22,11 +22,12 @@
 
 #include <fcntl.h>     // open
 #include <sys/stat.h>  // fstat
-#include <unistd.h>    // pread, close
+#include <unistd.h>    // close
 
 #include <cerrno>   // errno
 #include <cstring>  // strerror, memcmp
 
+#include "pread_full.hpp"
 #include "stamp.hpp"
 
 namespace epload::detail {
@@ -72,16 +73,7 @@ struct Fields {
 // Reads exactly `size` bytes at `offset`; the caller checked the bounds, so
 // a short read means the file changed under us.
 bool read_exact(int fd, std::uint64_t offset, void* buf, std::size_t size) {
-  auto* out = static_cast<char*>(buf);
-  while (size > 0) {
-    ssize_t n = ::pread(fd, out, size, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    out += n;
-    offset += static_cast<std::uint64_t>(n);
-    size -= static_cast<std::size_t>(n);
-  }
-  return true;
+  return detail::pread_full(fd, buf, size, offset) == static_cast<ssize_t>(size);
 }
 
 // True when [offset, offset+size) lies within a file of `file_size` bytes.

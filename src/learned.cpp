@@ -36,6 +36,7 @@
 
 #include "cache_files.hpp"     // make_dirs, write_atomic
 #include "cache_internal.hpp"  // dir_name
+#include "pread_full.hpp"
 
 namespace epload::detail {
 
@@ -204,17 +205,12 @@ LearnedFile LearnedFile::read(const std::string& path, std::string* why) {
   }
   out.m_map.data = map;
   out.m_map.size = size;
-  for (std::size_t got = 0; got < size;) {
-    const ssize_t n = ::pread(fd, static_cast<char*>(map) + got, size - got, static_cast<off_t>(got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      return fail(n == 0 ? "truncated while being read" : std::string("read: ") + std::strerror(err));
-    }
-    got += static_cast<std::size_t>(n);
-  }
+  const ssize_t got = pread_full(fd, map, size, 0);
+  const int err = errno;
   ::close(fd);
+  if (got != static_cast<ssize_t>(size)) {
+    return fail(got >= 0 ? "truncated while being read" : std::string("read: ") + std::strerror(err));
+  }
   char* p = static_cast<char*>(map);
   char* const end = p + size;
   out.m_records.reserve(size / 96 + 1);
