@@ -64,7 +64,8 @@ inline int with_failing_syscall(long nr, int err, const std::function<int()>& bo
     // nr == `nr` && (flag_arg < 0 || args[flag_arg] & flags) ? fail : allow
     std::vector<struct sock_filter> filter = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(nr), 0, flag_arg < 0 ? 1u : 3u),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(nr), 0,
+                 static_cast<std::uint8_t>(flag_arg < 0 ? 1 : 3)),
     };
     if (flag_arg >= 0) {
       filter.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg));  // the low 32 bits (little-endian)

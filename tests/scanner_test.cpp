@@ -393,24 +393,31 @@ TEST_F(Scanner, SymlinkLoopAnswerIsNotCacheable) {
       << index.not_cacheable();
 }
 
+// In a child (test::with_failing_syscall): scan({site}) must answer with
+// nothing listed and an answer that is not cacheable for `why`.  Returns the
+// child's verdict: 0, or what went wrong (on stderr).
+int lists_nothing_uncached(const std::string& site, const std::string& why) {
+  const std::vector<std::string> paths = {site};
+  const Result<Index> r = scan(paths);
+  if (!r.ok()) return std::fprintf(stderr, "scan failed: %s\n", r.error().message.c_str()), 1;
+  if (!r.value().entry_points().empty()) return std::fprintf(stderr, "entry points listed\n"), 2;
+  const std::string got(r.value().not_cacheable());
+  if (got.find(site + ": " + why) == std::string::npos) {
+    return std::fprintf(stderr, "not_cacheable: '%s'\n", got.c_str()), 3;
+  }
+  return 0;
+}
+
 TEST_F(Scanner, ListingFailureListsNothingAndIsNotCacheable) {
   // os.listdir raising makes importlib list nothing for the path; the same
   // here, but a failure (EIO) says nothing about the directory, whose stamp
   // stays the same, so the answer must not be cached.
   dist("site", "d-1.0.dist-info", "[g]\nd = 1\n");
   const std::string site = path("site");
-  const int status = test::with_failing_syscall(__NR_getdents64, EIO, [&] {
-    const std::vector<std::string> paths = {site};
-    const Result<Index> r = scan(paths);
-    if (!r.ok()) return std::fprintf(stderr, "scan failed: %s\n", r.error().message.c_str()), 1;
-    if (!r.value().entry_points().empty()) return std::fprintf(stderr, "entry points listed\n"), 2;
-    const std::string why(r.value().not_cacheable());
-    if (why.find(site + ": cannot list the search path: Input/output error") == std::string::npos) {
-      return std::fprintf(stderr, "not_cacheable: '%s'\n", why.c_str()), 3;
-    }
-    return 0;
-  });
-  EXPECT_EQ(status, 0);
+  EXPECT_EQ(test::with_failing_syscall(__NR_getdents64, EIO, [&] {
+              return lists_nothing_uncached(site, "cannot list the search path: Input/output error");
+            }),
+            0);
   const Index index = scan_ok({site});  // listable again: the distribution, cacheable
   EXPECT_EQ(index.entry_points().size(), 1u);
   EXPECT_TRUE(index.not_cacheable().empty());
@@ -422,21 +429,8 @@ TEST_F(Scanner, SearchPathOpenFailureIsNotCacheable) {
   // records them).
   dist("site", "d-1.0.dist-info", "[g]\nd = 1\n");
   const std::string site = path("site");
-  const int status = test::with_failing_syscall(
-      __NR_openat, EIO,
-      [&] {
-        const std::vector<std::string> paths = {site};
-        const Result<Index> r = scan(paths);
-        if (!r.ok()) return std::fprintf(stderr, "scan failed: %s\n", r.error().message.c_str()), 1;
-        if (!r.value().entry_points().empty()) return std::fprintf(stderr, "entry points listed\n"), 2;
-        const std::string why(r.value().not_cacheable());
-        if (why.find(site + ": cannot open the search path: Input/output error") == std::string::npos) {
-          return std::fprintf(stderr, "not_cacheable: '%s'\n", why.c_str()), 3;
-        }
-        return 0;
-      },
-      2, O_DIRECTORY);
-  EXPECT_EQ(status, 0);
+  const auto body = [&] { return lists_nothing_uncached(site, "cannot open the search path: Input/output error"); };
+  EXPECT_EQ(test::with_failing_syscall(__NR_openat, EIO, body, 2, O_DIRECTORY), 0);
   const std::string absent = path("absent");  // ENOENT: an answer, cacheable
   const std::vector<std::string> paths = {absent};
   EXPECT_TRUE(scan_ok(paths).not_cacheable().empty());
