@@ -131,7 +131,7 @@ class _Store:
     def __init__(self, group, host):
         self.group = group
         self.host = host
-        self.entries = {}
+        self._entries = None  # read on first use: match() needs no dict
         self.updates = {}
         try:
             directory = _eps._native_module().default_cache_dir()
@@ -140,15 +140,39 @@ class _Store:
         self.path = None
         if directory and host:
             self.path = os.path.join(directory, f'devices-{_file_part(group)}-{_file_part(host)}.json')
-            self.entries = self._read()
+
+    @property
+    def entries(self):
+        """The store's backends as a dict (key -> [stamp, device...])."""
+        if self._entries is None:
+            self._entries = self._read() if self.path else {}
+        return self._entries
+
+    def _ours(self, data):
+        """True when the top level of a store document is one of ours for
+        this group and host (its "backends" is checked by the caller)."""
+        return (type(data) is dict and data.get('format') == _STORE_FORMAT
+                and data.get('version') == _STORE_VERSION and data.get('group') == self.group
+                and data.get('host') == self.host)
 
     def _read(self):
         data = _eps._native_module().read_store(self.path)
-        if (type(data) is not dict or data.get('format') != _STORE_FORMAT
-                or data.get('version') != _STORE_VERSION or data.get('group') != self.group
-                or data.get('host') != self.host or type(data.get('backends')) is not dict):
+        if not self._ours(data) or type(data.get('backends')) is not dict:
             return {}
         return data['backends']
+
+    def match(self, rows, dists):
+        """The discovery loop against the stored entries, natively, without
+        building the dict: (known, device_map, unknown, at_start, restat) as
+        for ``entries`` (see _native.match_store), or None when the store is
+        missing or not usable (then ``entries`` is empty)."""
+        if not self.path:
+            return None
+        got = _eps._native_module().match_store(self.path, rows, dists)
+        if got is None or not self._ours(got[0]) or got[1] is None:
+            self._entries = {}
+            return None
+        return got[1]
 
     def learn(self, key, stamp, devices):
         entry = [stamp, *devices]
@@ -499,20 +523,23 @@ class Session:
                 if by is not None:
                     self._disabled[i] = by
         store = self.store = _Store(group, self.host_name)
-        entries = store.entries if self.host is not None else {}
         known = self._known = [None] * n
         device_map = self.devices
         unknown, at_start = self.unknown, self._at_start
         indices = range(n)
-        if entries and not declarations and not self._found:
-            # The common case, in C: learned devices only.
-            known, device_map, unknown, at_start, indices = _eps._native_module().match_learned(
-                entries, found, dists)
+        matched = None
+        if self.host is not None and not declarations and not self._found:
+            # The common case, in C: learned devices only, matched straight
+            # from the store file (no Python object per stored backend).
+            matched = store.match(found, dists)
+        if matched is not None:
+            known, device_map, unknown, at_start, indices = matched
             self._known, self.devices, self.unknown, self._at_start = (
                 known, device_map, unknown, at_start)
             # `indices` now lists the backends whose distribution had no stamp
             # from the index (rare): they go through the loop below, and the
             # lists are put back in discovery order after it.
+        entries = store.entries if self.host is not None and indices else {}
         for i in indices:
             if self._found:
                 ep, path, stamp = found[i]

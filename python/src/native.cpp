@@ -52,20 +52,6 @@ PyObject* fs_path(std::string_view s) {
   return PyUnicode_DecodeFSDefaultAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
 }
 
-/// Owns one reference; keeps the error paths below short.
-struct Ref {
-  PyObject* p = nullptr;
-  Ref() = default;
-  explicit Ref(PyObject* o) : p(o) {}
-  Ref(const Ref&) = delete;
-  Ref& operator=(const Ref&) = delete;
-  ~Ref() { Py_XDECREF(p); }
-  PyObject* release() {
-    PyObject* o = p;
-    p = nullptr;
-    return o;
-  }
-};
 
 // ---- the Catalog table ------------------------------------------------------
 
@@ -340,106 +326,6 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
   return py::make_tuple(status, reason, file, py::none(), converted[0], converted[1]);
 }
 
-/// match_learned(entries, rows, dists) -> (known, device_map, unknown, at_start, restat)
-///
-/// The lazy autoload's discovery loop, for the common case (no declared
-/// devices): for each backend row (name, value, group, dist position) the
-/// learned-store entry under "name\x1fvalue\x1fdist path" is taken if its
-/// stamp is the distribution's.  `known[i]` is the tuple of devices or None;
-/// `device_map` maps each device to the list of backend indices providing it,
-/// in order; `unknown` lists the indices without an entry, `at_start` those
-/// plus the hooks (an empty tuple learned); `restat` the indices whose
-/// distribution has no stamp from the index (the caller stats those itself).
-/// In C because it runs for every backend at every `import host`.
-PyObject* match_learned(PyObject* entries, PyObject* rows, PyObject* dists) {
-  if (!PyDict_Check(entries) || !PyList_Check(rows) || !PyTuple_Check(dists)) {
-    PyErr_SetString(PyExc_TypeError, "match_learned(dict, list, tuple)");
-    return nullptr;
-  }
-  const Py_ssize_t n = PyList_GET_SIZE(rows);
-  Ref known(PyList_New(n));
-  Ref device_map(PyDict_New());
-  Ref unknown(PyList_New(0));
-  Ref at_start(PyList_New(0));
-  Ref restat(PyList_New(0));
-  Ref sep(PyUnicode_FromOrdinal(0x1f));
-  if (!known.p || !device_map.p || !unknown.p || !at_start.p || !restat.p || !sep.p) return nullptr;
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    Py_INCREF(Py_None);
-    PyList_SET_ITEM(known.p, i, Py_None);
-  }
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* row = PyList_GET_ITEM(rows, i);
-    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 4) {
-      PyErr_SetString(PyExc_TypeError, "match_learned: bad row");
-      return nullptr;
-    }
-    const Py_ssize_t pos = PyLong_AsSsize_t(PyTuple_GET_ITEM(row, 3));
-    if (pos < 0 || pos >= PyTuple_GET_SIZE(dists)) {
-      if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "match_learned: bad position");
-      return nullptr;
-    }
-    PyObject* dist = PyTuple_GET_ITEM(dists, pos);
-    if (!PyTuple_Check(dist) || PyTuple_GET_SIZE(dist) != 4) {
-      PyErr_SetString(PyExc_TypeError, "match_learned: bad distribution");
-      return nullptr;
-    }
-    Ref idx(PyLong_FromSsize_t(i));
-    if (!idx.p) return nullptr;
-    PyObject* stamp = PyTuple_GET_ITEM(dist, 3);
-    if (!PyUnicode_Check(stamp) || PyUnicode_GET_LENGTH(stamp) == 0) {
-      if (PyList_Append(restat.p, idx.p) != 0) return nullptr;
-      continue;
-    }
-    Ref parts(PyTuple_Pack(3, PyTuple_GET_ITEM(row, 0), PyTuple_GET_ITEM(row, 1),
-                           PyTuple_GET_ITEM(dist, 2)));
-    if (!parts.p) return nullptr;
-    Ref key(PyUnicode_Join(sep.p, parts.p));
-    if (!key.p) return nullptr;
-    PyObject* entry = PyDict_GetItemWithError(entries, key.p);  // borrowed
-    if (entry == nullptr && PyErr_Occurred()) return nullptr;
-    // The entry must be [stamp, device...], all str, for this very stamp.
-    bool match = entry != nullptr && PyList_Check(entry) && PyList_GET_SIZE(entry) >= 1;
-    if (match) {
-      for (Py_ssize_t k = 0; k < PyList_GET_SIZE(entry); ++k) {
-        if (!PyUnicode_Check(PyList_GET_ITEM(entry, k))) match = false;
-      }
-    }
-    if (match) {
-      const int eq = PyUnicode_Compare(PyList_GET_ITEM(entry, 0), stamp);
-      if (eq == -1 && PyErr_Occurred()) return nullptr;
-      match = eq == 0;
-    }
-    if (!match) {
-      if (PyList_Append(unknown.p, idx.p) != 0 || PyList_Append(at_start.p, idx.p) != 0) {
-        return nullptr;
-      }
-      continue;
-    }
-    const Py_ssize_t m = PyList_GET_SIZE(entry);
-    Ref devices(PyList_GetSlice(entry, 1, m));
-    if (!devices.p) return nullptr;
-    Ref devices_tuple(PyList_AsTuple(devices.p));
-    if (!devices_tuple.p) return nullptr;
-    if (m == 1 && PyList_Append(at_start.p, idx.p) != 0) return nullptr;  // a hook
-    for (Py_ssize_t k = 1; k < m; ++k) {
-      PyObject* device = PyList_GET_ITEM(entry, k);
-      PyObject* list = PyDict_GetItemWithError(device_map.p, device);
-      if (list == nullptr) {
-        if (PyErr_Occurred()) return nullptr;
-        Ref fresh(PyList_New(0));
-        if (!fresh.p || PyDict_SetItem(device_map.p, device, fresh.p) != 0) return nullptr;
-        list = fresh.p;
-        if (PyList_Append(list, idx.p) != 0) return nullptr;
-      } else if (PyList_Append(list, idx.p) != 0) {
-        return nullptr;
-      }
-    }
-    PyList_SetItem(known.p, i, devices_tuple.release());  // steals; replaces None
-  }
-  return PyTuple_Pack(5, known.p, device_map.p, unknown.p, at_start.p, restat.p);
-}
-
 }  // namespace
 
 }  // namespace epload::python
@@ -450,15 +336,8 @@ PYBIND11_MODULE(_native, m) {
   m.def("query", &query, py::arg("paths"), py::arg("groups"), py::arg("validation"),
         py::arg("cache_dir"), py::arg("use_cache"), py::arg("interpreter"),
         py::arg("want_stamps") = false);
-  m.def(
-      "match_learned",
-      [](py::object entries, py::object rows, py::object dists) {
-        PyObject* r = match_learned(entries.ptr(), rows.ptr(), dists.ptr());
-        if (r == nullptr) throw py::error_already_set();
-        return py::reinterpret_steal<py::object>(r);
-      },
-      py::arg("entries"), py::arg("rows"), py::arg("dists"),
-      "The lazy autoload's discovery loop over learned devices (see native.cpp).");
+  m.def("match_store", &match_store, py::arg("path"), py::arg("rows"), py::arg("dists"),
+        "The lazy autoload's discovery loop against a learned-device store (see store.hpp).");
   m.def("default_cache_dir", [] { return epload::resolve_cache_dir(epload::CacheOptions{}); });
   m.def("read_store", &read_store, py::arg("path"),
         "Reads a learned-device store; None when missing, unsafe or malformed.");

@@ -7,11 +7,37 @@
 
 namespace epload::python {
 
+/// Owns one reference; keeps the error paths of the C-API code short.
+struct Ref {
+  PyObject* p = nullptr;
+  Ref() = default;
+  explicit Ref(PyObject* o) : p(o) {}
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+  ~Ref() { Py_XDECREF(p); }
+  PyObject* release() {
+    PyObject* o = p;
+    p = nullptr;
+    return o;
+  }
+};
+
 /// Reads the JSON file at `path` into Python objects (dict, list, str, int,
 /// float, bool, None).  Returns None, never raises, when the file is missing,
 /// unreadable, not owned by the current user, writable by group or others,
 /// larger than a few MB, or not well-formed JSON: the store is only a hint,
 /// and a bad one means "learn again".
 pybind11::object read_store(const std::string& path);
+
+/// The lazy autoload's discovery loop against the store at `path`, without
+/// a Python object per learned backend: None when read_store() would return
+/// None; else (header, matched), `header` being the top-level dict without
+/// "backends" (None when the document is not a dict) for the caller's
+/// checks, and `matched` None when "backends" is missing or not an object,
+/// else (known, device_map, unknown, at_start, restat) for the backend
+/// `rows` (name, value, group, dist position) of `dists` (name, version,
+/// path, stamp): an entry "name\x1fvalue\x1fpath" -> [stamp, device...]
+/// counts only for its distribution's very stamp.
+pybind11::object match_store(const std::string& path, pybind11::object rows, pybind11::object dists);
 
 }  // namespace epload::python

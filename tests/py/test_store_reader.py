@@ -159,3 +159,142 @@ def test_numbers_strings_and_nesting_at_the_edges(read_store, tmp_path):
              b'[' * MAX_DEPTH + b'1' + b']' * MAX_DEPTH, b'[' * (MAX_DEPTH + 1) + b'1' + b']' * (MAX_DEPTH + 1),
              b'{"a":' * MAX_DEPTH + b'{}' + b'}' * MAX_DEPTH]
     check(read_store, tmp_path, cases)
+
+
+# ---- match_store: the autoload's discovery loop straight from the file ------
+#
+# _native.match_store(path, rows, dists) must give what the dict reader gives
+# followed by the discovery loop written out below in Python (the loop the
+# autoload ran over read_store()'s dict before): on store-shaped documents
+# with matching, stale, malformed and repeated entries, and on their
+# mutations.
+
+@pytest.fixture(scope='module')
+def native():
+    import sys
+    if PACKAGE_DIR not in sys.path:
+        sys.path.insert(0, PACKAGE_DIR)
+    from epload import _entry_points
+    return _entry_points._native_module()
+
+
+def reference_match(data, rows, dists):
+    """(header, matched) from read_store()'s value, by the rules of
+    match_store's docstring (python/src/store.hpp)."""
+    if data is None:
+        return None
+    if type(data) is not dict:
+        return (None, None)
+    header = {k: v for k, v in data.items() if k != 'backends'}
+    backends = data.get('backends')
+    if type(backends) is not dict:
+        return (header, None)
+    known, device_map, unknown, at_start, restat = [None] * len(rows), {}, [], [], []
+    for i, (name, value, _group, pos) in enumerate(rows):
+        path, stamp = dists[pos][2], dists[pos][3]
+        if type(stamp) is not str or not stamp:
+            restat.append(i)
+            continue
+        entry = backends.get(f'{name}\x1f{value}\x1f{path}')
+        if (type(entry) is list and entry and all(type(x) is str for x in entry)
+                and entry[0] == stamp):
+            devices = known[i] = tuple(entry[1:])
+            if not devices:
+                at_start.append(i)  # a hook
+            for d in devices:
+                device_map.setdefault(d, []).append(i)
+        else:
+            unknown.append(i)
+            at_start.append(i)
+    return (header, (known, device_map, unknown, at_start, restat))
+
+
+def gen_rows(rng):
+    words = ['npu', 'dev\x1f1', 'é', 'a b', '\U0001F600', 'x' * 40, '']
+    dists = tuple((f'd{k}', '1.0', rng.choice(['/site/d', '/s\u00e9/d\x1f', '/p']) + str(k),
+                   rng.choice([f'{k}:1:2:3:4:5', f'{k}:9', '', None]))
+                  for k in range(4))
+    rows = [(rng.choice(words) + str(i), rng.choice(words), 'torch.backends', rng.randrange(len(dists)))
+            for i in range(rng.randrange(9))]
+    return rows, dists
+
+
+def gen_store(rng, rows, dists):
+    """A store document as text: members and entries in random order, keys
+    sometimes repeated, entries right, stale, empty, hooks or malformed."""
+    def dump(v):
+        return json.dumps(v, ensure_ascii=rng.random() < 0.5)
+
+    entries = []
+    for name, value, _g, pos in rows:
+        if rng.random() < 0.2:
+            continue
+        key = f'{name}\x1f{value}\x1f{dists[pos][2]}'
+        stamp = dists[pos][3] or 'none'
+        devices = [rng.choice(['npu', 'dev0', 'é', 'npu']) for _ in range(rng.randrange(3))]
+        entry = rng.choice([[stamp, *devices], [stamp, *devices], ['stale', *devices], [], [stamp, 1],
+                            'npu', None, {'a': [stamp]}, [stamp, ['npu']]])
+        entries.append((key, entry))
+        if rng.random() < 0.15:
+            entries.append((key, rng.choice([[stamp], ['other'], 5])))  # repeated key: last wins
+    entries += [(''.join(rng.choice(ALPHABET) for _ in range(5)), gen_value(rng, 2))
+                for _ in range(rng.randrange(3))]  # entries no row asks for
+    rng.shuffle(entries)
+    backends = '{' + ','.join(f'{dump(k)}:{dump(v)}' for k, v in entries) + '}'
+    members = [('format', rng.choice(['epload-devices'] * 4 + ['other'])),
+               ('version', rng.choice([1, 1, 1, 1.0, True, 2, '1'])),
+               ('group', 'torch.backends'), ('host', 'torch')]
+    members = [(k, dump(v)) for k, v in members if rng.random() < 0.95]
+    members.append(('backends', rng.choice([backends] * 6 + ['[]', '5', 'null'])))
+    if rng.random() < 0.1:
+        members.append(('backends', rng.choice([backends, '{}', '"x"'])))  # the last one counts
+    members += [(''.join(rng.choice(ALPHABET) for _ in range(4)), dump(gen_value(rng, 1)))
+                for _ in range(rng.randrange(2))]
+    rng.shuffle(members)
+    text = '{' + ','.join(f'{dump(k)}:{v}' for k, v in members) + '}'
+    if rng.random() < 0.05:
+        text = rng.choice(['[' + text + ']', '"store"', '7'])
+    return text.encode('utf-8', 'surrogatepass')
+
+
+@pytest.mark.parametrize('seed', range(4))
+def test_match_store_equals_the_dict_reader_and_the_python_loop(native, tmp_path, seed):
+    rng = random.Random(1000 + seed)
+    path = tmp_path / 'devices.json'
+    for _ in range(300):
+        rows, dists = gen_rows(rng)
+        doc = gen_store(rng, rows, dists)
+        for data in [doc] + [mutate(rng, doc) for _ in range(2)]:
+            path.write_bytes(data)
+            os.chmod(path, 0o600)
+            got = native.match_store(str(path), rows, dists)
+            want = reference_match(native.read_store(str(path)), rows, dists)
+            if want is None or got is None:
+                assert got is None and want is None, f'{data!r}: {got!r} against {want!r}'
+                continue
+            assert same(got[0], want[0]), f'{data!r}: header {got[0]!r} against {want[0]!r}'
+            if want[1] is None or got[1] is None:
+                assert got[1] is None and want[1] is None, f'{data!r}: {got[1]!r} against {want[1]!r}'
+                continue
+            gk, gm, gu, ga, gr = got[1]
+            wk, wm, wu, wa, wr = want[1]
+            assert (gk, list(gm.items()), gu, ga, gr) == (wk, list(wm.items()), wu, wa, wr), \
+                f'{data!r} with rows {rows!r}'
+
+
+def test_match_store_refuses_what_read_store_refuses(native, tmp_path):
+    rows = [('n', 'v', 'g', 0)]
+    dists = (('d', '1', '/p', 's'),)
+    assert native.match_store(str(tmp_path / 'absent.json'), rows, dists) is None
+    path = tmp_path / 'devices.json'
+    path.write_bytes(b'{"backends": {"n\\u001fv\\u001f/p": ["s", "npu"]}}')
+    os.chmod(path, 0o600)
+    header, matched = native.match_store(str(path), rows, dists)
+    assert header == {} and matched[0] == [('npu',)] and matched[1] == {'npu': [0]}
+    os.chmod(path, 0o620)  # writable by the group: not trusted
+    assert native.match_store(str(path), rows, dists) is None
+    os.chmod(path, 0o600)
+    path.write_bytes(b'{"backends": {"n\\u001fv\\u001f/p": ["s", "np\xffu"]}}')  # not UTF-8
+    assert native.match_store(str(path), rows, dists) is None
+    with pytest.raises(TypeError):
+        native.match_store(str(path), tuple(rows), dists)
