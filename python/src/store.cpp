@@ -24,7 +24,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdint>
 #include <cstdlib>  // strtod
 #include <cstring>  // memmove
@@ -34,6 +33,7 @@
 #include <vector>
 
 #include "epload/metadata.hpp"  // find_invalid_utf8
+#include "pread_full.hpp"         // src/
 
 namespace py = pybind11;
 
@@ -146,50 +146,27 @@ class Reader {
       out.header = py::none();
       return static_cast<bool>(document());
     }
-    ++m_p;
     py::dict header;
     std::string key;
-    skip_space();
-    if (m_p < m_end && *m_p == '}') {
-      ++m_p;
-    } else {
-      for (;;) {
-        skip_space();
-        key.clear();
-        if (m_p == m_end || *m_p != '"' || !string_into(key)) return false;
-        skip_space();
-        if (m_p == m_end || *m_p != ':') return false;
-        ++m_p;
-        skip_space();
-        const bool backends = key == "backends";
-        if (backends && m_p < m_end && *m_p == '{') {
-          if (!backend_entries(1, out.backends)) return false;
-          out.backends_object = true;
-        } else {
-          py::object v = value(1);
-          if (!v) return false;
-          if (backends) {
-            out.backends_object = false;
-            out.backends.clear();
-          } else {
-            PyObject* k = PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), "strict");
-            if (k == nullptr) {
-              PyErr_Clear();
-              return false;
-            }
-            header[py::reinterpret_steal<py::object>(k)] = v;
-          }
-        }
-        skip_space();
-        if (m_p == m_end) return false;
-        if (*m_p == '}') {
-          ++m_p;
-          break;
-        }
-        if (*m_p != ',') return false;
-        ++m_p;
-      }
-    }
+    const bool ok = members([&] { key.clear(); return string_into(key); },
+                            [&] {
+                              skip_space();
+                              if (key != "backends") {
+                                py::object k = decoded(key);
+                                py::object v = k ? value(1) : py::object();
+                                if (!v) return false;
+                                header[k] = v;
+                              } else if (m_p < m_end && *m_p == '{') {
+                                if (!backend_entries(1, out.backends)) return false;
+                                out.backends_object = true;
+                              } else {
+                                if (!value(1)) return false;
+                                out.backends_object = false;
+                                out.backends.clear();
+                              }
+                              return true;
+                            });
+    if (!ok) return false;
     skip_space();
     if (m_p != m_end) return false;
     out.header = std::move(header);
@@ -197,41 +174,23 @@ class Reader {
   }
 
  private:
-  /// The "backends" object at m_p, at nesting `depth`, into `out`.
-  bool backend_entries(int depth, LearnedEntries& out) {
-    out.clear();
-    ++m_p;  // '{'
+  /// Walks the object or array at m_p (its '{' or '['): read_item() at each
+  /// member or element, before its leading space, until `close`.  False
+  /// when malformed or when read_item() says so.
+  template <class Item>
+  bool sequence(char close, Item&& read_item) {
+    ++m_p;  // '{' or '['
     skip_space();
-    if (m_p < m_end && *m_p == '}') {
+    if (m_p < m_end && *m_p == close) {
       ++m_p;
-      out.build_table();
       return true;
     }
     for (;;) {
-      skip_space();
-      if (m_p == m_end || *m_p != '"') return false;
-      LearnedEntry e;
-      e.key.off = out.arena.offset();
-      if (!string_into(out.arena)) return false;
-      e.key.len = out.arena.offset() - e.key.off;
-      skip_space();
-      if (m_p == m_end || *m_p != ':') return false;
-      ++m_p;
-      e.first = static_cast<std::uint32_t>(out.strings.size());
-      skip_space();
-      if (m_p < m_end && *m_p == '[') {
-        if (!entry_array(depth + 1, out, e)) return false;  // value(depth + 1) would parse it
-      } else {
-        if (!value(depth + 1)) return false;
-        e.all_strings = false;
-      }
-      e.count = static_cast<std::uint32_t>(out.strings.size()) - e.first;
-      out.entries.push_back(e);
+      if (!read_item()) return false;
       skip_space();
       if (m_p == m_end) return false;
-      if (*m_p == '}') {
+      if (*m_p == close) {
         ++m_p;
-        out.build_table();
         return true;
       }
       if (*m_p != ',') return false;
@@ -239,37 +198,73 @@ class Reader {
     }
   }
 
+  /// The object at m_p: read_key() at each member's opening quote,
+  /// read_value() after its ':'.
+  template <class Key, class Value>
+  bool members(Key&& read_key, Value&& read_value) {
+    return sequence('}', [&] {
+      skip_space();
+      if (m_p == m_end || *m_p != '"' || !read_key()) return false;
+      skip_space();
+      if (m_p == m_end || *m_p != ':') return false;
+      ++m_p;
+      return static_cast<bool>(read_value());
+    });
+  }
+
+  /// The array at m_p: read_element() at each element.
+  template <class Element>
+  bool elements(Element&& read_element) {
+    return sequence(']', read_element);
+  }
+
+  /// The string at m_p unescaped into out's arena, as span `span`.
+  bool span_into(LearnedEntries& out, Span& span) {
+    span.off = out.arena.offset();
+    if (!string_into(out.arena)) return false;
+    span.len = out.arena.offset() - span.off;
+    return true;
+  }
+
+  /// The "backends" object at m_p, at nesting `depth`, into `out`.
+  bool backend_entries(int depth, LearnedEntries& out) {
+    out.clear();
+    LearnedEntry e;
+    const bool ok = members(
+        [&] {
+          e = LearnedEntry{};
+          return span_into(out, e.key);
+        },
+        [&] {
+          e.first = static_cast<std::uint32_t>(out.strings.size());
+          skip_space();
+          if (m_p < m_end && *m_p == '[') {
+            if (!entry_array(depth + 1, out, e)) return false;  // where value(depth + 1) would parse it
+          } else {
+            if (!value(depth + 1)) return false;
+            e.all_strings = false;
+          }
+          e.count = static_cast<std::uint32_t>(out.strings.size()) - e.first;
+          out.entries.push_back(e);
+          return true;
+        });
+    if (ok) out.build_table();
+    return ok;
+  }
+
   /// One entry's array at m_p, at nesting `depth`: its strings appended to
   /// out.strings, or e.all_strings false when another value is among them.
   bool entry_array(int depth, LearnedEntries& out, LearnedEntry& e) {
     if (depth > k_max_depth) return false;  // as value(depth) would say
-    ++m_p;  // '['
-    skip_space();
-    if (m_p < m_end && *m_p == ']') {
-      ++m_p;
-      return true;
-    }
-    for (;;) {
+    return elements([&] {
       skip_space();
       if (m_p < m_end && *m_p == '"' && depth + 1 <= k_max_depth) {
-        Span str;
-        str.off = out.arena.offset();
-        if (!string_into(out.arena)) return false;
-        str.len = out.arena.offset() - str.off;
-        out.strings.push_back(str);
-      } else {
-        if (!value(depth + 1)) return false;
-        e.all_strings = false;
+        return span_into(out, out.strings.emplace_back());
       }
-      skip_space();
-      if (m_p == m_end) return false;
-      if (*m_p == ']') {
-        ++m_p;
-        return true;
-      }
-      if (*m_p != ',') return false;
-      ++m_p;
-    }
+      if (!value(depth + 1)) return false;
+      e.all_strings = false;
+      return true;
+    });
   }
 
   void skip_space() {
@@ -301,56 +296,27 @@ class Reader {
   }
 
   py::object object(int depth) {
-    ++m_p;  // '{'
     py::dict d;
-    skip_space();
-    if (m_p < m_end && *m_p == '}') {
-      ++m_p;
-      return d;
-    }
-    for (;;) {
-      skip_space();
-      if (m_p == m_end || *m_p != '"') return py::object();
-      py::object k = string();
-      if (!k) return k;
-      skip_space();
-      if (m_p == m_end || *m_p != ':') return py::object();
-      ++m_p;
-      py::object v = value(depth + 1);
-      if (!v) return v;
-      d[k] = v;
-      skip_space();
-      if (m_p == m_end) return py::object();
-      if (*m_p == '}') {
-        ++m_p;
-        return d;
-      }
-      if (*m_p != ',') return py::object();
-      ++m_p;
-    }
+    py::object k;
+    const bool ok = members([&] { return static_cast<bool>(k = string()); },
+                            [&] {
+                              py::object v = value(depth + 1);
+                              if (!v) return false;
+                              d[k] = v;
+                              return true;
+                            });
+    return ok ? py::object(std::move(d)) : py::object();
   }
 
   py::object array(int depth) {
-    ++m_p;  // '['
     py::list l;
-    skip_space();
-    if (m_p < m_end && *m_p == ']') {
-      ++m_p;
-      return l;
-    }
-    for (;;) {
+    const bool ok = elements([&] {
       py::object v = value(depth + 1);
-      if (!v) return v;
+      if (!v) return false;
       l.append(v);
-      skip_space();
-      if (m_p == m_end) return py::object();
-      if (*m_p == ']') {
-        ++m_p;
-        return l;
-      }
-      if (*m_p != ',') return py::object();
-      ++m_p;
-    }
+      return true;
+    });
+    return ok ? py::object(std::move(l)) : py::object();
   }
 
   bool hex4(unsigned& out) {
@@ -447,7 +413,11 @@ class Reader {
 
   py::object string() {
     std::string s;
-    if (!string_into(s)) return py::object();
+    return string_into(s) ? decoded(s) : py::object();
+  }
+
+  /// A str of UTF-8 `s`; a null handle (no error set) when it is not UTF-8.
+  static py::object decoded(std::string_view s) {
     PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "strict");
     if (o == nullptr) {
       PyErr_Clear();
@@ -504,14 +474,8 @@ bool read_trusted(const std::string& path, std::string& data) {
                        (st.st_mode & 022) == 0 && st.st_size <= k_max_store_bytes;
   if (trusted) {
     data.resize(static_cast<std::size_t>(st.st_size));
-    std::size_t got = 0;
-    while (got < data.size()) {
-      const ssize_t n = ::read(fd, data.data() + got, data.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    data.resize(got);
+    const ssize_t got = epload::detail::pread_full(fd, data.data(), data.size(), 0);
+    data.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
   }
   ::close(fd);
   return trusted;
@@ -592,16 +556,17 @@ PyObject* match_rows(PyObject* rows, PyObject* dists, Lookup&& lookup) {
   return PyTuple_Pack(5, known.p, device_map.p, unknown.p, at_start.p, restat.p);
 }
 
-/// Appends the UTF-8 of str `o`; false (no error set) when it has none (a
-/// lone surrogate from an undecodable path: no key read from JSON has one).
-bool append_utf8(std::string& out, PyObject* o) {
+/// The UTF-8 of str `o` (cached in it); false (no error set) when it has
+/// none (a lone surrogate from an undecodable path: no string read from
+/// JSON has one).
+bool utf8_of(PyObject* o, std::string_view& out) {
   Py_ssize_t size = 0;
   const char* data = PyUnicode_AsUTF8AndSize(o, &size);
   if (data == nullptr) {
     PyErr_Clear();
     return false;
   }
-  out.append(data, static_cast<std::size_t>(size));
+  out = std::string_view(data, static_cast<std::size_t>(size));
   return true;
 }
 
@@ -634,24 +599,11 @@ py::object match_store(const std::string& path, py::object rows, py::object dist
       PyErr_SetString(PyExc_TypeError, "match_store: a row's name, value or path is not a str");
       return nullptr;
     }
-    key.clear();
-    if (!append_utf8(key, name)) return nullptr;
-    key += '\x1f';
-    if (!append_utf8(key, value)) return nullptr;
-    key += '\x1f';
-    if (!append_utf8(key, where)) return nullptr;
+    std::string_view n, v, w, want;
+    if (!utf8_of(name, n) || !utf8_of(value, v) || !utf8_of(where, w) || !utf8_of(stamp, want)) return nullptr;
+    key.assign(n).append(1, '\x1f').append(v).append(1, '\x1f').append(w);
     const LearnedEntry* e = doc.backends.find(key);  // must be [stamp, device...], all str, for this stamp
     if (e == nullptr || !e->all_strings || e->count == 0) return nullptr;
-    std::string_view want;
-    {
-      Py_ssize_t size = 0;
-      const char* data = PyUnicode_AsUTF8AndSize(stamp, &size);
-      if (data == nullptr) {
-        PyErr_Clear();
-        return nullptr;
-      }
-      want = std::string_view(data, static_cast<std::size_t>(size));
-    }
     if (want != doc.backends.view(doc.backends.strings[e->first])) return nullptr;
     Ref devices(PyTuple_New(static_cast<Py_ssize_t>(e->count - 1)));
     if (!devices.p) return nullptr;

@@ -53,7 +53,7 @@ void prefer_huge_heap_pages() {
   (void)::madvise(at(p & ~(k_segment - 1)), k_segment, MADV_HUGEPAGE);
   // The block the allocator has already touched (its metadata, the first
   // objects) cannot take a huge page by fault any more; collapse it now.
-  // Fails harmlessly (EINVAL) on kernels before 6.1 or with THP off.
+  // Fails harmlessly (EINVAL) on kernels before 6.1.
   (void)::madvise(at(p & ~(k_huge_page - 1)), k_huge_page, MADV_COLLAPSE);
 }
 

@@ -9,8 +9,9 @@
 //
 // What it costs: the heap's resident size rounds up to 2 MiB blocks (a few
 // MiB per process; the CLI is short-lived).  With THP set to `never` it
-// does nothing (one read of the setting, ~20 us).  Only the CLI does this: the library and the Python
-// module never change how their host process's memory is backed.
+// does nothing (one read of the setting, ~20 us).  Only the CLI does this:
+// the library and the Python module never change how their host process's
+// memory is backed.
 #pragma once
 
 namespace epload::cli {
