@@ -435,6 +435,7 @@ class Session:
         self._rows = ()  # native rows (name, value, group, dist position) ...
         self._dists = ()  # ... and their distributions (name, version, path, stamp)
         self._found = ()  # or, from importlib: (EntryPoint, dist path, '')
+        self._native = None  # or all of it kept native: a _native.Discovery
         self._known = []  # devices per index: tuple, or None while unknown
         self._declared = set()  # indices whose devices were declared
         self._disabled = {}  # index -> the variable disabling it
@@ -464,17 +465,19 @@ class Session:
         return b
 
     def _make(self, i):
+        native = self._native
         if self._found:
             ep, path, stamp = self._found[i]
         else:
-            name, value, group, pos = self._rows[i]
+            name, value, group, pos = self._rows[i] if native is None else native.row(i)
             ref = self._refs.get(pos)
             if ref is None:
-                dname, version, path, stamp = self._dists[pos]
+                dname, version, path, stamp = (self._dists[pos] if native is None
+                                               else native.dist(pos))
                 ref = self._refs[pos] = _eps._DistRef(path, dname, version, stamp)
             ep = _eps._entry_point(name, value, group, ref)
             path, stamp = ref.path, ref.stamp
-        devices = self._known[i]
+        devices = self._known[i] if native is None else native.known(i)
         source = None
         if devices is not None:
             source = 'declared' if i in self._declared else 'learned'
@@ -483,6 +486,8 @@ class Session:
         return b
 
     def _index_of(self, name):
+        if self._native is not None:
+            return self._native.index_of(name)
         if self._found:
             for i, (ep, _, _) in enumerate(self._found):
                 if ep.name == name:
@@ -497,7 +502,14 @@ class Session:
 
     def _discover(self):
         group = self.group
-        got = _eps._query((group, DEVICES_GROUP), want_stamps=True)
+        if self.mode == 'lazy' and self.host is not None:
+            got = _eps._discovery((group, DEVICES_GROUP))
+            if got is not None and type(got) is not tuple:
+                if self._discover_native(got):
+                    return
+                got = got.export()
+        else:
+            got = _eps._query((group, DEVICES_GROUP), want_stamps=True)
         if got is None:
             from importlib.metadata import entry_points
             found = self._found = [(ep, _dist_path(ep), '')
@@ -577,6 +589,34 @@ class Session:
             at_start.sort()
             for lst in device_map.values():
                 lst.sort()
+
+    def _discover_native(self, found):
+        """The common lazy start kept native: every backend's devices
+        learned for its very stamp are matched in C++ and no Python object is
+        made per backend (see python/src/discovery.cpp).  False when the case
+        is not the common one (declared devices, EPLOAD_DISABLE/ENABLE, no
+        usable store, a backend without a stamp): then the loop in _discover
+        decides, from the same rows."""
+        if found.declared:
+            return False
+        if _names('EPLOAD_DISABLE') is not None or _names('EPLOAD_ENABLE'):
+            return False
+        store = _Store(self.group, self.host_name)
+        if not store.path:
+            return False
+        got = found.match(store.path)
+        if got is None or not store._ours(got[0]) or got[1] is None:
+            return False
+        unknown, at_start, restat = got[1]
+        if restat:
+            return False
+        self.store = store
+        self._native = found
+        self._n = found.count
+        self._objs = [None] * self._n
+        self.unknown, self._at_start = unknown, at_start
+        self.devices = _DeviceMap(found)
+        return True
 
     def _learned(self, b, devices):
         i = b._index
@@ -693,6 +733,40 @@ class Session:
                 self.store.save()
                 return value
         return _MISSING
+
+
+class _DeviceMap:
+    """A session's ``devices`` (device -> [backend index, ...]) when its
+    discovery stayed native: a device's list is made on first use, from the
+    native match, and then kept (learning appends to it)."""
+
+    __slots__ = ('_found', '_lists')
+
+    def __init__(self, found):
+        self._found = found
+        self._lists = {}
+
+    def get(self, name, default=None):
+        lst = self._lists.get(name)
+        if lst is None:
+            lst = self._found.candidates(name)
+            if lst is None:
+                return default
+            lst = self._lists.setdefault(name, lst)  # atomic: one list wins
+        return lst
+
+    def __contains__(self, name):
+        return self.get(name) is not None
+
+    def setdefault(self, name, default):
+        lst = self.get(name)
+        return self._lists.setdefault(name, default) if lst is None else lst
+
+    def __iter__(self):
+        names = self._found.device_names()
+        seen = set(names)
+        names += [d for d in self._lists if d not in seen]
+        return iter(names)
 
 
 def _dist_path(ep):

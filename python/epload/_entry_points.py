@@ -89,12 +89,10 @@ def _native_module():
     return _native
 
 
-def _query(groups, want_stamps=False):
-    """Asks the index for the entry points of ``groups`` (None: all, in
-    importlib's order; else a tuple of names).  Returns ``(dists, rows)``:
-    ``dists`` = ``(name, version, metadata_dir, stamp)`` tuples with
-    ``metadata_dir`` absolute, and ``rows`` = ``(name, value, group,
-    dist_position)`` tuples; or None when importlib must answer."""
+def _prepared():
+    """``(paths, cwd)`` for a native query of ``sys.path`` as it is now
+    (``cwd`` None unless an entry is relative), or None when importlib must
+    answer."""
     finder = _foreign_finder()
     if finder is not None:
         _debug(f'using importlib.metadata: sys.meta_path holds another '
@@ -116,20 +114,62 @@ def _query(groups, want_stamps=False):
             _debug(f'using importlib.metadata: relative sys.path entry and no '
                    f'current directory ({err})')
             return None
-    use_cache = os.environ.get('EPLOAD_NO_CACHE', '') in ('', '0')
-    status, reason, file, problem, dists, rows = _native_module().query(
-        paths, groups, _validation(), '', use_cache, _INTERPRETER, want_stamps)
+    return paths, cwd
+
+
+def _use_cache():
+    return os.environ.get('EPLOAD_NO_CACHE', '') in ('', '0')
+
+
+def _answered(status, reason, file, problem):
+    """False (and why, under EPLOAD_DEBUG) when importlib must answer."""
     if problem is not None:
         _debug(f'using importlib.metadata: {problem[0]}: {problem[1]}')
-        return None
+        return False
     if _debug_enabled():
         _debug(f'index {status}{": " + reason if reason else ""}'
                f'{" (" + file + ")" if file else ""}')
+    return True
+
+
+def _query(groups, want_stamps=False):
+    """Asks the index for the entry points of ``groups`` (None: all, in
+    importlib's order; else a tuple of names).  Returns ``(dists, rows)``:
+    ``dists`` = ``(name, version, metadata_dir, stamp)`` tuples with
+    ``metadata_dir`` absolute, and ``rows`` = ``(name, value, group,
+    dist_position)`` tuples; or None when importlib must answer."""
+    prepared = _prepared()
+    if prepared is None:
+        return None
+    paths, cwd = prepared
+    status, reason, file, problem, dists, rows = _native_module().query(
+        paths, groups, _validation(), '', _use_cache(), _INTERPRETER, want_stamps)
+    if not _answered(status, reason, file, problem):
+        return None
     if cwd is not None:
         dists = tuple(
             d if d[2].startswith('/') else (d[0], d[1], os.path.join(cwd, d[2]), d[3])
             for d in dists)
     return dists, rows
+
+
+def _discovery(groups):
+    """The lazy autoload's query: a ``_native.Discovery`` of ``groups``
+    (the autoload group first) whose rows stay native; None when importlib
+    must answer.  (Where paths are not UTF-8 on disk, what ``_query(groups,
+    want_stamps=True)`` returns instead.)"""
+    if sys.getfilesystemencoding() != 'utf-8':
+        return _query(groups, want_stamps=True)
+    prepared = _prepared()
+    if prepared is None:
+        return None
+    paths, cwd = prepared
+    status, reason, file, problem, found = _native_module().discover(
+        paths, groups, _validation(), '', _use_cache(), _INTERPRETER,
+        b'' if cwd is None else os.fsencode(cwd))
+    if not _answered(status, reason, file, problem):
+        return None
+    return found
 
 
 def _importlib_entry_points(**params):

@@ -15,6 +15,9 @@
 //      a side table that entry points refer to by position, so a query for
 //      1,000 entry points creates ~3,000 strings, not 6,000.
 //
+// The lazy autoload asks discover() instead (discovery.cpp): the same query,
+// with the rows kept native and matched against the learned devices there.
+//
 // Strings that come from entry_points.txt were validated as UTF-8 by the
 // scanner and are decoded strictly; paths are bytes on Linux and are decoded
 // with the file-system encoding (surrogateescape), exactly as os.listdir()
@@ -22,6 +25,7 @@
 #include <Python.h>
 #include <pybind11/pybind11.h>
 
+#include <charconv>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,16 +37,13 @@
 #include "epload/entry_point.hpp"
 #include "epload/index.hpp"
 #include "epload/profile.hpp"
+#include "discovery.hpp"
+#include "query.hpp"
 #include "store.hpp"
 
 namespace py = pybind11;
 
 namespace epload::python {
-
-namespace {
-
-// ---- raw C-API helpers: every function returns a new reference or nullptr
-// with a Python error set ------------------------------------------------------
 
 PyObject* text(std::string_view s) {
   return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "strict");
@@ -52,6 +53,7 @@ PyObject* fs_path(std::string_view s) {
   return PyUnicode_DecodeFSDefaultAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
 }
 
+namespace {
 
 // ---- the Catalog table ------------------------------------------------------
 
@@ -123,16 +125,24 @@ const char* errc_name(Errc c) {
   return "unknown";
 }
 
-/// The stamps of the entry_points.txt of the distributions behind `parts`, as
-/// "dev:ino:mtime_ns:ctime_ns" by distribution.  The stamp lets the
-/// learned-device store notice a reinstalled or upgraded backend without a
-/// stat of its own.  Only the wanted distributions are looked up, in one pass
-/// over the stamped files and without formatting anything else: after a
-/// rebuild the index has the stamp of every file of every distribution
-/// (~6,200 for 6,000 distributions), and formatting a table of all of them
-/// cost more than the rest of the autoload's query.
-std::unordered_map<const Distribution*, std::string> entry_points_stamps(
-    const Index& index, const std::vector<std::span<const EntryPoint>>& parts) {
+// Encodes one sys.path entry (a str) to the bytes the file system sees.
+bool encode_path(PyObject* item, std::string& out) {
+  Ref b(PyUnicode_EncodeFSDefault(item));
+  if (b.p == nullptr) return false;
+  out.assign(PyBytes_AS_STRING(b.p), static_cast<std::size_t>(PyBytes_GET_SIZE(b.p)));
+  return true;
+}
+
+}  // namespace
+
+/// Only the wanted distributions are looked up, in one pass over the stamped
+/// files: after a rebuild the index has the stamp of every file of every
+/// distribution (~6,200 for 6,000 distributions), and formatting a table of
+/// all of them cost more than the rest of the autoload's query.  The stamp
+/// lets the learned-device store notice a reinstalled or upgraded backend
+/// without a stat of its own.
+StampFiles entry_points_stamps(const Index& index,
+                               const std::vector<std::span<const EntryPoint>>& parts) {
   constexpr std::string_view k_file = "/entry_points.txt";
   auto paths = index.search_paths();
   // Per search path: metadata directory relative to it -> distribution.
@@ -153,7 +163,7 @@ std::unordered_map<const Distribution*, std::string> entry_points_stamps(
       if (wanted[d->search_path].emplace(dir, d).second) ++count;
     }
   }
-  std::unordered_map<const Distribution*, std::string> out;
+  StampFiles out;
   if (count == 0) return out;
   out.reserve(count);
   for (const WatchedFile& w : index.stamped_files()) {
@@ -164,18 +174,34 @@ std::unordered_map<const Distribution*, std::string> entry_points_stamps(
     if (m.empty()) continue;
     auto it = m.find(w.rel_path.substr(0, w.rel_path.size() - k_file.size()));
     if (it == m.end()) continue;
-    const FileStamp& st = w.stamp;
-    out.emplace(it->second, std::to_string(st.dev) + ':' + std::to_string(st.ino) + ':' +
-                                std::to_string(st.mtime_ns) + ':' + std::to_string(st.ctime_ns));
+    out.emplace(it->second, &w.stamp);
   }
   return out;
 }
 
-// Converts the selected entry points to
-//   (dists, eps): dists = ((name, version, metadata_dir, stamp), ...)
-//                 eps   = ((name, value, group, dist_position), ...)
-PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts,
-                  const std::unordered_map<const Distribution*, std::string>* stamps) {
+std::string_view format_stamp(const FileStamp& st, char (&buf)[k_stamp_chars]) {
+  char* p = buf;
+  char* const end = buf + k_stamp_chars;
+  p = std::to_chars(p, end, st.dev).ptr;
+  *p++ = ':';
+  p = std::to_chars(p, end, st.ino).ptr;
+  *p++ = ':';
+  p = std::to_chars(p, end, st.mtime_ns).ptr;
+  *p++ = ':';
+  p = std::to_chars(p, end, st.ctime_ns).ptr;
+  return {buf, static_cast<std::size_t>(p - buf)};
+}
+
+void append_dir(std::string& out, std::string_view cwd, std::string_view dir) {
+  if (!dir.starts_with('/') && !cwd.empty()) {
+    out.append(cwd);
+    if (!cwd.ends_with('/')) out.append(1, '/');
+  }
+  out.append(dir);
+}
+
+PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts, const StampFiles* stamps,
+                  std::string_view cwd) {
   std::size_t total = 0;
   for (const auto& s : parts) total += s.size();
   Ref eps(PyTuple_New(static_cast<Py_ssize_t>(total)));
@@ -200,11 +226,18 @@ PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts,
       if (fresh) {
         const Distribution& d = *ep.dist;
         std::string_view stamp;
+        char buf[k_stamp_chars];
         if (stamps != nullptr) {
           auto found = stamps->find(&d);
-          if (found != stamps->end()) stamp = found->second;
+          if (found != stamps->end()) stamp = format_stamp(*found->second, buf);
         }
-        Ref row(Py_BuildValue("(NNNN)", text(d.name), text(d.version), fs_path(d.metadata_dir),
+        std::string joined;
+        std::string_view dir = d.metadata_dir;
+        if (!cwd.empty() && !dir.starts_with('/')) {
+          append_dir(joined, cwd, dir);
+          dir = joined;
+        }
+        Ref row(Py_BuildValue("(NNNN)", text(d.name), text(d.version), fs_path(dir),
                               fs_path(stamp)));
         if (row.p == nullptr || PyList_Append(dists_list.p, row.p) != 0) return nullptr;
       }
@@ -227,26 +260,9 @@ PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts,
   return PyTuple_Pack(2, dists.p, eps.p);
 }
 
-// Encodes one sys.path entry (a str) to the bytes the file system sees.
-bool encode_path(PyObject* item, std::string& out) {
-  Ref b(PyUnicode_EncodeFSDefault(item));
-  if (b.p == nullptr) return false;
-  out.assign(PyBytes_AS_STRING(b.p), static_cast<std::size_t>(PyBytes_GET_SIZE(b.p)));
-  return true;
-}
-
-/// query(paths, groups, validation, cache_dir, use_cache, interpreter, want_stamps)
-///   paths:      list of str (sys.path as it is now; relative entries allowed)
-///   groups:     None (all groups, importlib order), or a tuple of group names
-///   validation: "full" or "paths"
-/// Returns (status, reason, cache_file, problem, dists, eps); `problem` is
-/// None or (kind, message) when the answer must come from importlib instead:
-/// a distribution importlib would raise for (kind "error"), input the
-/// scanner cannot answer exactly (kind "unsupported"), or any other failure.
-py::object query(py::list paths, py::object groups, const std::string& validation,
-                 const std::string& cache_dir, bool use_cache, py::bytes interpreter,
-                 bool want_stamps) {
-  epload::profile::Span span(epload::profile::Phase::total, "entry_points query");
+QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
+                      const std::string& validation, const std::string& cache_dir, bool use_cache,
+                      py::bytes interpreter, bool want_stamps) {
   CacheOptions options;
   options.search_paths.resize(static_cast<std::size_t>(PyList_GET_SIZE(paths.ptr())));
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(paths.ptr()); ++i) {
@@ -269,15 +285,9 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
   options.cache_dir = cache_dir;
   if (use_cache) options.cache_dir = resolve_cache_dir(options);
   options.interpreter = std::string(interpreter);
-
-  std::vector<std::string> wanted;
-  const bool all_groups = groups.is_none();
-  if (!all_groups) {
-    for (py::handle g : py::tuple(groups)) wanted.push_back(g.cast<std::string>());
-  }
   // A cache hit then reads only these groups (and, for the stamps, only the
   // watched files inside their distributions).
-  options.groups = wanted;
+  if (groups != nullptr) options.groups = *groups;
   options.group_stamps = want_stamps;
 
   CacheReport report;
@@ -300,30 +310,52 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
     if (!o) throw py::error_already_set();
     return o;
   };
-  py::object status = py::str(status_name(report.status));
-  py::object reason = loose(report.reason);
-  py::object file = loose(report.file);
+  QueryAnswer a{py::str(status_name(report.status)), loose(report.reason), loose(report.file),
+                py::none(), nullptr};
   if (!index) {
-    return py::make_tuple(status, reason, file,
-                          py::make_tuple(error_kind, loose(error_message)), py::tuple(),
-                          py::tuple());
+    a.problem = py::make_tuple(error_kind, loose(error_message));
+  } else if (const Distribution* bad = index->first_error()) {
+    a.problem = py::make_tuple("error", loose(bad->error));
+  } else {
+    a.index = std::move(index);
   }
-  if (const Distribution* bad = index->first_error()) {
-    return py::make_tuple(status, reason, file, py::make_tuple("error", loose(bad->error)),
-                          py::tuple(), py::tuple());
+  return a;
+}
+
+namespace {
+
+/// query(paths, groups, validation, cache_dir, use_cache, interpreter, want_stamps)
+///   paths:      list of str (sys.path as it is now; relative entries allowed)
+///   groups:     None (all groups, importlib order), or a tuple of group names
+///   validation: "full" or "paths"
+/// Returns (status, reason, cache_file, problem, dists, eps); `problem` is
+/// None or (kind, message) when the answer must come from importlib instead:
+/// a distribution importlib would raise for (kind "error"), input the
+/// scanner cannot answer exactly (kind "unsupported"), or any other failure.
+py::object query(py::list paths, py::object groups, const std::string& validation,
+                 const std::string& cache_dir, bool use_cache, py::bytes interpreter,
+                 bool want_stamps) {
+  epload::profile::Span span(epload::profile::Phase::total, "entry_points query");
+  std::vector<std::string> wanted;
+  const bool all_groups = groups.is_none();
+  if (!all_groups) {
+    for (py::handle g : py::tuple(groups)) wanted.push_back(g.cast<std::string>());
   }
+  QueryAnswer a = run_query(paths, all_groups ? nullptr : &wanted, validation, cache_dir,
+                            use_cache, interpreter, want_stamps);
+  if (!a.index) return py::make_tuple(a.status, a.reason, a.file, a.problem, py::tuple(), py::tuple());
   std::vector<std::span<const EntryPoint>> parts;
   if (all_groups) {
-    parts.push_back(index->entry_points());
+    parts.push_back(a.index->entry_points());
   } else {
-    for (const std::string& g : wanted) parts.push_back(index->group(g));
+    for (const std::string& g : wanted) parts.push_back(a.index->group(g));
   }
-  std::unordered_map<const Distribution*, std::string> stamps;
-  if (want_stamps) stamps = entry_points_stamps(*index, parts);
+  StampFiles stamps;
+  if (want_stamps) stamps = entry_points_stamps(*a.index, parts);
   auto converted =
       py::reinterpret_steal<py::tuple>(convert(parts, want_stamps ? &stamps : nullptr));
   if (!converted) throw py::error_already_set();
-  return py::make_tuple(status, reason, file, py::none(), converted[0], converted[1]);
+  return py::make_tuple(a.status, a.reason, a.file, py::none(), converted[0], converted[1]);
 }
 
 }  // namespace
@@ -336,6 +368,7 @@ PYBIND11_MODULE(_native, m) {
   m.def("query", &query, py::arg("paths"), py::arg("groups"), py::arg("validation"),
         py::arg("cache_dir"), py::arg("use_cache"), py::arg("interpreter"),
         py::arg("want_stamps") = false);
+  register_discovery(m);
   m.def("match_store", &match_store, py::arg("path"), py::arg("rows"), py::arg("dists"),
         "The lazy autoload's discovery loop against a learned-device store (see store.hpp).");
   m.def("default_cache_dir", [] { return epload::resolve_cache_dir(epload::CacheOptions{}); });

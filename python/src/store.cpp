@@ -572,24 +572,51 @@ bool utf8_of(PyObject* o, std::string_view& out) {
 
 }  // namespace
 
+struct LearnedStore::Impl {
+  std::string data;  ///< the file; its strings unescaped in place
+  StoreDoc doc;
+};
+
+LearnedStore::LearnedStore() : m_impl(std::make_unique<Impl>()) {}
+LearnedStore::~LearnedStore() = default;
+
+bool LearnedStore::open(const std::string& path) {
+  Impl& m = *m_impl;
+  bool ok = false;
+  {
+    py::gil_scoped_release release;
+    ok = read_trusted(path, m.data);
+  }
+  // Non-ASCII bytes can only stand inside strings in well-formed JSON, and
+  // read_store() fails on a string that is not UTF-8: the same verdict.
+  if (!ok || find_invalid_utf8(m.data) != std::string::npos) return false;
+  Reader reader(m.data.data(), m.data.data() + m.data.size());
+  m.doc.backends.arena.base = m.doc.backends.arena.w = m.data.data();  // unescaped in situ
+  return reader.match_document(m.doc);
+}
+
+const py::object& LearnedStore::header() const { return m_impl->doc.header; }
+
+bool LearnedStore::has_backends() const { return m_impl->doc.backends_object; }
+
+LearnedStore::Entry LearnedStore::find(std::string_view key) const {
+  const LearnedEntry* e = m_impl->doc.backends.find(key);
+  if (e == nullptr || !e->all_strings || e->count == 0) return {};
+  return {e->first, e->count};
+}
+
+std::string_view LearnedStore::string(Entry e, std::uint32_t k) const {
+  const LearnedEntries& b = m_impl->doc.backends;
+  return b.view(b.strings[e.first + k]);
+}
+
 py::object match_store(const std::string& path, py::object rows, py::object dists) {
   if (!PyList_Check(rows.ptr()) || !PyTuple_Check(dists.ptr())) {
     throw py::type_error("match_store(path, list, tuple)");
   }
-  std::string data;
-  bool ok = false;
-  {
-    py::gil_scoped_release release;
-    ok = read_trusted(path, data);
-  }
-  // Non-ASCII bytes can only stand inside strings in well-formed JSON, and
-  // read_store() fails on a string that is not UTF-8: the same verdict.
-  if (!ok || find_invalid_utf8(data) != std::string::npos) return py::none();
-  Reader reader(data.data(), data.data() + data.size());
-  StoreDoc doc;
-  doc.backends.arena.base = doc.backends.arena.w = data.data();  // unescaped in situ
-  if (!reader.match_document(doc)) return py::none();
-  if (!doc.backends_object) return py::make_tuple(doc.header, py::none());
+  LearnedStore store;
+  if (!store.open(path)) return py::none();
+  if (!store.has_backends()) return py::make_tuple(store.header(), py::none());
   std::string key;
   auto lookup = [&](PyObject* row, PyObject* dist, PyObject* stamp) -> PyObject* {
     PyObject* name = PyTuple_GET_ITEM(row, 0);
@@ -602,13 +629,12 @@ py::object match_store(const std::string& path, py::object rows, py::object dist
     std::string_view n, v, w, want;
     if (!utf8_of(name, n) || !utf8_of(value, v) || !utf8_of(where, w) || !utf8_of(stamp, want)) return nullptr;
     key.assign(n).append(1, '\x1f').append(v).append(1, '\x1f').append(w);
-    const LearnedEntry* e = doc.backends.find(key);  // must be [stamp, device...], all str, for this stamp
-    if (e == nullptr || !e->all_strings || e->count == 0) return nullptr;
-    if (want != doc.backends.view(doc.backends.strings[e->first])) return nullptr;
-    Ref devices(PyTuple_New(static_cast<Py_ssize_t>(e->count - 1)));
+    const LearnedStore::Entry e = store.find(key);  // [stamp, device...] for this very stamp
+    if (e.count == 0 || want != store.string(e, 0)) return nullptr;
+    Ref devices(PyTuple_New(static_cast<Py_ssize_t>(e.count - 1)));
     if (!devices.p) return nullptr;
-    for (std::uint32_t k = 1; k < e->count; ++k) {
-      const std::string_view d = doc.backends.view(doc.backends.strings[e->first + k]);
+    for (std::uint32_t k = 1; k < e.count; ++k) {
+      const std::string_view d = store.string(e, k);
       PyObject* o = PyUnicode_DecodeUTF8(d.data(), static_cast<Py_ssize_t>(d.size()), "strict");
       if (o == nullptr) return nullptr;
       PyTuple_SET_ITEM(devices.p, static_cast<Py_ssize_t>(k - 1), o);
@@ -617,7 +643,7 @@ py::object match_store(const std::string& path, py::object rows, py::object dist
   };
   PyObject* matched = match_rows(rows.ptr(), dists.ptr(), lookup);
   if (matched == nullptr) throw py::error_already_set();
-  return py::make_tuple(doc.header, py::reinterpret_steal<py::object>(matched));
+  return py::make_tuple(store.header(), py::reinterpret_steal<py::object>(matched));
 }
 
 py::object read_store(const std::string& path) {

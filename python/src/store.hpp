@@ -3,7 +3,10 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 
 namespace epload::python {
 
@@ -39,5 +42,36 @@ pybind11::object read_store(const std::string& path);
 /// path, stamp): an entry "name\x1fvalue\x1fpath" -> [stamp, device...]
 /// counts only for its distribution's very stamp.
 pybind11::object match_store(const std::string& path, pybind11::object rows, pybind11::object dists);
+
+/// A store file parsed as match_store() parses it, kept for lookups without
+/// a Python object per learned backend (the native discovery holds one).
+class LearnedStore {
+ public:
+  LearnedStore();
+  ~LearnedStore();
+  LearnedStore(const LearnedStore&) = delete;
+  LearnedStore& operator=(const LearnedStore&) = delete;
+
+  /// Reads and parses `path` (the GIL held); false exactly when
+  /// read_store() would return None.
+  bool open(const std::string& path);
+  /// The top-level dict without "backends"; None when it is not a dict.
+  const pybind11::object& header() const;
+  /// Whether the (last) "backends" member is an object.
+  bool has_backends() const;
+
+  /// The strings of one entry, [stamp, device...]; count 0: no usable entry.
+  struct Entry {
+    std::uint32_t first = 0, count = 0;
+  };
+  /// The entry for `key` when it is a non-empty array of strings only.
+  Entry find(std::string_view key) const;
+  /// String `k` (0: the stamp) of `e`.
+  std::string_view string(Entry e, std::uint32_t k) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
 
 }  // namespace epload::python

@@ -1,0 +1,62 @@
+// query.hpp — what epload._native's calls share: one index query, and the
+// conversion of its entry points to the tuples the Python layer reads.
+#pragma once
+
+#include <Python.h>
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "epload/entry_point.hpp"
+#include "epload/index.hpp"
+
+namespace epload::python {
+
+/// str from UTF-8 already validated by the scanner (new reference, or
+/// nullptr with an error set).
+PyObject* text(std::string_view s);
+
+/// str from a path's bytes, as os.listdir() decodes them (new reference, or
+/// nullptr with an error set).
+PyObject* fs_path(std::string_view s);
+
+/// One query's outcome: `index` is set unless `problem` is (kind, message),
+/// which means importlib must answer.
+struct QueryAnswer {
+  pybind11::object status, reason, file, problem;
+  std::shared_ptr<const Index> index;
+};
+
+/// Runs one query (see query() in native.cpp for the arguments); `groups`
+/// null: all groups.  Raises on bad arguments only.
+QueryAnswer run_query(pybind11::list paths, const std::vector<std::string>* groups,
+                      const std::string& validation, const std::string& cache_dir, bool use_cache,
+                      pybind11::bytes interpreter, bool want_stamps);
+
+/// The stamp of each wanted distribution's entry_points.txt.
+using StampFiles = std::unordered_map<const Distribution*, const FileStamp*>;
+StampFiles entry_points_stamps(const Index& index,
+                               const std::vector<std::span<const EntryPoint>>& parts);
+
+/// "dev:ino:mtime_ns:ctime_ns", the stamp the learned-device store keys on,
+/// written into `buf` (no allocation).
+constexpr std::size_t k_stamp_chars = 4 * 21;
+std::string_view format_stamp(const FileStamp& st, char (&buf)[k_stamp_chars]);
+
+/// (dists, eps): dists = ((name, version, metadata_dir, stamp), ...) in order
+/// of first use, eps = ((name, value, group, dist_position), ...); new
+/// reference, or nullptr with an error set.  `stamps` null: no stamps ("").
+/// `cwd` non-empty: relative metadata directories are joined to it.
+PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts, const StampFiles* stamps,
+                  std::string_view cwd = {});
+
+/// Appends metadata directory `dir` to `out`, joined to `cwd` (as
+/// os.path.join does) when it is relative and `cwd` is not empty.
+void append_dir(std::string& out, std::string_view cwd, std::string_view dir);
+
+}  // namespace epload::python
