@@ -75,12 +75,20 @@ def test_devices_are_learned_then_nothing_is_imported_at_start(tmp_path):
 dev = fakehost.gpu3
 state["after_b"] = sorted(m for m in sys.modules if m.startswith("be_"))
 state["same"] = dev is fakehost.gpu3 and dev.__name__ == "be_b.gpu3"
+import epload._autoload as A
+s = A._session_order[0]
+state["native"] = s._native is not None
+# the devices came from the store for this very stamp: nothing to learn, so
+# the store is not read into a dict
+state["store_read"] = s.store._entries is not None
 ''')
     assert second['at_import'] == [] and second['events_at_import'] == []
     assert second['heavy'] == []
     assert second['after_b'] == ['be_b']
     assert second['events'] == [['import', 'be_b'], ['call', 'be_b']]
     assert second['same'] is True
+    assert second['native'] is True
+    assert second['store_read'] is False
 
 
 def test_declared_devices_are_lazy_from_the_first_run(tmp_path):
