@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "epload/metadata.hpp"  // find_invalid_utf8
+#include "epload/profile.hpp"
 #include "query.hpp"
 #include "store.hpp"
 
@@ -98,6 +99,7 @@ class Discovery {
   /// "backends" is not an object; else (header, (unknown, at_start,
   /// restat)) as _native.match_store() gives them, the devices kept here.
   py::object match(const std::string& path) {
+    epload::profile::Span span(epload::profile::Phase::total, "learned devices match");
     m_known.assign(count(), {});
     m_by_device.clear();
     m_store = std::make_unique<LearnedStore>();
@@ -240,6 +242,7 @@ class Discovery {
 py::object discover(py::list paths, py::tuple groups, const std::string& validation,
                     const std::string& cache_dir, bool use_cache, py::bytes interpreter,
                     py::bytes cwd) {
+  epload::profile::Span span(epload::profile::Phase::total, "entry_points query");
   std::vector<std::string> wanted;
   for (py::handle g : groups) wanted.push_back(g.cast<std::string>());
   if (wanted.empty()) throw py::value_error("discover() needs the autoload group");
