@@ -118,6 +118,7 @@
 
 #include "cache_internal.hpp"
 #include "epload/profile.hpp"
+#include "prefault.hpp"
 #include "pread_full.hpp"
 #include "stamp.hpp"
 #include "watch_digest.hpp"
@@ -182,6 +183,7 @@ struct Buffer {
   std::size_t capacity = 0;
   void allocate(std::size_t n) {
     data.reset(new char[n + k_pad]);  // not zeroed: every byte up to n is read into
+    prefault(data.get(), n);
     capacity = n + k_pad;
     std::memset(data.get() + n, 0, k_pad);
   }

@@ -14,6 +14,7 @@
 #include <vector>     // tables
 
 #include "arena.hpp"
+#include "prefault.hpp"
 
 namespace epload {
 
@@ -167,6 +168,11 @@ void IndexBuilder::reserve(std::size_t dists, std::size_t entry_points, std::siz
   d.eps.reserve(d.eps.size() + entry_points);
   d.watched.reserve(d.watched.size() + watched);
   d.watched_names.reserve(d.watched_names.size() + names);
+  detail::prefault_capacity(d.dists);
+  detail::prefault_capacity(m->pending_dist);
+  detail::prefault_capacity(d.eps);
+  detail::prefault_capacity(d.watched);
+  detail::prefault_capacity(d.watched_names);
 }
 
 void IndexBuilder::set_partial(std::span<const std::string_view> groups) {

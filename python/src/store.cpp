@@ -28,11 +28,13 @@
 #include <cstdlib>  // strtod
 #include <cstring>  // memmove
 #include <functional>  // hash
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "epload/metadata.hpp"  // find_invalid_utf8
+#include "prefault.hpp"           // src/
 #include "pread_full.hpp"         // src/
 
 namespace py = pybind11;
@@ -465,7 +467,17 @@ class Reader {
 
 // Reads the file if it can be trusted; no Python object is touched, so it
 // runs without the GIL.
-bool read_trusted(const std::string& path, std::string& data) {
+/// A store file's bytes: a fresh buffer, not zeroed first (every byte is
+/// read into) and backed at once (prefault.hpp).
+struct Text {
+  std::unique_ptr<char[]> bytes;
+  std::size_t size = 0;
+  char* begin() const { return bytes.get(); }
+  char* end() const { return bytes.get() + size; }
+  std::string_view view() const { return {bytes.get(), size}; }
+};
+
+bool read_trusted(const std::string& path, Text& data) {
   // O_NONBLOCK: a FIFO in its place must not hang the open (fstat rejects it).
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return false;
@@ -473,9 +485,11 @@ bool read_trusted(const std::string& path, std::string& data) {
   const bool trusted = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
                        (st.st_mode & 022) == 0 && st.st_size <= k_max_store_bytes;
   if (trusted) {
-    data.resize(static_cast<std::size_t>(st.st_size));
-    const ssize_t got = epload::detail::pread_full(fd, data.data(), data.size(), 0);
-    data.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+    const auto size = static_cast<std::size_t>(st.st_size);
+    data.bytes.reset(new char[size]);
+    epload::detail::prefault(data.begin(), size);
+    const ssize_t got = epload::detail::pread_full(fd, data.begin(), size, 0);
+    data.size = got > 0 ? static_cast<std::size_t>(got) : 0;
   }
   ::close(fd);
   return trusted;
@@ -573,7 +587,7 @@ bool utf8_of(PyObject* o, std::string_view& out) {
 }  // namespace
 
 struct LearnedStore::Impl {
-  std::string data;  ///< the file; its strings unescaped in place
+  Text data;  ///< the file; its strings unescaped in place
   StoreDoc doc;
 };
 
@@ -589,9 +603,9 @@ bool LearnedStore::open(const std::string& path) {
   }
   // Non-ASCII bytes can only stand inside strings in well-formed JSON, and
   // read_store() fails on a string that is not UTF-8: the same verdict.
-  if (!ok || find_invalid_utf8(m.data) != std::string::npos) return false;
-  Reader reader(m.data.data(), m.data.data() + m.data.size());
-  m.doc.backends.arena.base = m.doc.backends.arena.w = m.data.data();  // unescaped in situ
+  if (!ok || find_invalid_utf8(m.data.view()) != std::string::npos) return false;
+  Reader reader(m.data.begin(), m.data.end());
+  m.doc.backends.arena.base = m.doc.backends.arena.w = m.data.begin();  // unescaped in situ
   return reader.match_document(m.doc);
 }
 
@@ -647,14 +661,14 @@ py::object match_store(const std::string& path, py::object rows, py::object dist
 }
 
 py::object read_store(const std::string& path) {
-  std::string data;
+  Text data;
   bool ok = false;
   {
     py::gil_scoped_release release;
     ok = read_trusted(path, data);
   }
   if (!ok) return py::none();
-  Reader reader(data.data(), data.data() + data.size());
+  Reader reader(data.begin(), data.end());
   py::object v = reader.document();
   if (!v) return py::none();
   return v;
