@@ -11,6 +11,8 @@
 #include <string_view>  // views out
 #include <vector>       // block list
 
+#include "prefault.hpp"
+
 namespace epload::detail {
 
 class Arena {
@@ -28,6 +30,7 @@ class Arena {
     if (n > m_left) {
       const std::size_t size = n > k_block / 4 ? n : k_block;
       m_blocks.emplace_back(new char[size]);  // not zeroed: every byte is written
+      prefault(m_blocks.back().get(), size);
       if (size != k_block) return m_blocks.back().get();  // oversized: own block
       m_next = m_blocks.back().get();
       m_left = size;

@@ -1184,7 +1184,10 @@ bool Reader::load_partial() {
   }
   std::sort(needed.begin(), needed.end());  // pointers into m_sections: file order
   if (!read_sections(needed)) return false;
-  m_builder.reserve(eps_total, eps_total, stamps_total, names_total);
+  // A group's stamps beside the digest's names go to stamped_files() only.
+  const bool stamped_only = m_expect.watched && !m_expect.watched_stamps;
+  m_builder.reserve(eps_total, eps_total, stamped_only ? 0 : stamps_total, names_total,
+                    stamped_only ? stamps_total : 0);
 
   // `full` validation by digest: the names first, and their check started
   // (ReadExpectations::early_check), so that its stat calls run on the
@@ -1248,11 +1251,10 @@ bool Reader::load_partial() {
 
   for (const Section* s : needed) {
     if (s->kind == Kind::group || (names_first && s == m_watch_digest)) continue;
-    // A group's stamps beside the digest's names go to stamped_files() only.
-    const bool stamped_only = s->kind == Kind::stamps && m_expect.watched && !m_expect.watched_stamps;
-    const bool ok = s->kind == Kind::watch_digest
-                        ? parse_section(*s, [&](od::document& d) { return watch_digest(d, s->count, /*add=*/true); })
-                        : parse_section(*s, [&](od::document& d) { return watched(d, s->count, stamped_only); });
+    const bool ok =
+        s->kind == Kind::watch_digest
+            ? parse_section(*s, [&](od::document& d) { return watch_digest(d, s->count, /*add=*/true); })
+            : parse_section(*s, [&](od::document& d) { return watched(d, s->count, stamped_only && s->kind == Kind::stamps); });
     if (!ok) return false;
   }
   if (names_total > 0) keep_buffer_of(*m_watch_digest);

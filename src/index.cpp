@@ -161,18 +161,20 @@ void IndexBuilder::add_stamped_file(std::uint32_t search_path, std::string_view 
 }
 
 void IndexBuilder::reserve(std::size_t dists, std::size_t entry_points, std::size_t watched,
-                           std::size_t names) {
+                           std::size_t names, std::size_t stamped) {
   auto& d = *m->index.m;
   d.dists.reserve(d.dists.size() + dists);
   m->pending_dist.reserve(m->pending_dist.size() + entry_points);
   d.eps.reserve(d.eps.size() + entry_points);
   d.watched.reserve(d.watched.size() + watched);
   d.watched_names.reserve(d.watched_names.size() + names);
+  d.stamped.reserve(d.stamped.size() + stamped);
   detail::prefault_capacity(d.dists);
   detail::prefault_capacity(m->pending_dist);
   detail::prefault_capacity(d.eps);
   detail::prefault_capacity(d.watched);
   detail::prefault_capacity(d.watched_names);
+  detail::prefault_capacity(d.stamped);
 }
 
 void IndexBuilder::set_partial(std::span<const std::string_view> groups) {

@@ -7,8 +7,9 @@
 // MADV_POPULATE_WRITE) backs the whole range at once (~6 us per page there),
 // without changing how the memory is backed (no huge pages, nothing for the
 // host process's other memory).  A hint only: on kernels before 5.14 it
-// fails with EINVAL and the pages fault in as before.  Small buffers are
-// left alone: the system call would cost more than their few faults.
+// fails with EINVAL and the pages fault in as before.  Buffers under four
+// pages are left alone: the system call would cost about what their faults
+// do.
 #pragma once
 
 #include <sys/mman.h>
@@ -18,7 +19,7 @@
 
 namespace epload::detail {
 
-inline constexpr std::size_t k_prefault_min = 64 * 1024;
+inline constexpr std::size_t k_prefault_min = 16 * 1024;
 
 /// Backs the whole pages inside [p, p + n) that a write is about to touch.
 inline void prefault(void* p, std::size_t n) {

@@ -183,9 +183,10 @@ class IndexBuilder {
   /// files carry names only.
   void add_stamped_file(std::uint32_t search_path, std::string_view rel_path, const FileStamp& stamp);
   /// Optional: room for this many more distributions, entry points and
-  /// watched files, and watched names (fewer reallocations, and fewer fresh
-  /// pages touched).
-  void reserve(std::size_t dists, std::size_t entry_points, std::size_t watched, std::size_t names = 0);
+  /// watched files, watched names and stamped files (fewer reallocations,
+  /// and fewer fresh pages touched).
+  void reserve(std::size_t dists, std::size_t entry_points, std::size_t watched, std::size_t names = 0,
+               std::size_t stamped = 0);
 
   /// Makes the index partial: it holds only `groups` (see
   /// Index::complete()).  Without this call the index is complete.
