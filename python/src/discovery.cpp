@@ -49,17 +49,6 @@ py::object steal(PyObject* o) {
   return py::reinterpret_steal<py::object>(o);
 }
 
-/// The UTF-8 of str `o`; false (no error set) for a str without one.
-bool utf8_view(py::handle o, std::string_view& out) {
-  Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(o.ptr(), &size);
-  if (data == nullptr) {
-    PyErr_Clear();
-    return false;
-  }
-  out = std::string_view(data, static_cast<std::size_t>(size));
-  return true;
-}
 
 class Discovery {
  public:
@@ -174,7 +163,7 @@ class Discovery {
   /// The rows providing `device`, in order (a new list), or None.
   py::object candidates(py::handle device) const {
     std::string_view name;
-    if (!PyUnicode_Check(device.ptr()) || !utf8_view(device, name)) return py::none();
+    if (!PyUnicode_Check(device.ptr()) || !utf8_of(device.ptr(), name)) return py::none();
     auto [lo, hi] = std::equal_range(m_by_device.begin(), m_by_device.end(), ByDevice{name, 0},
                                      [](const ByDevice& a, const ByDevice& b) { return a.device < b.device; });
     if (lo == hi) return py::none();
@@ -199,7 +188,7 @@ class Discovery {
   /// The first row named `name`, or None.
   py::object index_of(py::handle name) const {
     std::string_view want;
-    if (!PyUnicode_Check(name.ptr()) || !utf8_view(name, want)) return py::none();
+    if (!PyUnicode_Check(name.ptr()) || !utf8_of(name.ptr(), want)) return py::none();
     const auto rows = m_parts.front();
     for (std::size_t i = 0; i < rows.size(); ++i) {
       if (rows[i].name == want) return py::int_(i);

@@ -570,9 +570,9 @@ PyObject* match_rows(PyObject* rows, PyObject* dists, Lookup&& lookup) {
   return PyTuple_Pack(5, known.p, device_map.p, unknown.p, at_start.p, restat.p);
 }
 
-/// The UTF-8 of str `o` (cached in it); false (no error set) when it has
-/// none (a lone surrogate from an undecodable path: no string read from
-/// JSON has one).
+
+}  // namespace
+
 bool utf8_of(PyObject* o, std::string_view& out) {
   Py_ssize_t size = 0;
   const char* data = PyUnicode_AsUTF8AndSize(o, &size);
@@ -583,8 +583,6 @@ bool utf8_of(PyObject* o, std::string_view& out) {
   out = std::string_view(data, static_cast<std::size_t>(size));
   return true;
 }
-
-}  // namespace
 
 struct LearnedStore::Impl {
   Text data;  ///< the file; its strings unescaped in place

@@ -25,6 +25,11 @@ struct Ref {
   }
 };
 
+/// The UTF-8 of str `o` (cached in it); false (no error set) when it has
+/// none (a lone surrogate from an undecodable path: no string read from
+/// JSON, and no key of the store, has one).
+bool utf8_of(PyObject* o, std::string_view& out);
+
 /// Reads the JSON file at `path` into Python objects (dict, list, str, int,
 /// float, bool, None).  Returns None, never raises, when the file is missing,
 /// unreadable, not owned by the current user, writable by group or others,
