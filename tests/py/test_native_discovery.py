@@ -131,6 +131,18 @@ def run(tmp_path, seed, store_kind="ours", declare=False, env=None, relative=Fal
 @pytest.mark.parametrize("seed", range(SEEDS))
 def test_native_discovery_equals_the_loop(seed, relative, tmp_path):
     got = run(tmp_path, seed, relative=relative)
+    check(got, seed, relative, tmp_path)
+
+
+@pytest.mark.parametrize("env", [{"EPLOAD_VALIDATE": "paths"}, {"EPLOAD_NO_CACHE": "1"}])
+def test_native_discovery_equals_the_loop_whatever_the_index(env, tmp_path):
+    for seed in range(3):
+        root = tmp_path / f"s{seed}"
+        root.mkdir()
+        check(run(root, seed, env=env), seed, False, root)
+
+
+def check(got, seed, relative, tmp_path):
     if relative:
         assert all(r[3].startswith("/") for r in got["native"]["rows"])
         assert any(r[3].startswith(str(tmp_path) + "/site") for r in got["loop"]["rows"]), got["loop"]["rows"][:2]
