@@ -118,7 +118,7 @@
 
 #include "cache_internal.hpp"
 #include "epload/profile.hpp"
-#include "prefault.hpp"
+#include "big_buffer.hpp"
 #include "pread_full.hpp"
 #include "stamp.hpp"
 #include "watch_digest.hpp"
@@ -177,13 +177,12 @@ enum class GroupMode {
 /// A heap buffer holding bytes [offset, offset + size) of the file, with
 /// simdjson's padding after them.
 struct Buffer {
-  std::unique_ptr<char[]> data;
+  BigBuffer data{nullptr, free_big};
   std::uint64_t offset = 0;
   std::size_t size = 0;
   std::size_t capacity = 0;
   void allocate(std::size_t n) {
-    data.reset(new char[n + k_pad]);  // not zeroed: every byte up to n is read into
-    prefault(data.get(), n);
+    data = big_alloc(n + k_pad);  // not zeroed: every byte up to n is read into
     capacity = n + k_pad;
     std::memset(data.get() + n, 0, k_pad);
   }

@@ -28,7 +28,7 @@ struct Index::Data {
   std::vector<std::uint32_t> group_begin;      // groups.size() + 1 offsets into eps
   std::vector<WatchedFile> watched;
   std::vector<WatchedName> watched_names;     // with a digest: the watched files, by name
-  std::vector<std::unique_ptr<char[]>> kept;  // bytes some names point into
+  std::vector<std::unique_ptr<char[], void (*)(char*)>> kept;  // bytes some names point into
   std::int64_t scanned_at_ns = 0;
   // Partial indexes only (see Index::complete()).
   bool complete = true;
@@ -148,7 +148,7 @@ void IndexBuilder::add_watched_name(std::uint32_t search_path, std::string_view 
   d.watched_names.push_back({copy ? d.arena.copy(rel_path) : rel_path, search_path});
 }
 
-void IndexBuilder::keep_bytes(std::unique_ptr<char[]> bytes) { m->index.m->kept.push_back(std::move(bytes)); }
+void IndexBuilder::keep_bytes(std::unique_ptr<char[], void (*)(char*)> bytes) { m->index.m->kept.push_back(std::move(bytes)); }
 
 void IndexBuilder::set_scanned_at(std::int64_t ns) { m->index.m->scanned_at_ns = ns; }
 void IndexBuilder::set_watched_digest(const WatchedDigest& digest) {

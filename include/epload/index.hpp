@@ -175,7 +175,7 @@ class IndexBuilder {
   void add_watched_name(std::uint32_t search_path, std::string_view rel_path, bool copy = true);
   /// Hands over bytes the Index keeps for its lifetime (the cache reader's
   /// buffer of names, which add_watched_name() then need not copy).
-  void keep_bytes(std::unique_ptr<char[]> bytes);
+  void keep_bytes(std::unique_ptr<char[], void (*)(char*)> bytes);
   /// Says that the watched files are the names added, and `digest` is the
   /// digest of their stamps (see Index::watched_digest()).
   void set_watched_digest(const WatchedDigest& digest);

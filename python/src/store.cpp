@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "epload/metadata.hpp"  // find_invalid_utf8
-#include "prefault.hpp"           // src/
+#include "big_buffer.hpp"         // src/
 #include "pread_full.hpp"         // src/
 
 namespace py = pybind11;
@@ -468,9 +468,9 @@ class Reader {
 // Reads the file if it can be trusted; no Python object is touched, so it
 // runs without the GIL.
 /// A store file's bytes: a fresh buffer, not zeroed first (every byte is
-/// read into) and backed at once (prefault.hpp).
+/// read into) and backed at once (big_buffer.hpp).
 struct Text {
-  std::unique_ptr<char[]> bytes;
+  epload::detail::BigBuffer bytes{nullptr, epload::detail::free_big};
   std::size_t size = 0;
   char* begin() const { return bytes.get(); }
   char* end() const { return bytes.get() + size; }
@@ -486,8 +486,7 @@ bool read_trusted(const std::string& path, Text& data) {
                        (st.st_mode & 022) == 0 && st.st_size <= k_max_store_bytes;
   if (trusted) {
     const auto size = static_cast<std::size_t>(st.st_size);
-    data.bytes.reset(new char[size]);
-    epload::detail::prefault(data.begin(), size);
+    data.bytes = epload::detail::big_alloc(size);
     const ssize_t got = epload::detail::pread_full(fd, data.begin(), size, 0);
     data.size = got > 0 ? static_cast<std::size_t>(got) : 0;
   }

@@ -2,13 +2,12 @@
 // huge pages (see heap_pages.hpp for why and what it costs).
 #include "cli/heap_pages.hpp"
 
-#include <fcntl.h>     // open
 #include <sys/mman.h>  // madvise
-#include <unistd.h>    // read, close
 
 #include <cstdint>  // uintptr_t
 #include <cstdlib>  // malloc, free
-#include <cstring>  // strstr
+
+#include "big_buffer.hpp"  // huge_pages_allowed
 
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25  // Linux 6.1; glibc 2.36's headers do not name it
@@ -26,24 +25,12 @@ constexpr std::uintptr_t k_segment = std::uintptr_t{32} << 20;
 
 void* at(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
 
-/// False when the administrator turned transparent huge pages off ("[never]")
-/// or the setting cannot be read.  MADV_COLLAPSE would make a huge page even
-/// then, so the setting is honoured here.
-bool huge_pages_allowed() {
-  const int fd = ::open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char text[128];
-  const ssize_t n = ::read(fd, text, sizeof text - 1);
-  ::close(fd);
-  if (n <= 0) return false;
-  text[n] = '\0';
-  return std::strstr(text, "[never]") == nullptr;
-}
-
 }  // namespace
 
 void prefer_huge_heap_pages() {
-  if (!huge_pages_allowed()) return;
+  // MADV_COLLAPSE would make a huge page even with THP "[never]": the
+  // setting is honoured here.
+  if (!epload::detail::huge_pages_allowed()) return;
   void* probe = std::malloc(16);
   if (probe == nullptr) return;
   const auto p = reinterpret_cast<std::uintptr_t>(probe);

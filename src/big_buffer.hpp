@@ -1,0 +1,40 @@
+// big_buffer.hpp — buffers of a read's size, backed at once, on huge pages
+// when the process asked for it.
+//
+// A cold query reads ~0.5 MB of cache sections and the learned-device store
+// into fresh buffers.  On the machines BENCHMARKS.md describes, a fresh
+// 4 KiB page costs 12-15 us at its first touch, and still several us after
+// madvise(MADV_POPULATE_WRITE) (prefault.hpp); a whole 2 MiB huge page costs
+// ~0.2 ms.  The CLI's heap is on huge pages already (cli/heap_pages.cpp);
+// the Python module lives in its host's heap, which epload must not change,
+// so it turns on a pool of its own instead: big buffers are then cut from
+// 2 MiB chunks of epload's own memory marked MADV_HUGEPAGE (one chunk, ~2
+// MiB resident, serves a query of the default environment).  A chunk whose
+// buffers are all freed is unmapped, or reused when it is the current one.
+// Without the pool, or with transparent huge pages off, a big buffer is a
+// plain heap buffer, prefaulted.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+namespace epload::detail {
+
+/// Frees a buffer from big_alloc() (or one from new char[]).
+void free_big(char* p);
+
+/// A buffer from big_alloc(); free_big() is its deleter.
+using BigBuffer = std::unique_ptr<char[], void (*)(char*)>;
+
+/// `n` uninitialised bytes, their pages backed.  Thread-safe.
+BigBuffer big_alloc(std::size_t n);
+
+/// Cuts later big buffers from the huge-page pool (when transparent huge
+/// pages are not "[never]").  The Python module calls it once at import.
+void use_huge_page_pool();
+
+/// False when the administrator turned transparent huge pages off
+/// ("[never]") or the setting cannot be read.
+bool huge_pages_allowed();
+
+}  // namespace epload::detail
