@@ -91,8 +91,8 @@ def _native_module():
 
 def _prepared():
     """``(paths, cwd)`` for a native query of ``sys.path`` as it is now
-    (``cwd`` None unless an entry is relative), or None when importlib must
-    answer."""
+    (``cwd`` the current directory's bytes when an entry is relative, else
+    ``b''``), or None when importlib must answer."""
     finder = _foreign_finder()
     if finder is not None:
         _debug(f'using importlib.metadata: sys.meta_path holds another '
@@ -106,10 +106,10 @@ def _prepared():
             return None
         if not p.startswith('/'):
             relative = True
-    cwd = None
+    cwd = b''
     if relative:
         try:
-            cwd = os.getcwd()
+            cwd = os.getcwdb()
         except OSError as err:
             _debug(f'using importlib.metadata: relative sys.path entry and no '
                    f'current directory ({err})')
@@ -143,13 +143,9 @@ def _query(groups, want_stamps=False):
         return None
     paths, cwd = prepared
     status, reason, file, problem, dists, rows = _native_module().query(
-        paths, groups, _validation(), '', _use_cache(), _INTERPRETER, want_stamps)
+        paths, groups, _validation(), '', _use_cache(), _INTERPRETER, want_stamps, cwd)
     if not _answered(status, reason, file, problem):
         return None
-    if cwd is not None:
-        dists = tuple(
-            d if d[2].startswith('/') else (d[0], d[1], os.path.join(cwd, d[2]), d[3])
-            for d in dists)
     return dists, rows
 
 
@@ -165,8 +161,7 @@ def _discovery(groups):
         return None
     paths, cwd = prepared
     status, reason, file, problem, found = _native_module().discover(
-        paths, groups, _validation(), '', _use_cache(), _INTERPRETER,
-        b'' if cwd is None else os.fsencode(cwd))
+        paths, groups, _validation(), '', _use_cache(), _INTERPRETER, cwd)
     if not _answered(status, reason, file, problem):
         return None
     return found

@@ -49,7 +49,6 @@ py::object steal(PyObject* o) {
   return py::reinterpret_steal<py::object>(o);
 }
 
-
 class Discovery {
  public:
   /// `parts`: the autoload group's entry points first, then the groups
@@ -125,8 +124,7 @@ class Discovery {
         m_by_device.push_back({m_store->string(e, k), static_cast<std::uint32_t>(i)});
       }
     }
-    std::stable_sort(m_by_device.begin(), m_by_device.end(),
-                     [](const ByDevice& a, const ByDevice& b) { return a.device < b.device; });
+    std::stable_sort(m_by_device.begin(), m_by_device.end(), ByDevice::less);
     return py::make_tuple(m_store->header(), py::make_tuple(unknown, at_start, restat));
   }
 
@@ -164,8 +162,7 @@ class Discovery {
   py::object candidates(py::handle device) const {
     std::string_view name;
     if (!PyUnicode_Check(device.ptr()) || !utf8_of(device.ptr(), name)) return py::none();
-    auto [lo, hi] = std::equal_range(m_by_device.begin(), m_by_device.end(), ByDevice{name, 0},
-                                     [](const ByDevice& a, const ByDevice& b) { return a.device < b.device; });
+    auto [lo, hi] = std::equal_range(m_by_device.begin(), m_by_device.end(), ByDevice{name, 0}, ByDevice::less);
     if (lo == hi) return py::none();
     py::list out;
     for (auto it = lo; it != hi; ++it) out.append(it->row);
@@ -200,6 +197,7 @@ class Discovery {
   struct ByDevice {
     std::string_view device;
     std::uint32_t row;
+    static bool less(const ByDevice& a, const ByDevice& b) { return a.device < b.device; }
   };
 
   const EntryPoint& at(std::size_t i) const {

@@ -325,17 +325,19 @@ QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
 
 namespace {
 
-/// query(paths, groups, validation, cache_dir, use_cache, interpreter, want_stamps)
+/// query(paths, groups, validation, cache_dir, use_cache, interpreter, want_stamps, cwd)
 ///   paths:      list of str (sys.path as it is now; relative entries allowed)
 ///   groups:     None (all groups, importlib order), or a tuple of group names
 ///   validation: "full" or "paths"
+///   cwd:        the current directory's bytes when a path is relative (the
+///               metadata directories are returned joined to it), else b""
 /// Returns (status, reason, cache_file, problem, dists, eps); `problem` is
 /// None or (kind, message) when the answer must come from importlib instead:
 /// a distribution importlib would raise for (kind "error"), input the
 /// scanner cannot answer exactly (kind "unsupported"), or any other failure.
 py::object query(py::list paths, py::object groups, const std::string& validation,
                  const std::string& cache_dir, bool use_cache, py::bytes interpreter,
-                 bool want_stamps) {
+                 bool want_stamps, py::bytes cwd) {
   epload::profile::Span span(epload::profile::Phase::total, "entry_points query");
   std::vector<std::string> wanted;
   const bool all_groups = groups.is_none();
@@ -354,7 +356,7 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
   StampFiles stamps;
   if (want_stamps) stamps = entry_points_stamps(*a.index, parts);
   auto converted =
-      py::reinterpret_steal<py::tuple>(convert(parts, want_stamps ? &stamps : nullptr));
+      py::reinterpret_steal<py::tuple>(convert(parts, want_stamps ? &stamps : nullptr, std::string_view(cwd)));
   if (!converted) throw py::error_already_set();
   return py::make_tuple(a.status, a.reason, a.file, py::none(), converted[0], converted[1]);
 }
@@ -371,7 +373,7 @@ PYBIND11_MODULE(_native, m) {
   epload::detail::use_huge_page_pool();
   m.def("query", &query, py::arg("paths"), py::arg("groups"), py::arg("validation"),
         py::arg("cache_dir"), py::arg("use_cache"), py::arg("interpreter"),
-        py::arg("want_stamps") = false);
+        py::arg("want_stamps") = false, py::arg("cwd") = py::bytes());
   register_discovery(m);
   m.def("match_store", &match_store, py::arg("path"), py::arg("rows"), py::arg("dists"),
         "The lazy autoload's discovery loop against a learned-device store (see store.hpp).");
