@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace epload::detail {
@@ -29,12 +30,35 @@ using BigBuffer = std::unique_ptr<char[], void (*)(char*)>;
 /// `n` uninitialised bytes, their pages backed.  Thread-safe.
 BigBuffer big_alloc(std::size_t n);
 
-/// Cuts later big buffers from the huge-page pool (when transparent huge
-/// pages are not "[never]").  The Python module calls it once at import.
+/// Cuts later big buffers from the huge-page pool, when huge_pages_pay().
+/// The Python module calls it once at import.
 void use_huge_page_pool();
 
 /// False when the administrator turned transparent huge pages off
 /// ("[never]") or the setting cannot be read.
 bool huge_pages_allowed();
+
+/// Whether huge pages are worth having in this process.  They pay only
+/// where a fresh 4 KiB page is dear: 12-15 us at its first touch on one
+/// machine class BENCHMARKS.md describes, where a huge page costs ~0.2 ms
+/// and saves hundreds of faults; on another, a fault costs ~1.2 us while a
+/// huge page (zeroed, and compacted for when memory is fragmented) still
+/// costs 0.05-0.4 ms, so the same heap is faster in small pages.  Hence:
+/// never with transparent huge pages "[never]"; EPLOAD_HUGE_PAGES=1 or 0
+/// decides when set; otherwise fresh_page_cost_ns() is measured (a few us)
+/// and compared with k_dear_fault_ns.
+bool huge_pages_pay();
+
+/// The decision of huge_pages_pay() from its inputs: the environment
+/// variable's value (nullptr when unset), whether THP is allowed, and the
+/// measured cost of a fault (0: could not be measured).
+bool huge_pages_pay(const char* setting, bool allowed, std::uint64_t fault_ns);
+
+/// Above this first-touch cost of a fresh page, huge pages pay.
+inline constexpr std::uint64_t k_dear_fault_ns = 4000;
+
+/// The cheapest of a few first touches of fresh anonymous 4 KiB pages, in
+/// nanoseconds (0 if the pages could not be mapped).
+std::uint64_t fresh_page_cost_ns();
 
 }  // namespace epload::detail

@@ -42,6 +42,13 @@ bool holds(const char* p, std::size_t n, unsigned seed) {
   return true;
 }
 
+/// Turns the pool on whatever this machine's page-fault cost (the pool's
+/// own behaviour is under test; whether it pays is huge_pages_pay()'s).
+void force_pool() {
+  ::setenv("EPLOAD_HUGE_PAGES", "1", 1);
+  use_huge_page_pool();
+}
+
 /// Runs `body` in a child process; its gtest failures become the exit status.
 void in_child(const std::function<void()>& body) {
   const pid_t pid = ::fork();
@@ -69,9 +76,44 @@ TEST(BigBuffer, WithoutThePoolEveryByteIsUsableAndKept) {
   }
 }
 
+TEST(HugePages, PayOnlyWhereAFreshPageIsDear) {
+  // THP off: never, whatever the setting or the cost.
+  EXPECT_FALSE(huge_pages_pay(nullptr, false, 50000));
+  EXPECT_FALSE(huge_pages_pay("1", false, 50000));
+  // Told: as told.
+  EXPECT_TRUE(huge_pages_pay("1", true, 100));
+  EXPECT_FALSE(huge_pages_pay("0", true, 50000));
+  // Unset, or not 0/1: by the measured cost of a fault.
+  EXPECT_FALSE(huge_pages_pay(nullptr, true, 1200));  // ~1.2 us: small pages are cheaper
+  EXPECT_TRUE(huge_pages_pay(nullptr, true, 13000));  // 12-15 us: huge pages pay
+  EXPECT_FALSE(huge_pages_pay(nullptr, true, k_dear_fault_ns));
+  EXPECT_TRUE(huge_pages_pay(nullptr, true, k_dear_fault_ns + 1));
+  EXPECT_TRUE(huge_pages_pay("auto", true, 13000));
+  EXPECT_FALSE(huge_pages_pay("yes", true, 1200));
+  EXPECT_FALSE(huge_pages_pay(nullptr, true, 0));  // could not measure: leave the heap alone
+}
+
+TEST(HugePages, MeasuresAFault) {
+  const std::uint64_t ns = fresh_page_cost_ns();
+  EXPECT_GT(ns, 0u);
+  EXPECT_LT(ns, 100000000u) << "a fault measured at 100 ms or more is not a measurement";
+}
+
+TEST(HugePages, SettingDecidesOverTheMeasurement) {
+  in_child([] {
+    ::setenv("EPLOAD_HUGE_PAGES", "0", 1);
+    EXPECT_FALSE(huge_pages_pay());
+    use_huge_page_pool();
+    BigBuffer a = big_alloc(100000);
+    EXPECT_NE(chunk_of(a.get()), reinterpret_cast<std::uintptr_t>(a.get())) << "EPLOAD_HUGE_PAGES=0: no pool";
+    ::setenv("EPLOAD_HUGE_PAGES", "1", 1);
+    EXPECT_EQ(huge_pages_pay(), huge_pages_allowed());
+  });
+}
+
 TEST(BigBuffer, PoolCutsBuffersFromOneChunkAndReusesIt) {
   in_child([] {
-    use_huge_page_pool();
+    force_pool();
     BigBuffer a = big_alloc(100000);
     BigBuffer b = big_alloc(300000);
     fill(a.get(), 100000, 1);
@@ -101,7 +143,7 @@ TEST(BigBuffer, PoolCutsBuffersFromOneChunkAndReusesIt) {
 
 TEST(BigBuffer, PoolUnmapsAFullChunkOnceItsBuffersAreFreed) {
   in_child([] {
-    use_huge_page_pool();
+    force_pool();
     if (!huge_pages_allowed()) return;  // nothing pooled (see the test above)
     BigBuffer a = big_alloc(900000);
     BigBuffer b = big_alloc(900000);
@@ -121,7 +163,7 @@ TEST(BigBuffer, PoolUnmapsAFullChunkOnceItsBuffersAreFreed) {
 
 TEST(BigBuffer, ManyThreadsAllocateAndFreeAtOnce) {
   in_child([] {
-    use_huge_page_pool();
+    force_pool();
     std::vector<std::thread> threads;
     std::vector<int> bad(4, 0);
     for (int t = 0; t < 4; ++t) {

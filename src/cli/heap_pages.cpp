@@ -7,7 +7,7 @@
 #include <cstdint>  // uintptr_t
 #include <cstdlib>  // malloc, free
 
-#include "big_buffer.hpp"  // huge_pages_allowed
+#include "big_buffer.hpp"  // huge_pages_pay
 
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25  // Linux 6.1; glibc 2.36's headers do not name it
@@ -29,8 +29,8 @@ void* at(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
 
 void prefer_huge_heap_pages() {
   // MADV_COLLAPSE would make a huge page even with THP "[never]": the
-  // setting is honoured here.
-  if (!epload::detail::huge_pages_allowed()) return;
+  // setting is honoured here, as is the machine's cost of a small page.
+  if (!epload::detail::huge_pages_pay()) return;
   void* probe = std::malloc(16);
   if (probe == nullptr) return;
   const auto p = reinterpret_cast<std::uintptr_t>(probe);

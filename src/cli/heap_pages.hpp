@@ -7,6 +7,11 @@
 // ~330 faults were a quarter of `epload load`'s 15 ms.  BENCHMARKS.md has the
 // figures ("Huge pages for the CLI's heap").
 //
+// Where a fault is cheap (~1.2 us on another machine class) a huge page
+// costs more than the faults it saves, so this happens only when
+// huge_pages_pay() (big_buffer.hpp) says so: a few us to measure one fault,
+// or EPLOAD_HUGE_PAGES=1/0.
+//
 // What it costs: the heap's resident size rounds up to 2 MiB blocks (a few
 // MiB per process; the CLI is short-lived).  With THP set to `never` it
 // does nothing (one read of the setting, ~20 us).  Only the CLI does this:
