@@ -85,6 +85,9 @@ def _native_module():
             from . import _native as native
         finally:
             sys.setdlopenflags(flags)
+        # From now on the native query can make the EntryPoint objects
+        # itself (objects.hpp); if it declines, _build() makes them.
+        native.bind_classes(EntryPoint, _DistRef)
         _native = native
     return _native
 
@@ -132,21 +135,33 @@ def _answered(status, reason, file, problem):
     return True
 
 
-def _query(groups, want_stamps=False):
+def _query(groups, want_stamps=False, objects=False):
     """Asks the index for the entry points of ``groups`` (None: all, in
     importlib's order; else a tuple of names).  Returns ``(dists, rows)``:
     ``dists`` = ``(name, version, metadata_dir, stamp)`` tuples with
     ``metadata_dir`` absolute, and ``rows`` = ``(name, value, group,
-    dist_position)`` tuples; or None when importlib must answer."""
+    dist_position)`` tuples; or None when importlib must answer.  With
+    ``objects``, ``dists`` may be None and ``rows`` then a list of
+    EntryPoint objects made natively."""
     prepared = _prepared()
     if prepared is None:
         return None
     paths, cwd = prepared
     status, reason, file, problem, dists, rows = _native_module().query(
-        paths, groups, _validation(), '', _use_cache(), _INTERPRETER, want_stamps, cwd)
+        paths, groups, _validation(), '', _use_cache(), _INTERPRETER, want_stamps, cwd, objects)
     if not _answered(status, reason, file, problem):
         return None
     return dists, rows
+
+
+def _entry_point_list(groups):
+    """A list of the EntryPoint objects of ``groups`` (as ``_query``), or
+    None when importlib must answer."""
+    got = _query(groups, objects=True)
+    if got is None:
+        return None
+    dists, rows = got
+    return rows if dists is None else _build(dists, rows)
 
 
 def _discovery(groups):
@@ -637,18 +652,17 @@ def entry_points(**params):
             # importlib checks `group` first: entry points of other groups
             # fail the match before any other parameter is looked at, so
             # reading only this group gives the same answer and errors.
-            got = _query((group,))
-            if got is None:
+            eps = _entry_point_list((group,))
+            if eps is None:
                 return _importlib_entry_points(**params)
-            eps = _build(*got)
             if len(params) == 1:
                 return EntryPoints(eps)
             return EntryPoints(ep for ep in eps if ep.matches(**params))
-        got = _query(None)
-        if got is None:
+        eps = _entry_point_list(None)
+        if eps is None:
             return _importlib_entry_points(**params)
-        return EntryPoints(ep for ep in _build(*got) if ep.matches(**params))
-    got = _query(None)
-    if got is None:
+        return EntryPoints(ep for ep in eps if ep.matches(**params))
+    eps = _entry_point_list(None)
+    if eps is None:
         return _importlib_entry_points()
-    return SelectableGroups._from_sorted(_build(*got))
+    return SelectableGroups._from_sorted(eps)

@@ -10,7 +10,8 @@
 //      Catalog from a small process-wide table; the Catalog re-validates its
 //      index with a few stats and rebuilds it when the file system changed.
 //      The GIL is released meanwhile, so other threads run during the stats.
-//   2. Only the requested groups are converted to Python objects.  Group
+//   2. Only the requested groups are converted to Python objects (for
+//      entry_points(), EntryPoint objects made here: objects.hpp).  Group
 //      strings are created once per group; distributions are returned once in
 //      a side table that entry points refer to by position, so a query for
 //      1,000 entry points creates ~3,000 strings, not 6,000.
@@ -39,6 +40,7 @@
 #include "epload/profile.hpp"
 #include "big_buffer.hpp"  // src/
 #include "discovery.hpp"
+#include "objects.hpp"
 #include "query.hpp"
 #include "store.hpp"
 
@@ -331,13 +333,15 @@ namespace {
 ///   validation: "full" or "paths"
 ///   cwd:        the current directory's bytes when a path is relative (the
 ///               metadata directories are returned joined to it), else b""
+///   objects:    True: eps is a list of EntryPoint objects and dists None,
+///               when bind_classes() succeeded and no stamps are wanted
 /// Returns (status, reason, cache_file, problem, dists, eps); `problem` is
 /// None or (kind, message) when the answer must come from importlib instead:
 /// a distribution importlib would raise for (kind "error"), input the
 /// scanner cannot answer exactly (kind "unsupported"), or any other failure.
 py::object query(py::list paths, py::object groups, const std::string& validation,
                  const std::string& cache_dir, bool use_cache, py::bytes interpreter,
-                 bool want_stamps, py::bytes cwd) {
+                 bool want_stamps, py::bytes cwd, bool objects) {
   epload::profile::Span span(epload::profile::Phase::total, "entry_points query");
   std::vector<std::string> wanted;
   const bool all_groups = groups.is_none();
@@ -352,6 +356,11 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
     parts.push_back(a.index->entry_points());
   } else {
     for (const std::string& g : wanted) parts.push_back(a.index->group(g));
+  }
+  if (objects && !want_stamps && classes_bound()) {
+    auto list = py::reinterpret_steal<py::object>(entry_point_objects(parts, std::string_view(cwd)));
+    if (!list) throw py::error_already_set();
+    return py::make_tuple(a.status, a.reason, a.file, py::none(), py::none(), list);
   }
   StampFiles stamps;
   if (want_stamps) stamps = entry_points_stamps(*a.index, parts);
@@ -373,7 +382,13 @@ PYBIND11_MODULE(_native, m) {
   epload::detail::use_huge_page_pool();
   m.def("query", &query, py::arg("paths"), py::arg("groups"), py::arg("validation"),
         py::arg("cache_dir"), py::arg("use_cache"), py::arg("interpreter"),
-        py::arg("want_stamps") = false, py::arg("cwd") = py::bytes());
+        py::arg("want_stamps") = false, py::arg("cwd") = py::bytes(), py::arg("objects") = false);
+  m.def(
+      "bind_classes",
+      [](py::handle entry_point, py::handle dist_ref) { return bind_classes(entry_point.ptr(), dist_ref.ptr()); },
+      py::arg("entry_point"), py::arg("dist_ref"),
+      "Lets query(objects=True) make EntryPoint and _DistRef objects itself; False when their "
+      "layout is not the one it writes (see objects.hpp).");
   register_discovery(m);
   m.def("match_store", &match_store, py::arg("path"), py::arg("rows"), py::arg("dists"),
         "The lazy autoload's discovery loop against a learned-device store (see store.hpp).");

@@ -1,0 +1,149 @@
+// objects.cpp — see objects.hpp.
+#include "objects.hpp"
+
+#include <structmember.h>  // PyMemberDef, T_OBJECT_EX
+
+#include <string>
+#include <unordered_map>
+
+#include "query.hpp"
+#include "store.hpp"  // Ref
+
+namespace epload::python {
+
+namespace {
+
+/// A class and the byte offsets of its object slots, in the order asked.
+template <std::size_t N>
+struct Layout {
+  PyTypeObject* type = nullptr;
+  Py_ssize_t offset[N] = {};
+};
+
+Layout<4> g_entry_point;  // name, value, group, _dist
+Layout<5> g_dist_ref;     // path, name, version, stamp, _real
+
+/// Fills `out` from `cls`'s member descriptors `names`; false (no error
+/// set) unless each is an object slot of this very class, and the class
+/// has neither a __dict__ nor a custom allocator.
+template <std::size_t N>
+bool layout_of(PyObject* cls, const char* const (&names)[N], Layout<N>& out) {
+  if (!PyType_Check(cls)) return false;
+  auto* type = reinterpret_cast<PyTypeObject*>(cls);
+  if (type->tp_dictoffset != 0 || type->tp_alloc != PyType_GenericAlloc) return false;
+  for (std::size_t i = 0; i < N; ++i) {
+    // The class's own dict: a descriptor inherited or overridden in a
+    // subclass is not what the Python layer builds with.
+    PyObject* d = PyDict_GetItemString(type->tp_dict, names[i]);  // borrowed
+    if (d == nullptr || Py_TYPE(d) != &PyMemberDescr_Type) return false;
+    const PyMemberDef* m = reinterpret_cast<PyMemberDescrObject*>(d)->d_member;
+    if (m->type != T_OBJECT_EX || (m->flags & READONLY) != 0 || m->offset <= 0 ||
+        m->offset + static_cast<Py_ssize_t>(sizeof(PyObject*)) > type->tp_basicsize) {
+      return false;
+    }
+    out.offset[i] = m->offset;
+  }
+  out.type = type;
+  return true;
+}
+
+/// A fresh instance of `l.type` with its slots set to `values` (stolen).
+template <std::size_t N>
+PyObject* make(const Layout<N>& l, PyObject* const (&values)[N]) {
+  PyObject* o = l.type->tp_alloc(l.type, 0);  // slots zeroed
+  if (o == nullptr) {
+    for (PyObject* v : values) Py_DECREF(v);
+    return nullptr;
+  }
+  for (std::size_t i = 0; i < N; ++i) {
+    *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + l.offset[i]) = values[i];
+  }
+  return o;
+}
+
+}  // namespace
+
+bool bind_classes(PyObject* entry_point, PyObject* dist_ref) {
+  static const char* const ep_names[] = {"name", "value", "group", "_dist"};
+  static const char* const ref_names[] = {"path", "name", "version", "stamp", "_real"};
+  Layout<4> ep;
+  Layout<5> ref;
+  if (!layout_of(entry_point, ep_names, ep) || !layout_of(dist_ref, ref_names, ref)) return false;
+  // Kept for the life of the process, as the Python module keeps them.
+  Py_INCREF(entry_point);
+  Py_INCREF(dist_ref);
+  Py_XDECREF(reinterpret_cast<PyObject*>(g_entry_point.type));
+  Py_XDECREF(reinterpret_cast<PyObject*>(g_dist_ref.type));
+  g_entry_point = ep;
+  g_dist_ref = ref;
+  return true;
+}
+
+bool classes_bound() { return g_entry_point.type != nullptr; }
+
+PyObject* entry_point_objects(const std::vector<std::span<const EntryPoint>>& parts, std::string_view cwd) {
+  std::size_t total = 0;
+  for (const auto& s : parts) total += s.size();
+  Ref out(PyList_New(static_cast<Py_ssize_t>(total)));
+  if (out.p == nullptr) return nullptr;
+  Ref empty(PyUnicode_FromStringAndSize("", 0));
+  if (empty.p == nullptr) return nullptr;
+  // Borrowed: each _DistRef is owned by the first EntryPoint that uses it.
+  std::unordered_map<const Distribution*, PyObject*> refs;
+  refs.reserve(total);
+  std::string joined;
+  Py_ssize_t i = 0;
+  for (const auto& span : parts) {
+    Ref group;
+    std::string_view group_text;
+    for (const EntryPoint& ep : span) {
+      if (group.p == nullptr || ep.group != group_text) {
+        Ref g(text(ep.group));
+        if (g.p == nullptr) return nullptr;
+        Py_XDECREF(group.p);
+        group.p = g.release();
+        group_text = ep.group;
+      }
+      auto [it, fresh] = refs.try_emplace(ep.dist, nullptr);
+      if (fresh) {
+        const Distribution& d = *ep.dist;
+        std::string_view dir = d.metadata_dir;
+        if (!cwd.empty() && !dir.starts_with('/')) {
+          joined.clear();
+          append_dir(joined, cwd, dir);
+          dir = joined;
+        }
+        PyObject* path = fs_path(dir);
+        PyObject* name = text(d.name);
+        PyObject* version = text(d.version);
+        if (path == nullptr || name == nullptr || version == nullptr) {
+          Py_XDECREF(path);
+          Py_XDECREF(name);
+          Py_XDECREF(version);
+          return nullptr;
+        }
+        Py_INCREF(empty.p);
+        Py_INCREF(Py_None);
+        it->second = make(g_dist_ref, {path, name, version, empty.p, Py_None});
+        if (it->second == nullptr) return nullptr;
+      } else {
+        Py_INCREF(it->second);
+      }
+      PyObject* dist = it->second;  // a reference for this entry point
+      PyObject* name = text(ep.name);
+      PyObject* value = name != nullptr ? text(ep.value) : nullptr;
+      if (value == nullptr) {
+        Py_XDECREF(name);
+        Py_DECREF(dist);
+        return nullptr;
+      }
+      Py_INCREF(group.p);
+      PyObject* obj = make(g_entry_point, {name, value, group.p, dist});
+      if (obj == nullptr) return nullptr;
+      PyList_SET_ITEM(out.p, i++, obj);
+    }
+  }
+  return out.release();
+}
+
+}  // namespace epload::python

@@ -1,0 +1,179 @@
+"""EntryPoint objects made natively (python/src/objects.cpp) against the
+Python path that makes them from tuples (_entry_points._build).
+
+entry_points() takes the native path once _native.bind_classes() accepted
+the EntryPoint and _DistRef classes.  For random distribution trees (several
+groups, dist-info and egg-info, names repeated on later sites, a directory
+name that is not UTF-8, relative search paths), every query must give the
+same objects both ways: same class, same slots (the distribution's path,
+name, version, stamp, nothing materialised), the distribution shared by its
+entry points alike (same reference counts), and the same behaviour (equal,
+hashable, picklable, `dist` materialised).  Binding must refuse classes it
+cannot write, and a refused binding must leave entry_points() on the Python
+path with the same answers.  Fresh interpreters; failures name the seed.
+"""
+
+import os
+import random
+
+import pytest
+
+from pyfixtures import make_dist, run_json
+
+SEEDS = int(os.environ.get("EPLOAD_RANDOM_TREES", "8"))
+
+BODY = r'''
+import json, pickle, sys
+import epload
+import epload._entry_points as E
+
+decline = sys.argv[2] == "decline"
+if decline:
+    import epload._native as N
+    N.bind_classes = lambda a, b: False  # as for classes it cannot write
+
+GROUPS = ("torch.backends", "console_scripts", "other")
+
+
+def slots(ep):
+    d = ep._dist
+    return [type(ep).__name__, ep.name, ep.value, ep.group, type(d).__name__, d.path, d.name,
+            d.version, d.stamp, d._real is None, sys.getrefcount(d)]
+
+
+def both(group):
+    """(native, python) lists for one group (None: all groups)."""
+    groups = None if group is None else (group,)
+    got = E._query(groups, objects=True)
+    assert got is not None, "delegated to importlib"
+    dists, rows = got
+    native = rows if dists is None else None
+    python = E._build(*E._query(groups))
+    return native, python
+
+
+out = {"groups": {}}
+for group in (None,) + GROUPS:
+    native, python = both(group)
+    key = group or "*"
+    if native is None:
+        out["groups"][key] = {"native": None}
+        continue
+    assert native == python, key
+    assert [hash(e) for e in native] == [hash(e) for e in python], key
+    again = pickle.loads(pickle.dumps(native))
+    assert again == native, key
+    out["groups"][key] = {"native": [slots(e) for e in native],
+                          "python": [slots(e) for e in python]}
+    if native:
+        # Materialised on use, as importlib's distribution.
+        e = native[-1]
+        out["groups"][key]["dist"] = [e.dist.name, e.dist.version, e._dist._real is not None]
+# The public call takes the native path (or, declined, the Python one).
+eps = epload.entry_points(group="torch.backends")
+out["public"] = [slots(e) for e in eps]
+out["public_python"] = [slots(e) for e in E._build(*E._query(("torch.backends",)))]
+print(json.dumps(out))
+'''
+
+
+def draw(rng, root):
+    sites = []
+    for s in range(rng.randrange(1, 4)):
+        site = root / f"site{s}"
+        site.mkdir()
+        sites.append(site)
+        for k in range(rng.randrange(1, 9)):
+            name = f"dist{rng.randrange(12)}"
+            groups = {}
+            for g in ("torch.backends", "console_scripts", "other"):
+                if rng.random() < 0.6:
+                    groups[g] = [f"ep{rng.randrange(20)} = mod{k}:f{j} [x]" if rng.random() < 0.2
+                                 else f"ep{rng.randrange(20)} = mod{k}.sub:f{j}"
+                                 for j in range(rng.choice([1, 1, 2, 3]))]
+            kind = "egg-info" if rng.random() < 0.2 else "dist-info"
+            dirname = None
+            if rng.random() < 0.1:
+                dirname = f"{name}-1.{k}\udce9.dist-info"  # byte 0xe9: not UTF-8 on disk
+            make_dist(site, name, f"1.{k}", groups, kind=kind, dirname=dirname)
+    return sites
+
+
+def run(tmp_path, seed, mode="bind", relative=False):
+    rng = random.Random(seed)
+    sites = draw(rng, tmp_path)
+    code = f"import sys; sys.argv[1:] = [{str(seed)!r}, {mode!r}]\n"
+    if relative:
+        code += f"sys.path[1:1] = {[s.name for s in sites]!r}\n"
+        sites = []
+    return run_json(tmp_path, code + BODY, pythonpath=[str(s) for s in sites])
+
+
+def check(got, seed, native_expected):
+    for key, g in got["groups"].items():
+        if native_expected:
+            assert g["native"] is not None, f"seed {seed}: {key}: the native objects were not made"
+            assert g["native"] == g["python"], f"seed {seed}: {key}"
+            if "dist" in g:
+                assert g["dist"][2], f"seed {seed}: {key}: dist not materialised"
+        else:
+            assert g["native"] is None, f"seed {seed}: {key}: made natively though declined"
+    assert got["public"] == got["public_python"], f"seed {seed}"
+
+
+@pytest.mark.parametrize("relative", [False, True])
+@pytest.mark.parametrize("seed", range(SEEDS))
+def test_native_objects_equal_the_python_ones(seed, relative, tmp_path):
+    got = run(tmp_path, seed, relative=relative)
+    check(got, seed, True)
+    # Something was compared.
+    assert any(g["native"] for g in got["groups"].values()), f"seed {seed}: empty trees"
+
+
+def test_declined_binding_keeps_the_python_path(tmp_path):
+    for seed in range(3):
+        root = tmp_path / f"s{seed}"
+        root.mkdir()
+        check(run(root, seed, mode="decline"), seed, False)
+
+
+def test_binding_refuses_classes_it_cannot_write(tmp_path):
+    got = run_json(tmp_path, r'''
+import json
+import epload
+import epload._entry_points as E
+N = E._native_module()
+
+class NoSlots:
+    pass
+
+class WrongSlots:
+    __slots__ = ("name", "value", "group")
+
+class Sub(E.EntryPoint):  # inherits the slots, but they are not its own
+    __slots__ = ()
+
+class WithDict:
+    __slots__ = ("name", "value", "group", "_dist", "__dict__")
+
+class Ref(E._DistRef):
+    pass
+
+res = {
+    "not_a_class": N.bind_classes(1, E._DistRef),
+    "no_slots": N.bind_classes(NoSlots, E._DistRef),
+    "wrong_slots": N.bind_classes(WrongSlots, E._DistRef),
+    "subclass": N.bind_classes(Sub, E._DistRef),
+    "with_dict": N.bind_classes(WithDict, E._DistRef),
+    "ref_with_dict": N.bind_classes(E.EntryPoint, Ref),
+    "real": N.bind_classes(E.EntryPoint, E._DistRef),
+}
+# A refused binding changed nothing: the answers are still EntryPoint objects.
+eps = epload.entry_points(group="console_scripts")
+res["type"] = sorted({type(e).__name__ for e in eps})
+print(json.dumps(res))
+''')
+    assert got == {"not_a_class": False, "no_slots": False, "wrong_slots": False,
+                   "subclass": False, "with_dict": False, "ref_with_dict": False,
+                   "real": True, "type": got["type"]}
+    assert got["type"] in ([], ["EntryPoint"])
