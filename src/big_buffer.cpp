@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <mutex>
 #include <vector>
 
@@ -103,44 +102,21 @@ void use_huge_page_pool() {
   if (huge_pages_pay()) g_pool_on.store(true, std::memory_order_release);
 }
 
-bool huge_pages_pay(const char* setting, bool allowed, std::uint64_t fault_ns) {
+bool huge_pages_pay(const char* setting, bool allowed, bool faults_dear) {
   if (!allowed) return false;
   if (setting != nullptr && std::strcmp(setting, "0") == 0) return false;
   if (setting != nullptr && std::strcmp(setting, "1") == 0) return true;
-  return fault_ns > k_dear_fault_ns;
+  return faults_dear;
 }
 
 bool huge_pages_pay() {
   if (!huge_pages_allowed()) return false;
   const char* setting = std::getenv("EPLOAD_HUGE_PAGES");
   const bool told = setting != nullptr && (std::strcmp(setting, "0") == 0 || std::strcmp(setting, "1") == 0);
-  return huge_pages_pay(setting, true, told ? 0 : fresh_page_cost_ns());
+  // Told: no fault measured.
+  return huge_pages_pay(setting, true, !told && faults_are_dear());
 }
 
-std::uint64_t fresh_page_cost_ns() {
-  // Four pages, each touched once; the cheapest touch is the fault's cost
-  // (an interrupt or a preemption can only make one dearer).  16 KiB never
-  // gets a huge page, so this measures the small pages a heap would fault.
-  constexpr std::size_t k_pages = 4, k_page = 4096;
-  void* m = ::mmap(nullptr, k_pages * k_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return 0;
-  auto now = [] {
-    timespec t{};
-    ::clock_gettime(CLOCK_MONOTONIC, &t);
-    return static_cast<std::uint64_t>(t.tv_sec) * 1000000000u + static_cast<std::uint64_t>(t.tv_nsec);
-  };
-  volatile char* p = static_cast<volatile char*>(m);
-  std::uint64_t best = UINT64_MAX;
-  (void)now();  // the clock's first call out of the measurement
-  for (std::size_t i = 0; i < k_pages; ++i) {
-    const std::uint64_t t0 = now();
-    p[i * k_page] = 1;
-    const std::uint64_t t1 = now();
-    if (t1 - t0 < best) best = t1 - t0;
-  }
-  ::munmap(m, k_pages * k_page);
-  return best == 0 ? 1 : best;
-}
 
 bool huge_pages_allowed() {
   const int fd = ::open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);

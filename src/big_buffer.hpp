@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "prefault.hpp"  // k_dear_fault_ns, faults_are_dear
+
 namespace epload::detail {
 
 /// Frees a buffer from big_alloc() (or one from new char[]).
@@ -45,20 +47,13 @@ bool huge_pages_allowed();
 /// huge page (zeroed, and compacted for when memory is fragmented) still
 /// costs 0.05-0.4 ms, so the same heap is faster in small pages.  Hence:
 /// never with transparent huge pages "[never]"; EPLOAD_HUGE_PAGES=1 or 0
-/// decides when set; otherwise fresh_page_cost_ns() is measured (a few us)
-/// and compared with k_dear_fault_ns.
+/// decides when set; otherwise faults_are_dear() (prefault.hpp) does.
 bool huge_pages_pay();
 
 /// The decision of huge_pages_pay() from its inputs: the environment
-/// variable's value (nullptr when unset), whether THP is allowed, and the
-/// measured cost of a fault (0: could not be measured).
-bool huge_pages_pay(const char* setting, bool allowed, std::uint64_t fault_ns);
+/// variable's value (nullptr when unset), whether THP is allowed, and
+/// whether faults are dear.
+bool huge_pages_pay(const char* setting, bool allowed, bool faults_dear);
 
-/// Above this first-touch cost of a fresh page, huge pages pay.
-inline constexpr std::uint64_t k_dear_fault_ns = 4000;
-
-/// The cheapest of a few first touches of fresh anonymous 4 KiB pages, in
-/// nanoseconds (0 if the pages could not be mapped).
-std::uint64_t fresh_page_cost_ns();
 
 }  // namespace epload::detail

@@ -1,15 +1,20 @@
-// prefault.hpp — backing a fresh buffer in one system call.
+// prefault.hpp — backing a fresh buffer in one system call, where page
+// faults are dear; and how dear they are.
 //
 // Memory the process has not touched yet costs a page fault per 4 KiB page
-// on first write: ~12-15 us each on the virtual machines this was measured
-// on (see BENCHMARKS.md), so reading a 500 KB cache section into a fresh
-// buffer paid more for its faults than for the read.  madvise(
+// on first write: ~12-15 us each on one class of virtual machine this was
+// measured on (see BENCHMARKS.md), so reading a 500 KB cache section into a
+// fresh buffer paid more for its faults than for the read.  madvise(
 // MADV_POPULATE_WRITE) backs the whole range at once (~6 us per page there),
 // without changing how the memory is backed (no huge pages, nothing for the
-// host process's other memory).  A hint only: on kernels before 5.14 it
-// fails with EINVAL and the pages fault in as before.  Buffers under four
-// pages are left alone: the system call would cost about what their faults
-// do.
+// host process's other memory).  On another class a fault costs ~1.2 us and
+// populating ~1 us per page: there the call only backs pages that a buffer
+// reserved for the worst case never touches (`epload load`: 0.36 ms slower
+// with it).  So prefault() acts only where faults_are_dear(): one fault
+// timed once per process (a few us).  A hint only: on kernels before 5.14
+// it fails with EINVAL and the pages fault in as before.  Buffers under
+// four pages are left alone: the system call would cost about what their
+// faults do.
 #pragma once
 
 #include <sys/mman.h>
@@ -21,10 +26,23 @@ namespace epload::detail {
 
 inline constexpr std::size_t k_prefault_min = 16 * 1024;
 
-/// Backs the whole pages inside [p, p + n) that a write is about to touch.
-inline void prefault(void* p, std::size_t n) {
+/// Above this first-touch cost of a fresh page, backing pages ahead (and
+/// huge pages, big_buffer.hpp) pays.
+inline constexpr std::uint64_t k_dear_fault_ns = 4000;
+
+/// The cheapest of a few first touches of fresh anonymous 4 KiB pages, in
+/// nanoseconds (0 if the pages could not be mapped).  Measures each call.
+std::uint64_t fresh_page_cost_ns();
+
+/// fresh_page_cost_ns() > k_dear_fault_ns, measured at the first call of the
+/// process and remembered.  Thread-safe.
+bool faults_are_dear();
+
+/// Backs the whole pages inside [p, p + n) that a write is about to touch,
+/// when `dear`.
+inline void prefault(void* p, std::size_t n, bool dear) {
 #ifdef MADV_POPULATE_WRITE
-  if (p == nullptr || n < k_prefault_min) return;
+  if (!dear || p == nullptr || n < k_prefault_min) return;
   constexpr std::uintptr_t page = 4096;
   const auto begin = reinterpret_cast<std::uintptr_t>(p);
   const std::uintptr_t lo = (begin + page - 1) & ~(page - 1);
@@ -33,7 +51,13 @@ inline void prefault(void* p, std::size_t n) {
 #else
   (void)p;
   (void)n;
+  (void)dear;
 #endif
+}
+
+/// prefault() where faults_are_dear().
+inline void prefault(void* p, std::size_t n) {
+  if (n >= k_prefault_min) prefault(p, n, faults_are_dear());
 }
 
 /// prefault() for the spare capacity a vector was just reserved with.
