@@ -1,18 +1,20 @@
 // big_buffer.hpp — buffers of a read's size, backed at once, on huge pages
-// when the process asked for it.
+// when the process asked for it and faults are dear here.
 //
 // A cold query reads ~0.5 MB of cache sections and the learned-device store
-// into fresh buffers.  On the machines BENCHMARKS.md describes, a fresh
+// into fresh buffers.  On one machine class BENCHMARKS.md describes, a fresh
 // 4 KiB page costs 12-15 us at its first touch, and still several us after
 // madvise(MADV_POPULATE_WRITE) (prefault.hpp); a whole 2 MiB huge page costs
-// ~0.2 ms.  The CLI's heap is on huge pages already (cli/heap_pages.cpp);
+// ~0.2 ms.  (On another, a fault costs ~1.2 us and a huge page more than the
+// faults it saves: there none of this happens; see huge_pages_pay().)
+// There the CLI's heap is on huge pages already (cli/heap_pages.cpp);
 // the Python module lives in its host's heap, which epload must not change,
 // so it turns on a pool of its own instead: big buffers are then cut from
 // 2 MiB chunks of epload's own memory marked MADV_HUGEPAGE (one chunk, ~2
 // MiB resident, serves a query of the default environment).  A chunk whose
 // buffers are all freed is unmapped, or reused when it is the current one.
 // Without the pool, or with transparent huge pages off, a big buffer is a
-// plain heap buffer, prefaulted.
+// plain heap buffer, prefaulted where faults are dear.
 #pragma once
 
 #include <cstddef>
