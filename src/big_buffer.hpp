@@ -14,7 +14,7 @@
 // MiB resident, serves a query of the default environment).  A chunk whose
 // buffers are all freed is unmapped, or reused when it is the current one.
 // Without the pool, or with transparent huge pages off, a big buffer is a
-// plain heap buffer, prefaulted where faults are dear.
+// plain heap buffer, prefaulted.
 #pragma once
 
 #include <cstddef>
