@@ -102,19 +102,19 @@ void use_huge_page_pool() {
   if (huge_pages_pay()) g_pool_on.store(true, std::memory_order_release);
 }
 
-bool huge_pages_pay(const char* setting, bool allowed, bool faults_dear) {
+bool huge_pages_pay(const char* setting, bool allowed, bool would_pay) {
   if (!allowed) return false;
   if (setting != nullptr && std::strcmp(setting, "0") == 0) return false;
   if (setting != nullptr && std::strcmp(setting, "1") == 0) return true;
-  return faults_dear;
+  return would_pay;
 }
 
-bool huge_pages_pay() {
+bool huge_pages_pay(bool big_run) {
   if (!huge_pages_allowed()) return false;
   const char* setting = std::getenv("EPLOAD_HUGE_PAGES");
   const bool told = setting != nullptr && (std::strcmp(setting, "0") == 0 || std::strcmp(setting, "1") == 0);
-  // Told: no fault measured.
-  return huge_pages_pay(setting, true, !told && faults_are_dear());
+  // Told, or a big run: no fault measured.
+  return huge_pages_pay(setting, true, !told && (big_run || faults_are_dear()));
 }
 
 

@@ -42,20 +42,22 @@ void use_huge_page_pool();
 /// ("[never]") or the setting cannot be read.
 bool huge_pages_allowed();
 
-/// Whether huge pages are worth having in this process.  They pay only
-/// where a fresh 4 KiB page is dear: 12-15 us at its first touch on one
-/// machine class BENCHMARKS.md describes, where a huge page costs ~0.2 ms
-/// and saves hundreds of faults; on another, a fault costs ~1.2 us while a
-/// huge page (zeroed, and compacted for when memory is fragmented) still
-/// costs 0.05-0.4 ms, so the same heap is faster in small pages.  Hence:
-/// never with transparent huge pages "[never]"; EPLOAD_HUGE_PAGES=1 or 0
-/// decides when set; otherwise faults_are_dear() (prefault.hpp) does.
-bool huge_pages_pay();
+/// Whether huge pages are worth having in this process.  They pay where a
+/// fresh 4 KiB page is dear: 12-15 us at its first touch on one machine
+/// class BENCHMARKS.md describes, where a huge page costs ~0.2 ms and saves
+/// hundreds of faults; on another, a fault costs ~1.2 us while a huge page
+/// (zeroed, and compacted for when memory is fragmented) still costs
+/// 0.05-0.4 ms, so a run that touches ~1-2 MB of heap is faster in small
+/// pages, and only one that touches many megabytes (`big_run`: a full scan,
+/// ~7 MB of tables at 6,000 distributions) gains.  Hence: never with
+/// transparent huge pages "[never]"; EPLOAD_HUGE_PAGES=1 or 0 decides when
+/// set; otherwise `big_run` or faults_are_dear() (prefault.hpp).
+bool huge_pages_pay(bool big_run = false);
 
 /// The decision of huge_pages_pay() from its inputs: the environment
 /// variable's value (nullptr when unset), whether THP is allowed, and
-/// whether faults are dear.
-bool huge_pages_pay(const char* setting, bool allowed, bool faults_dear);
+/// whether they would pay untold (a big run, or dear faults).
+bool huge_pages_pay(const char* setting, bool allowed, bool would_pay);
 
 
 }  // namespace epload::detail

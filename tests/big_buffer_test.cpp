@@ -84,7 +84,7 @@ TEST(HugePages, PayOnlyWhereAFreshPageIsDear) {
   // Told: as told.
   EXPECT_TRUE(huge_pages_pay("1", true, false));
   EXPECT_FALSE(huge_pages_pay("0", true, true));
-  // Unset, or not 0/1: where faults are dear.
+  // Unset, or not 0/1: where they would pay (a big run, dear faults).
   EXPECT_FALSE(huge_pages_pay(nullptr, true, false));
   EXPECT_TRUE(huge_pages_pay(nullptr, true, true));
   EXPECT_TRUE(huge_pages_pay("auto", true, true));
@@ -135,6 +135,9 @@ TEST(HugePages, SettingDecidesOverTheMeasurement) {
     use_huge_page_pool();
     BigBuffer a = big_alloc(100000);
     EXPECT_NE(chunk_of(a.get()), reinterpret_cast<std::uintptr_t>(a.get())) << "EPLOAD_HUGE_PAGES=0: no pool";
+    EXPECT_FALSE(huge_pages_pay(/*big_run=*/true)) << "0 refuses even a big run";
+    ::unsetenv("EPLOAD_HUGE_PAGES");
+    EXPECT_EQ(huge_pages_pay(/*big_run=*/true), huge_pages_allowed()) << "a big run pays untold";
     ::setenv("EPLOAD_HUGE_PAGES", "1", 1);
     EXPECT_EQ(huge_pages_pay(), huge_pages_allowed());
   });

@@ -27,10 +27,12 @@ void* at(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
 
 }  // namespace
 
-void prefer_huge_heap_pages() {
+void prefer_huge_heap_pages(bool big_run) {
   // MADV_COLLAPSE would make a huge page even with THP "[never]": the
   // setting is honoured here, as is the machine's cost of a small page.
-  if (!epload::detail::huge_pages_pay()) return;
+  static bool done = false;
+  if (done || !epload::detail::huge_pages_pay(big_run)) return;
+  done = true;
   void* probe = std::malloc(16);
   if (probe == nullptr) return;
   const auto p = reinterpret_cast<std::uintptr_t>(probe);

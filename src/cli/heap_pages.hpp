@@ -8,9 +8,13 @@
 // figures ("Huge pages for the CLI's heap").
 //
 // Where a fault is cheap (~1.2 us on another machine class) a huge page
-// costs more than the faults it saves, so this happens only when
-// huge_pages_pay() (big_buffer.hpp) says so: a few us to measure one fault,
-// or EPLOAD_HUGE_PAGES=1/0.
+// costs more than the faults it saves in a run that touches 1-2 MB of heap
+// (`epload load`: 0.37 ms slower with them), and less in a full scan, which
+// touches ~7 MB (`entry-points --no-cache` at 6,000 distributions: 1.65 ms
+// faster).  So main() asks only where faults are dear (one fault timed, a
+// few us), and a command that is about to scan (--no-cache) asks again,
+// as a big run; EPLOAD_HUGE_PAGES=1/0 decides instead.  See huge_pages_pay()
+// in big_buffer.hpp.
 //
 // What it costs: the heap's resident size rounds up to 2 MiB blocks (a few
 // MiB per process; the CLI is short-lived).  With THP set to `never` it
@@ -22,8 +26,9 @@
 namespace epload::cli {
 
 /// Marks the allocator's heap segment MADV_HUGEPAGE and collapses the block
-/// already in use.  Call first thing in main(); errors are ignored (this
-/// only ever changes speed).
-void prefer_huge_heap_pages();
+/// already in use, when huge_pages_pay(big_run); once per process.  Call
+/// first thing in main(), and with `big_run` before a full scan; errors are
+/// ignored (this only ever changes speed).
+void prefer_huge_heap_pages(bool big_run = false);
 
 }  // namespace epload::cli
