@@ -214,17 +214,11 @@ PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts, const S
   std::unordered_map<const Distribution*, Py_ssize_t> dist_pos;
 
   Py_ssize_t i = 0;
+  GroupText groups;
   for (const auto& span : parts) {
-    Ref group;
-    std::string_view group_text;
     for (const EntryPoint& ep : span) {
-      if (group.p == nullptr || ep.group != group_text) {
-        Ref g(text(ep.group));
-        if (g.p == nullptr) return nullptr;
-        Py_XDECREF(group.p);
-        group.p = g.release();
-        group_text = ep.group;
-      }
+      PyObject* group = groups.get(ep.group);
+      if (group == nullptr) return nullptr;
       auto [it, fresh] = dist_pos.try_emplace(ep.dist, PyList_GET_SIZE(dists_list.p));
       if (fresh) {
         const Distribution& d = *ep.dist;
@@ -250,10 +244,10 @@ PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts, const S
       if (name.p == nullptr || value.p == nullptr || pos.p == nullptr) return nullptr;
       PyObject* row = PyTuple_New(4);
       if (row == nullptr) return nullptr;
-      Py_INCREF(group.p);
+      Py_INCREF(group);
       PyTuple_SET_ITEM(row, 0, name.release());
       PyTuple_SET_ITEM(row, 1, value.release());
-      PyTuple_SET_ITEM(row, 2, group.p);
+      PyTuple_SET_ITEM(row, 2, group);
       PyTuple_SET_ITEM(row, 3, pos.release());
       PyTuple_SET_ITEM(eps.p, i++, row);
     }

@@ -93,17 +93,11 @@ PyObject* entry_point_objects(const std::vector<std::span<const EntryPoint>>& pa
   refs.reserve(total);
   std::string joined;
   Py_ssize_t i = 0;
+  GroupText groups;
   for (const auto& span : parts) {
-    Ref group;
-    std::string_view group_text;
     for (const EntryPoint& ep : span) {
-      if (group.p == nullptr || ep.group != group_text) {
-        Ref g(text(ep.group));
-        if (g.p == nullptr) return nullptr;
-        Py_XDECREF(group.p);
-        group.p = g.release();
-        group_text = ep.group;
-      }
+      PyObject* group = groups.get(ep.group);
+      if (group == nullptr) return nullptr;
       auto [it, fresh] = refs.try_emplace(ep.dist, nullptr);
       if (fresh) {
         const Distribution& d = *ep.dist;
@@ -137,8 +131,8 @@ PyObject* entry_point_objects(const std::vector<std::span<const EntryPoint>>& pa
         Py_DECREF(dist);
         return nullptr;
       }
-      Py_INCREF(group.p);
-      PyObject* obj = make(g_entry_point, {name, value, group.p, dist});
+      Py_INCREF(group);
+      PyObject* obj = make(g_entry_point, {name, value, group, dist});
       if (obj == nullptr) return nullptr;
       PyList_SET_ITEM(out.p, i++, obj);
     }

@@ -25,6 +25,31 @@ PyObject* text(std::string_view s);
 /// nullptr with an error set).
 PyObject* fs_path(std::string_view s);
 
+/// The str of the group of consecutive entry points, made once per run of
+/// equal groups (an index lists a group's entry points together).
+class GroupText {
+ public:
+  GroupText() = default;
+  GroupText(const GroupText&) = delete;
+  GroupText& operator=(const GroupText&) = delete;
+  ~GroupText() { Py_XDECREF(m_obj); }
+  /// A borrowed reference, valid until the next call; nullptr with an error set.
+  PyObject* get(std::string_view group) {
+    if (m_obj == nullptr || group != m_text) {
+      PyObject* g = text(group);
+      if (g == nullptr) return nullptr;
+      Py_XDECREF(m_obj);
+      m_obj = g;
+      m_text = group;
+    }
+    return m_obj;
+  }
+
+ private:
+  PyObject* m_obj = nullptr;
+  std::string_view m_text;
+};
+
 /// One query's outcome: `index` is set unless `problem` is (kind, message),
 /// which means importlib must answer.
 struct QueryAnswer {
