@@ -90,6 +90,15 @@ void free_big(char* p) {
   delete[] p;
 }
 
+bool in_pool(const char* p) {
+  std::lock_guard lock(g_mutex);
+  if (g_chunks == nullptr) return false;
+  for (const Chunk& c : *g_chunks) {
+    if (p >= c.base && p < c.base + k_chunk) return true;
+  }
+  return false;
+}
+
 BigBuffer big_alloc(std::size_t n) {
   char* p = nullptr;
   if (n <= k_pooled_max && g_pool_on.load(std::memory_order_acquire)) p = pool_alloc(n);

@@ -34,6 +34,9 @@ using BigBuffer = std::unique_ptr<char[], void (*)(char*)>;
 /// `n` uninitialised bytes, their pages backed.  Thread-safe.
 BigBuffer big_alloc(std::size_t n);
 
+/// Whether `p` lies in one of the pool's chunks (what tests ask).
+bool in_pool(const char* p);
+
 /// Cuts later big buffers from the huge-page pool, when huge_pages_pay().
 /// The Python module calls it once at import.
 void use_huge_page_pool();

@@ -134,7 +134,7 @@ TEST(HugePages, SettingDecidesOverTheMeasurement) {
     EXPECT_FALSE(huge_pages_pay());
     use_huge_page_pool();
     BigBuffer a = big_alloc(100000);
-    EXPECT_NE(chunk_of(a.get()), reinterpret_cast<std::uintptr_t>(a.get())) << "EPLOAD_HUGE_PAGES=0: no pool";
+    EXPECT_FALSE(in_pool(a.get())) << "EPLOAD_HUGE_PAGES=0: no pool";
     EXPECT_FALSE(huge_pages_pay(/*big_run=*/true)) << "0 refuses even a big run";
     ::unsetenv("EPLOAD_HUGE_PAGES");
     EXPECT_EQ(huge_pages_pay(/*big_run=*/true), huge_pages_allowed()) << "a big run pays untold";
@@ -153,9 +153,10 @@ TEST(BigBuffer, PoolCutsBuffersFromOneChunkAndReusesIt) {
     EXPECT_TRUE(holds(a.get(), 100000, 1));
     if (!huge_pages_allowed()) {
       // Transparent huge pages off: plain heap buffers, nothing pooled.
-      EXPECT_NE(chunk_of(a.get()), reinterpret_cast<std::uintptr_t>(a.get()));
+      EXPECT_FALSE(in_pool(a.get()));
       return;
     }
+    EXPECT_TRUE(in_pool(a.get()));
     EXPECT_EQ(chunk_of(a.get()), reinterpret_cast<std::uintptr_t>(a.get())) << "the first buffer starts the chunk";
     EXPECT_EQ(chunk_of(b.get()), chunk_of(a.get()));
     EXPECT_GE(b.get(), a.get() + 100000);  // no overlap
@@ -168,6 +169,7 @@ TEST(BigBuffer, PoolCutsBuffersFromOneChunkAndReusesIt) {
     // Too big for the pool: from the heap.
     BigBuffer big = big_alloc(std::size_t{3} << 20);
     fill(big.get(), std::size_t{3} << 20, 3);
+    EXPECT_FALSE(in_pool(big.get()));
     EXPECT_NE(chunk_of(big.get()), chunk_of(c.get()));
     EXPECT_TRUE(holds(big.get(), std::size_t{3} << 20, 3));
   });
