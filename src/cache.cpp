@@ -131,6 +131,9 @@ namespace od = simdjson::ondemand;
 
 constexpr std::string_view k_format = "epload-index";
 constexpr std::size_t k_first_chunk = 64 * 1024;  // holds the head of most files (~1,000 groups)
+// Smaller files name too few watched files to split their check (each
+// distribution takes ~500 bytes of an index; the split starts above 500 files).
+constexpr std::uint64_t k_prepare_check_min = 128 * 1024;
 constexpr std::uint64_t k_max_gap = 32 * 1024;    // sections closer than this are read together
 constexpr std::size_t k_pad = simdjson::SIMDJSON_PADDING;
 
@@ -264,7 +267,7 @@ class Reader {
   bool watched(od::document& doc, std::size_t count, bool stamped_only = false);
   bool watched_file(od::value v, bool stamped_only);
   bool watch_digest(od::document& doc, std::size_t count, bool add);
-  bool watch_run(od::value v, std::size_t& n, bool add);
+  bool watch_run(od::value v, std::size_t& n, std::size_t count, bool add);
   bool load_complete();
   bool load_partial();
   const Section* find(Kind kind, std::string_view group) const;
@@ -290,6 +293,9 @@ class Reader {
   const Section* m_dists = nullptr;
   const Section* m_watched = nullptr;
   const Section* m_watch_digest = nullptr;
+  // Set while the names of an early check are parsed: each chunk of names
+  // added is published to its helper as soon as it is written.
+  EarlyFullCheck* m_publish_to = nullptr;
   WatchedDigest m_stamped_digest;  // of the stamped rows read ("watched")
   std::size_t m_stamped_rows = 0;
   // The head's first_error.
@@ -1031,7 +1037,7 @@ bool Reader::watched_file(od::value v, bool stamped_only) {
 }
 
 /// One run of "watch_digest"'s files: [search path, rel, rel, ...].
-bool Reader::watch_run(od::value v, std::size_t& n, bool add) {
+bool Reader::watch_run(od::value v, std::size_t& n, std::size_t count, bool add) {
   od::array arr;
   if (auto e = v.get_array().get(arr)) return fail(e, "watched run");
   std::uint32_t path = 0;
@@ -1045,10 +1051,14 @@ bool Reader::watch_run(od::value v, std::size_t& n, bool add) {
     }
     std::string_view rel;
     if (!bytes(xv, "watched file path", m_s1, rel)) return false;
+    // Never more names than the head announced: the builder reserved room
+    // for exactly those, and an early check reads them where they are.
+    if (n >= count) return fail("holds more watched files than the head says (" + std::to_string(count) + ")");
     // A name without escapes is a view into the section's buffer, which the
     // Index keeps (load_partial()): no copy.
     if (add) m_builder.add_watched_name(path, rel, /*copy=*/!in_document(rel));
     ++n;
+    if (m_publish_to != nullptr && n % 128 == 0) m_publish_to->publish(n);
   }
   if (k < 2) return fail("empty watched run");
   return true;
@@ -1081,7 +1091,7 @@ bool Reader::watch_digest(od::document& doc, std::size_t count, bool add) {
       for (auto x : arr) {
         od::value xv;
         if (auto e = x.get(xv)) return fail(e, "watched files");
-        if (!watch_run(xv, n, add)) return false;
+        if (!watch_run(xv, n, count, add)) return false;
       }
     } else {
       return fail("unexpected field in the watch digest");
@@ -1182,24 +1192,34 @@ bool Reader::load_partial() {
     (m_expect.watched_stamps ? stamps_total : names_total) += static_cast<std::size_t>(m_watched->count);
   }
   std::sort(needed.begin(), needed.end());  // pointers into m_sections: file order
-  if (!read_sections(needed)) return false;
   // A group's stamps beside the digest's names go to stamped_files() only.
   const bool stamped_only = m_expect.watched && !m_expect.watched_stamps;
-  m_builder.reserve(eps_total, eps_total, stamped_only ? 0 : stamps_total, names_total,
-                    stamped_only ? stamps_total : 0);
+  m_builder.reserve(0, 0, 0, names_total);  // first: the early check waits for these
 
-  // `full` validation by digest: the names first, and their check started
-  // (ReadExpectations::early_check), so that its stat calls run on the
-  // other CPU while the groups are parsed below.
+  // `full` validation by digest: the names are read first, their check is
+  // started on the other CPU before they are parsed (ReadExpectations::
+  // early_check), and each chunk of names is handed to it as soon as it is
+  // written, so its stat calls run while the rest is read and parsed.  The
+  // builder holds room for exactly names_total names (reserved above, and
+  // watch_run() refuses more), so where the helper reads them stays put.
   const bool names_first = names_total > 0 && m_expect.early_check != nullptr;
   if (names_first) {
-    if (!parse_section(*m_watch_digest,
-                       [&](od::document& d) { return watch_digest(d, m_watch_digest->count, /*add=*/true); })) {
-      return false;
-    }
+    if (!read_sections({m_watch_digest})) return false;
     const Index& so_far = m_builder.in_progress();
-    m_expect.early_check->start(so_far.watched_names(), so_far.search_paths(), so_far.scanned_at_ns());
+    const std::span<const WatchedName> names(so_far.watched_names().data(), names_total);
+    m_expect.early_check->start(names, so_far.search_paths(), so_far.scanned_at_ns(), /*ready=*/0);
+    m_publish_to = m_expect.early_check;
+    const bool ok = parse_section(
+        *m_watch_digest, [&](od::document& d) { return watch_digest(d, m_watch_digest->count, /*add=*/true); });
+    m_publish_to = nullptr;
+    if (!ok) return false;  // the destructor abandons the check
+    m_expect.early_check->publish(names_total);
+    std::erase(needed, m_watch_digest);
+  } else if (m_expect.early_check != nullptr) {
+    m_expect.early_check->abandon();  // prepared by run(), not wanted
   }
+  m_builder.reserve(eps_total, eps_total, stamped_only ? 0 : stamps_total, 0, stamped_only ? stamps_total : 0);
+  if (!read_sections(needed)) return false;
 
   std::size_t group_sections = 0;
   for (const Section* s : needed) group_sections += s->kind == Kind::group;
@@ -1249,7 +1269,7 @@ bool Reader::load_partial() {
   }
 
   for (const Section* s : needed) {
-    if (s->kind == Kind::group || (names_first && s == m_watch_digest)) continue;
+    if (s->kind == Kind::group) continue;
     const bool ok =
         s->kind == Kind::watch_digest
             ? parse_section(*s, [&](od::document& d) { return watch_digest(d, s->count, /*add=*/true); })
@@ -1288,6 +1308,13 @@ Result<Index> Reader::run() {
       // reallocating, and fresh memory costs a page fault per page touched:
       // the head and the sections then reuse the same pages).
       constexpr std::uint64_t k_max_prealloc = 64ull << 20;
+      // `full` validation of a file big enough to hold more names than
+      // are worth splitting: the check's helper thread is created now, so
+      // that its creation overlaps the parse of the head.
+      if (m_partial && m_expect.early_check != nullptr && m_expect.watched && !m_expect.watched_stamps &&
+          m_size >= k_prepare_check_min) {
+        m_expect.early_check->prepare();
+      }
       if (auto e = m_parser.allocate(static_cast<std::size_t>(std::min(m_size, k_max_prealloc)))) {
         fail(e, "JSON parser");
       } else if (other_version()) {

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -170,16 +171,27 @@ class EarlyFullCheck {
   EarlyFullCheck(const EarlyFullCheck&) = delete;
   EarlyFullCheck& operator=(const EarlyFullCheck&) = delete;
 
+  /// Creates the helper thread ahead of start(), waiting on the other CPU
+  /// (its creation, ~70 us, then overlaps the reading of the head); start()
+  /// sets it going, or abandon() ends it.  Nothing when there is no other
+  /// CPU or no thread to be had: start() then tries again.
+  void prepare();
   /// Starts checking `names` (relative to `paths`) on a helper thread, when
   /// there are enough to split and another CPU; else does nothing (the
   /// check then runs whole in still_valid).  The spans' memory must stay put
-  /// until still_valid() or abandon().
+  /// until still_valid() or abandon().  Only the first `ready` names need
+  /// to be written yet: the helper waits for publish() to reach the others,
+  /// so it can start while the reader is still parsing them.
   void start(std::span<const WatchedName> names, std::span<const std::string_view> paths,
-             std::int64_t scanned_at);
+             std::int64_t scanned_at, std::size_t ready = std::numeric_limits<std::size_t>::max());
+  /// The first `ready` names are written (release): the helper may read
+  /// them.  Every name must be published before still_valid() joins the
+  /// check; a read that cannot publish them all abandons it.
+  void publish(std::size_t ready);
   /// Stops a started check (its answer is not wanted) and waits for it.
   void abandon();
-  /// True from a start() that set a helper going until still_valid() or
-  /// abandon() finishes it.
+  /// True from a prepare() or a start() that set a helper going until
+  /// still_valid() or abandon() finishes it.
   bool running() const { return m != nullptr; }
 
   struct State;

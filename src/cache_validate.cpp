@@ -32,6 +32,7 @@
 // sections, and still_valid() takes the remaining chunks and joins it.
 #include <fcntl.h>   // open, O_PATH
 #include <limits.h>  // PATH_MAX
+#include <sched.h>   // sched_yield
 #include <unistd.h>  // close
 
 #include <algorithm>  // fill_n, min
@@ -83,6 +84,14 @@ struct FullCheck {
   std::atomic<std::uint64_t> digest_lo{0}, digest_hi{0};  // the threads' shares, added
   std::atomic<bool> stop{false};
   std::atomic<std::size_t> bad{k_none};  // the lowest mismatching index seen
+  // How many files from the start are there to be read: all of them, except
+  // while the cache reader is still parsing the names of an early check
+  // (EarlyFullCheck::publish).  Released by the writer, acquired here.
+  std::atomic<std::size_t> ready{k_none};
+
+  /// Waits until files [0, end) are there or the check is stopped; false
+  /// when stopped.
+  bool wait_ready(std::size_t end);
 
   std::size_t size() const { return by_digest ? names.size() : watched.size(); }
   /// File i's search path and relative path, whichever list holds it.
@@ -147,6 +156,7 @@ void FullCheck::run() {
   for (std::size_t c; !stop.load(std::memory_order_relaxed) &&
                       (c = next.fetch_add(k_chunk, std::memory_order_relaxed)) < n;) {
     const std::size_t end = c + k_chunk < n ? c + k_chunk : n;
+    if (ready.load(std::memory_order_acquire) < end && !wait_ready(end)) break;
     for (std::size_t i = c; i < end; ++i) {
       const auto [rel, sp] = file(i);
       FileStamp now;
@@ -182,25 +192,77 @@ void FullCheck::run() {
   profile::count(profile::Counter::stat, stats);
 }
 
+/// Waits until `done()` holds (true) or `stop` is set (false).  What the
+/// helper waits for is the reader's work on the other CPU, tens to hundreds
+/// of microseconds: it spins briefly, then gives its CPU away at each turn
+/// (it may share the reader's CPU, when it could not be placed elsewhere).
+template <class Done>
+bool wait_for(Done done, const std::atomic<bool>& stop) {
+  for (unsigned spins = 0; !done(); ++spins) {
+    if (stop.load(std::memory_order_relaxed)) return false;
+    if (spins < 2000) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    } else {
+      ::sched_yield();
+    }
+  }
+  return true;
+}
+
+bool FullCheck::wait_ready(std::size_t end) {
+  return wait_for([&] { return ready.load(std::memory_order_acquire) >= end; }, stop);
+}
+
 }  // namespace
 
 struct EarlyFullCheck::State {
   FullCheck check;
   PinnedHelper helper;
+  // A prepared helper waits for `armed` (release: the check's names, paths
+  // and clock are set) before it runs the check.
+  bool prepared = false;
+  std::atomic<bool> armed{false};
+
+  void wait_then_run() {
+    if (wait_for([&] { return armed.load(std::memory_order_acquire); }, check.stop)) check.run();
+  }
 };
 
 EarlyFullCheck::EarlyFullCheck() = default;
 EarlyFullCheck::~EarlyFullCheck() { abandon(); }
 
-void EarlyFullCheck::start(std::span<const WatchedName> names, std::span<const std::string_view> paths,
-                           std::int64_t scanned_at) {
-  if (m || names.size() <= k_parallel_threshold) return;
+void EarlyFullCheck::prepare() {
+  if (m) return;
   m = std::make_unique<State>();
+  m->prepared = true;
+  if (!m->helper.start([](void* p) { static_cast<State*>(p)->wait_then_run(); }, m.get())) m.reset();
+}
+
+void EarlyFullCheck::start(std::span<const WatchedName> names, std::span<const std::string_view> paths,
+                           std::int64_t scanned_at, std::size_t ready) {
+  if (names.size() <= k_parallel_threshold) {
+    abandon();  // a prepared helper is not wanted: the check runs whole in still_valid
+    return;
+  }
+  if (m && (!m->prepared || m->armed.load(std::memory_order_relaxed))) return;  // started already
+  const bool prepared = m != nullptr;
+  if (!prepared) m = std::make_unique<State>();
   m->check.names = names;
   m->check.paths = paths;
   m->check.scanned_at = scanned_at;
   m->check.by_digest = true;
-  if (!m->helper.start(m->check)) m.reset();
+  m->check.ready.store(std::min(ready, names.size()), std::memory_order_relaxed);
+  if (prepared) {
+    m->armed.store(true, std::memory_order_release);
+  } else if (!m->helper.start(m->check)) {
+    m.reset();
+  }
+}
+
+void EarlyFullCheck::publish(std::size_t ready) {
+  if (m) m->check.ready.store(std::min(ready, m->check.names.size()), std::memory_order_release);
 }
 
 void EarlyFullCheck::abandon() {

@@ -885,6 +885,74 @@ TEST(CachePartial, EarlyCheckStartsWithTheNamesAndStillValidJoinsIt) {
   }
 }
 
+TEST(CachePartial, EarlyCheckPreparedAheadWaitsForTheNamesAndStopsWhenTheirParseFails) {
+  // A file big enough (over 128 KB) has the check's helper created before
+  // the head is parsed; it then stats each chunk of names as soon as the
+  // reader has written it (EarlyFullCheck::publish).  Its answer must be
+  // the full check's, and a read that fails while the helper waits for
+  // names must stop it (a hang here, or a sanitizer report of a thread
+  // reading freed names, is the failure).
+  TempDir t;
+  const std::string site = t / "site";
+  constexpr int k_files = 3000;
+  write_watched_tree(site, k_files);
+  auto build = [&] { return watched_tree_index(site, k_files, /*with_entry_points=*/true); };
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  const bool two_cpus = CPU_COUNT(&allowed) >= 2;
+  ASSERT_TRUE(write_index(build(), t / "i.json"));
+  const std::string text = test::read_file(t / "i.json");
+  ASSERT_GT(text.size(), 128u * 1024) << "too small for the helper to be prepared ahead";
+  std::string why;
+  {
+    detail::EarlyFullCheck early;
+    auto r = read_with_early_check(text, early);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->watched_names().size(), static_cast<std::size_t>(k_files));
+    EXPECT_EQ(early.running(), two_cpus);
+    EXPECT_TRUE(detail::still_valid(*r, Validation::full, &why, &early)) << why;
+    EXPECT_FALSE(early.running());
+  }
+  // A change in a file in the middle of the names, and in the last one.
+  for (int changed : {k_files / 2, k_files - 1}) {
+    const std::string file = site + "/d" + std::to_string(changed) + ".dist-info/entry_points.txt";
+    const std::string was = test::read_file(file);
+    test::write_file(file, "[g]\ne = m:changed\n");
+    detail::EarlyFullCheck early;
+    auto r = read_with_early_check(text, early);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_FALSE(detail::still_valid(*r, Validation::full, &why, &early)) << changed;
+    EXPECT_NE(why.find("digest"), std::string::npos) << why;
+    EXPECT_FALSE(early.running());
+  }
+  // The last line is "watch_digest".  A name in its middle that is not a
+  // string (re-sealed, so the hashes hold): the parse fails after the helper
+  // was started and while it waits for the rest of the names.
+  const int digest_line = static_cast<int>(std::count(text.begin(), text.end(), '\n')) - 1;
+  const std::string middle = "\"d" + std::to_string(k_files / 2) + ".dist-info/entry_points.txt\"";
+  reseal(t / "bad.json", edit_line(text, digest_line, middle, "17"));
+  {
+    detail::EarlyFullCheck early;
+    auto r = read_with_early_check(test::read_file(t / "bad.json"), early);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("watched file path"), std::string::npos) << r.error().message;
+    EXPECT_FALSE(early.running());
+  }
+  // More names than the head announces: refused before the one too many is
+  // written where the helper reads (the room for the names is exactly the
+  // head's count).
+  reseal(t / "bad.json", text, "for r in rows:\n  r[4] = r[4] - 1 if r[0] in (\"watched\", \"watch_digest\") else r[4]");
+  {
+    detail::EarlyFullCheck early;
+    auto r = read_with_early_check(test::read_file(t / "bad.json"), early);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("more watched files than the head says"), std::string::npos)
+        << r.error().message;
+    EXPECT_FALSE(early.running());
+  }
+}
+
 TEST(CachePartial, CorruptSectionIsFoundWhenItIsRead) {
   TempDir t;
   ASSERT_TRUE(write_index(sample_index(10), t / "i.json"));

@@ -139,6 +139,11 @@ TEST(Learned, StampsReadBackWhateverTheirRange) {
       "1:2:-3:4:5:6\t1",                         // a negative size
       "1:2:3:4:5:4294967296\t1",                 // mode past 32 bits
       "18446744073709551616:2:3:4:5:6\t1",       // dev past 64 bits
+      "99999999999999999999:2:3:4:5:6\t1",       // 20 digits, far past 64 bits
+      "1844674407370955161x:2:3:4:5:6\t1",       // a 20th character that is no digit
+      "184467440737095516150:2:3:4:5:6\t1",      // 21 digits
+      "1a:2:3:4:5:6\t1",                         // a letter among the digits
+      "1:2:3:4:5:/\t1",                          // the character before '0'
       "1:2:3:9223372036854775808:5:6\t1",        // mtime past int64
       "1:2:3:4:5:6\t-9223372036854775808",       // an ABI below -1 (signed overflow before)
   };
