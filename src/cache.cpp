@@ -96,8 +96,9 @@
 // read and parse the whole file.  `full` validation adds the names in
 // "watch_digest" (~300 KB; ~0.8 ms, against ~1.5 ms for the stamped "watched"
 // section), and its ~6,200 stats; the names are read first, kept in their
-// buffer (not copied), and their check starts on the other CPU while the
-// groups are parsed (ReadExpectations::early_check).  A one-group read adds the group's rows
+// buffer (not copied), and stat'ed on the other CPU by a helper created
+// before the head was parsed, each chunk as soon as it is written, while
+// the rest is parsed (ReadExpectations::early_check).  A one-group read adds the group's rows
 // straight to the IndexBuilder; several groups are collected and merged in
 // global discovery order.  One simdjson parser allocation serves every line
 // read (a parser grows by reallocating, and every fresh page costs a fault).

@@ -27,9 +27,10 @@
 // machines have two cores; see parallel.hpp for how the second is placed)
 // take them in chunks from a shared counter; both stop at the first
 // mismatch either finds.  Nothing is allocated per file.  A cache read for
-// `full` validation starts the helper as soon as it has the names
-// (EarlyFullCheck): the helper stats while the reader parses the groups'
-// sections, and still_valid() takes the remaining chunks and joins it.
+// `full` validation has the helper created before the head is parsed
+// (EarlyFullCheck::prepare) and hands it the names as it writes them
+// (publish): the helper stats while the reader parses the rest, and
+// still_valid() takes the remaining chunks and joins it.
 #include <fcntl.h>   // open, O_PATH
 #include <limits.h>  // PATH_MAX
 #include <sched.h>   // sched_yield
