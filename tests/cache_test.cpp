@@ -799,6 +799,35 @@ Result<Index> read_with_early_check(const std::string& text, detail::EarlyFullCh
   return parse_bytes_with(text, e);
 }
 
+/// True when this process may run on two CPUs (an early check then has a helper).
+bool two_cpus_allowed() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  return ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) >= 2;
+}
+
+/// Reads `text` (k_files names) with an early check and expects still_valid()
+/// to join it with answer `valid` ("digest" in the reason when not).
+void expect_early_check_answer(const std::string& text, std::size_t k_files, bool valid, int changed = -1) {
+  detail::EarlyFullCheck early;
+  auto r = read_with_early_check(text, early);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->group("g").size(), k_files);
+  EXPECT_EQ(r->watched_names().size(), k_files);
+  EXPECT_EQ(early.running(), two_cpus_allowed()) << "started while the rest was read";
+  std::string why;
+  EXPECT_EQ(detail::still_valid(*r, Validation::full, &why, &early), valid) << changed << ": " << why;
+  if (!valid) {
+    EXPECT_NE(why.find("digest"), std::string::npos) << why;
+  }
+  EXPECT_FALSE(early.running());
+}
+
+/// Rewrites file `i` of write_watched_tree()'s tree: a new ctime, a changed stamp.
+void change_watched_file(const std::string& site, int i) {
+  test::write_file(site + "/d" + std::to_string(i) + ".dist-info/entry_points.txt", "[g]\ne = m:changed\n");
+}
+
 TEST(CachePartial, DigestValidationFindsAChangeInEitherThreadsShare) {
   // Above 500 watched files two threads fold the fresh stamps into the
   // digest; a change anywhere must make the digest differ.
@@ -843,31 +872,13 @@ TEST(CachePartial, EarlyCheckStartsWithTheNamesAndStillValidJoinsIt) {
   constexpr int k_files = 1500;
   write_watched_tree(site, k_files);
   auto build = [&] { return watched_tree_index(site, k_files, /*with_entry_points=*/true); };
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
-  const bool two_cpus = CPU_COUNT(&allowed) >= 2;
   ASSERT_TRUE(write_index(build(), t / "i.json"));
   std::string text = test::read_file(t / "i.json");
-  std::string why;
-  {
-    detail::EarlyFullCheck early;
-    auto r = read_with_early_check(text, early);
-    ASSERT_TRUE(r) << r.error().message;
-    EXPECT_EQ(r->group("g").size(), static_cast<std::size_t>(k_files));
-    EXPECT_EQ(early.running(), two_cpus) << "started while the groups were parsed";
-    EXPECT_TRUE(detail::still_valid(*r, Validation::full, &why, &early)) << why;
-    EXPECT_FALSE(early.running());
-  }
+  expect_early_check_answer(text, k_files, /*valid=*/true);
   // A change in the first or the last file: found by the early check too.
   for (int changed : {0, k_files - 1}) {
-    test::write_file(site + "/d" + std::to_string(changed) + ".dist-info/entry_points.txt", "[g]\ne = m:changed\n");
-    detail::EarlyFullCheck early;
-    auto r = read_with_early_check(text, early);
-    ASSERT_TRUE(r) << r.error().message;
-    EXPECT_FALSE(detail::still_valid(*r, Validation::full, &why, &early)) << changed;
-    EXPECT_NE(why.find("digest"), std::string::npos) << why;
-    EXPECT_FALSE(early.running());
+    change_watched_file(site, changed);
+    expect_early_check_answer(text, k_files, /*valid=*/false, changed);
     ASSERT_TRUE(write_index(build(), t / "i.json"));  // the new stamps, for the next round
     text = test::read_file(t / "i.json");
   }
@@ -896,35 +907,14 @@ TEST(CachePartial, EarlyCheckPreparedAheadWaitsForTheNamesAndStopsWhenTheirParse
   const std::string site = t / "site";
   constexpr int k_files = 3000;
   write_watched_tree(site, k_files);
-  auto build = [&] { return watched_tree_index(site, k_files, /*with_entry_points=*/true); };
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
-  const bool two_cpus = CPU_COUNT(&allowed) >= 2;
-  ASSERT_TRUE(write_index(build(), t / "i.json"));
+  ASSERT_TRUE(write_index(watched_tree_index(site, k_files, /*with_entry_points=*/true), t / "i.json"));
   const std::string text = test::read_file(t / "i.json");
   ASSERT_GT(text.size(), 128u * 1024) << "too small for the helper to be prepared ahead";
-  std::string why;
-  {
-    detail::EarlyFullCheck early;
-    auto r = read_with_early_check(text, early);
-    ASSERT_TRUE(r) << r.error().message;
-    EXPECT_EQ(r->watched_names().size(), static_cast<std::size_t>(k_files));
-    EXPECT_EQ(early.running(), two_cpus);
-    EXPECT_TRUE(detail::still_valid(*r, Validation::full, &why, &early)) << why;
-    EXPECT_FALSE(early.running());
-  }
-  // A change in a file in the middle of the names, and in the last one.
+  expect_early_check_answer(text, k_files, /*valid=*/true);
+  // A change in a file in the middle of the names, then in the last one.
   for (int changed : {k_files / 2, k_files - 1}) {
-    const std::string file = site + "/d" + std::to_string(changed) + ".dist-info/entry_points.txt";
-    const std::string was = test::read_file(file);
-    test::write_file(file, "[g]\ne = m:changed\n");
-    detail::EarlyFullCheck early;
-    auto r = read_with_early_check(text, early);
-    ASSERT_TRUE(r) << r.error().message;
-    EXPECT_FALSE(detail::still_valid(*r, Validation::full, &why, &early)) << changed;
-    EXPECT_NE(why.find("digest"), std::string::npos) << why;
-    EXPECT_FALSE(early.running());
+    change_watched_file(site, changed);
+    expect_early_check_answer(text, k_files, /*valid=*/false, changed);
   }
   // The last line is "watch_digest".  A name in its middle that is not a
   // string (re-sealed, so the hashes hold): the parse fails after the helper
