@@ -34,6 +34,7 @@
 #include <fcntl.h>   // open, O_PATH
 #include <limits.h>  // PATH_MAX
 #include <sched.h>   // sched_yield
+#include <time.h>    // nanosleep
 #include <unistd.h>  // close
 
 #include <algorithm>  // fill_n, min
@@ -200,17 +201,24 @@ void FullCheck::run() {
 /// Waits until `done()` holds (true) or `stop` is set (false).  What the
 /// helper waits for is the reader's work on the other CPU, tens to hundreds
 /// of microseconds: it spins briefly, then gives its CPU away at each turn
-/// (it may share the reader's CPU, when it could not be placed elsewhere).
+/// (it may share the reader's CPU, when it could not be placed elsewhere),
+/// and past ~1 ms (a slow file system under the reader) sleeps 50 us at a
+/// time instead of keeping a CPU busy.
 template <class Done>
 bool wait_for(Done done, const std::atomic<bool>& stop) {
-  for (unsigned spins = 0; !done(); ++spins) {
+  constexpr unsigned k_spins = 2000, k_yields = 1000;
+  for (unsigned turn = 0; !done(); ++turn) {
     if (stop.load(std::memory_order_relaxed)) return false;
-    if (spins < 2000) {
+    if (turn < k_spins) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
-    } else {
+    } else if (turn < k_spins + k_yields) {
       ::sched_yield();
+    } else {
+      const struct timespec nap{0, 50 * 1000};
+      ::nanosleep(&nap, nullptr);
+      turn = k_spins + k_yields;  // no overflow however long the wait
     }
   }
   return true;

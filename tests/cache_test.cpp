@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <thread>  // sleep_for
 
 #include <sys/mman.h>      // memfd_create
 #include <sys/resource.h>  // setrlimit
@@ -894,6 +895,53 @@ TEST(CachePartial, EarlyCheckStartsWithTheNamesAndStillValidJoinsIt) {
     EXPECT_NE(r.error().message.find("section \"group:g\": hash mismatch"), std::string::npos) << r.error().message;
     EXPECT_FALSE(early.running());
   }
+}
+
+TEST(CachePartial, EarlyCheckWaitsForASlowReader) {
+  // The reader may take long to hand names over (a slow file system under
+  // it): the prepared helper spins, then yields, then sleeps between looks,
+  // and must still check every name published, in chunks with pauses
+  // between, with the full check's answer.
+  TempDir t;
+  const std::string site = t / "site";
+  constexpr std::size_t k_files = 1200;
+  write_watched_tree(site, static_cast<int>(k_files));
+  std::vector<std::string> names;
+  WatchedDigest digest;
+  for (std::size_t i = 0; i < k_files; ++i) {
+    names.push_back("d" + std::to_string(i) + ".dist-info/entry_points.txt");
+    detail::digest_add(digest, i, detail::stamp_at(AT_FDCWD, (site + "/" + names.back()).c_str()));
+  }
+  auto check = [&](bool want_valid) {
+    IndexBuilder b;
+    const auto sp = b.add_search_path(site, detail::stamp_at(AT_FDCWD, site.c_str()));
+    b.set_scanned_at(detail::coarse_now_ns() + 3600 * 1000000000LL);  // no stamp is racy
+    b.reserve(0, 0, 0, k_files);
+    const Index& so_far = b.in_progress();
+    detail::EarlyFullCheck early;
+    early.prepare();
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));  // past its spinning and yielding
+    early.start({so_far.watched_names().data(), k_files}, so_far.search_paths(), so_far.scanned_at_ns(),
+                /*ready=*/0);
+    EXPECT_EQ(early.running(), two_cpus_allowed());
+    for (std::size_t i = 0; i < k_files; ++i) {
+      b.add_watched_name(sp, names[i]);
+      if ((i + 1) % 100 == 0) {
+        early.publish(i + 1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+    early.publish(k_files);
+    b.set_watched_digest(digest);
+    b.set_watched_complete(true);
+    const Index index = b.build();
+    std::string why;
+    EXPECT_EQ(detail::still_valid(index, Validation::full, &why, &early), want_valid) << why;
+    EXPECT_FALSE(early.running());
+  };
+  check(/*want_valid=*/true);
+  change_watched_file(site, 1150);  // in the last chunk
+  check(/*want_valid=*/false);
 }
 
 TEST(CachePartial, EarlyCheckPreparedAheadWaitsForTheNamesAndStopsWhenTheirParseFails) {
