@@ -336,7 +336,8 @@ Result<int> clear_cache(const CacheOptions& options) {
 
 Catalog::Catalog(CacheOptions options) : m_options(std::move(options)) {}
 
-Result<std::shared_ptr<const Index>> Catalog::get(CacheReport* report) {
+Result<std::shared_ptr<const Index>> Catalog::get(
+    CacheReport* report, const std::function<void(const std::shared_ptr<const Index>&)>& while_validating) {
   std::shared_ptr<const Index> current;
   CacheReport how;
   std::string cwd;
@@ -368,7 +369,12 @@ Result<std::shared_ptr<const Index>> Catalog::get(CacheReport* report) {
     return m_current;
   }
   CacheReport fresh;
-  auto r = open_index(m_options, &fresh);
+  auto r = [&] {
+    if (!while_validating) return open_index(m_options, &fresh);
+    CacheOptions options = m_options;
+    options.while_validating = while_validating;
+    return open_index(options, &fresh);
+  }();
   if (!r) return r.error();
   if (!r.value()->not_cacheable().empty()) {
     // Served, not kept: an answer holding an I/O error is read again next

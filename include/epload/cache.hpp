@@ -130,8 +130,13 @@ class Catalog {
  public:
   explicit Catalog(CacheOptions options);
   /// The current index; the shared_ptr keeps an index alive for its users
-  /// even after a later get() replaced it.
-  Result<std::shared_ptr<const Index>> get(CacheReport* report = nullptr);
+  /// even after a later get() replaced it.  `while_validating`, when set,
+  /// is CacheOptions::while_validating for this call only (it is called
+  /// only when the index is read from the cache file with its `full` check
+  /// running on the other CPU).
+  Result<std::shared_ptr<const Index>> get(
+      CacheReport* report = nullptr,
+      const std::function<void(const std::shared_ptr<const Index>&)>& while_validating = {});
 
  private:
   CacheOptions m_options;

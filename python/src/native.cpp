@@ -259,7 +259,8 @@ PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts, const S
 
 QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
                       const std::string& validation, const std::string& cache_dir, bool use_cache,
-                      py::bytes interpreter, bool want_stamps) {
+                      py::bytes interpreter, bool want_stamps,
+                      const std::function<void(const std::shared_ptr<const Index>&)>& while_validating) {
   CacheOptions options;
   options.search_paths.resize(static_cast<std::size_t>(PyList_GET_SIZE(paths.ptr())));
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(paths.ptr()); ++i) {
@@ -293,7 +294,7 @@ QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
   {
     py::gil_scoped_release release;
     auto catalog = catalog_for(options);
-    auto got = catalog->get(&report);
+    auto got = catalog->get(&report, while_validating);
     if (got) {
       index = std::move(got.value());
     } else {
@@ -342,24 +343,48 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
   if (!all_groups) {
     for (py::handle g : py::tuple(groups)) wanted.push_back(g.cast<std::string>());
   }
-  QueryAnswer a = run_query(paths, all_groups ? nullptr : &wanted, validation, cache_dir,
-                            use_cache, interpreter, want_stamps);
-  if (!a.index) return py::make_tuple(a.status, a.reason, a.file, a.problem, py::tuple(), py::tuple());
-  std::vector<std::span<const EntryPoint>> parts;
-  if (all_groups) {
-    parts.push_back(a.index->entry_points());
-  } else {
-    for (const std::string& g : wanted) parts.push_back(a.index->group(g));
+  auto parts_of = [&](const Index& index) {
+    std::vector<std::span<const EntryPoint>> parts;
+    if (all_groups) {
+      parts.push_back(index.entry_points());
+    } else {
+      for (const std::string& g : wanted) parts.push_back(index.group(g));
+    }
+    return parts;
+  };
+  const bool make_objects = objects && !want_stamps && classes_bound();
+  const std::string_view cwd_bytes(cwd);
+  // On a cache hit under `full`, the objects are made while the stat calls
+  // run on the other CPU (CacheOptions::while_validating), not after them:
+  // they are kept only if the check passes and that index is the answer.
+  py::object made;
+  std::shared_ptr<const Index> made_for;
+  std::function<void(const std::shared_ptr<const Index>&)> make_early;
+  if (make_objects) {
+    make_early = [&](const std::shared_ptr<const Index>& candidate) {
+      py::gil_scoped_acquire gil;
+      PyObject* list = entry_point_objects(parts_of(*candidate), cwd_bytes);
+      if (list == nullptr) {
+        PyErr_Clear();  // made again below, where an error is raised
+        return;
+      }
+      made = py::reinterpret_steal<py::object>(list);
+      made_for = candidate;
+    };
   }
-  if (objects && !want_stamps && classes_bound()) {
-    auto list = py::reinterpret_steal<py::object>(entry_point_objects(parts, std::string_view(cwd)));
+  QueryAnswer a = run_query(paths, all_groups ? nullptr : &wanted, validation, cache_dir,
+                            use_cache, interpreter, want_stamps, make_early);
+  if (!a.index) return py::make_tuple(a.status, a.reason, a.file, a.problem, py::tuple(), py::tuple());
+  const auto parts = parts_of(*a.index);
+  if (make_objects) {
+    if (made && made_for == a.index) return py::make_tuple(a.status, a.reason, a.file, py::none(), py::none(), made);
+    auto list = py::reinterpret_steal<py::object>(entry_point_objects(parts, cwd_bytes));
     if (!list) throw py::error_already_set();
     return py::make_tuple(a.status, a.reason, a.file, py::none(), py::none(), list);
   }
   StampFiles stamps;
   if (want_stamps) stamps = entry_points_stamps(*a.index, parts);
-  auto converted =
-      py::reinterpret_steal<py::tuple>(convert(parts, want_stamps ? &stamps : nullptr, std::string_view(cwd)));
+  auto converted = py::reinterpret_steal<py::tuple>(convert(parts, want_stamps ? &stamps : nullptr, cwd_bytes));
   if (!converted) throw py::error_already_set();
   return py::make_tuple(a.status, a.reason, a.file, py::none(), converted[0], converted[1]);
 }

@@ -2,6 +2,8 @@
 // conversion of its entry points to the tuples the Python layer reads.
 #pragma once
 
+#include <functional>  // run_query's while_validating
+
 #include <Python.h>
 #include <pybind11/pybind11.h>
 
@@ -58,10 +60,12 @@ struct QueryAnswer {
 };
 
 /// Runs one query (see query() in native.cpp for the arguments); `groups`
-/// null: all groups.  Raises on bad arguments only.
+/// null: all groups.  Raises on bad arguments only.  `while_validating`:
+/// CacheOptions::while_validating for this query (called without the GIL).
 QueryAnswer run_query(pybind11::list paths, const std::vector<std::string>* groups,
                       const std::string& validation, const std::string& cache_dir, bool use_cache,
-                      pybind11::bytes interpreter, bool want_stamps);
+                      pybind11::bytes interpreter, bool want_stamps,
+                      const std::function<void(const std::shared_ptr<const Index>&)>& while_validating = {});
 
 /// The stamp of each wanted distribution's entry_points.txt.
 using StampFiles = std::unordered_map<const Distribution*, const FileStamp*>;

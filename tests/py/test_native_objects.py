@@ -177,3 +177,61 @@ print(json.dumps(res))
                    "subclass": False, "with_dict": False, "ref_with_dict": False,
                    "real": True, "type": got["type"]}
     assert got["type"] in ([], ["EntryPoint"])
+
+
+CHECK_BODY = r'''
+import json, sys
+from importlib.metadata import entry_points
+import epload._entry_points as E
+
+N = E._native_module()
+status, reason, file, problem, dists, rows = N.query(
+    list(sys.path), ("torch.backends",), "full", "", True, E._INTERPRETER, False, b"", True)
+assert problem is None, problem
+assert dists is None, "the objects were not made natively"
+oracle = entry_points(group="torch.backends")
+print(json.dumps({
+    "status": status,
+    "epload": [[e.name, e.value, e.group, e.dist.name] for e in rows],
+    "importlib": [[e.name, e.value, e.group, e.dist.name] for e in oracle],
+}))
+'''
+
+
+def test_objects_made_during_the_check_are_dropped_when_it_fails(tmp_path):
+    # On a cache hit under `full` validation with enough watched files for
+    # two threads, the EntryPoint objects are made while the other CPU stats
+    # them (CacheOptions::while_validating).  A file rewritten in place (same
+    # size, mtime restored: only its ctime says so) fails the check: the
+    # answer must then be the rescan's, never the objects made from the
+    # stale index.  Fresh interpreters: the first writes the cache, the
+    # others read it.
+    import time
+    site = tmp_path / "site"
+    site.mkdir()
+    for k in range(800):
+        make_dist(site, f"dist{k:03d}", "1.0", {"torch.backends": [f"dev{k:03d} = mod{k:03d}:f"]})
+    # The current directory is on sys.path (''): one of its own, which the
+    # cache directory's creation does not change.
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    time.sleep(0.05)  # older than the scan's clock tick: no stamp is racy
+
+    def query():
+        got = run_json(tmp_path, CHECK_BODY, pythonpath=[str(site)], cwd=cwd)
+        assert got["epload"] == got["importlib"], got["status"]
+        assert len(got["epload"]) == 800
+        return got
+
+    assert query()["status"] == "rebuilt"
+    assert query()["status"] == "hit"
+    # In place: same size, the old mtime put back.
+    target = site / "dist417-1.0.dist-info" / "entry_points.txt"
+    before = os.stat(target)
+    target.write_text(target.read_text().replace("mod417:f", "mod417:g"))
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(target).st_size == before.st_size
+    got = query()
+    assert got["status"] == "rebuilt", "the changed ctime was not seen"
+    assert ["dev417", "mod417:g", "torch.backends", "dist417"] in got["epload"]
+    assert query()["status"] == "hit"
