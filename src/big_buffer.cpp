@@ -126,7 +126,6 @@ bool huge_pages_pay(bool big_run) {
   return huge_pages_pay(setting, true, !told && (big_run || faults_are_dear()));
 }
 
-
 bool huge_pages_allowed() {
   const int fd = ::open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;

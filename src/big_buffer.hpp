@@ -18,10 +18,7 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <memory>
-
-#include "prefault.hpp"  // k_dear_fault_ns, faults_are_dear
 
 namespace epload::detail {
 
@@ -61,6 +58,5 @@ bool huge_pages_pay(bool big_run = false);
 /// variable's value (nullptr when unset), whether THP is allowed, and
 /// whether they would pay untold (a big run, or dear faults).
 bool huge_pages_pay(const char* setting, bool allowed, bool would_pay);
-
 
 }  // namespace epload::detail

@@ -337,7 +337,7 @@ Result<int> clear_cache(const CacheOptions& options) {
 Catalog::Catalog(CacheOptions options) : m_options(std::move(options)) {}
 
 Result<std::shared_ptr<const Index>> Catalog::get(
-    CacheReport* report, const std::function<void(const std::shared_ptr<const Index>&)>& while_validating) {
+    CacheReport* report, const WhileValidating& while_validating) {
   std::shared_ptr<const Index> current;
   CacheReport how;
   std::string cwd;

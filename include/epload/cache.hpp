@@ -24,6 +24,10 @@ enum class Validation {
   paths,  ///< stat every search path only (frozen environments)
 };
 
+/// A caller's work on an index read from the cache while its `full` check
+/// runs on the other CPU (CacheOptions::while_validating).
+using WhileValidating = std::function<void(const std::shared_ptr<const Index>&)>;
+
 /// What identifies one cache file, and where caches live.
 struct CacheOptions {
   /// The ordered search paths (sys.path); part of the key.
@@ -59,7 +63,7 @@ struct CacheOptions {
   /// open_index() rebuilds and returns another, and whatever the callback
   /// made from the first must be dropped (compare the pointers).  Not called
   /// otherwise (a miss, `paths` validation, one CPU, few watched files).
-  std::function<void(const std::shared_ptr<const Index>&)> while_validating;
+  WhileValidating while_validating;
 };
 
 /// How an index was obtained.
@@ -136,7 +140,7 @@ class Catalog {
   /// running on the other CPU).
   Result<std::shared_ptr<const Index>> get(
       CacheReport* report = nullptr,
-      const std::function<void(const std::shared_ptr<const Index>&)>& while_validating = {});
+      const WhileValidating& while_validating = {});
 
  private:
   CacheOptions m_options;

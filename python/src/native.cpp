@@ -260,7 +260,7 @@ PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts, const S
 QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
                       const std::string& validation, const std::string& cache_dir, bool use_cache,
                       py::bytes interpreter, bool want_stamps,
-                      const std::function<void(const std::shared_ptr<const Index>&)>& while_validating) {
+                      const WhileValidating& while_validating) {
   CacheOptions options;
   options.search_paths.resize(static_cast<std::size_t>(PyList_GET_SIZE(paths.ptr())));
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(paths.ptr()); ++i) {
@@ -359,7 +359,7 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
   // they are kept only if the check passes and that index is the answer.
   py::object made;
   std::shared_ptr<const Index> made_for;
-  std::function<void(const std::shared_ptr<const Index>&)> make_early;
+  WhileValidating make_early;
   if (make_objects) {
     make_early = [&](const std::shared_ptr<const Index>& candidate) {
       py::gil_scoped_acquire gil;
@@ -375,13 +375,14 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
   QueryAnswer a = run_query(paths, all_groups ? nullptr : &wanted, validation, cache_dir,
                             use_cache, interpreter, want_stamps, make_early);
   if (!a.index) return py::make_tuple(a.status, a.reason, a.file, a.problem, py::tuple(), py::tuple());
-  const auto parts = parts_of(*a.index);
   if (make_objects) {
-    if (made && made_for == a.index) return py::make_tuple(a.status, a.reason, a.file, py::none(), py::none(), made);
-    auto list = py::reinterpret_steal<py::object>(entry_point_objects(parts, cwd_bytes));
-    if (!list) throw py::error_already_set();
-    return py::make_tuple(a.status, a.reason, a.file, py::none(), py::none(), list);
+    if (!made || made_for != a.index) {
+      made = py::reinterpret_steal<py::object>(entry_point_objects(parts_of(*a.index), cwd_bytes));
+      if (!made) throw py::error_already_set();
+    }
+    return py::make_tuple(a.status, a.reason, a.file, py::none(), py::none(), made);
   }
+  const auto parts = parts_of(*a.index);
   StampFiles stamps;
   if (want_stamps) stamps = entry_points_stamps(*a.index, parts);
   auto converted = py::reinterpret_steal<py::tuple>(convert(parts, want_stamps ? &stamps : nullptr, cwd_bytes));

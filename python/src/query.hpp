@@ -2,8 +2,6 @@
 // conversion of its entry points to the tuples the Python layer reads.
 #pragma once
 
-#include <functional>  // run_query's while_validating
-
 #include <Python.h>
 #include <pybind11/pybind11.h>
 
@@ -14,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "epload/cache.hpp"  // WhileValidating
 #include "epload/entry_point.hpp"
 #include "epload/index.hpp"
 
@@ -65,7 +64,7 @@ struct QueryAnswer {
 QueryAnswer run_query(pybind11::list paths, const std::vector<std::string>* groups,
                       const std::string& validation, const std::string& cache_dir, bool use_cache,
                       pybind11::bytes interpreter, bool want_stamps,
-                      const std::function<void(const std::shared_ptr<const Index>&)>& while_validating = {});
+                      const WhileValidating& while_validating = {});
 
 /// The stamp of each wanted distribution's entry_points.txt.
 using StampFiles = std::unordered_map<const Distribution*, const FileStamp*>;

@@ -55,6 +55,21 @@ def make_dist(site, name, version='1.0', entry_points=None, *, kind='dist-info',
     return d
 
 
+def random_sites(rng, root, add_dist):
+    """1 to 3 site directories root/site0, site1, ... with 1 to 8
+    distributions each, named dist0..dist11 (so names repeat on later
+    sites); ``add_dist(site, k, name)`` makes the k-th of a site.  Returns
+    the sites in order."""
+    sites = []
+    for s in range(rng.randrange(1, 4)):
+        site = root / f"site{s}"
+        site.mkdir()
+        sites.append(site)
+        for k in range(rng.randrange(1, 9)):
+            add_dist(site, k, f"dist{rng.randrange(12)}")
+    return sites
+
+
 # ---- subprocesses ---------------------------------------------------------------
 
 def env_for(tmp_path, *, pythonpath=(), extra=None, drop=()):

@@ -20,7 +20,7 @@ import random
 
 import pytest
 
-from pyfixtures import make_dist, run_json
+from pyfixtures import make_dist, random_sites, run_json
 
 SEEDS = int(os.environ.get("EPLOAD_RANDOM_TREES", "12"))
 
@@ -100,20 +100,14 @@ print(json.dumps({"native_used": native._native is not None, "loop_used": loop._
 def draw(rng, root, declare=False):
     """Random sites of distributions with torch.backends entry points (some
     distributions with several, some names repeated on later sites)."""
-    sites = []
-    for s in range(rng.randrange(1, 4)):
-        site = root / f"site{s}"
-        site.mkdir()
-        sites.append(site)
-        for k in range(rng.randrange(1, 9)):
-            name = f"dist{rng.randrange(12)}"
-            eps = [f"be{rng.randrange(30)} = mod{k}:init{j}" for j in range(rng.choice([1, 1, 2, 3]))]
-            groups = {"torch.backends": eps}
-            if declare and rng.random() < 0.5:
-                groups["epload.devices"] = [f"decl{k} = {eps[0].split(' = ')[0]}"]
-            kind = "egg-info" if rng.random() < 0.2 else "dist-info"
-            make_dist(site, name, f"1.{k}", groups, kind=kind)
-    return sites
+    def add(site, k, name):
+        eps = [f"be{rng.randrange(30)} = mod{k}:init{j}" for j in range(rng.choice([1, 1, 2, 3]))]
+        groups = {"torch.backends": eps}
+        if declare and rng.random() < 0.5:
+            groups["epload.devices"] = [f"decl{k} = {eps[0].split(' = ')[0]}"]
+        kind = "egg-info" if rng.random() < 0.2 else "dist-info"
+        make_dist(site, name, f"1.{k}", groups, kind=kind)
+    return random_sites(rng, root, add)
 
 
 def run(tmp_path, seed, store_kind="ours", declare=False, env=None, relative=False):

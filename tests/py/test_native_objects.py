@@ -18,7 +18,7 @@ import random
 
 import pytest
 
-from pyfixtures import make_dist, run_json
+from pyfixtures import make_dist, random_sites, run_json
 
 SEEDS = int(os.environ.get("EPLOAD_RANDOM_TREES", "8"))
 
@@ -78,25 +78,19 @@ print(json.dumps(out))
 
 
 def draw(rng, root):
-    sites = []
-    for s in range(rng.randrange(1, 4)):
-        site = root / f"site{s}"
-        site.mkdir()
-        sites.append(site)
-        for k in range(rng.randrange(1, 9)):
-            name = f"dist{rng.randrange(12)}"
-            groups = {}
-            for g in ("torch.backends", "console_scripts", "other"):
-                if rng.random() < 0.6:
-                    groups[g] = [f"ep{rng.randrange(20)} = mod{k}:f{j} [x]" if rng.random() < 0.2
-                                 else f"ep{rng.randrange(20)} = mod{k}.sub:f{j}"
-                                 for j in range(rng.choice([1, 1, 2, 3]))]
-            kind = "egg-info" if rng.random() < 0.2 else "dist-info"
-            dirname = None
-            if rng.random() < 0.1:
-                dirname = f"{name}-1.{k}\udce9.dist-info"  # byte 0xe9: not UTF-8 on disk
-            make_dist(site, name, f"1.{k}", groups, kind=kind, dirname=dirname)
-    return sites
+    def add(site, k, name):
+        groups = {}
+        for g in ("torch.backends", "console_scripts", "other"):
+            if rng.random() < 0.6:
+                groups[g] = [f"ep{rng.randrange(20)} = mod{k}:f{j} [x]" if rng.random() < 0.2
+                             else f"ep{rng.randrange(20)} = mod{k}.sub:f{j}"
+                             for j in range(rng.choice([1, 1, 2, 3]))]
+        kind = "egg-info" if rng.random() < 0.2 else "dist-info"
+        dirname = None
+        if rng.random() < 0.1:
+            dirname = f"{name}-1.{k}\udce9.dist-info"  # byte 0xe9: not UTF-8 on disk
+        make_dist(site, name, f"1.{k}", groups, kind=kind, dirname=dirname)
+    return random_sites(rng, root, add)
 
 
 def run(tmp_path, seed, mode="bind", relative=False):
