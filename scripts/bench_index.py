@@ -15,6 +15,9 @@ command alike and the ratios stay honest):
   stevedore   the same + stevedore's cached lookup (_cache.get_group_all,
               what stevedore.ExtensionManager uses), cache warmed first;
               "not installed" when python3-stevedore is absent
+  floor-exe   bench/epload_floor: a program linked like epload (the same
+              shared libraries and options) that exits at once: the floor
+              under any epload process, which no code of ours can lower
   epload-exe  epload --version: the cost of starting the epload process
   cold        epload entry-points ... --no-cache          (full scan)
   full        epload entry-points ... (cache warmed, --validate full)
@@ -34,6 +37,13 @@ cost of each epload mode, for the whole epload process (what a caller pays)
 and for its marginal cost over `epload --version`.  System calls per run come
 from `strace -f -c`.  A second, scaling run times the epload modes at 100,
 1,000 and 10,000 distributions (the issue's `paths` target: grows < 3x).
+
+Each target's budget (importlib's marginal cost divided by the target ratio)
+is set beside its floor in the same run: the process floor (floor-exe), plus
+for `full` the bare cost of its stat calls shared by the machine's CPUs
+(epload_bench's BM_CacheStatBaseline CPU time / CPUs), a lower bound no
+implementation of that check can beat on this machine.  A budget below its
+floor says the target cannot be reached here, whatever epload does.
 
 If hyperfine is installed, a confirmation pass runs the main commands under
 `hyperfine -N --export-json` (not interleaved; reported alongside).
@@ -94,6 +104,8 @@ class Setup:
         paths = [a for p in self.search for a in ("--path", p)]
         ep = [args.epload, "entry-points", *paths, "--group", self.group]
         self.floor = {"true": [shutil.which("true") or "/bin/true"]}
+        if getattr(args, "floor_exe", None):
+            self.floor["floor-exe"] = [args.floor_exe]
         self.epload = {
             "epload-exe": [args.epload, "--version"],
             "cold": ep + ["--no-cache"],
@@ -200,7 +212,8 @@ def analyse(raw):
     return stats, derived, ratios
 
 
-def stat_baseline(bench_exe, distributions, env, tmp, quick):
+def stat_baseline(bench_exe, distributions, env, tmp, quick,
+                  which="StatBaseline|ValidateFull|LoadValidateFull|LoadValidatePaths"):
     """In-process figures from epload_bench at this environment's size: the
     bare cost of the stat calls `full` validation makes (BM_CacheStatBaseline:
     the same fstatat calls relative to a directory descriptor, nothing else),
@@ -209,8 +222,7 @@ def stat_baseline(bench_exe, distributions, env, tmp, quick):
     out = os.path.join(tmp, "gbench.json")
     e = dict(env, EPLOAD_BENCH_SIZES=str(distributions))
     capture([bench_exe,
-             "--benchmark_filter=^BM_Cache(StatBaseline|ValidateFull|LoadValidateFull|"
-             "LoadValidatePaths)/",
+             f"--benchmark_filter=^BM_Cache({which})/",
              f"--benchmark_repetitions={3 if quick else 7}",
              "--benchmark_report_aggregates_only=true",
              f"--benchmark_min_time={0.05 if quick else 0.2}",
@@ -230,6 +242,35 @@ def stat_baseline(bench_exe, distributions, env, tmp, quick):
     return res
 
 
+def floors(result):
+    """Each target's budget in this run against the floor under it.
+
+    budget = importlib's lookup marginal / the target ratio: the most a
+    whole epload process may cost.  floor = the process floor (floor-exe:
+    linked like epload, exits at once), plus for `full` the bare stat calls'
+    CPU time shared by the machine's CPUs (a lower bound: the stats cannot
+    finish sooner than that on this machine, however they are spread)."""
+    st, ratios = result["main"]["stats"], result["main"]["ratios"]
+    if "floor-exe" not in st or not ratios:
+        return None
+    proc = st["floor-exe"]["median_ms"]
+    cpus = result["config"]["machine"]["cpus"] or 1
+    sb = result.get("stat_baseline")
+    out = {}
+    for mode, r in ratios.items():
+        f = {"budget_ms": r["epload_ms"] * r["ratio"] / r["target"], "process_ms": proc,
+             "epload_ms": r["epload_ms"]}
+        if mode == "full":
+            if not sb:
+                continue  # the stat model needs epload_bench
+            f["stats_ms"] = sb["StatBaseline"]["cpu_ms"] / cpus
+            f["cpus"] = cpus
+        f["floor_ms"] = proc + f.get("stats_ms", 0.0)
+        f["reachable"] = f["budget_ms"] >= f["floor_ms"]
+        out[mode] = f
+    return out
+
+
 # --------------------------------------------------------------- report ---
 
 def markdown(result):
@@ -245,8 +286,8 @@ def markdown(result):
     L.append("| command | median ms | IQR ms | CPU ms | syscalls | stat | openat | getdents64 |"
              + (" hyperfine median ms |" if m.get("hyperfine") else ""))
     L.append("|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if m.get("hyperfine") else ""))
-    order = ["true", "bare", "importlib", "importlib-same", "stevedore", "epload-exe", "cold",
-             "full", "paths"]
+    order = ["true", "bare", "importlib", "importlib-same", "stevedore", "floor-exe",
+             "epload-exe", "cold", "full", "paths"]
     for n in order:
         if n not in m["stats"]:
             if n == "stevedore":
@@ -312,6 +353,30 @@ def markdown(result):
         L.append(f"Target ≤ {sb['target']}× the bare stat cost: whole process "
                  f"{'met' if ok else '**NOT met**'} ({sb['full_process_over_bare_stats']:.2f}×); "
                  f"in-process load+validate {sb['full_inprocess_over_bare_stats']:.2f}×.")
+    if result.get("floors"):
+        fl = result["floors"]
+        L.append("")
+        L.append("### The targets' budgets against their floors (same run)\n")
+        L.append("| epload mode | target | budget: importlib lookup marginal ÷ target | "
+                 "process floor | + bare stats ÷ CPUs | floor | epload | epload − floor | "
+                 "reachable here |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        for mode in ("cold", "full", "paths"):
+            if mode not in fl:
+                continue
+            f = fl[mode]
+            st_cell = (f"{fmt_ms(f['stats_ms'])} ({f['cpus']} CPUs)" if "stats_ms" in f
+                       else "")
+            reach = "yes" if f["reachable"] else "**no**: the budget is below the floor"
+            L.append(f"| {LABELS[mode]} | ≥ {m['ratios'][mode]['target']:.0f}× | "
+                     f"{fmt_ms(f['budget_ms'])} | {fmt_ms(f['process_ms'])} | {st_cell} | "
+                     f"{fmt_ms(f['floor_ms'])} | {fmt_ms(f['epload_ms'])} | "
+                     f"{fmt_ms(f['epload_ms'] - f['floor_ms'])} | {reach} |")
+        L.append("")
+        L.append("Process floor: `bench/epload_floor`, linked like `epload` (the same shared "
+                 "libraries and options), exits at once. Bare stats: `full`'s stat calls alone "
+                 "(BM_CacheStatBaseline, CPU time, in process), shared by the CPUs: a lower "
+                 "bound for any implementation of the check.")
     if result.get("scaling"):
         sc = result["scaling"]
         L.append("")
@@ -346,6 +411,7 @@ LABELS = {
     "importlib": "importlib.metadata `entry_points(group=)`",
     "importlib-same": "importlib.metadata, same output as epload (name, value, dist, version)",
     "stevedore": "stevedore cached `get_group_all`",
+    "floor-exe": "floor: linked like epload, exits at once (`bench/epload_floor`)",
     "epload-exe": "`epload --version`",
     "cold": "epload `--no-cache` (cold scan)",
     "full": "epload cached, `--validate full`",
@@ -371,6 +437,8 @@ def parse_args(argv):
                    help="the epload executable (<source>/build/epload)")
     p.add_argument("--bench-exe", help="epload_bench, for the bare stat baseline "
                    "(default: bench/epload_bench beside --epload; skipped if absent)")
+    p.add_argument("--floor-exe", help="epload_floor, the process floor (default: "
+                   "bench/epload_floor beside --epload; skipped if absent)")
     p.add_argument("--scaling-sizes", default="100,1000,10000",
                    help="distribution counts of the scaling run ('' to skip)")
     p.add_argument("--scaling-runs", type=int, default=15)
@@ -403,6 +471,11 @@ def parse_args(argv):
         args.bench_exe = guess if os.access(guess, os.X_OK) else None
     elif not os.access(args.bench_exe, os.X_OK):
         p.error(f"--bench-exe {args.bench_exe}: not an executable")
+    if args.floor_exe is None:
+        guess = os.path.join(os.path.dirname(args.epload), "bench", "epload_floor")
+        args.floor_exe = guess if os.access(guess, os.X_OK) else None
+    elif not os.access(args.floor_exe, os.X_OK):
+        p.error(f"--floor-exe {args.floor_exe}: not an executable")
     if not os.access(args.epload, os.X_OK):
         p.error(f"epload executable not found at {args.epload}: build it first "
                 "(see README) or pass --epload PATH")
@@ -461,6 +534,7 @@ def main(argv=None):
             sb["validate_over_bare_stats"] = sb["ValidateFull"]["real_ms"] / bare["real_ms"]
             sb["target"] = 1.5
             result["stat_baseline"] = sb
+        result["floors"] = floors(result)
 
         if args.sizes:
             rows = []

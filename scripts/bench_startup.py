@@ -17,6 +17,11 @@ whole processes, interleaved round by round (scripts/harness_common.py):
                    with PyTorch's exact _is_device_backend_autoload_enabled /
                    _import_device_backends loop (importlib discovery, then
                    import and call every backend)
+  floor-native     + `import _epload_floor` (build/bench): an empty extension
+                   module linked like epload._native, so the cost of loading
+                   the shared libraries any module built on epload's stack
+                   needs (libsimdjson, libstdc++, libgcc_s): a floor no code
+                   of ours can lower
   epload-import    + `import epload`
   epload-ep        + epload.entry_points(group="torch.backends"), cached index,
                    default (`full`) validation
@@ -74,6 +79,14 @@ are judged at the size with the most distributions (6,000 by default).
 System calls (strace -f -c, one run each) and a hyperfine -N pass are taken at
 the largest size.
 
+Each ratio target's budget (the reference's marginal cost divided by the
+ratio) is set beside its floor from the same run: floor-native's marginal
+cost, plus for the variants that check every file (`full` validation) the
+bare cost of those stat calls shared by the machine's CPUs (epload_bench's
+BM_CacheStatBaseline at the same number of distributions, CPU time / CPUs;
+skipped when build/bench/epload_bench is absent).  A budget below its floor
+says the target cannot be reached on this machine, whatever epload does.
+
 Output: a Markdown report on stdout (and --md-out), everything as JSON with
 --json-out, and with --plot a PNG of the marginal cost against the number of
 backends, one line per variant, log-scale y (matplotlib, Agg backend).
@@ -106,6 +119,7 @@ VARIANTS = {
     "importlib": ("importlib.metadata `entry_points(group=)`", "lookup"),
     "stevedore": ("stevedore cached `get_group_all`", "lookup"),
     "pytorch-eager": ("PyTorch-style eager autoload (`import torch`)", "eager"),
+    "floor-native": ("floor: empty module linked like `epload._native`", "floor"),
     "epload-import": ("`import epload`", "import"),
     "epload-ep": ("epload `entry_points(group=)`, `full`", "lookup"),
     "epload-ep-paths": ("epload `entry_points(group=)`, `paths`", "lookup"),
@@ -125,6 +139,9 @@ RATIO_TARGETS = [
     ("epload-lazy", "pytorch-eager", 20.0),
 ]
 IMPORT_TARGET_MS = 2.0
+# Variants whose index check stats every watched file (`full` validation):
+# their floor includes the bare cost of those stats.
+FULL_CHECK = ("epload-ep", "epload-lazy")
 
 # The fixture host: PyTorch's functions verbatim (torch/__init__.py, 2.5+), and
 # at the end either PyTorch's call of them or the one line a framework that
@@ -212,6 +229,8 @@ class Size:
                               "eps = entry_points(group={g!r})"),
             "pytorch-eager": ({}, f"import {HOST}"),
             "epload-import": ({}, "import epload"),
+            "floor-native": ({}, f"sys.path.insert(0, {args.floor_dir!r}); "
+                                 "import _epload_floor") if args.floor_dir else None,
             "epload-ep": ({}, ep),
             "epload-ep-paths": ({"EPLOAD_VALIDATE": "paths"}, ep),
             "epload-eager": ({HOST_SWITCH: "epload", "EPLOAD_MODE": "eager"}, f"import {HOST}"),
@@ -226,7 +245,7 @@ class Size:
                                      "import stevedore.extension; sys.path.pop(); "
                                      "from stevedore import _cache; "
                                      "eps = _cache.get_group_all({g!r})")
-        self.variants = [v for v in VARIANTS if v in code]
+        self.variants = [v for v in VARIANTS if code.get(v) is not None]
         self.vars, self.code = {}, {}
         for v in self.variants:
             env, body = code[v]
@@ -271,7 +290,8 @@ class Size:
             "      'devices': sorted(k for k in (vars(_h) if _h else {}) if k.startswith('dev')),\n"
             "      'found': None if _e is None else\n"
             "          [e[0] if isinstance(e, (list, tuple)) else e.name for e in _e],\n"
-            "      'epload': 'epload' in sys.modules}\n"
+            "      'epload': 'epload' in sys.modules,\n"
+            "      'floor': '_epload_floor' in sys.modules}\n"
             f"print({VERIFY_MARK!r} + _j.dumps(_r))\n")
         extra = {"EPLOAD_DEBUG": "1"} if v.startswith("epload-") else None
         try:
@@ -316,7 +336,9 @@ class Size:
                 out.append(f"after using {HOST}.{self.first_device}: modules {r['modules'][:5]}, "
                            f"devices {r['devices'][:5]} (expected exactly {self.first_package} "
                            f"and {self.first_device})")
-        if kind in ("bare", "import") or v in ("importlib", "stevedore"):
+        if kind == "floor" and not r.get("floor"):
+            out.append("did not import _epload_floor")
+        if kind in ("bare", "import", "floor") or v in ("importlib", "stevedore"):
             if r["modules"] or r["devices"]:
                 out.append("imported backends although it should not")
         if v.startswith("epload-") and v != "epload-import" and "index hit" not in stderr:
@@ -382,8 +404,12 @@ def analyse(raw):
     return stats, ratios
 
 
-def judge(sizes):
-    """Issue 4's targets at the size with the most distributions."""
+def judge(sizes, stat_base=None):
+    """Issue 4's targets at the size with the most distributions, each ratio
+    target with its budget (the reference's marginal ÷ the ratio) beside its
+    floor: floor-native's marginal, plus for FULL_CHECK variants the bare
+    stats' CPU time shared by the CPUs (stat_base: {"cpu_ms", "cpus",
+    "stats"} at this size, or None when epload_bench is absent)."""
     row = max(sizes, key=lambda r: (r["distributions"], r["backends"]))
     st, ra = row["stats"], row["ratios"]
     out = []
@@ -406,6 +432,14 @@ def judge(sizes):
                      met=None if r["wall"] is None else r["wall"] >= need)
             if r["wall"] is None:
                 t["note"] = "marginal cost within noise of zero"
+            if "floor-native" in st:
+                t["budget_ms"] = st[ref]["marginal_ms"] / need
+                t["floor_libraries_ms"] = st["floor-native"]["marginal_ms"]
+                if v in FULL_CHECK and stat_base:
+                    t["floor_stats_ms"] = stat_base["cpu_ms"] / stat_base["cpus"]
+                if v not in FULL_CHECK or "floor_stats_ms" in t:
+                    t["floor_ms"] = t["floor_libraries_ms"] + t.get("floor_stats_ms", 0.0)
+                    t["reachable"] = t["budget_ms"] >= t["floor_ms"]
         out.append(t)
     return out
 
@@ -438,7 +472,8 @@ def markdown(result):
         for v in VARIANTS:
             label = VARIANTS[v][0]
             if v not in st:
-                L.append(f"| {label} | not installed | | | | | | | |")
+                why = "not built" if v == "floor-native" else "not installed"
+                L.append(f"| {label} | {why} | | | | | | | |")
                 continue
             s = st[v]
             cols = []
@@ -495,8 +530,9 @@ def markdown(result):
     t0 = result["targets"][0]
     L.append(f"#### Targets (issue 4), at {t0['backends']:,} backends "
              f"({t0['distributions']:,} distributions)\n")
-    L.append("| target | measured (wall) | CPU time | met |")
-    L.append("|---|---:|---:|---|")
+    L.append("| target | measured (wall) | CPU time | met | budget ms | floor ms | "
+             "reachable here |")
+    L.append("|---|---:|---:|---|---:|---:|---|")
     for t in result["targets"]:
         if t["reference"] is None:
             meas = "n/a" if t["measured"] is None else f"{fmt_ms(t['measured'])} ms"
@@ -513,8 +549,29 @@ def markdown(result):
             met = f"**no** ({fmt_ms(t['measured'])} ms)"
         else:
             met = f"**no** ({fmt_ratio(t['measured'])} of {t['needed']:g}×)"
-        L.append(f"| {t['target']} | {meas} | {cpu} | {met} |")
+        budget = fmt_ms(t["budget_ms"]) if "budget_ms" in t else ""
+        if "floor_ms" in t:
+            floor = fmt_ms(t["floor_ms"])
+            if "floor_stats_ms" in t:
+                floor += (f" ({fmt_ms(t['floor_libraries_ms'])} + "
+                          f"{fmt_ms(t['floor_stats_ms'])} stats)")
+            reach = "yes" if t["reachable"] else "**no**: the budget is below the floor"
+        elif "floor_libraries_ms" in t:
+            floor = f"≥ {fmt_ms(t['floor_libraries_ms'])} + stats"
+            reach = "n/a (no stat model: epload_bench absent)"
+        else:
+            floor = reach = ""
+        L.append(f"| {t['target']} | {meas} | {cpu} | {met} | {budget} | {floor} | {reach} |")
     L.append("")
+    if any("floor_libraries_ms" in t for t in result["targets"]):
+        sb = result.get("stat_baseline")
+        L.append("Budget: the reference's marginal cost ÷ the target ratio, the most epload's "
+                 "marginal may cost. Floor: loading the shared libraries epload's module needs "
+                 "(floor-native: an empty module linked like it)"
+                 + (f", plus for `full` validation its {sb['stats']:,} stat calls alone "
+                    f"(epload_bench BM_CacheStatBaseline, {fmt_ms(sb['cpu_ms'])} ms of CPU in "
+                    f"process) shared by {sb['cpus']} CPUs" if sb else "")
+                 + ": a lower bound no implementation can beat on this machine.\n")
     return "\n".join(L) + "\n"
 
 
@@ -622,6 +679,9 @@ def parse_args(argv):
     if args.env_dir:
         args.env_dir = os.path.abspath(args.env_dir)
     args.package_dir = os.path.join(args.build, "python")
+    fdir = os.path.join(args.build, "bench")
+    args.floor_dir = fdir if os.path.isdir(fdir) and any(
+        n.startswith("_epload_floor.") for n in os.listdir(fdir)) else None
     pkg = os.path.join(args.package_dir, "epload")
     if not os.path.isfile(os.path.join(pkg, "__init__.py")) or \
             not any(n.startswith("_native") for n in os.listdir(pkg)):
@@ -701,7 +761,17 @@ def main(argv=None):
                 row["hyperfine"] = hyperfine_pass(size.commands, size.env, args.runs,
                                                   args.warmup, work)
             result["sizes"].append(row)
-        result["targets"] = judge(result["sizes"])
+        sb = None
+        bench_exe = os.path.join(args.build, "bench", "epload_bench")
+        if "floor-native" in result["sizes"][-1]["stats"] and os.access(bench_exe, os.X_OK):
+            log("bench_startup: the bare cost of the stat calls (epload_bench) ...")
+            from bench_index import stat_baseline  # the same measurement as issue 2's harness
+            b = stat_baseline(bench_exe, largest + args.noise, clean_env(tmp), tmp, args.quick,
+                              which="StatBaseline")["StatBaseline"]
+            sb = {"cpu_ms": b["cpu_ms"], "real_ms": b["real_ms"], "stats": b.get("stats", 0),
+                  "cpus": os.cpu_count() or 1, "distributions": largest + args.noise}
+            result["stat_baseline"] = sb
+        result["targets"] = judge(result["sizes"], sb)
         result["config"]["load_average_after"] = os.getloadavg()
         report = markdown(result)
         sys.stdout.write(report)

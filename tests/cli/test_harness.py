@@ -1,5 +1,6 @@
-"""The start-up harness (scripts/bench_startup.py) and the main command's
-driver (scripts/demo.py, scripts/demo.sh) at tiny sizes: their outputs exist
+"""The start-up harness (scripts/bench_startup.py), the lookup harness
+(scripts/bench_index.py) and the main command's driver (scripts/demo.py,
+scripts/demo.sh) at tiny sizes: their outputs exist
 and are well-formed, every variant is verified to do its job, and a variant
 broken on purpose (--break-variant, test only) stops the run with a message
 saying what was wrong.  Real environments, real interpreters, real epload;
@@ -18,6 +19,7 @@ SOURCE_DIR = pathlib.Path(os.environ.get("EPLOAD_SOURCE_DIR",
 BUILD_DIR = pathlib.Path(os.environ.get("EPLOAD_BUILD_DIR", SOURCE_DIR / "build"))
 PYTHON = os.environ.get("EPLOAD_PYTHON", "/usr/bin/python3")
 STARTUP = SOURCE_DIR / "scripts" / "bench_startup.py"
+INDEX = SOURCE_DIR / "scripts" / "bench_index.py"
 DEMO = SOURCE_DIR / "scripts" / "demo.py"
 DEMO_SH = SOURCE_DIR / "scripts" / "demo.sh"
 
@@ -63,9 +65,10 @@ def test_startup_json_has_every_variant_verified(startup):
     for row in data["sizes"]:
         n = row["backends"]
         assert row["distributions"] == n + 12
-        expected = {"bare", "importlib", "pytorch-eager", "epload-import", "epload-ep",
-                    "epload-ep-paths", "epload-eager", "epload-lazy", "epload-lazy-paths",
-                    "epload-lazy-first"} | ({"stevedore"} if stevedore else set())
+        expected = {"bare", "importlib", "pytorch-eager", "floor-native", "epload-import",
+                    "epload-ep", "epload-ep-paths", "epload-eager", "epload-lazy",
+                    "epload-lazy-paths", "epload-lazy-first"} | ({"stevedore"} if stevedore
+                                                                  else set())
         assert set(row["stats"]) == expected
         for v, s in row["stats"].items():
             assert s["runs"] == 2
@@ -85,6 +88,7 @@ def test_startup_json_has_every_variant_verified(startup):
                                                                  else ()):
             assert ver[v]["found"] == n and ver[v]["modules_imported"] == 0
         assert ver["bare"]["modules_imported"] == 0
+        assert ver["floor-native"]["modules_imported"] == 0
         # The variants differ only in the measured statement and the
         # variables the prelude sets.
         cmds = row["commands"]
@@ -100,6 +104,23 @@ def test_startup_json_has_every_variant_verified(startup):
     assert names == ["epload-import", "epload-ep", "epload-ep", "epload-ep-paths",
                      "epload-ep-paths", "epload-lazy"]
     assert all(t["backends"] == 5 for t in data["targets"])
+    # Every ratio target has its budget (the reference's marginal over the
+    # ratio) and its floor: the libraries' load, plus for `full` validation
+    # the bare stats shared by the CPUs (epload_bench is built here).
+    sb = data["stat_baseline"]
+    assert sb["distributions"] == 17 and sb["stats"] > 17 and sb["cpus"] >= 1
+    floor_lib = data["sizes"][-1]["stats"]["floor-native"]["marginal_ms"]
+    for t in data["targets"][1:]:
+        if t["reference"] not in data["sizes"][-1]["stats"]:
+            continue  # stevedore not installed
+        ref = data["sizes"][-1]["stats"][t["reference"]]["marginal_ms"]
+        assert t["budget_ms"] == pytest.approx(ref / t["needed"])
+        assert t["floor_libraries_ms"] == floor_lib
+        full = t["variant"] in ("epload-ep", "epload-lazy")
+        assert ("floor_stats_ms" in t) == full
+        stats = sb["cpu_ms"] / sb["cpus"] if full else 0.0
+        assert t["floor_ms"] == pytest.approx(floor_lib + stats)
+        assert t["reachable"] == (t["budget_ms"] >= t["floor_ms"])
 
 
 def test_startup_markdown_tables(startup):
@@ -114,6 +135,9 @@ def test_startup_markdown_tables(startup):
         assert label in md
     assert "#### Targets (issue 4), at 5 backends (17 distributions)" in md
     assert md.count("| epload `entry_points(group=)`, `full`: ≤ 1/40 of importlib") == 1
+    assert "| target | measured (wall) | CPU time | met | budget ms | floor ms | reachable here |" \
+        in md
+    assert "floor: empty module linked like `epload._native`" in md
     # Every table row has as many cells as its header.
     for block in md.split("\n\n"):
         rows = [ln for ln in block.splitlines() if ln.startswith("|")]
@@ -192,6 +216,67 @@ def test_startup_env_dir_reused(tmp_path):
     assert third.returncode == 0, third.stderr
     assert "reusing" not in third.stderr
     assert victim.exists()
+
+
+# ---- bench_index.py ------------------------------------------------------------
+
+def test_index_harness_reports_budgets_against_floors(tmp_path):
+    out = tmp_path / "i.json"
+    proc = run(INDEX, "--quick", "--backends", "6", "--noise", "30", "--scaling-sizes", "",
+               "--no-strace", "--hyperfine", "off", "--epload", BUILD_DIR / "epload",
+               "--json-out", out)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    stats = data["main"]["stats"]
+    assert {"true", "bare", "importlib", "floor-exe", "epload-exe", "cold", "full",
+            "paths"} <= set(stats)
+    assert data["main"]["commands"]["floor-exe"] == [str(BUILD_DIR / "bench" / "epload_floor")]
+    imp = data["main"]["derived"]["importlib_marginal_ms"]
+    fl = data["floors"]
+    assert set(fl) == {"cold", "full", "paths"}
+    for mode, f in fl.items():
+        target = data["main"]["ratios"][mode]["target"]
+        assert f["budget_ms"] == pytest.approx(imp / target)
+        assert f["process_ms"] == stats["floor-exe"]["median_ms"]
+        assert ("stats_ms" in f) == (mode == "full")
+        assert f["floor_ms"] == pytest.approx(f["process_ms"] + f.get("stats_ms", 0.0))
+        assert f["reachable"] == (f["budget_ms"] >= f["floor_ms"])
+    sb = data["stat_baseline"]["StatBaseline"]
+    assert fl["full"]["stats_ms"] == pytest.approx(sb["cpu_ms"] / data["config"]["machine"]["cpus"])
+    md = proc.stdout
+    assert "### The targets' budgets against their floors (same run)" in md
+    assert "floor: linked like epload, exits at once (`bench/epload_floor`)" in md
+    for block in md.split("\n\n"):
+        rows = [ln for ln in block.splitlines() if ln.startswith("|")]
+        if rows:
+            assert len({ln.count("|") for ln in rows}) == 1, block
+
+
+def test_index_harness_bad_floor_exe(tmp_path):
+    proc = run(INDEX, "--floor-exe", tmp_path / "nope", "--epload", BUILD_DIR / "epload")
+    assert proc.returncode == 2
+    assert "--floor-exe" in proc.stderr and "not an executable" in proc.stderr
+
+
+def test_floor_programs_load_epload_libraries_and_do_nothing():
+    """The floors are linked like what they stand under: the same shared
+    libraries (ldd), and they do nothing (exit 0; an empty module)."""
+    def needed(path):
+        out = subprocess.run(["ldd", str(path)], capture_output=True, text=True, check=True)
+        return {ln.split()[0] for ln in out.stdout.splitlines() if "=>" in ln}
+    exe = BUILD_DIR / "bench" / "epload_floor"
+    assert needed(exe) == needed(BUILD_DIR / "epload")
+    assert subprocess.run([str(exe)], capture_output=True).returncode == 0
+    module = next((BUILD_DIR / "bench").glob("_epload_floor.*.so"))
+    native = next((BUILD_DIR / "python" / "epload").glob("_native.*.so"))
+    assert needed(module) == needed(native)
+    proc = subprocess.run([PYTHON, "-I", "-S", "-c",
+                           f"import sys; sys.path.insert(0, {str(module.parent)!r}); "
+                           "import _epload_floor as m; "
+                           "print(sorted(k for k in vars(m) if not k.startswith('__')))"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
 
 
 # ---- demo.py / demo.sh ----------------------------------------------------------
