@@ -3,8 +3,9 @@
 
     python3 scripts/ab.py [--rounds N] [--warmup W] -- CMD_A ARGS... -- CMD_B ARGS... [-- CMD_C ...]
 
-Every round runs each command once (the order rotates each round, so drift
-on the machine hits all alike) and times it as the harnesses do (wall time;
+Every round runs each command once (so drift on the machine hits all alike;
+in an order shuffled each round, so no command always follows the same one:
+see scripts/harness_common.py) and times it as the harnesses do (wall time;
 CPU = the child's user + sys).  Prints, per command, the median, the
 interquartile range and the median CPU time, then the median of the paired
 per-round differences against the first command and the ratio of medians.

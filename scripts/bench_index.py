@@ -18,6 +18,10 @@ command alike and the ratios stay honest):
   floor-exe   bench/epload_floor: a program linked like epload (the same
               shared libraries and options) that exits at once: the floor
               under any epload process, which no code of ours can lower
+  floor-full  bench/epload_floor --stat LIST: the same program making exactly
+              the stat calls `full` validation makes (the search paths and
+              every watched file, read from the warmed cache), on two CPUs as
+              epload does, and nothing else: the floor under `full`
   epload-exe  epload --version: the cost of starting the epload process
   cold        epload entry-points ... --no-cache          (full scan)
   full        epload entry-points ... (cache warmed, --validate full)
@@ -39,11 +43,9 @@ from `strace -f -c`.  A second, scaling run times the epload modes at 100,
 1,000 and 10,000 distributions (the issue's `paths` target: grows < 3x).
 
 Each target's budget (importlib's marginal cost divided by the target ratio)
-is set beside its floor in the same run: the process floor (floor-exe), plus
-for `full` the bare cost of its stat calls shared by the machine's CPUs
-(epload_bench's BM_CacheStatBaseline CPU time / CPUs), a lower bound no
-implementation of that check can beat on this machine.  A budget below its
-floor says the target cannot be reached here, whatever epload does.
+is set beside its floor measured in the same rounds: floor-exe for the cold
+scan and `paths`, floor-full for `full`.  A budget below its floor says the
+target cannot be reached on this machine, whatever epload does.
 
 If hyperfine is installed, a confirmation pass runs the main commands under
 `hyperfine -N --export-json` (not interleaved; reported alongside).
@@ -102,6 +104,7 @@ class Setup:
                 f"sys.path.pop(); from stevedore import _cache; "
                 f"eps = _cache.get_group_all({self.group!r})"]
         paths = [a for p in self.search for a in ("--path", p)]
+        self.epload_exe = args.epload
         ep = [args.epload, "entry-points", *paths, "--group", self.group]
         self.floor = {"true": [shutil.which("true") or "/bin/true"]}
         if getattr(args, "floor_exe", None):
@@ -112,6 +115,35 @@ class Setup:
             "full": ep + ["--cache-dir", self.cache_dir, "--validate", "full"],
             "paths": ep + ["--cache-dir", self.cache_dir, "--validate", "paths"],
         }
+
+    def stat_list(self, env, tmp):
+        """Writes what `full` validation stats, as epload_floor --stat reads
+        it: one DIR<TAB>REL line per search path (REL empty) and per watched
+        file, from the warmed cache file (its head's search paths and its
+        watch_digest section; format in src/cache.cpp).  Returns the file's
+        path and the number of lines."""
+        paths = [a for p in self.search for a in ("--path", p)]
+        where = capture([self.epload_exe, "index", "path", *paths, "--cache-dir",
+                         self.cache_dir], env).stdout.strip()
+        with open(where, "rb") as f:
+            lines = f.read().split(b"\n")
+        head = json.loads(lines[0])
+
+        def raw(s):  # a byte string as the cache writes it
+            return bytes.fromhex(s["hex"]) if isinstance(s, dict) else s.encode()
+        dirs = [raw(p["path"]) for p in head["search_paths"]]
+        sec = next((x for x in head["sections"] if x[0] == "watch_digest"), None)
+        if sec is None:
+            raise BenchError(f"{where}: no watch_digest section to take the watched files from")
+        files = json.loads(lines[0 + 1 + head["sections"].index(sec)])["files"]
+        rows = [d + b"\t" for d in dirs]
+        rows += [dirs[g[0]] + b"\t" + raw(r) for g in files for r in g[1:]]
+        if any(b"\n" in r for r in rows):
+            raise BenchError("a watched path holds a newline: epload_floor --stat cannot list it")
+        out = os.path.join(tmp, "floor-stat-list.txt")
+        with open(out, "wb") as f:
+            f.write(b"\n".join(rows) + b"\n")
+        return out, len(rows)
 
     def check_answers(self, python, env, expected_backends):
         """Refuses to time a comparison whose answers differ."""
@@ -246,26 +278,20 @@ def floors(result):
     """Each target's budget in this run against the floor under it.
 
     budget = importlib's lookup marginal / the target ratio: the most a
-    whole epload process may cost.  floor = the process floor (floor-exe:
-    linked like epload, exits at once), plus for `full` the bare stat calls'
-    CPU time shared by the machine's CPUs (a lower bound: the stats cannot
-    finish sooner than that on this machine, however they are spread)."""
+    whole epload process may cost.  floor = floor-exe (linked like epload,
+    exits at once) for the cold scan and `paths` (which stats the search
+    paths only: a few calls), floor-full (the same program making exactly
+    `full`'s stat calls on two CPUs) for `full`."""
     st, ratios = result["main"]["stats"], result["main"]["ratios"]
     if "floor-exe" not in st or not ratios:
         return None
-    proc = st["floor-exe"]["median_ms"]
-    cpus = result["config"]["machine"]["cpus"] or 1
-    sb = result.get("stat_baseline")
     out = {}
     for mode, r in ratios.items():
-        f = {"budget_ms": r["epload_ms"] * r["ratio"] / r["target"], "process_ms": proc,
-             "epload_ms": r["epload_ms"]}
-        if mode == "full":
-            if not sb:
-                continue  # the stat model needs epload_bench
-            f["stats_ms"] = sb["StatBaseline"]["cpu_ms"] / cpus
-            f["cpus"] = cpus
-        f["floor_ms"] = proc + f.get("stats_ms", 0.0)
+        which = "floor-full" if mode == "full" else "floor-exe"
+        if which not in st:
+            continue
+        f = {"budget_ms": r["epload_ms"] * r["ratio"] / r["target"], "floor": which,
+             "floor_ms": st[which]["median_ms"], "epload_ms": r["epload_ms"]}
         f["reachable"] = f["budget_ms"] >= f["floor_ms"]
         out[mode] = f
     return out
@@ -287,7 +313,7 @@ def markdown(result):
              + (" hyperfine median ms |" if m.get("hyperfine") else ""))
     L.append("|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if m.get("hyperfine") else ""))
     order = ["true", "bare", "importlib", "importlib-same", "stevedore", "floor-exe",
-             "epload-exe", "cold", "full", "paths"]
+             "floor-full", "epload-exe", "cold", "full", "paths"]
     for n in order:
         if n not in m["stats"]:
             if n == "stevedore":
@@ -356,27 +382,23 @@ def markdown(result):
     if result.get("floors"):
         fl = result["floors"]
         L.append("")
-        L.append("### The targets' budgets against their floors (same run)\n")
-        L.append("| epload mode | target | budget: importlib lookup marginal ÷ target | "
-                 "process floor | + bare stats ÷ CPUs | floor | epload | epload − floor | "
-                 "reachable here |")
-        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        L.append("### The targets' budgets against their floors (same rounds)\n")
+        L.append("| epload mode | target | budget: importlib lookup marginal ÷ target | floor | "
+                 "floor ms | epload ms | epload − floor | reachable here |")
+        L.append("|---|---:|---:|---|---:|---:|---:|---|")
+        what = {"floor-exe": "`epload_floor`: linked like epload, exits at once",
+                "floor-full": f"`epload_floor --stat`: the same {result['floor_stats']:,} stat "
+                              "calls on two CPUs, nothing else" if "floor_stats" in result
+                              else ""}
         for mode in ("cold", "full", "paths"):
             if mode not in fl:
                 continue
             f = fl[mode]
-            st_cell = (f"{fmt_ms(f['stats_ms'])} ({f['cpus']} CPUs)" if "stats_ms" in f
-                       else "")
             reach = "yes" if f["reachable"] else "**no**: the budget is below the floor"
             L.append(f"| {LABELS[mode]} | ≥ {m['ratios'][mode]['target']:.0f}× | "
-                     f"{fmt_ms(f['budget_ms'])} | {fmt_ms(f['process_ms'])} | {st_cell} | "
-                     f"{fmt_ms(f['floor_ms'])} | {fmt_ms(f['epload_ms'])} | "
-                     f"{fmt_ms(f['epload_ms'] - f['floor_ms'])} | {reach} |")
-        L.append("")
-        L.append("Process floor: `bench/epload_floor`, linked like `epload` (the same shared "
-                 "libraries and options), exits at once. Bare stats: `full`'s stat calls alone "
-                 "(BM_CacheStatBaseline, CPU time, in process), shared by the CPUs: a lower "
-                 "bound for any implementation of the check.")
+                     f"{fmt_ms(f['budget_ms'])} | {what[f['floor']]} | {fmt_ms(f['floor_ms'])} | "
+                     f"{fmt_ms(f['epload_ms'])} | {fmt_ms(f['epload_ms'] - f['floor_ms'])} | "
+                     f"{reach} |")
     if result.get("scaling"):
         sc = result["scaling"]
         L.append("")
@@ -412,6 +434,7 @@ LABELS = {
     "importlib-same": "importlib.metadata, same output as epload (name, value, dist, version)",
     "stevedore": "stevedore cached `get_group_all`",
     "floor-exe": "floor: linked like epload, exits at once (`bench/epload_floor`)",
+    "floor-full": "floor under `full`: its stat calls alone (`bench/epload_floor --stat`)",
     "epload-exe": "`epload --version`",
     "cold": "epload `--no-cache` (cold scan)",
     "full": "epload cached, `--validate full`",
@@ -511,6 +534,9 @@ def main(argv=None):
         s.check_answers(args.python, env, args.backends)
         s.warm(env)
         commands = {**s.floor, **s.py, **s.epload}
+        if "floor-exe" in s.floor:
+            listed, result["floor_stats"] = s.stat_list(env, tmp)
+            commands["floor-full"] = s.floor["floor-exe"] + ["--stat", listed]
         print(f"timing {len(commands)} commands x {args.runs} rounds ...", file=sys.stderr)
         raw = interleaved(commands, env, args.runs, args.warmup, tmp)
         stats, derived, ratios = analyse(raw)

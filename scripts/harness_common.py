@@ -8,10 +8,16 @@ file (quoted if the command fails).  Wall time is measured around spawn and
 wait; CPU time is the child's user + sys from wait4's rusage.  The harness's
 own overhead is therefore small and the same for every command.
 
-How a comparison is timed (`interleaved`): every command once per round, the
-order rotated each round, so slow drift of the machine (other load, CPU
-frequency, page cache) hits every command alike and ratios computed from one
-run stay honest.  Results are medians and quartiles over the timed rounds.
+How a comparison is timed (`interleaved`): every command once per round, so
+slow drift of the machine (other load, CPU frequency, page cache) hits every
+command alike and ratios computed from one run stay honest; the order is
+shuffled each round (seeded: the same for the same commands), so that no
+command always runs right after the same other one.  A process started just
+after a cache-heavy one (1,000 libraries loaded, 6,000 distributions
+scanned) is measurably slower, and a rotated order, which keeps every
+command's predecessor, gave one command that penalty in every round and its
+neighbour the opposite.  Results are medians and quartiles over the timed
+rounds.
 
 Only the standard library is used.
 """
@@ -22,6 +28,7 @@ import hashlib
 import json
 import os
 import platform
+import random
 import re
 import shlex
 import statistics
@@ -76,19 +83,22 @@ def summarize(samples):
             "min_ms": s[0] / 1e6, "max_ms": s[-1] / 1e6, "runs": len(s)}
 
 
-def interleaved(commands, env, runs, warmup, tmp, progress=None):
-    """Times every command once per round, rotating the order each round.
-    Returns {name: {"wall": [...ns], "cpu": [...ns]}} for the timed rounds.
-    ``progress(round_index, total_rounds)``, if given, is called before each
-    round."""
+def interleaved(commands, env, runs, warmup, tmp, progress=None, seed=0):
+    """Times every command once per round, in an order shuffled each round
+    (random.Random(seed): reproducible), so that no command always follows
+    the same one (see the module's docstring).  Returns {name: {"wall":
+    [...ns], "cpu": [...ns]}} for the timed rounds.  ``progress(round_index,
+    total_rounds)``, if given, is called before each round."""
     names = list(commands)
     out = {n: {"wall": [], "cpu": []} for n in names}
     err = os.path.join(tmp, "stderr.txt")
+    order = random.Random(seed)
     for r in range(warmup + runs):
         if progress is not None:
             progress(r, warmup + runs)
-        k = r % len(names)
-        for n in names[k:] + names[:k]:
+        this_round = names[:]
+        order.shuffle(this_round)
+        for n in this_round:
             wall, cpu = run_once(commands[n], env, err)
             if r >= warmup:
                 out[n]["wall"].append(wall)

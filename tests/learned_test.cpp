@@ -146,11 +146,72 @@ TEST(Learned, StampsReadBackWhateverTheirRange) {
       "1:2:3:4:5:/\t1",                          // the character before '0'
       "1:2:3:9223372036854775808:5:6\t1",        // mtime past int64
       "1:2:3:4:5:6\t-9223372036854775808",       // an ABI below -1 (signed overflow before)
+      "1:2:3:4:5:6:7\t1",                       // a seventh field
+      "1:2:3:4:5\t1",                           // five
+      "1::3:4:5:6\t1",                          // an empty field
+      "1:2:3:4:5:6:\t1",                        // a trailing colon
+      ":1:2:3:4:5:6\t1",                        // a leading one
   };
   for (const std::string& bad : bads) {
     testing::write_file(path, head + bad + tail);
     ::chmod(path.c_str(), 0600);
     EXPECT_TRUE(LearnedFile::read(path, &why).records().empty()) << bad;
+  }
+}
+
+// Records are split at their tabs 16 bytes at a time: fields of every
+// length, escapes and tabs at every offset (across the 16-byte steps) read
+// back exactly, and one tab too many or too few anywhere in a record is
+// damage.
+TEST(Learned, RecordsSplitExactlyAtEveryOffset) {
+  BackendEnv env;
+  const std::string path = env.cache_dir() + "/learned.txt";
+  std::mt19937 rng(11);
+  const std::string alphabet = "ab/._-\t\\\n\rxyz0";
+  auto text = [&](std::size_t min) {
+    std::string t(min + rng() % 40, 'a');
+    for (char& c : t) c = alphabet[rng() % alphabet.size()];
+    return t;
+  };
+  for (int round = 0; round < 200; ++round) {
+    std::vector<std::string> keep;  // the views' storage
+    std::vector<LearnedRecord> in;
+    const int n = 1 + static_cast<int>(rng() % 4);
+    keep.reserve(4 * static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      LearnedRecord r = record("", "", i % 2 ? "d:npu" : "");
+      r.metadata_dir = keep.emplace_back(text(1));
+      r.name = keep.emplace_back(text(0));
+      r.value = keep.emplace_back(text(0));
+      r.library = keep.emplace_back(text(1));
+      in.push_back(r);
+    }
+    ASSERT_TRUE(write_learned(path, in).ok());
+    std::string why;
+    LearnedFile f = LearnedFile::read(path, &why);
+    ASSERT_EQ(f.records().size(), in.size()) << why;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      EXPECT_EQ(f.records()[i].metadata_dir, in[i].metadata_dir);
+      EXPECT_EQ(f.records()[i].name, in[i].name);
+      EXPECT_EQ(f.records()[i].value, in[i].value);
+      EXPECT_EQ(f.records()[i].library, in[i].library);
+      EXPECT_EQ(f.records()[i].stamp, in[i].stamp);
+      EXPECT_EQ(f.records()[i].devices, in[i].devices);
+    }
+  }
+  // One record, a field of every length from 0 to 40 before it: an extra or
+  // a missing tab at each offset is caught.
+  const std::string tail = "\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\td:x";
+  for (std::size_t len = 1; len <= 40; ++len) {
+    const std::string dir(len, 'd');
+    for (const std::string& rec : {"0\t" + dir + tail, "0\t" + dir + "\t" + tail,
+                                   "0\t" + dir + tail + "\t", "0" + dir + tail}) {
+      testing::write_file(path, "epload-learned 1\n" + rec + "\nend 1\n");
+      ::chmod(path.c_str(), 0600);
+      std::string why;
+      const bool good = rec == "0\t" + dir + tail;
+      EXPECT_EQ(LearnedFile::read(path, &why).records().size(), good ? 1u : 0u) << len << ": " << rec;
+    }
   }
 }
 
