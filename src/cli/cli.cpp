@@ -265,4 +265,9 @@ void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
 }
 
+void keep_until_exit(std::shared_ptr<const void> object) {
+  static auto* kept = new std::vector<std::shared_ptr<const void>>();  // never freed: see cli.hpp
+  kept->push_back(std::move(object));
+}
+
 }  // namespace epload::cli

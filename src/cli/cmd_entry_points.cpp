@@ -86,6 +86,7 @@ int run(std::vector<std::string_view>& args) {
   }
   if (json) out += first ? "]\n" : "\n]\n";
   write_out(out);
+  keep_until_exit(std::move(index));  // the answer is out: no teardown
   return k_ok;
 }
 

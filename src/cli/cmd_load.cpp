@@ -188,6 +188,8 @@ int run(std::vector<std::string_view>& args) {
            " us, total " + fixed(t_lookup - t0) + " us\n";
   }
   write_out(out);
+  keep_until_exit(std::move(created.value()));  // the answer is out: no teardown
+  keep_until_exit(std::move(index));
   if (!found) return fail(found.error().message);
   return k_ok;
 }

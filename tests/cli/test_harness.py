@@ -9,6 +9,7 @@ no timing is asserted."""
 import json
 import os
 import pathlib
+import shutil
 import struct
 import subprocess
 
@@ -224,28 +225,49 @@ def test_index_harness_reports_budgets_against_floors(tmp_path):
     out = tmp_path / "i.json"
     proc = run(INDEX, "--quick", "--backends", "6", "--noise", "30", "--scaling-sizes", "",
                "--no-strace", "--hyperfine", "off", "--epload", BUILD_DIR / "epload",
-               "--json-out", out)
+               "--json-out", out, "--keep")
     assert proc.returncode == 0, proc.stderr
-    data = json.loads(out.read_text())
+    kept = pathlib.Path(proc.stderr.rsplit("kept ", 1)[1].strip())  # --keep: the list is in it
+    try:
+        check_index_harness_floors(json.loads(out.read_text()), proc.stdout)
+    finally:
+        shutil.rmtree(kept)
+
+
+def check_index_harness_floors(data, md):
     stats = data["main"]["stats"]
-    assert {"true", "bare", "importlib", "floor-exe", "epload-exe", "cold", "full",
+    assert {"true", "bare", "importlib", "floor-exe", "floor-full", "epload-exe", "cold", "full",
             "paths"} <= set(stats)
-    assert data["main"]["commands"]["floor-exe"] == [str(BUILD_DIR / "bench" / "epload_floor")]
+    floor = str(BUILD_DIR / "bench" / "epload_floor")
+    cmds = data["main"]["commands"]
+    assert cmds["floor-exe"] == [floor]
+    assert cmds["floor-full"][:2] == [floor, "--stat"]
+    # The list holds what `full` stats: every search path, then every
+    # watched file (one per distribution at least), each under its path.
+    listed = pathlib.Path(cmds["floor-full"][2]).read_bytes().splitlines()
+    search = data["main"]["search_path"]
+    assert [ln for ln in listed if ln.endswith(b"\t")] == [p.encode() + b"\t" for p in search]
+    watched = [ln.split(b"\t") for ln in listed if not ln.endswith(b"\t")]
+    assert len(watched) >= 36 and data["floor_stats"] == len(listed)
+    assert all(d.decode() in search and r for d, r in watched)
+    # One distribution at least once each (36 = --backends + --noise).
+    metadata = {r.split(b"/")[0] for _, r in watched}
+    assert len(metadata) == 36, sorted(metadata)
+    ran = subprocess.run(cmds["floor-full"], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith(f"{len(listed)} stat calls, ")
     imp = data["main"]["derived"]["importlib_marginal_ms"]
     fl = data["floors"]
     assert set(fl) == {"cold", "full", "paths"}
     for mode, f in fl.items():
         target = data["main"]["ratios"][mode]["target"]
         assert f["budget_ms"] == pytest.approx(imp / target)
-        assert f["process_ms"] == stats["floor-exe"]["median_ms"]
-        assert ("stats_ms" in f) == (mode == "full")
-        assert f["floor_ms"] == pytest.approx(f["process_ms"] + f.get("stats_ms", 0.0))
+        assert f["floor"] == ("floor-full" if mode == "full" else "floor-exe")
+        assert f["floor_ms"] == stats[f["floor"]]["median_ms"]
         assert f["reachable"] == (f["budget_ms"] >= f["floor_ms"])
-    sb = data["stat_baseline"]["StatBaseline"]
-    assert fl["full"]["stats_ms"] == pytest.approx(sb["cpu_ms"] / data["config"]["machine"]["cpus"])
-    md = proc.stdout
-    assert "### The targets' budgets against their floors (same run)" in md
+    assert "### The targets' budgets against their floors (same rounds)" in md
     assert "floor: linked like epload, exits at once (`bench/epload_floor`)" in md
+    assert f"`epload_floor --stat`: the same {len(listed):,} stat calls on two CPUs" in md
     for block in md.split("\n\n"):
         rows = [ln for ln in block.splitlines() if ln.startswith("|")]
         if rows:
@@ -256,6 +278,34 @@ def test_index_harness_bad_floor_exe(tmp_path):
     proc = run(INDEX, "--floor-exe", tmp_path / "nope", "--epload", BUILD_DIR / "epload")
     assert proc.returncode == 2
     assert "--floor-exe" in proc.stderr and "not an executable" in proc.stderr
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (["--stat"], 2, "usage: epload_floor [--stat LIST]"),
+    (["--bogus", "x"], 2, "usage: epload_floor [--stat LIST]"),
+    (["--stat", "/nonexistent/list"], 1, "epload_floor: cannot open /nonexistent/list"),
+])
+def test_floor_exe_bad_arguments(args, code, message):
+    proc = subprocess.run([str(BUILD_DIR / "bench" / "epload_floor"), *args],
+                          capture_output=True, text=True)
+    assert proc.returncode == code
+    assert message in proc.stderr
+
+
+def test_floor_exe_stats_what_its_list_names(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_text("x")
+    lst = tmp_path / "list"
+    lst.write_bytes(b"%s\t\n%s\tf\n%s\tmissing\n" % ((str(tmp_path / "d").encode(),) * 3))
+    proc = subprocess.run([str(BUILD_DIR / "bench" / "epload_floor"), "--stat", str(lst)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "3 stat calls, 1 of them for names that do not exist\n"
+    lst.write_bytes(b"no tab here\n")
+    proc = subprocess.run([str(BUILD_DIR / "bench" / "epload_floor"), "--stat", str(lst)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "a line without a tab: no tab here" in proc.stderr
 
 
 def test_floor_programs_load_epload_libraries_and_do_nothing():
