@@ -58,6 +58,7 @@ PyObject* make(const Layout<N>& l, PyObject* const (&values)[N]) {
   for (std::size_t i = 0; i < N; ++i) {
     *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + l.offset[i]) = values[i];
   }
+  if (PyObject_IS_GC(o)) PyObject_GC_UnTrack(o);  // see the note above entry_point_objects
   return o;
 }
 
@@ -81,6 +82,13 @@ bool bind_classes(PyObject* entry_point, PyObject* dist_ref) {
 
 bool classes_bound() { return g_entry_point.type != nullptr; }
 
+// The objects made here are left untracked by the cycle collector, as
+// CPython leaves a tuple of strings: they can be in no reference cycle.  An
+// EntryPoint is immutable and holds three strings and its _DistRef; a
+// _DistRef holds strings and, once its distribution is asked for,
+// importlib's PathDistribution, which refers to neither.  Tracked, every
+// collection of the generation they are in walks them, the interpreter's
+// last one at exit included.
 PyObject* entry_point_objects(const std::vector<std::span<const EntryPoint>>& parts, std::string_view cwd) {
   std::size_t total = 0;
   for (const auto& s : parts) total += s.size();

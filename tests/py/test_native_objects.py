@@ -23,7 +23,7 @@ from pyfixtures import make_dist, random_sites, run_json
 SEEDS = int(os.environ.get("EPLOAD_RANDOM_TREES", "8"))
 
 BODY = r'''
-import json, pickle, sys
+import gc, json, pickle, sys
 import epload
 import epload._entry_points as E
 
@@ -64,11 +64,16 @@ for group in (None,) + GROUPS:
     again = pickle.loads(pickle.dumps(native))
     assert again == native, key
     out["groups"][key] = {"native": [slots(e) for e in native],
-                          "python": [slots(e) for e in python]}
+                          "python": [slots(e) for e in python],
+                          # Made natively, they are left to reference counting
+                          # alone: no cycle can run through them.
+                          "tracked": sum(gc.is_tracked(e) + gc.is_tracked(e._dist)
+                                         for e in native)}
     if native:
         # Materialised on use, as importlib's distribution.
         e = native[-1]
-        out["groups"][key]["dist"] = [e.dist.name, e.dist.version, e._dist._real is not None]
+        out["groups"][key]["dist"] = [e.dist.name, e.dist.version, e._dist._real is not None,
+                                      gc.is_tracked(e._dist)]
 # The public call takes the native path (or, declined, the Python one).
 eps = epload.entry_points(group="torch.backends")
 out["public"] = [slots(e) for e in eps]
@@ -108,8 +113,10 @@ def check(got, seed, native_expected):
         if native_expected:
             assert g["native"] is not None, f"seed {seed}: {key}: the native objects were not made"
             assert g["native"] == g["python"], f"seed {seed}: {key}"
+            assert g["tracked"] == 0, f"seed {seed}: {key}: native objects tracked by the gc"
             if "dist" in g:
                 assert g["dist"][2], f"seed {seed}: {key}: dist not materialised"
+                assert not g["dist"][3], f"seed {seed}: {key}: tracked once materialised"
         else:
             assert g["native"] is None, f"seed {seed}: {key}: made natively though declined"
     assert got["public"] == got["public_python"], f"seed {seed}"
