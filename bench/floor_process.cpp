@@ -137,9 +137,18 @@ int fail(const char* what, const char* path) {
 int main(int argc, char** argv) {
   if (g_keep[0] == nullptr || g_keep[1] == nullptr) return 1;
   if (argc == 1) return 0;
-  if (argc != 3 || std::string_view(argv[1]) != "--stat") {
-    std::fprintf(stderr, "usage: epload_floor [--stat LIST]\n"
-                         "  LIST: one DIR<TAB>REL line per file to stat (REL empty: DIR)\n");
+  constexpr const char* k_usage =
+      "usage: epload_floor [--stat LIST]\n"
+      "  Exits at once: the floor under every epload process (see bench/floor_process.cpp).\n"
+      "  --stat LIST: first stats the files LIST names, one DIR<TAB>REL line each\n"
+      "               (REL empty: DIR itself), on two CPUs, and says how many.\n";
+  const std::string_view first = argv[1];
+  if (argc == 2 && (first == "--help" || first == "-h")) {
+    std::fputs(k_usage, stdout);
+    return 0;
+  }
+  if (argc != 3 || first != "--stat") {
+    std::fputs(k_usage, stderr);
     return 2;
   }
   const int fd = ::open(argv[2], O_RDONLY | O_CLOEXEC);

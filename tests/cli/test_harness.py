@@ -292,6 +292,13 @@ def test_floor_exe_bad_arguments(args, code, message):
     assert message in proc.stderr
 
 
+def test_floor_exe_help():
+    proc = subprocess.run([str(BUILD_DIR / "bench" / "epload_floor"), "--help"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout.startswith("usage: epload_floor [--stat LIST]")
+
+
 def test_floor_exe_stats_what_its_list_names(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "f").write_text("x")
