@@ -16,8 +16,9 @@
 // "DIR<TAB>REL" line per file (REL empty: DIR itself), each file is stat'ed
 // relative to an O_PATH descriptor of its DIR, and the calls are shared, 32
 // at a time from an atomic counter, by the calling thread and one helper
-// created already placed on another allowed CPU (epload's own scheme,
-// src/parallel.hpp).  LIST is read whole with one read and split in place.
+// created already placed on another allowed CPU (epload's own
+// run_on_two_cpus, src/parallel.hpp).  LIST is read whole with one read
+// and split in place.
 // What an `epload entry-points` run under `full` costs above this is ours:
 // reading and checking the cache, answering.
 //
@@ -28,8 +29,6 @@
 // here calls it.
 
 #include <fcntl.h>
-#include <pthread.h>
-#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,6 +41,9 @@
 #include <vector>
 
 #include <mimalloc.h>
+
+#include "cache_internal.hpp"  // EarlyFullCheck::k_chunk
+#include "parallel.hpp"        // run_on_two_cpus
 
 namespace simdjson {
 class implementation;
@@ -66,7 +68,7 @@ struct Work {
   std::atomic<std::size_t> missing{0};
 };
 
-constexpr std::size_t k_chunk = 32;
+constexpr std::size_t k_chunk = epload::detail::EarlyFullCheck::k_chunk;  // as epload's check
 constexpr std::size_t k_max_dirs = 64;
 
 void stat_share(Work& w) {
@@ -99,32 +101,6 @@ void stat_share(Work& w) {
     if (fds[d] >= 0) ::close(fds[d]);
   }
   w.missing.fetch_add(missing, std::memory_order_relaxed);
-}
-
-/// Runs stat_share on this thread and on a helper placed on another allowed
-/// CPU, if there is one.
-void stat_all(Work& w) {
-  cpu_set_t allowed, mine;
-  pthread_t helper{};
-  bool started = false;
-  if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 1) {
-    const int here = ::sched_getcpu();
-    for (int cpu = 0; cpu < CPU_SETSIZE && !started; ++cpu) {
-      if (!CPU_ISSET(cpu, &allowed) || cpu == here) continue;
-      CPU_ZERO(&mine);
-      CPU_SET(cpu, &mine);
-      pthread_attr_t attr;
-      ::pthread_attr_init(&attr);
-      ::pthread_attr_setaffinity_np(&attr, sizeof mine, &mine);
-      started = ::pthread_create(&helper, &attr, [](void* p) -> void* {
-        stat_share(*static_cast<Work*>(p));
-        return nullptr;
-      }, &w) == 0;
-      ::pthread_attr_destroy(&attr);
-    }
-  }
-  stat_share(w);
-  if (started) ::pthread_join(helper, nullptr);
 }
 
 int fail(const char* what, const char* path) {
@@ -186,7 +162,7 @@ int main(int argc, char** argv) {
     w.items.push_back({dir, tab + 1});
     p = nl + 1;
   }
-  stat_all(w);
+  epload::detail::run_on_two_cpus([](void* p) { stat_share(*static_cast<Work*>(p)); }, &w);
   // Files that do not exist (an entry_points.txt a distribution lacks) are
   // stat'ed all the same, as by epload: they are part of the check.
   std::printf("%zu stat calls, %zu of them for names that do not exist\n", w.items.size(),

@@ -1059,7 +1059,7 @@ bool Reader::watch_run(od::value v, std::size_t& n, std::size_t count, bool add)
     // Index keeps (load_partial()): no copy.
     if (add) m_builder.add_watched_name(path, rel, /*copy=*/!in_document(rel));
     ++n;
-    if (m_publish_to != nullptr && n % 32 == 0) m_publish_to->publish(n);
+    if (m_publish_to != nullptr && n % EarlyFullCheck::k_chunk == 0) m_publish_to->publish(n);
   }
   if (k < 2) return fail("empty watched run");
   return true;

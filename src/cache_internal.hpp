@@ -166,6 +166,13 @@ bool shipped_still_valid(const Index& index, std::string* why);
 /// still_valid(index, full, why, this) joins it.  One use per object.
 class EarlyFullCheck {
  public:
+  /// Files the check's threads take at a time from their shared counter:
+  /// ~60 us of stats.  The threads finish at most one chunk apart, so a
+  /// small chunk keeps the last one short (256 left one thread statting
+  /// ~0.5 ms alone at the end of a 1,000-file check).  The reader publishes
+  /// names in the same steps: a helper waits for whole chunks.
+  static constexpr std::size_t k_chunk = 32;
+
   EarlyFullCheck();
   ~EarlyFullCheck();  // abandons a check still running
   EarlyFullCheck(const EarlyFullCheck&) = delete;

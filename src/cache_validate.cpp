@@ -104,11 +104,7 @@ struct FullCheck {
   void operator()() { run(); }
 };
 
-// Files per chunk taken from the shared counter: ~60 us of stats.  The
-// threads finish at most one chunk apart, so a small chunk keeps the last
-// one short (256 left one thread statting ~0.5 ms alone at the end of a
-// 1,000-file check); the counter is touched once per chunk.
-constexpr std::size_t k_chunk = 32;
+constexpr std::size_t k_chunk = EarlyFullCheck::k_chunk;  // see there
 
 /// Writes "dir/rel" (`rel` alone for the current directory, "", and `dir`
 /// alone for an empty `rel`) into `buf` as a C string; false if it holds a
