@@ -73,7 +73,7 @@
 // is checked, and a truncated file is always caught by the layout check
 // (the last section must end where the file does).
 //
-// Reading is strict: the head is found by pread of a first 64 KB chunk (more
+// Reading is strict: the head is found by pread of a first 32 KB chunk (more
 // if line 1 is longer; a complete read reads the whole file at once), its
 // checksum verified, and it is parsed with simdjson On-Demand over exactly
 // the bytes of line 1 (the padding simdjson reads past the end only has to
@@ -84,8 +84,10 @@
 // range-checked, every type checked, nothing may follow a line's document.
 // Any defect is an Errc::cache error naming the file, the section and the
 // problem; the caller rebuilds.  simdjson's On-Demand API parses straight
-// into IndexBuilder, whose arena copies the strings; no DOM is built, and
-// strings without escapes are read in place (cache_text.cpp).
+// into IndexBuilder; no DOM is built, and strings without escapes are read
+// in place (cache_text.cpp).  A group section's buffer is handed to the
+// Index (IndexBuilder::borrow, then keep_bytes), so its names and values
+// stay views into it; only escaped strings are copied into the arena.
 //
 // Why it is fast: what a query costs is its share of the file, not the number
 // of installed distributions.  With 6,000 distributions (1,000 of them in
@@ -131,7 +133,7 @@ namespace {
 namespace od = simdjson::ondemand;
 
 constexpr std::string_view k_format = "epload-index";
-constexpr std::size_t k_first_chunk = 64 * 1024;  // holds the head of most files (~1,000 groups)
+constexpr std::size_t k_first_chunk = 32 * 1024;  // holds the head of most files (~500 groups)
 // Smaller files name too few watched files to split their check (each
 // distribution takes ~500 bytes of an index; the split starts above 500 files).
 constexpr std::uint64_t k_prepare_check_min = 128 * 1024;
@@ -224,6 +226,7 @@ class Reader {
   bool read_sections(const std::vector<const Section*>& needed);
   bool fetch(const Section& s, const char*& data, std::size_t& capacity);
   void keep_buffer_of(const Section& s);
+  Buffer* buffer_of(const Section& s);
   /// True when `v` lies in the bytes of the document being parsed.
   bool in_document(std::string_view v) const {
     return v.empty() || (std::less_equal<const char*>()(m_json.data(), v.data()) &&
@@ -403,11 +406,17 @@ bool Reader::fetch(const Section& s, const char*& data, std::size_t& capacity) {
 /// views into it (watched names) then live as long as the Index.  Nothing
 /// reads that buffer afterwards.
 void Reader::keep_buffer_of(const Section& s) {
+  Buffer* from = buffer_of(s);
+  if (from != nullptr && from->data) m_builder.keep_bytes(std::move(from->data));
+}
+
+/// The buffer holding section `s` (the first chunk or a run), if read.
+Buffer* Reader::buffer_of(const Section& s) {
   Buffer* from = s.offset + s.length <= m_head.size ? &m_head : nullptr;
   for (Buffer& run : m_runs) {
     if (from == nullptr && s.offset >= run.offset && s.offset + s.length <= run.offset + run.size) from = &run;
   }
-  if (from != nullptr && from->data) m_builder.keep_bytes(std::move(from->data));
+  return from;
 }
 
 template <class F>
@@ -1233,6 +1242,9 @@ bool Reader::load_partial() {
     if (s->kind != Kind::group) continue;
     GroupData& g = groups.emplace_back();
     g.section = s;
+    // Its names and values stay where they are: the Index keeps the buffer
+    // (below), so only escaped strings are copied.
+    if (Buffer* b = buffer_of(*s); b != nullptr && b->data) m_builder.borrow(b->data.get(), b->size);
     if (!parse_section(*s, [&](od::document& d) { return group(d, g, mode); })) return false;
   }
 
@@ -1285,6 +1297,7 @@ bool Reader::load_partial() {
     join_dir(m_error_path, m_error_dir, joined);
     m_builder.set_first_error(m_error_name, m_error_version, joined, m_error_path, m_error_message);
   }
+  for (const GroupData& g : groups) keep_buffer_of(*g.section);  // borrowed above
   return true;
 }
 

@@ -8,7 +8,8 @@
 // itertools.groupby, and a table of group ranges for O(log groups) lookup.
 #include "epload/index.hpp"
 
-#include <algorithm>  // stable_sort, lower_bound
+#include <algorithm>   // stable_sort, lower_bound
+#include <functional>  // less_equal
 #include <optional>   // the watched digest
 #include <utility>    // std::move
 #include <vector>     // tables
@@ -103,6 +104,18 @@ struct IndexBuilder::Data {
   // still move); their distribution numbers wait here, parallel to them.
   std::vector<std::uint32_t> pending_dist;
   std::string_view last_group;  // in the arena: consecutive entry points share one copy
+  // Bytes the Index will keep (borrow()): strings inside are not copied.
+  std::vector<std::pair<const char*, const char*>> borrowed;
+
+  /// `s` itself when it lies in borrowed bytes, else its copy in the arena.
+  std::string_view keep(std::string_view s) {
+    for (const auto& [begin, end] : borrowed) {
+      if (std::less_equal<const char*>()(begin, s.data()) && std::less_equal<const char*>()(s.data() + s.size(), end)) {
+        return s;
+      }
+    }
+    return index.m->arena.copy(s);
+  }
 };
 
 IndexBuilder::IndexBuilder() : m(std::make_unique<Data>()) {}
@@ -120,8 +133,8 @@ std::uint32_t IndexBuilder::add_distribution(std::string_view name, std::string_
                                              std::uint32_t search_path, std::string_view error) {
   auto& d = *m->index.m;
   Distribution dist;
-  dist.name = d.arena.copy(name);
-  dist.version = d.arena.copy(version);
+  dist.name = m->keep(name);
+  dist.version = m->keep(version);
   dist.metadata_dir = d.arena.copy(metadata_dir);
   dist.search_path = search_path;
   dist.error = d.arena.copy(error);
@@ -133,7 +146,7 @@ void IndexBuilder::add_entry_point(std::uint32_t dist, std::string_view group,
                                    std::string_view name, std::string_view value) {
   auto& d = *m->index.m;
   if (group != m->last_group) m->last_group = d.arena.copy(group);
-  d.eps.push_back({m->last_group, d.arena.copy(name), d.arena.copy(value), nullptr});
+  d.eps.push_back({m->last_group, m->keep(name), m->keep(value), nullptr});
   m->pending_dist.push_back(dist);
 }
 
@@ -149,6 +162,8 @@ void IndexBuilder::add_watched_name(std::uint32_t search_path, std::string_view 
 }
 
 void IndexBuilder::keep_bytes(std::unique_ptr<char[], void (*)(char*)> bytes) { m->index.m->kept.push_back(std::move(bytes)); }
+
+void IndexBuilder::borrow(const char* bytes, std::size_t n) { m->borrowed.emplace_back(bytes, bytes + n); }
 
 void IndexBuilder::set_scanned_at(std::int64_t ns) { m->index.m->scanned_at_ns = ns; }
 void IndexBuilder::set_watched_digest(const WatchedDigest& digest) {

@@ -166,7 +166,7 @@ Result<void*> Loader::Impl::lookup_slow(std::string_view name) {
     {
       std::lock_guard<std::mutex> lock(registry);
       if (s.verified || !s.devices_known()) continue;
-      path.assign(s.library);
+      path.assign(library_of(s).view());
       stamp = s.stamp;
     }
     if (detail::stamp_at(AT_FDCWD, path.c_str()) == stamp) {
@@ -205,7 +205,7 @@ Result<void> Loader::Impl::ensure_loaded(std::uint32_t i, std::string_view devic
       if (s.library.empty()) return Error{Errc::backend, s.out->error};
       const FileStamp failed_at = s.out->failed_stamp;
       lock.unlock();
-      const FileStamp now = detail::stamp_at(AT_FDCWD, detail::CString(s.library).c_str());
+      const FileStamp now = detail::stamp_at(AT_FDCWD, library_of(s).c_str());
       lock.lock();
       if (s.state.load(std::memory_order_acquire) != BackendState::failed) continue;
       if (now == failed_at) return Error{Errc::backend, s.out->error};
@@ -264,8 +264,8 @@ Result<void> Loader::Impl::ensure_loaded(std::uint32_t i, std::string_view devic
 // load_native checks) along with the slot.
 bool Loader::Impl::refresh_knowledge(Slot& s, detail::LoadKnowledge& k) {
   if (k.verified) return true;
-  const detail::CString cpath(s.library);  // identity: never changes
-  const std::string_view path = s.library;
+  const detail::CString cpath = library_of(s);  // identity: never changes
+  const std::string_view path = cpath.view();
   const std::int64_t t = detail::coarse_now_ns();
   FileStamp now = detail::stamp_at(AT_FDCWD, cpath.c_str());
   if (!now.exists()) {
@@ -364,7 +364,7 @@ bool Loader::Impl::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
   }
   std::string path;  // stays empty (no allocation) unless respelled below
   if (s.out->attempts > 1 || s.out->changed) {
-    path.assign(s.library);
+    path.assign(library_of(s).view());
     // The file changed since this process may have loaded it (a retry, or
     // an upgrade seen by a second Loader).  glibc matches loaded objects by
     // name first and would hand back the old mapping, so spell the path
@@ -378,7 +378,7 @@ bool Loader::Impl::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
       path.insert(at, "./");
     }
   }
-  const detail::CString library(s.library);
+  const detail::CString library = library_of(s);
   const char* const file = path.empty() ? library.c_str() : path.c_str();
   void* handle;
   {

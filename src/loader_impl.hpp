@@ -43,10 +43,15 @@ struct SlotOutcome {
 struct Slot {
   // Identity: fixed once create() returns.
   const EntryPoint* ep = nullptr;
-  std::string_view library;  ///< arena or store buffer
+  /// The library (or module) file: relative to search path number
+  /// `library_base` when that is not k_no_slot (a view into the store
+  /// buffer: 1,000 paths are not composed at start-up), else the whole path
+  /// (arena or store buffer).  Loader::Impl::library_of() spells it whole.
+  std::string_view library;
   std::string_view symbol;   ///< view into the entry point's value
   std::uint32_t index = 0;
   std::uint32_t alias_of = k_no_slot;
+  std::uint32_t library_base = k_no_slot;
   BackendKind kind = BackendKind::unresolved;
   bool enabled = true;
   bool unreadable = false;  ///< its ELF file failed the checks: never stored, never dlopen'ed
@@ -82,22 +87,33 @@ struct Slot {
 /// worker every allocation can cost a copy-on-write page fault).
 class CString {
  public:
-  explicit CString(std::string_view s) {
-    if (s.size() < sizeof m_buf) {
-      std::memcpy(m_buf, s.data(), s.size());
-      m_buf[s.size()] = '\0';
-      m_ptr = m_buf;
-    } else {
-      m_long.assign(s);
-      m_ptr = m_long.c_str();
+  explicit CString(std::string_view s) : CString({}, s) {}
+  /// `dir` + "/" + `rel` (no slash after an empty `dir` or one ending in
+  /// '/'), or `rel` alone when `dir` is empty.
+  CString(std::string_view dir, std::string_view rel) {
+    const std::size_t slash = dir.empty() || dir.back() == '/' ? 0 : 1;
+    m_size = dir.size() + slash + rel.size();
+    char* p = m_buf;
+    if (m_size >= sizeof m_buf) {
+      m_long.resize(m_size);
+      p = m_long.data();
     }
+    if (!dir.empty()) std::memcpy(p, dir.data(), dir.size());
+    if (slash) p[dir.size()] = '/';
+    if (!rel.empty()) std::memcpy(p + dir.size() + slash, rel.data(), rel.size());
+    p[m_size] = '\0';
+    m_ptr = p;
   }
+  CString(const CString&) = delete;
+  CString& operator=(const CString&) = delete;
   const char* c_str() const { return m_ptr; }
+  std::string_view view() const { return {m_ptr, m_size}; }
 
  private:
   char m_buf[512];
   std::string m_long;
   const char* m_ptr;
+  std::size_t m_size;
 };
 
 /// One registration from an init: the name (a copy, the backend's string
@@ -177,6 +193,11 @@ struct Loader::Impl {
   void set_devices(detail::Slot& s, const std::vector<std::string_view>& declared,
                    const std::vector<std::string_view>& learned);
   std::string describe(const detail::Slot& s) const;
+  /// Slot `s`'s library path, whole and NUL-terminated (see Slot::library).
+  detail::CString library_of(const detail::Slot& s) const {
+    if (s.library_base == detail::k_no_slot) return detail::CString(s.library);
+    return detail::CString(index->search_paths()[s.library_base], s.library);
+  }
   void fail(detail::Slot& s, const std::string& cause);
   Error not_found(std::string_view name);
   void save_store();

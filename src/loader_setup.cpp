@@ -15,10 +15,11 @@
 // up front instead, for listings that must be current.
 #include <fcntl.h>  // AT_FDCWD
 
-#include <algorithm>      // sort
+#include <algorithm>      // fill_n, stable_sort
 #include <cstdlib>        // getenv
 #include <cstring>        // memcpy
 #include <unordered_map>  // store lookup fallback
+#include <utility>        // pair
 
 #include "elf.hpp"
 #include "epload/backend.h"
@@ -273,6 +274,7 @@ void Loader::Impl::setup() {
     detail::Resolved r = detail::resolve_backend(ep, search_paths[ep.dist->search_path], ro);
     s.kind = r.kind;
     s.library = arena.copy(r.file);
+    s.library_base = detail::k_no_slot;
     s.symbol = attr_of(ep.value);
     s.stamp = r.stamp;
     s.stamped_at = t;
@@ -319,19 +321,8 @@ void Loader::Impl::setup() {
     bool known = false;
     if (const detail::LearnedRecord* r = record_for(i, ep)) {
       s.kind = r->kind == 'p' ? BackendKind::python : BackendKind::native;
-      if (r->library[0] == '/') {
-        s.library = r->library;
-      } else {
-        // search path + "/" + relative library, in the arena.
-        const std::string_view base = search_paths[r->search_path];
-        const std::size_t slash = base.empty() || base.back() == '/' ? 0 : 1;
-        const std::size_t n = base.size() + slash + r->library.size();
-        char* p = arena.allocate(n);
-        std::memcpy(p, base.data(), base.size());
-        if (slash) p[base.size()] = '/';
-        std::memcpy(p + base.size() + slash, r->library.data(), r->library.size());
-        s.library = {p, n};
-      }
+      s.library = r->library;  // a view into the store buffer
+      if (r->library[0] != '/') s.library_base = r->search_path;  // spelled whole when used
       s.stamp = r->stamp;
       s.abi = static_cast<std::int32_t>(r->abi);
       s.learned = r->learned;
@@ -340,7 +331,7 @@ void Loader::Impl::setup() {
       known = true;
       if (options.check_libraries) {
         const std::int64_t t = detail::coarse_now_ns();
-        if (detail::stamp_at(AT_FDCWD, detail::CString(s.library).c_str()) == s.stamp) {
+        if (detail::stamp_at(AT_FDCWD, library_of(s).c_str()) == s.stamp) {
           s.verified = true;
           s.stamped_at = t;
         } else {
@@ -360,44 +351,50 @@ void Loader::Impl::setup() {
 
   // One file reached by two paths (or listed twice) is one backend: later
   // enabled slots become aliases of the first enabled one (a disabled entry
-  // point loads nothing, so it cannot stand for another).  Sorting beats a
-  // hash map here.  Identity is (dev, ino), and a stamp from the store may
-  // be stale: its inode may now be another file's (a tree removed and
-  // installed again reuses inodes).  So the slots of a collision are checked
-  // against their files first (one stat each; collisions are rare), stale
-  // ones resolved again, and the identities compared afresh.
-  struct Id {
-    std::uint64_t dev, ino;
-    std::string_view symbol;
-    std::uint32_t slot;
+  // point loads nothing, so it cannot stand for another).  Identity is
+  // (dev, ino, symbol), found in one pass over an open-addressing table of
+  // slot numbers (8 KB at 1,000 backends; a sort of the identities took
+  // ~40 us and 40 KB of fresh memory).  A stamp from the store may be
+  // stale: its inode may now be another file's (a tree removed and
+  // installed again reuses inodes).  So the slots of a collision are
+  // checked against their files first (one stat each; collisions are rare),
+  // stale ones resolved again, and the identities compared afresh.
+  std::size_t cap = 16;
+  while (cap < 2 * std::size_t{count}) cap *= 2;
+  std::unique_ptr<std::uint32_t[]> firsts(new std::uint32_t[cap]);
+  auto same = [&](const Slot& a, const Slot& b) {
+    return a.stamp.dev == b.stamp.dev && a.stamp.ino == b.stamp.ino && a.symbol == b.symbol;
   };
-  std::vector<Id> ids;
-  auto sorted_ids = [&] {
-    ids.clear();
-    ids.reserve(count);
+  // Calls on_twin(first, later) for each slot whose identity an earlier one has.
+  auto for_each_twin = [&](auto&& on_twin) {
+    std::fill_n(firsts.get(), cap, k_no_slot);
     for (std::uint32_t i = 0; i < count; ++i) {
       const Slot& s = slots[i];
-      if (s.enabled && s.kind == BackendKind::native && s.stamp.exists()) {
-        ids.push_back({s.stamp.dev, s.stamp.ino, s.symbol, i});
+      if (!s.enabled || s.kind != BackendKind::native || !s.stamp.exists()) continue;
+      std::uint64_t h = (s.stamp.ino ^ (s.stamp.dev << 40) ^ (s.stamp.dev >> 24)) * 0x9e3779b97f4a7c15ull;
+      for (std::size_t b = static_cast<std::size_t>(h >> 32) & (cap - 1);; b = (b + 1) & (cap - 1)) {
+        const std::uint32_t j = firsts[b];
+        if (j == k_no_slot) {
+          firsts[b] = i;
+          break;
+        }
+        if (same(slots[j], s)) {
+          on_twin(j, i);
+          break;
+        }
       }
     }
-    std::sort(ids.begin(), ids.end(), [](const Id& a, const Id& b) {
-      if (a.ino != b.ino) return a.ino < b.ino;
-      if (a.dev != b.dev) return a.dev < b.dev;
-      if (a.symbol != b.symbol) return a.symbol < b.symbol;
-      return a.slot < b.slot;
-    });
   };
-  auto same = [](const Id& a, const Id& b) { return a.dev == b.dev && a.ino == b.ino && a.symbol == b.symbol; };
-  sorted_ids();
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> twins;  // (first, later); none: no allocation
+  auto collect = [&](std::uint32_t first, std::uint32_t later) { twins.emplace_back(first, later); };
+  for_each_twin(collect);
   bool resolved_again = false;
-  for (std::size_t k = 1; k < ids.size(); ++k) {
-    if (!same(ids[k - 1], ids[k])) continue;
-    for (const std::uint32_t i : {ids[k - 1].slot, ids[k].slot}) {
+  for (const auto& [first, later] : twins) {
+    for (const std::uint32_t i : {first, later}) {
       Slot& s = slots[i];
       if (s.verified) continue;
       const std::int64_t t = detail::coarse_now_ns();
-      if (detail::stamp_at(AT_FDCWD, detail::CString(s.library).c_str()) == s.stamp) {
+      if (detail::stamp_at(AT_FDCWD, library_of(s).c_str()) == s.stamp) {
         s.verified = true;
         s.stamped_at = t;
       } else {
@@ -411,15 +408,12 @@ void Loader::Impl::setup() {
       }
     }
   }
-  if (resolved_again) sorted_ids();
-  for (std::size_t k = 1; k < ids.size(); ++k) {
-    const Id& a = ids[k - 1];
-    const Id& b = ids[k];
-    if (same(a, b)) {
-      const std::uint32_t first = slots[a.slot].alias_of == k_no_slot ? a.slot : slots[a.slot].alias_of;
-      slots[b.slot].alias_of = first;
-    }
+  // A slot resolved again may have left its identity or joined another.
+  if (resolved_again) {
+    twins.clear();
+    for_each_twin(collect);
   }
+  for (const auto& [first, later] : twins) slots[later].alias_of = first;  // a first is never an alias
 
   // Disabled and failed backends claim nothing, so that a later one may
   // provide the device; not_found() still names them.
@@ -440,7 +434,7 @@ std::string Loader::Impl::describe(const Slot& s) const {
   std::string out = "backend '" + std::string(s.ep->name) + "' (distribution " + std::string(s.ep->dist->name);
   if (!s.library.empty()) {
     out += s.kind == BackendKind::python ? ", module " : ", library ";
-    out.append(s.library);
+    out.append(library_of(s).view());
   }
   out += "): ";
   return out;
@@ -513,7 +507,7 @@ void Loader::Impl::save_store() {
       if (s.kind == BackendKind::unresolved || s.unreadable || s.library.empty() || !s.stamp.exists()) {
         continue;  // nothing worth remembering: resolved and checked again next time
       }
-      if (s.library[0] != '/') continue;  // relative search path: not stable across processes
+      if (library_of(s).view()[0] != '/') continue;  // relative search path: not stable across processes
       // A stamp taken in the same clock tick as a change may hide it.
       if (s.stamped_at != 0 && detail::is_racy(s.stamp, s.stamped_at)) continue;
       detail::LearnedRecord r;
@@ -525,7 +519,9 @@ void Loader::Impl::save_store() {
       r.name = s.ep->name;
       r.value = s.ep->value;
       r.kind = s.kind == BackendKind::python ? 'p' : 'n';
-      r.library = relative_to(s.library, base);
+      if (s.library_base != detail::k_no_slot && s.library_base != r.search_path) continue;
+      // Relative to its search path already (from the store), or whole.
+      r.library = s.library_base == r.search_path ? s.library : relative_to(s.library, base);
       r.stamp = s.stamp;
       r.abi = s.abi;
       r.learned = s.learned;
@@ -596,7 +592,7 @@ BackendStatus Loader::backend(std::size_t index) const {
       b.load_seq = s.out->load_seq;
       b.conflicts = s.out->conflicts;
     }
-    b.library.assign(s.library);
+    b.library.assign(m->library_of(s).view());
     b.devices_known = s.devices_known();
     b.hook = s.hook();
     detail::for_each_device(s.devices, [&](std::string_view d, bool) { b.devices.emplace_back(d); });

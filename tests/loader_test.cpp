@@ -767,6 +767,34 @@ TEST(LoaderStore, LearnedDevicesNeedNoSearchNextTime) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
+// The store keeps a library relative to its search path, and a loader made
+// from it keeps that relative view: status, loading, and the messages of a
+// failure spell it whole, and the store written again keeps it relative.
+TEST(LoaderStore, RememberedLibraryIsSpelledWholeWhereverItIsUsed) {
+  BackendEnv env;
+  const std::string lib = env.add("npu", "npu", "tb_npu");
+  ASSERT_EQ(lib.rfind(env.site() + "/", 0), 0u) << lib;
+  const std::string rel = lib.substr(env.site().size() + 1);
+  testing::let_clock_tick();
+  std::string store;
+  { store = make_loader(env, options_for(env))->store_file(); }
+  const std::string text = testing::read_file(store);
+  EXPECT_NE(text.find("\t" + rel + "\t"), std::string::npos) << text;
+  EXPECT_EQ(text.find(lib), std::string::npos) << text;
+  {
+    auto loader = make_loader(env, options_for(env));
+    EXPECT_EQ(loader->backends()[0].library, lib);
+    ASSERT_NE(device_of(*loader, "tnpu"), nullptr);
+    EXPECT_EQ(loader->backends()[0].library, lib);
+  }
+  EXPECT_EQ(testing::read_file(store), text);  // nothing new to remember
+  ASSERT_EQ(::unlink(lib.c_str()), 0);
+  auto loader = make_loader(env, options_for(env));
+  const std::string e = error_of(*loader, "tnpu");
+  EXPECT_NE(e.find("library missing: " + lib + " no longer exists"), std::string::npos) << e;
+  EXPECT_NE(e.find(", library " + lib + "): "), std::string::npos) << e;
+}
+
 TEST(LoaderStore, StoreTruncatedWhileInUseIsHarmless) {
   // What a loader took from the store must stay valid whatever happens to
   // the file afterwards: its writers replace it (rename), but a person or
@@ -845,6 +873,33 @@ bool add_second_path(BackendEnv& env, const std::string& lib) {
   if (::link(lib.c_str(), (env.site() + "/two/_native.so").c_str()) != 0) return false;
   env.add_entry_point("two", "two", "two._native:tb_init");
   return true;
+}
+
+TEST(LoaderIdentity, EveryLaterPathOfOneFileIsAnAliasOfTheFirst) {
+  BackendEnv env;
+  const std::string lib = env.add("one", "one", "tb_npu");
+  env.add("mid", "mid", "tb_other_npu");
+  ASSERT_TRUE(add_second_path(env, lib));
+  for (const char* pkg : {"three", "four"}) {
+    testing::make_dirs(env.site() + "/" + pkg);
+    ASSERT_EQ(::link(lib.c_str(), (env.site() + "/" + pkg + "/_native.so").c_str()), 0);
+  }
+  env.add_entry_point("three", "three", "three._native:tb_init");
+  env.add_entry_point("four", "four", "four._native:tb_elsewhere");  // another symbol: its own backend
+  testing::let_clock_tick();
+  for (int pass = 0; pass < 2; ++pass) {  // resolved, then from the store
+    SCOPED_TRACE(pass);
+    auto loader = make_loader(env, options_for(env));
+    auto b = loader->backends();
+    ASSERT_EQ(b.size(), 5u);
+    EXPECT_EQ(b[0].alias_of, "");
+    EXPECT_EQ(b[1].alias_of, "");
+    EXPECT_EQ(b[2].alias_of, "one");
+    EXPECT_EQ(b[3].alias_of, "one");
+    EXPECT_EQ(b[4].alias_of, "");
+    EXPECT_NE(device_of(*loader, "tnpu"), nullptr);
+    EXPECT_EQ(order(*loader), (std::vector<std::size_t>{0}));
+  }
 }
 
 TEST(LoaderIdentity, SameFileByTwoPathsIsOneBackend) {

@@ -176,6 +176,11 @@ class IndexBuilder {
   /// Hands over bytes the Index keeps for its lifetime (the cache reader's
   /// buffer of names, which add_watched_name() then need not copy).
   void keep_bytes(std::unique_ptr<char[], void (*)(char*)> bytes);
+  /// The names and versions of distributions and the names and values of
+  /// entry points added from now on that lie in [bytes, bytes + n) are kept
+  /// as views, not copied.  Those bytes must be handed over with
+  /// keep_bytes() before build() (the cache reader's section buffers).
+  void borrow(const char* bytes, std::size_t n);
   /// Says that the watched files are the names added, and `digest` is the
   /// digest of their stamps (see Index::watched_digest()).
   void set_watched_digest(const WatchedDigest& digest);
