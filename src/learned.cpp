@@ -215,11 +215,10 @@ std::string learned_file_path(const std::string& cache_dir, std::string_view gro
   return cache_dir.back() == '/' ? cache_dir + name : cache_dir + '/' + name;
 }
 
-LearnedFile LearnedFile::read(const std::string& path, std::string* why) {
+LearnedFile LearnedFile::open(const std::string& path, std::string* why) {
   LearnedFile out;
   auto fail = [&](const std::string& reason) {
     if (why) *why = path + ": " + reason;
-    out.m_records.clear();
     out.m_map = Mapping{};
     return std::move(out);
   };
@@ -263,78 +262,96 @@ LearnedFile LearnedFile::read(const std::string& path, std::string* why) {
   if (got != static_cast<ssize_t>(size)) {
     return fail(got >= 0 ? "truncated while being read" : std::string("read: ") + std::strerror(err));
   }
-  char* p = static_cast<char*>(map);
-  char* const end = p + size;
-  out.m_records.reserve(size / 96 + 1);
-
-  // Lines end in LF (the trailer too); fields are split with memchr, and a
-  // field is unescaped only when it holds a backslash: the common record is
-  // scanned about once, at memchr speed.
-  auto next_line = [&](char*& line_end) -> char* {
-    if (p >= end) return nullptr;
-    char* start = p;
-    char* nl = static_cast<char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
-    if (nl == nullptr) return nullptr;
-    line_end = nl;
-    p = nl + 1;
-    return start;
-  };
-
+  out.m_next = static_cast<char*>(map);
+  out.m_end = out.m_next + size;
   char* le = nullptr;
-  char* line = next_line(le);
+  char* line = out.next_line(le);
   if (line == nullptr || std::string_view(line, static_cast<std::size_t>(le - line)) != k_magic) {
     return fail("not a learned-devices file of this version");
   }
-  bool ended = false;
-  while ((line = next_line(le)) != nullptr) {
-    std::string_view text(line, static_cast<std::size_t>(le - line));
-    if (text.starts_with("end ")) {
-      std::int64_t n = -1;
-      if (!parse_i64(text.substr(4), n) || n != static_cast<std::int64_t>(out.m_records.size()) ||
-          p != end) {
-        return fail("bad trailer");
-      }
-      ended = true;
-      break;
+  out.m_path = path;
+  return out;
+}
+
+/// The next line, without its LF (at *line_end); nullptr when no whole line is left.
+char* LearnedFile::next_line(char*& line_end) {
+  if (m_next >= m_end) return nullptr;
+  char* start = m_next;
+  char* nl = static_cast<char*>(std::memchr(m_next, '\n', static_cast<std::size_t>(m_end - m_next)));
+  if (nl == nullptr) return nullptr;
+  line_end = nl;
+  m_next = nl + 1;
+  return start;
+}
+
+bool LearnedFile::next(LearnedRecord& r, std::string* why) {
+  if (m_next == nullptr) return false;  // no file, the end, or damage
+  auto fail = [&](const char* reason) {
+    if (why) *why = m_path + ": " + reason;
+    m_next = m_end = nullptr;
+    m_damaged = true;
+    return false;
+  };
+  // Lines end in LF (the trailer too); fields are split with SSE2, and a
+  // field is unescaped only when it holds a backslash: the common record is
+  // scanned about once.
+  char* le = nullptr;
+  char* line = next_line(le);
+  if (line == nullptr) return fail("truncated (no trailer)");
+  std::string_view text(line, static_cast<std::size_t>(le - line));
+  if (text.starts_with("end ")) {
+    std::int64_t n = -1;
+    if (!parse_i64(text.substr(4), n) || n != static_cast<std::int64_t>(m_count) || m_next != m_end) {
+      return fail("bad trailer");
     }
-    char* fields[k_fields];
-    char* fields_end[k_fields];
-    bool backslash = false;
-    if (!split_record(line, le, fields, fields_end, backslash)) {
-      return fail("wrong number of fields");
-    }
-    auto view = [&](int i) {
-      return std::string_view(fields[i], static_cast<std::size_t>(fields_end[i] - fields[i]));
-    };
-    LearnedRecord r;
-    const std::string_view kind = view(4);
-    if (kind != "n" && kind != "p") return fail("unknown backend kind");
-    r.kind = kind[0];
-    std::int64_t sp = -1;
-    if (!parse_i64(view(0), sp) || sp < 0 || sp > 0xffffff) return fail("bad search path number");
-    r.search_path = static_cast<std::uint32_t>(sp);
-    std::string_view* text_fields[] = {nullptr, &r.metadata_dir, &r.name, &r.value, nullptr, &r.library};
-    for (int i = 1; i < 6; ++i) {
-      if (text_fields[i] == nullptr) continue;
-      const std::size_t n = static_cast<std::size_t>(fields_end[i] - fields[i]);
-      if (!backslash || std::memchr(fields[i], '\\', n) == nullptr) {
-        *text_fields[i] = std::string_view(fields[i], n);
-      } else if (!unescape(fields[i], fields_end[i], *text_fields[i])) {
-        return fail("bad escape");
-      }
-    }
-    std::int64_t learned = 0;
-    if (!parse_stamp(view(6), r.stamp) || !parse_i64(view(7), r.abi) || r.abi < -1 ||
-        !parse_i64(view(8), learned) || (learned != 0 && learned != 1) ||
-        !valid_devices_field(view(9))) {
-      return fail("malformed record");
-    }
-    r.learned = learned == 1;
-    r.devices = view(9);
-    if (r.library.empty() || r.metadata_dir.empty()) return fail("empty path");
-    out.m_records.push_back(r);
+    m_next = m_end = nullptr;
+    m_ended = true;
+    return false;
   }
-  if (!ended) return fail("truncated (no trailer)");
+  char* fields[k_fields];
+  char* fields_end[k_fields];
+  bool backslash = false;
+  if (!split_record(line, le, fields, fields_end, backslash)) return fail("wrong number of fields");
+  auto view = [&](int i) { return std::string_view(fields[i], static_cast<std::size_t>(fields_end[i] - fields[i])); };
+  r = LearnedRecord{};
+  const std::string_view kind = view(4);
+  if (kind != "n" && kind != "p") return fail("unknown backend kind");
+  r.kind = kind[0];
+  std::int64_t sp = -1;
+  if (!parse_i64(view(0), sp) || sp < 0 || sp > 0xffffff) return fail("bad search path number");
+  r.search_path = static_cast<std::uint32_t>(sp);
+  std::string_view* text_fields[] = {nullptr, &r.metadata_dir, &r.name, &r.value, nullptr, &r.library};
+  for (int i = 1; i < 6; ++i) {
+    if (text_fields[i] == nullptr) continue;
+    const std::size_t n = static_cast<std::size_t>(fields_end[i] - fields[i]);
+    if (!backslash || std::memchr(fields[i], '\\', n) == nullptr) {
+      *text_fields[i] = std::string_view(fields[i], n);
+    } else if (!unescape(fields[i], fields_end[i], *text_fields[i])) {
+      return fail("bad escape");
+    }
+  }
+  std::int64_t learned = 0;
+  if (!parse_stamp(view(6), r.stamp) || !parse_i64(view(7), r.abi) || r.abi < -1 ||
+      !parse_i64(view(8), learned) || (learned != 0 && learned != 1) || !valid_devices_field(view(9))) {
+    return fail("malformed record");
+  }
+  r.learned = learned == 1;
+  r.devices = view(9);
+  if (r.library.empty() || r.metadata_dir.empty()) return fail("empty path");
+  ++m_count;
+  return true;
+}
+
+LearnedFile LearnedFile::read(const std::string& path, std::string* why) {
+  LearnedFile out = open(path, why);
+  if (out.m_map.data == nullptr) return out;
+  out.m_records.reserve(out.m_map.size / 96 + 1);
+  LearnedRecord r;
+  while (out.next(r, why)) out.m_records.push_back(r);
+  if (out.m_damaged) {
+    out.m_records.clear();
+    out.m_map = Mapping{};
+  }
   return out;
 }
 

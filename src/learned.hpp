@@ -46,6 +46,21 @@ class LearnedFile {
   /// `*why` when given: the store is a cache, never an authority.
   static LearnedFile read(const std::string& path, std::string* why = nullptr);
 
+  /// Reads `path` like read(), checks its first line, and parses nothing
+  /// more: next() then yields the records one at a time, in file order, so
+  /// that a reader in index order needs no table of them (1,000 records:
+  /// 160 KB of fresh memory).  Whatever next() gave must be dropped if a
+  /// later call reports damage (damaged()): the file is then "absent".
+  static LearnedFile open(const std::string& path, std::string* why = nullptr);
+  /// The next record (views into the file's memory; escapes are undone in
+  /// place, so each record is parsed once).  False at the end, after the
+  /// trailer checked out (ended()), or on damage (damaged(), the reason in
+  /// `*why`), and on a file open() could not read.
+  bool next(LearnedRecord& r, std::string* why = nullptr);
+  bool ended() const { return m_ended; }
+  bool damaged() const { return m_damaged; }
+
+  /// What read() parsed (empty after open()).
   std::span<const LearnedRecord> records() const { return m_records; }
 
  private:
@@ -60,8 +75,15 @@ class LearnedFile {
     Mapping& operator=(Mapping&& o) noexcept;
     ~Mapping();
   };
+  char* next_line(char*& line_end);
+
   Mapping m_map;
   std::vector<LearnedRecord> m_records;
+  std::string m_path;                  // for next()'s messages
+  char* m_next = nullptr;              // the cursor; null: nothing more to parse
+  char* m_end = nullptr;
+  std::size_t m_count = 0;             // records next() has returned
+  bool m_ended = false, m_damaged = false;
 };
 
 /// Serializes `records` (line format, see learned.cpp) and writes them to

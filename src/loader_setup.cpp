@@ -15,7 +15,7 @@
 // up front instead, for listings that must be current.
 #include <fcntl.h>  // AT_FDCWD
 
-#include <algorithm>      // fill_n, stable_sort
+#include <algorithm>      // count, fill_n, stable_sort
 #include <cstdlib>        // getenv
 #include <cstring>        // memcpy
 #include <unordered_map>  // store lookup fallback
@@ -230,38 +230,52 @@ void Loader::Impl::setup() {
     if (!dir.empty()) {
       store_path = detail::learned_file_path(dir, options.group, index->search_paths());
       profile::Span span(profile::Phase::read, store_path);
-      store = detail::LearnedFile::read(store_path, &store_note);
+      store = detail::LearnedFile::open(store_path, &store_note);
     } else {
       store_note = "no cache directory (set EPLOAD_CACHE_DIR): devices are not remembered";
     }
   }
-  std::span<const detail::LearnedRecord> records = store.records();
   std::span<const std::string_view> search_paths = index->search_paths();
   auto matches = [&](const detail::LearnedRecord& r, const EntryPoint& ep) {
     return r.search_path == ep.dist->search_path && r.search_path < search_paths.size() &&
            r.name == ep.name && r.value == ep.value &&
            same_path(r.metadata_dir, search_paths[r.search_path], ep.dist->metadata_dir);
   };
-  // Only if the store is out of order (the index changed since it was written).
+  // The store is written in index order: record i is entry point i's, and
+  // is parsed when slot i is filled (no table of records).  From the first
+  // record that is not (the index changed since it was written), the rest
+  // are looked up by key.  Damage found on the way (a malformed record, no
+  // trailer) voids everything taken from the store: the slots are filled
+  // again without it (see below).
+  detail::LearnedRecord current;
+  bool have_current = false, in_order = true;
+  std::vector<detail::LearnedRecord> rest;
   std::unordered_map<std::string, std::size_t> by_key;
   auto key_of = [](std::uint32_t sp, std::string_view dir, std::string_view name, std::string_view value) {
     std::string k = std::to_string(sp);
     k.append("\n").append(dir).append("\n").append(name).append("\n").append(value);
     return k;
   };
-  auto record_for = [&](std::uint32_t i, const EntryPoint& ep) -> const detail::LearnedRecord* {
-    if (i < records.size() && matches(records[i], ep)) return &records[i];
-    if (records.empty() || ep.dist->search_path >= search_paths.size()) return nullptr;
-    if (by_key.empty()) {
-      for (std::size_t k = 0; k < records.size(); ++k) {
-        const auto& r = records[k];
-        by_key.emplace(key_of(r.search_path, r.metadata_dir, r.name, r.value), k);
+  auto record_for = [&](const EntryPoint& ep) -> const detail::LearnedRecord* {
+    if (in_order) {
+      if (!have_current) have_current = store.next(current, &store_note);
+      if (have_current && matches(current, ep)) {
+        have_current = false;
+        return &current;
+      }
+      in_order = false;
+      if (have_current) rest.push_back(current);
+      have_current = false;
+      for (detail::LearnedRecord r; store.next(r, &store_note);) rest.push_back(r);
+      for (std::size_t k = 0; k < rest.size(); ++k) {
+        by_key.emplace(key_of(rest[k].search_path, rest[k].metadata_dir, rest[k].name, rest[k].value), k);
       }
     }
+    if (rest.empty() || store.damaged() || ep.dist->search_path >= search_paths.size()) return nullptr;
     const std::uint32_t sp = ep.dist->search_path;
     auto it = by_key.find(key_of(sp, relative_to(ep.dist->metadata_dir, search_paths[sp]), ep.name, ep.value));
-    if (it == by_key.end() || !matches(records[it->second], ep)) return nullptr;
-    return &records[it->second];
+    if (it == by_key.end() || !matches(rest[it->second], ep)) return nullptr;
+    return &rest[it->second];
   };
 
   detail::ResolveOptions ro;
@@ -311,42 +325,66 @@ void Loader::Impl::setup() {
     }
   };
   std::size_t expected_devices = 0;
-  for (std::uint32_t i = 0; i < count; ++i) {
-    Slot& s = slots[i];
-    const EntryPoint& ep = eps[i];
-    s.ep = &ep;
-    s.index = i;
-    const char* disabled_by = nullptr;
-    if (is_disabled(ep, &disabled_by)) s.enabled = false;
-    bool known = false;
-    if (const detail::LearnedRecord* r = record_for(i, ep)) {
-      s.kind = r->kind == 'p' ? BackendKind::python : BackendKind::native;
-      s.library = r->library;  // a view into the store buffer
-      if (r->library[0] != '/') s.library_base = r->search_path;  // spelled whole when used
-      s.stamp = r->stamp;
-      s.abi = static_cast<std::int32_t>(r->abi);
-      s.learned = r->learned;
-      s.devices = r->devices;
-      s.symbol = attr_of(ep.value);
-      known = true;
-      if (options.check_libraries) {
-        const std::int64_t t = detail::coarse_now_ns();
-        if (detail::stamp_at(AT_FDCWD, library_of(s).c_str()) == s.stamp) {
-          s.verified = true;
-          s.stamped_at = t;
-        } else {
-          known = false;  // changed: resolve and read it again
+  // Fills every slot, from the store where it knows the backend.
+  auto fill = [&] {
+    for (std::uint32_t i = 0; i < count && !store.damaged(); ++i) {
+      Slot& s = slots[i];
+      const EntryPoint& ep = eps[i];
+      s.ep = &ep;
+      s.index = i;
+      const char* disabled_by = nullptr;
+      if (is_disabled(ep, &disabled_by)) s.enabled = false;
+      bool known = false;
+      if (const detail::LearnedRecord* r = record_for(ep)) {
+        s.kind = r->kind == 'p' ? BackendKind::python : BackendKind::native;
+        s.library = r->library;  // a view into the store buffer
+        if (r->library[0] != '/') s.library_base = r->search_path;  // spelled whole when used
+        s.stamp = r->stamp;
+        s.abi = static_cast<std::int32_t>(r->abi);
+        s.learned = r->learned;
+        s.devices = r->devices;
+        s.symbol = attr_of(ep.value);
+        known = true;
+        if (options.check_libraries) {
+          const std::int64_t t = detail::coarse_now_ns();
+          if (detail::stamp_at(AT_FDCWD, library_of(s).c_str()) == s.stamp) {
+            s.verified = true;
+            s.stamped_at = t;
+          } else {
+            known = false;  // changed: resolve and read it again
+          }
         }
       }
+      if (!known) resolve_fresh(s);
+      if (!s.enabled) {
+        s.state.store(BackendState::disabled, std::memory_order_relaxed);
+        s.outcome().error = describe(s) + "disabled by " + disabled_by + " (remove it from there to use it)";
+      } else {
+        check_abi(s);
+      }
+      // Exactly its names when known ("d:a l:b": one space between two), so
+      // the table is no bigger than it must be; a guess for the unknown.
+      expected_devices +=
+          !s.devices_known() ? 4
+          : s.devices.empty() ? 0
+                              : 1 + static_cast<std::size_t>(std::count(s.devices.begin(), s.devices.end(), ' '));
     }
-    if (!known) resolve_fresh(s);
-    if (!s.enabled) {
-      s.state.store(BackendState::disabled, std::memory_order_relaxed);
-      s.outcome().error = describe(s) + "disabled by " + disabled_by + " (remove it from there to use it)";
-    } else {
-      check_abi(s);
-    }
-    expected_devices += s.devices_known() ? 1 + s.devices.size() / 8 : 4;
+  };
+  fill();
+  // The store's records past the index's last entry point are parsed too:
+  // a damaged tail (truncation) voids the whole store.
+  if (in_order && !store.damaged()) {
+    for (detail::LearnedRecord r; store.next(r, &store_note);) continue;
+  }
+  if (store.damaged()) {
+    slots.reset(new Slot[count]);
+    store = detail::LearnedFile{};  // next() yields nothing: every slot is resolved afresh
+    in_order = true;
+    have_current = false;
+    rest.clear();
+    by_key.clear();
+    expected_devices = 0;
+    fill();
   }
 
   // One file reached by two paths (or listed twice) is one backend: later

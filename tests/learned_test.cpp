@@ -66,6 +66,52 @@ TEST(Learned, RoundTripWithEscapes) {
   EXPECT_TRUE(b.devices.empty());
 }
 
+// open() + next(): the same records one at a time; the end is the checked
+// trailer, and damage after good records is reported as such.
+TEST(Learned, RecordsOneAtATime) {
+  BackendEnv env;
+  const std::string path = env.cache_dir() + "/learned.txt";
+  std::vector<LearnedRecord> in = {record("/site/a\\b.dist-info", "/site/a/mod.so", "d:npu"),
+                                   record("/site/b.dist-info", "b/mod.so", "l:tpu"),
+                                   record("/site/c.dist-info", "c/mod.so", "")};
+  ASSERT_TRUE(write_learned(path, in).ok());
+  std::string why;
+  LearnedFile f = LearnedFile::open(path, &why);
+  EXPECT_TRUE(f.records().empty());
+  LearnedRecord r;
+  for (const LearnedRecord& want : in) {
+    ASSERT_TRUE(f.next(r, &why)) << why;
+    EXPECT_EQ(r.metadata_dir, want.metadata_dir);
+    EXPECT_EQ(r.library, want.library);
+    EXPECT_EQ(r.devices, want.devices);
+    EXPECT_FALSE(f.ended());
+  }
+  EXPECT_FALSE(f.next(r, &why));
+  EXPECT_TRUE(f.ended());
+  EXPECT_FALSE(f.damaged());
+  EXPECT_TRUE(why.empty()) << why;
+  EXPECT_FALSE(f.next(r, &why));  // stays at the end
+
+  // The trailer counts records: one line less is damage, found at the end.
+  std::string text = testing::read_file(path);
+  const std::size_t second = text.find('\n', text.find('\n') + 1) + 1;
+  text.erase(second, text.find('\n', second) + 1 - second);
+  testing::write_file(path, text);
+  LearnedFile g = LearnedFile::open(path, &why);
+  ASSERT_TRUE(g.next(r, &why)) << why;
+  ASSERT_TRUE(g.next(r, &why)) << why;
+  EXPECT_FALSE(g.next(r, &why));
+  EXPECT_TRUE(g.damaged());
+  EXPECT_FALSE(g.ended());
+  EXPECT_NE(why.find("bad trailer"), std::string::npos) << why;
+  EXPECT_FALSE(g.next(r, &why));
+
+  // A file that cannot be read yields nothing, and that is not damage.
+  LearnedFile none = LearnedFile::open(env.cache_dir() + "/missing.txt", &why);
+  EXPECT_FALSE(none.next(r, &why));
+  EXPECT_FALSE(none.damaged());
+}
+
 TEST(Learned, FileNameDependsOnGroupAndPaths) {
   std::vector<std::string_view> p1 = {"/a", "/b"}, p2 = {"/a/b"}, p3 = {"/b", "/a"};
   const std::string a = learned_file_path("/c", "torch.backends", p1);

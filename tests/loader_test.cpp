@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <latch>
@@ -793,6 +794,58 @@ TEST(LoaderStore, RememberedLibraryIsSpelledWholeWhereverItIsUsed) {
   const std::string e = error_of(*loader, "tnpu");
   EXPECT_NE(e.find("library missing: " + lib + " no longer exists"), std::string::npos) << e;
   EXPECT_NE(e.find(", library " + lib + "): "), std::string::npos) << e;
+}
+
+/// The device names `loader` knows without loading anything.
+std::vector<std::string> known_devices(Loader& loader) {
+  std::vector<std::string> out;
+  for (const DeviceStatus& d : loader.devices()) out.push_back(d.name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The store is parsed a record at a time as the slots are filled: damage
+// found after a good record (in a later record, past the index's last entry
+// point, or a missing trailer) must void what that record said too.
+TEST(LoaderStore, DamageAnywhereVoidsTheWholeStore) {
+  BackendEnv env;
+  env.add("one", "one", "tb_npu");
+  env.add("two", "two", "tb_other_npu");
+  testing::let_clock_tick();
+  std::string store;
+  { store = make_loader(env, options_for(env))->store_file(); }
+  const std::string good = testing::read_file(store);
+  const std::size_t at = good.find("d:tnpu");
+  ASSERT_NE(at, std::string::npos) << good;
+  // A well-formed lie in the first record: believed when nothing else is wrong.
+  const std::string lie = good.substr(0, at) + "d:tfake" + good.substr(at + 6);
+  auto load_with = [&](const std::string& text) {
+    testing::write_file(store, text);
+    ::chmod(store.c_str(), 0600);
+    return make_loader(env, options_for(env));
+  };
+  {
+    auto believed = load_with(lie);
+    const auto names = known_devices(*believed);
+    EXPECT_NE(std::find(names.begin(), names.end(), "tfake"), names.end());
+  }
+  const std::size_t line2 = lie.find('\n', lie.find('\n') + 1) + 1;  // the second record
+  const std::size_t trailer = lie.rfind("end ");
+  const std::vector<std::pair<std::string, std::string>> damaged = {
+      {lie.substr(0, line2) + "0\tbroken record\n" + lie.substr(lie.find('\n', line2) + 1), "wrong number of fields"},
+      {lie.substr(0, trailer), "truncated (no trailer)"},
+      {lie.substr(0, trailer) + "1\tx.dist-info\tx\tx:y\tq\tx.so\t1:2:3:4:5:6\t1\t0\t\n" + lie.substr(trailer),
+       "unknown backend kind"},  // past the index's entry points
+  };
+  for (const auto& [text, why] : damaged) {
+    SCOPED_TRACE(why);
+    auto loader = load_with(text);
+    EXPECT_NE(loader->store_note().find(why), std::string::npos) << loader->store_note();
+    const auto names = known_devices(*loader);
+    EXPECT_EQ(std::find(names.begin(), names.end(), "tfake"), names.end());
+    EXPECT_NE(std::find(names.begin(), names.end(), "tnpu"), names.end());
+    EXPECT_NE(device_of(*loader, "tnpu"), nullptr);
+  }
 }
 
 TEST(LoaderStore, StoreTruncatedWhileInUseIsHarmless) {
