@@ -219,6 +219,7 @@ LearnedFile LearnedFile::open(const std::string& path, std::string* why) {
   LearnedFile out;
   auto fail = [&](const std::string& reason) {
     if (why) *why = path + ": " + reason;
+    out.m_next = out.m_end = nullptr;  // next() yields nothing (the memory goes with the mapping)
     out.m_map = Mapping{};
     return std::move(out);
   };
@@ -350,7 +351,7 @@ LearnedFile LearnedFile::read(const std::string& path, std::string* why) {
   while (out.next(r, why)) out.m_records.push_back(r);
   if (out.m_damaged) {
     out.m_records.clear();
-    out.m_map = Mapping{};
+    out.m_map = Mapping{};  // next() already points nowhere
   }
   return out;
 }

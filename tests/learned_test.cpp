@@ -106,10 +106,16 @@ TEST(Learned, RecordsOneAtATime) {
   EXPECT_NE(why.find("bad trailer"), std::string::npos) << why;
   EXPECT_FALSE(g.next(r, &why));
 
-  // A file that cannot be read yields nothing, and that is not damage.
+  // A file that cannot be read, or is not a store, yields nothing (its
+  // memory is gone: next() must not look), and that is not damage.
   LearnedFile none = LearnedFile::open(env.cache_dir() + "/missing.txt", &why);
   EXPECT_FALSE(none.next(r, &why));
   EXPECT_FALSE(none.damaged());
+  testing::write_file(path, "epload-learned 0\n" + text.substr(text.find('\n') + 1));
+  LearnedFile foreign = LearnedFile::open(path, &why);
+  EXPECT_NE(why.find("not a learned-devices file"), std::string::npos) << why;
+  EXPECT_FALSE(foreign.next(r, &why));
+  EXPECT_FALSE(foreign.damaged());
 }
 
 TEST(Learned, FileNameDependsOnGroupAndPaths) {

@@ -2,8 +2,10 @@
 // open, fstat, mmap, in-place parse) on the input written to a 0600 file in
 // a private temporary directory.
 //
-// Invariants: every record's views lie in readable memory; an accepted file
-// written back with write_learned() reads back to the same records.
+// Invariants: every record's views lie in readable memory; open() + next()
+// yields the records read() accepts, and reports damage exactly where read()
+// gives none; an accepted file written back with write_learned() reads back
+// to the same records.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -39,6 +41,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string why;
   const detail::LearnedFile file = detail::LearnedFile::read(path, &why);
   unsigned sink = fuzz::touch(why);
+  // The loader's way, a record at a time: the same records, and damage
+  // exactly when read() refused a file it could open.
+  {
+    detail::LearnedFile stream = detail::LearnedFile::open(path);
+    std::size_t n = 0;
+    for (LearnedRecord r; stream.next(r);) {
+      sink += touch_record(r);
+      if (!stream.damaged() && n < file.records().size()) {
+        fuzz::check(same(r, file.records()[n]), "next() and read() disagree on a record");
+      }
+      ++n;
+    }
+    fuzz::check(!(stream.ended() && stream.damaged()), "next() ended and found damage");
+    if (stream.ended()) {
+      fuzz::check(n == file.records().size(), "next() and read() disagree on the count");
+    } else {
+      fuzz::check(file.records().empty(), "read() accepted a file next() did not read to its trailer");
+    }
+  }
   if (file.records().empty()) return static_cast<int>(sink & 0);
   for (const LearnedRecord& r : file.records()) sink += touch_record(r);
 
