@@ -362,9 +362,10 @@ bool Loader::Impl::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
                 " (rebuild the backend against this epload/backend.h)");
     return false;
   }
+  const detail::CString library = library_of(s);
   std::string path;  // stays empty (no allocation) unless respelled below
   if (s.out->attempts > 1 || s.out->changed) {
-    path.assign(library_of(s).view());
+    path.assign(library.view());
     // The file changed since this process may have loaded it (a retry, or
     // an upgrade seen by a second Loader).  glibc matches loaded objects by
     // name first and would hand back the old mapping, so spell the path
@@ -378,7 +379,6 @@ bool Loader::Impl::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
       path.insert(at, "./");
     }
   }
-  const detail::CString library = library_of(s);
   const char* const file = path.empty() ? library.c_str() : path.c_str();
   void* handle;
   {

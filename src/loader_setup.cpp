@@ -247,35 +247,38 @@ void Loader::Impl::setup() {
   // are looked up by key.  Damage found on the way (a malformed record, no
   // trailer) voids everything taken from the store: the slots are filled
   // again without it (see below).
-  detail::LearnedRecord current;
-  bool have_current = false, in_order = true;
-  std::vector<detail::LearnedRecord> rest;
-  std::unordered_map<std::string, std::size_t> by_key;
+  struct Cursor {
+    detail::LearnedRecord current;  // read, not yet matched
+    bool have_current = false, in_order = true;
+    std::vector<detail::LearnedRecord> rest;  // once out of order: the rest, by key
+    std::unordered_map<std::string, std::size_t> by_key;
+  } cur;
   auto key_of = [](std::uint32_t sp, std::string_view dir, std::string_view name, std::string_view value) {
     std::string k = std::to_string(sp);
     k.append("\n").append(dir).append("\n").append(name).append("\n").append(value);
     return k;
   };
   auto record_for = [&](const EntryPoint& ep) -> const detail::LearnedRecord* {
-    if (in_order) {
-      if (!have_current) have_current = store.next(current, &store_note);
-      if (have_current && matches(current, ep)) {
-        have_current = false;
-        return &current;
+    if (cur.in_order) {
+      if (!cur.have_current) cur.have_current = store.next(cur.current, &store_note);
+      if (cur.have_current && matches(cur.current, ep)) {
+        cur.have_current = false;
+        return &cur.current;
       }
-      in_order = false;
-      if (have_current) rest.push_back(current);
-      have_current = false;
-      for (detail::LearnedRecord r; store.next(r, &store_note);) rest.push_back(r);
-      for (std::size_t k = 0; k < rest.size(); ++k) {
-        by_key.emplace(key_of(rest[k].search_path, rest[k].metadata_dir, rest[k].name, rest[k].value), k);
+      cur.in_order = false;
+      if (cur.have_current) cur.rest.push_back(cur.current);
+      cur.have_current = false;
+      for (detail::LearnedRecord r; store.next(r, &store_note);) cur.rest.push_back(r);
+      for (std::size_t k = 0; k < cur.rest.size(); ++k) {
+        const detail::LearnedRecord& r = cur.rest[k];
+        cur.by_key.emplace(key_of(r.search_path, r.metadata_dir, r.name, r.value), k);
       }
     }
-    if (rest.empty() || store.damaged() || ep.dist->search_path >= search_paths.size()) return nullptr;
+    if (cur.rest.empty() || store.damaged() || ep.dist->search_path >= search_paths.size()) return nullptr;
     const std::uint32_t sp = ep.dist->search_path;
-    auto it = by_key.find(key_of(sp, relative_to(ep.dist->metadata_dir, search_paths[sp]), ep.name, ep.value));
-    if (it == by_key.end() || !matches(rest[it->second], ep)) return nullptr;
-    return &rest[it->second];
+    auto it = cur.by_key.find(key_of(sp, relative_to(ep.dist->metadata_dir, search_paths[sp]), ep.name, ep.value));
+    if (it == cur.by_key.end() || !matches(cur.rest[it->second], ep)) return nullptr;
+    return &cur.rest[it->second];
   };
 
   detail::ResolveOptions ro;
@@ -327,6 +330,7 @@ void Loader::Impl::setup() {
   std::size_t expected_devices = 0;
   // Fills every slot, from the store where it knows the backend.
   auto fill = [&] {
+    expected_devices = 0;
     for (std::uint32_t i = 0; i < count && !store.damaged(); ++i) {
       Slot& s = slots[i];
       const EntryPoint& ep = eps[i];
@@ -373,17 +377,13 @@ void Loader::Impl::setup() {
   fill();
   // The store's records past the index's last entry point are parsed too:
   // a damaged tail (truncation) voids the whole store.
-  if (in_order && !store.damaged()) {
+  if (cur.in_order && !store.damaged()) {
     for (detail::LearnedRecord r; store.next(r, &store_note);) continue;
   }
   if (store.damaged()) {
     slots.reset(new Slot[count]);
     store = detail::LearnedFile{};  // next() yields nothing: every slot is resolved afresh
-    in_order = true;
-    have_current = false;
-    rest.clear();
-    by_key.clear();
-    expected_devices = 0;
+    cur = Cursor{};
     fill();
   }
 

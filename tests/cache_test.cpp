@@ -588,11 +588,15 @@ void expect_same_groups(const Index& whole, const Index& partial, std::vector<st
   }
 }
 
+/// Writes sample_index(40) to `t`/i.json and reads it back whole.
+Result<Index> written_sample(const TempDir& t) {
+  if (!write_index(sample_index(40), t / "i.json")) return Error{Errc::io, "cannot write " + t / "i.json"};
+  return read_index(t / "i.json");
+}
+
 TEST(CachePartial, GroupReadEqualsThatGroupOfACompleteRead) {
   TempDir t;
-  const Index original = sample_index(40);
-  ASSERT_TRUE(write_index(original, t / "i.json"));
-  auto whole = read_index(t / "i.json");
+  auto whole = written_sample(t);
   ASSERT_TRUE(whole) << whole.error().message;
   const std::vector<std::vector<std::string>> selections = {
       {"console_scripts"},
@@ -630,9 +634,7 @@ TEST(CachePartial, GroupReadEqualsThatGroupOfACompleteRead) {
 // later read, escaped or not (escaped ones are copies).
 TEST(CachePartial, GroupReadOwnsItsStringsWhateverHappensToTheFile) {
   TempDir t;
-  const Index original = sample_index(40);
-  ASSERT_TRUE(write_index(original, t / "i.json"));
-  auto whole = read_index(t / "i.json");
+  auto whole = written_sample(t);
   ASSERT_TRUE(whole) << whole.error().message;
   std::vector<Result<Index>> parts;
   for (const char* g : {"console_scripts", "a group", "torch.backends"}) parts.push_back(read_index(t / "i.json", {g}));
