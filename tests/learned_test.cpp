@@ -211,6 +211,49 @@ TEST(Learned, StampsReadBackWhateverTheirRange) {
   }
 }
 
+// The first 16 digits of a number are read eight at a time: numbers of
+// every length read back exactly, and a character that is no digit at any
+// place of one (inside or past an eight-byte step) is damage.
+TEST(Learned, StampNumbersOfEveryLengthReadBackExactly) {
+  BackendEnv env;
+  const std::string path = env.cache_dir() + "/learned.txt";
+  std::mt19937_64 rng(5);
+  for (int digits = 1; digits <= 20; ++digits) {
+    for (int trial = 0; trial < 20; ++trial) {
+      auto of_length = [&](int n, std::uint64_t max) {
+        std::uint64_t lo = 1;
+        for (int i = 1; i < n; ++i) lo *= 10;
+        const std::uint64_t hi = n >= 20 ? max : std::min(max, lo * 10 - 1);
+        return n == 1 && rng() % 2 ? std::uint64_t{0} : lo + rng() % (hi - lo + 1);
+      };
+      const std::uint64_t u = of_length(digits, ~std::uint64_t{0});
+      const auto i = static_cast<std::int64_t>(of_length(std::min(digits, 19), std::numeric_limits<std::int64_t>::max()));
+      std::vector<LearnedRecord> in = {record("/s/a.dist-info", "/s/a.so", "d:npu")};
+      in[0].stamp = FileStamp{u, u ^ 1, u, trial % 2 ? -i : i, i, static_cast<std::uint32_t>(u)};
+      ASSERT_TRUE(write_learned(path, in).ok());
+      std::string why;
+      LearnedFile f = LearnedFile::read(path, &why);
+      ASSERT_EQ(f.records().size(), 1u) << digits << ": " << why;
+      EXPECT_EQ(f.records()[0].stamp, in[0].stamp) << digits;
+    }
+  }
+  const std::string head = "epload-learned 1\n0\t/a\tb\tc\tn\t/l\t";
+  const std::string tail = "\t1\t0\t\nend 1\n";
+  const std::string number = "12345678901234567";
+  for (std::size_t at = 0; at < number.size(); ++at) {
+    for (const char bad : {'/', ':', 'a', ' ', '\x80', '\xff'}) {
+      std::string n = number;
+      n[at] = bad;
+      for (const std::string& stamp : {n + ":2:3:4:5:6", "1:2:3:" + n + ":5:6"}) {
+        testing::write_file(path, head + stamp + tail);
+        ::chmod(path.c_str(), 0600);
+        std::string why;
+        EXPECT_TRUE(LearnedFile::read(path, &why).records().empty()) << stamp;
+      }
+    }
+  }
+}
+
 // Records are split at their tabs 16 bytes at a time: fields of every
 // length, escapes and tabs at every offset (across the 16-byte steps) read
 // back exactly, and one tab too many or too few anywhere in a record is
