@@ -15,6 +15,8 @@
 
 #include <pthread.h>
 
+#include <atomic>
+
 namespace epload::detail {
 
 /// One helper thread, created already placed on another CPU than the
@@ -35,7 +37,9 @@ class PinnedHelper {
   bool start(F& f) {
     return start([](void* p) { (*static_cast<F*>(p))(); }, &f);
   }
-  /// Waits for the helper to return; nothing if none was started.
+  /// Waits until the helper's function has returned; nothing if none was
+  /// started.  The thread itself may still be ending (detached) when this
+  /// returns, but it touches nothing of this object or of its work any more.
   void join();
   bool started() const { return m_started; }
 
@@ -44,6 +48,7 @@ class PinnedHelper {
   void* m_arg = nullptr;
   pthread_t m_thread{};
   bool m_started = false;
+  std::atomic<bool> m_returned{false};  ///< fn has returned (set by the helper, last)
 };
 
 /// Calls fn(arg) on the calling thread and, when the process may run on
