@@ -30,10 +30,22 @@ class Arena {
     if (n > m_left) {
       const std::size_t size = n > k_block / 4 ? n : k_block;
       m_blocks.emplace_back(new char[size]);  // not zeroed: every byte is written
-      prefault(m_blocks.back().get(), size);
-      if (size != k_block) return m_blocks.back().get();  // oversized: own block
+      if (size != k_block) {  // oversized: own block, written whole at once
+        prefault(m_blocks.back().get(), size);
+        return m_blocks.back().get();
+      }
       m_next = m_blocks.back().get();
       m_left = size;
+      m_unbacked = m_next + k_first_part;
+    }
+    // A block is backed in one call (prefault.hpp) once it is used past its
+    // first page, not when it is opened: an arena that only ever holds a
+    // few short strings (a cached index's search paths, copied while the
+    // `full` check's helper waits for its first names) backs one page, by
+    // its fault, instead of sixteen.
+    if (m_unbacked != nullptr && n > static_cast<std::size_t>(m_unbacked - m_next)) {
+      prefault(m_unbacked, m_left - static_cast<std::size_t>(m_unbacked - m_next));
+      m_unbacked = nullptr;
     }
     char* p = m_next;
     m_next += n;
@@ -43,9 +55,11 @@ class Arena {
 
  private:
   static constexpr std::size_t k_block = 64 * 1024;
+  static constexpr std::size_t k_first_part = 4096;
   std::vector<std::unique_ptr<char[]>> m_blocks;
   char* m_next = nullptr;
   std::size_t m_left = 0;
+  char* m_unbacked = nullptr;  // where the current block's unbacked part begins; null: backed
 };
 
 }  // namespace epload::detail

@@ -119,11 +119,16 @@ bool huge_pages_pay(const char* setting, bool allowed, bool would_pay) {
 }
 
 bool huge_pages_pay(bool big_run) {
-  if (!huge_pages_allowed()) return false;
   const char* setting = std::getenv("EPLOAD_HUGE_PAGES");
   const bool told = setting != nullptr && (std::strcmp(setting, "0") == 0 || std::strcmp(setting, "1") == 0);
-  // Told, or a big run: no fault measured.
-  return huge_pages_pay(setting, true, !told && (big_run || faults_are_dear()));
+  // Told, or a big run: no fault measured.  Otherwise the fault's price is
+  // asked before the kernel's THP setting (a file read, ~11 us here, in
+  // every CLI process before its first step): where a fault is cheap the
+  // answer is no whatever the setting says.
+  const bool would_pay = !told && (big_run || faults_are_dear());
+  if (!told && !would_pay) return false;
+  if (told && std::strcmp(setting, "0") == 0) return false;
+  return huge_pages_pay(setting, huge_pages_allowed(), would_pay);
 }
 
 bool huge_pages_allowed() {
