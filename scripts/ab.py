@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Whole-process A/B timing: two or more commands interleaved round by round.
 
-    python3 scripts/ab.py [--rounds N] [--warmup W] -- CMD_A ARGS... -- CMD_B ARGS... [-- CMD_C ...]
+    python3 scripts/ab.py [--rounds N] [--warmup W] [--settle S] -- CMD_A ARGS... -- CMD_B ARGS... [-- CMD_C ...]
 
 Every round runs each command once (so drift on the machine hits all alike;
 in an order shuffled each round, so no command always follows the same one:
@@ -33,12 +33,16 @@ def parse(argv):
             except BrokenPipeError:  # `ab.py --help | head`
                 pass
             raise SystemExit(0)
-        print("usage: ab.py [--rounds N] [--warmup W] -- CMD_A ... -- CMD_B ...", file=sys.stderr)
+        print("usage: ab.py [--rounds N] [--warmup W] [--settle S] -- CMD_A ... -- CMD_B ...", file=sys.stderr)
         raise SystemExit(2)
     cut = argv.index("--")
     p = argparse.ArgumentParser(prog="ab.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=40, help="timed rounds (default 40)")
     p.add_argument("--warmup", type=int, default=3, help="untimed rounds first (default 3)")
+    p.add_argument("--settle", type=int, default=0,
+                   help="untimed runs of each command right before its timed run, so that it is "
+                        "timed after itself rather than after whatever the shuffle put first "
+                        "(default 0)")
     args = p.parse_args(argv[:cut])
     cmds, cur = [], []
     for a in argv[cut + 1:]:
@@ -55,8 +59,8 @@ def parse(argv):
         if exe is None:
             p.error(f"command not found or not executable: {c[0]}")
         c[0] = exe
-    if args.rounds < 1 or args.warmup < 0:
-        p.error("--rounds must be >= 1 and --warmup >= 0")
+    if args.rounds < 1 or args.warmup < 0 or args.settle < 0:
+        p.error("--rounds must be >= 1, --warmup and --settle >= 0")
     return args, cmds
 
 
@@ -65,7 +69,8 @@ def main(argv=None):
     names = [f"{chr(ord('A') + i)}" for i in range(len(cmds))]
     with tempfile.TemporaryDirectory(prefix="epload-ab-") as tmp:
         try:
-            raw = interleaved(dict(zip(names, cmds)), dict(os.environ), args.rounds, args.warmup, tmp)
+            raw = interleaved(dict(zip(names, cmds)), dict(os.environ), args.rounds, args.warmup, tmp,
+                              settle=args.settle)
         except BenchError as e:
             print(f"ab.py: {e}", file=sys.stderr)
             return 1

@@ -83,12 +83,16 @@ def summarize(samples):
             "min_ms": s[0] / 1e6, "max_ms": s[-1] / 1e6, "runs": len(s)}
 
 
-def interleaved(commands, env, runs, warmup, tmp, progress=None, seed=0):
+def interleaved(commands, env, runs, warmup, tmp, progress=None, seed=0, settle=0):
     """Times every command once per round, in an order shuffled each round
     (random.Random(seed): reproducible), so that no command always follows
-    the same one (see the module's docstring).  Returns {name: {"wall":
-    [...ns], "cpu": [...ns]}} for the timed rounds.  ``progress(round_index,
-    total_rounds)``, if given, is called before each round."""
+    the same one (see the module's docstring).  With ``settle`` = S, each
+    command first runs S times untimed, right before its timed run: then
+    every command is timed after a run of itself (its steady state: what a
+    user who runs only that command sees), not after whichever command the
+    shuffle put before it.  Returns {name: {"wall": [...ns], "cpu":
+    [...ns]}} for the timed rounds.  ``progress(round_index, total_rounds)``,
+    if given, is called before each round."""
     names = list(commands)
     out = {n: {"wall": [], "cpu": []} for n in names}
     err = os.path.join(tmp, "stderr.txt")
@@ -99,6 +103,8 @@ def interleaved(commands, env, runs, warmup, tmp, progress=None, seed=0):
         this_round = names[:]
         order.shuffle(this_round)
         for n in this_round:
+            for _ in range(settle):
+                run_once(commands[n], env, err)
             wall, cpu = run_once(commands[n], env, err)
             if r >= warmup:
                 out[n]["wall"].append(wall)
