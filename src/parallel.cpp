@@ -3,6 +3,9 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <time.h>
+
+#include <cstdint>
 
 namespace epload::detail {
 
@@ -19,6 +22,12 @@ int other_cpu() {
     if (c != here && CPU_ISSET(c, &allowed)) return c;
   }
   return -1;
+}
+
+std::int64_t now_ns() {
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
 }
 
 }  // namespace
@@ -58,16 +67,18 @@ void PinnedHelper::join() {
   if (!m_started) return;
   m_started = false;
   // The helper's share usually ends within a chunk of the caller's, so a
-  // short spin (~0.1 ms at most) sees fn return; the thread is then left to
+  // short spin (0.1 ms at most) sees fn return; the thread is then left to
   // end on its own.  pthread_join would also wait for its teardown (its
   // stack given back, its exit, and the wake-up of this thread from
   // another CPU: ~50 us here, on the path of every `full` check).  A
   // helper still busy past the spin is joined as before.
-  constexpr int k_spins = 4000;
-  for (int i = 0; i < k_spins && !m_returned.load(std::memory_order_acquire); ++i) {
+  constexpr std::int64_t k_spin_ns = 100'000;
+  const std::int64_t until = now_ns() + k_spin_ns;
+  for (unsigned i = 1; !m_returned.load(std::memory_order_acquire); ++i) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
+    if (i % 64 == 0 && now_ns() > until) break;
   }
   if (m_returned.load(std::memory_order_acquire)) {
     ::pthread_detach(m_thread);
