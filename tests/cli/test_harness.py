@@ -447,8 +447,22 @@ def test_ab_times_commands_side_by_side():
     assert "ratio to A" in lines[1], proc.stdout
 
 
+def test_ab_settle_times_each_command_right_after_runs_of_itself(tmp_path):
+    # Each command writes its letter; with --settle 2 every timed run comes
+    # right after two untimed runs of the same command, in every round.
+    log = tmp_path / "log"
+    cmds = [["/bin/sh", "-c", f"echo {c} >> {log}"] for c in "AB"]
+    proc = run(AB, "--rounds", "3", "--warmup", "0", "--settle", "2", "--", *cmds[0], "--", *cmds[1])
+    assert proc.returncode == 0, proc.stderr
+    letters = log.read_text().split()
+    assert sorted(letters) == ["A"] * 9 + ["B"] * 9, letters
+    for i in range(0, len(letters), 3):
+        assert len(set(letters[i:i + 3])) == 1, letters
+
+
 @pytest.mark.parametrize("args, code, message", [
     ([], 2, "usage: ab.py"),
+    (["--settle", "-1", "--", "/bin/true", "--", "/bin/true"], 2, "--settle"),
     (["--", "/bin/true"], 2, "at least two"),
     (["--", "no-such-command-here", "--", "/bin/true"], 2, "command not found"),
     (["--rounds", "0", "--", "/bin/true", "--", "/bin/true"], 2, "--rounds"),
