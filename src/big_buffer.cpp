@@ -121,14 +121,13 @@ bool huge_pages_pay(const char* setting, bool allowed, bool would_pay) {
 bool huge_pages_pay(bool big_run) {
   const char* setting = std::getenv("EPLOAD_HUGE_PAGES");
   const bool told = setting != nullptr && (std::strcmp(setting, "0") == 0 || std::strcmp(setting, "1") == 0);
-  // Told, or a big run: no fault measured.  Otherwise the fault's price is
-  // asked before the kernel's THP setting (a file read, ~11 us here, in
-  // every CLI process before its first step): where a fault is cheap the
-  // answer is no whatever the setting says.
+  // Told, or a big run: no fault measured.  The kernel's THP setting (a
+  // file read, ~11 us here, in every CLI process before its first step) is
+  // read last, only for a yes: huge_pages_pay(s, allowed, w) is allowed &&
+  // huge_pages_pay(s, true, w), and where a fault is cheap the answer is no
+  // whatever the setting says.
   const bool would_pay = !told && (big_run || faults_are_dear());
-  if (!told && !would_pay) return false;
-  if (told && std::strcmp(setting, "0") == 0) return false;
-  return huge_pages_pay(setting, huge_pages_allowed(), would_pay);
+  return huge_pages_pay(setting, true, would_pay) && huge_pages_allowed();
 }
 
 bool huge_pages_allowed() {

@@ -206,9 +206,7 @@ bool wait_for(Done done, const std::atomic<bool>& stop) {
   for (unsigned turn = 0; !done(); ++turn) {
     if (stop.load(std::memory_order_relaxed)) return false;
     if (turn < k_spins) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
+      cpu_relax();
     } else if (turn < k_spins + k_yields) {
       ::sched_yield();
     } else {

@@ -212,6 +212,11 @@ Split split_record(char* line, char* buf_end, char*& le, char* (&begin)[k_fields
     end[n] = t;
     begin[++n] = t + 1;
   };
+  auto lf_at = [&](char* t) {
+    le = t;
+    end[n] = t;
+    return n + 1 == k_fields && !too_many ? Split::ok : Split::wrong_fields;
+  };
   char* p = line;
 #ifdef __SSE2__
   const __m128i tab = _mm_set1_epi8('\t');
@@ -226,19 +231,11 @@ Split split_record(char* line, char* buf_end, char*& le, char* (&begin)[k_fields
     tabs &= before;
     backslash |= (escs & before) != 0;
     for (; tabs != 0; tabs &= tabs - 1) tab_at(p + __builtin_ctz(tabs));
-    if (lfs != 0) {
-      le = p + __builtin_ctz(lfs);
-      end[n] = le;
-      return n + 1 == k_fields && !too_many ? Split::ok : Split::wrong_fields;
-    }
+    if (lfs != 0) return lf_at(p + __builtin_ctz(lfs));
   }
 #endif
   for (; p < buf_end; ++p) {
-    if (*p == '\n') {
-      le = p;
-      end[n] = le;
-      return n + 1 == k_fields && !too_many ? Split::ok : Split::wrong_fields;
-    }
+    if (*p == '\n') return lf_at(p);
     if (*p == '\t') tab_at(p);
     backslash |= *p == '\\';
   }

@@ -3,9 +3,10 @@
 
 #include <pthread.h>
 #include <sched.h>
-#include <time.h>
 
 #include <cstdint>
+
+#include "epload/profile.hpp"  // now_ns
 
 namespace epload::detail {
 
@@ -22,12 +23,6 @@ int other_cpu() {
     if (c != here && CPU_ISSET(c, &allowed)) return c;
   }
   return -1;
-}
-
-std::int64_t now_ns() {
-  timespec t{};
-  ::clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
 }
 
 }  // namespace
@@ -73,12 +68,10 @@ void PinnedHelper::join() {
   // another CPU: ~50 us here, on the path of every `full` check).  A
   // helper still busy past the spin is joined as before.
   constexpr std::int64_t k_spin_ns = 100'000;
-  const std::int64_t until = now_ns() + k_spin_ns;
+  const std::int64_t until = profile::now_ns() + k_spin_ns;
   for (unsigned i = 1; !m_returned.load(std::memory_order_acquire); ++i) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-    if (i % 64 == 0 && now_ns() > until) break;
+    cpu_relax();
+    if (i % 64 == 0 && profile::now_ns() > until) break;
   }
   if (m_returned.load(std::memory_order_acquire)) {
     ::pthread_detach(m_thread);

@@ -19,6 +19,14 @@
 
 namespace epload::detail {
 
+/// One turn of a spin-wait: tells the CPU this thread is waiting (x86
+/// `pause`), nothing elsewhere.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 /// One helper thread, created already placed on another CPU than the
 /// caller's (see above), for work the caller joins later.
 class PinnedHelper {
