@@ -105,6 +105,10 @@ Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& 
 /// What the parser checks beyond well-formedness.
 class EarlyFullCheck;
 
+/// The bytes simdjson may read past the end of a document
+/// (SIMDJSON_PADDING; cache.cpp checks that they agree).
+inline constexpr std::size_t k_json_padding = 64;
+
 struct ReadExpectations {
   /// When set: the file must carry exactly this key (interpreter, cwd and the
   /// search-path list) and must not be relocatable.
@@ -129,6 +133,9 @@ struct ReadExpectations {
   /// are read first and their check started here, so that its stat calls
   /// overlap the parse of the groups' sections.  A failed read abandons it.
   EarlyFullCheck* early_check = nullptr;
+  /// Read through a private read-only mapping of the file (CacheOptions::
+  /// map_files) instead of copies in fresh memory.
+  bool map_file = false;
 };
 
 /// Reads and parses the open file `fd` (the caller checked its safety;

@@ -157,6 +157,7 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
   expect.groups = options.groups;
   expect.watched = validation == Validation::full;  // only `full` needs the watched stamps
   expect.group_stamps = options.group_stamps;
+  expect.map_file = options.map_files;
   // Under `full`, the stat calls start on the other CPU as soon as the
   // names are read, while the groups are parsed.
   EarlyFullCheck early;

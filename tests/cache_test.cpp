@@ -16,6 +16,7 @@
 #include <sys/resource.h>  // setrlimit
 
 #include "cache_internal.hpp"
+#include "epload/profile.hpp"
 #include "cache_test_util.hpp"
 #include "epload/cache.hpp"
 #include "epload/scanner.hpp"
@@ -68,18 +69,39 @@ void edit_file(const std::string& path, const std::string& from, const std::stri
   test::write_file(path, text);
 }
 
-/// Parses `text` as a file's content, without touching the file system
-/// (an in-memory file keeps the loops below fast).
-Result<Index> parse_bytes(const std::string& text) {
-  const int fd = ::memfd_create("epload-cache-test", MFD_CLOEXEC);
-  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
-      ::lseek(fd, 0, SEEK_SET) != 0) {
-    std::abort();
+/// Reads `text` (a file's content) with `expect` from an in-memory file
+/// (which keeps the loops below fast), both ways: copied into buffers and
+/// through a mapping of the file (ReadExpectations::map_file).  The two
+/// must agree, to the index or to the message; the copied read is returned.
+/// With an early check, once, the way `expect` says.
+Result<Index> parse_bytes_with(const std::string& text, detail::ReadExpectations expect) {
+  auto once = [&](bool map) {
+    const int fd = ::memfd_create("epload-cache-test", MFD_CLOEXEC);
+    if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+        ::lseek(fd, 0, SEEK_SET) != 0) {
+      std::abort();
+    }
+    expect.map_file = map;
+    auto r = detail::read_index_fd(fd, "memfd", expect);
+    ::close(fd);
+    return r;
+  };
+  // A check started by the read cannot be started twice: one read, as asked.
+  if (expect.early_check != nullptr) return once(expect.map_file);
+  auto copied = once(false);
+  auto mapped = once(true);
+  EXPECT_EQ(static_cast<bool>(copied), static_cast<bool>(mapped)) << "size " << text.size();
+  if (copied && mapped) {
+    std::string why;
+    EXPECT_TRUE(test::identical(*copied, *mapped, &why)) << "size " << text.size() << ": " << why;
+  } else if (!copied && !mapped) {
+    EXPECT_EQ(copied.error().message, mapped.error().message) << "size " << text.size();
   }
-  auto r = detail::read_index_fd(fd, "memfd", detail::ReadExpectations{});
-  ::close(fd);
-  return r;
+  return copied;
 }
+
+/// parse_bytes_with() of a complete read.
+Result<Index> parse_bytes(const std::string& text) { return parse_bytes_with(text, detail::ReadExpectations{}); }
 
 int python_check(const std::string& script, const std::string& arg) {
   const std::string cmd = std::string(EPLOAD_TEST_PYTHON) + " -c '" + script + "' '" + arg + "'";
@@ -520,14 +542,6 @@ TEST(Cache, EveryTruncationIsRejected) {
 
 // ---- partial reads (CacheOptions::groups) --------------------------------------
 
-/// Reads `text` (a file's content) with `expect`, from an in-memory file.
-Result<Index> parse_bytes_with(const std::string& text, const detail::ReadExpectations& expect) {
-  const int fd = ::memfd_create("epload-cache-test", MFD_CLOEXEC);
-  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) std::abort();
-  auto r = detail::read_index_fd(fd, "memfd", expect);
-  ::close(fd);
-  return r;
-}
 
 detail::ReadExpectations groups_only(std::vector<std::string> groups, bool watched = false,
                                      bool group_stamps = false) {
@@ -820,10 +834,12 @@ Index watched_tree_index(const std::string& site, int count, bool with_entry_poi
   return b.build();
 }
 
-/// Reads group g of `text` for `full` validation, the check started in `early`.
-Result<Index> read_with_early_check(const std::string& text, detail::EarlyFullCheck& early) {
+/// Reads group g of `text` for `full` validation, the check started in
+/// `early`; copied, or through a mapping of the file (`map`).
+Result<Index> read_with_early_check(const std::string& text, detail::EarlyFullCheck& early, bool map = false) {
   detail::ReadExpectations e = groups_only({"g"}, /*watched=*/true);
   e.early_check = &early;
+  e.map_file = map;
   return parse_bytes_with(text, e);
 }
 
@@ -834,11 +850,13 @@ bool two_cpus_allowed() {
   return ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) >= 2;
 }
 
-/// Reads `text` (k_files names) with an early check and expects still_valid()
-/// to join it with answer `valid` ("digest" in the reason when not).
-void expect_early_check_answer(const std::string& text, std::size_t k_files, bool valid, int changed = -1) {
+/// Reads `text` (k_files names) with an early check, copied or mapped, and
+/// expects still_valid() to join it with answer `valid` ("digest" in the
+/// reason when not).
+void expect_early_check_answer_read(const std::string& text, std::size_t k_files, bool valid, int changed, bool map) {
+  SCOPED_TRACE(map ? "mapped" : "copied");
   detail::EarlyFullCheck early;
-  auto r = read_with_early_check(text, early);
+  auto r = read_with_early_check(text, early, map);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->group("g").size(), k_files);
   EXPECT_EQ(r->watched_names().size(), k_files);
@@ -849,6 +867,11 @@ void expect_early_check_answer(const std::string& text, std::size_t k_files, boo
     EXPECT_NE(why.find("digest"), std::string::npos) << why;
   }
   EXPECT_FALSE(early.running());
+}
+
+/// expect_early_check_answer_read() both ways.
+void expect_early_check_answer(const std::string& text, std::size_t k_files, bool valid, int changed = -1) {
+  for (const bool map : {false, true}) expect_early_check_answer_read(text, k_files, valid, changed, map);
 }
 
 /// Rewrites file `i` of write_watched_tree()'s tree: a new ctime, a changed stamp.
@@ -915,9 +938,9 @@ TEST(CachePartial, EarlyCheckStartsWithTheNamesAndStillValidJoinsIt) {
   const std::size_t value = text.find("\"m:f\"", text.find("\n"));
   ASSERT_NE(value, std::string::npos);
   text[value + 3] = 'x';
-  {
+  for (const bool map : {false, true}) {
     detail::EarlyFullCheck early;
-    auto r = read_with_early_check(text, early);
+    auto r = read_with_early_check(text, early, map);
     ASSERT_FALSE(r);
     EXPECT_NE(r.error().message.find("section \"group:g\": hash mismatch"), std::string::npos) << r.error().message;
     EXPECT_FALSE(early.running());
@@ -997,9 +1020,9 @@ TEST(CachePartial, EarlyCheckPreparedAheadWaitsForTheNamesAndStopsWhenTheirParse
   const int digest_line = static_cast<int>(std::count(text.begin(), text.end(), '\n')) - 1;
   const std::string middle = "\"d" + std::to_string(k_files / 2) + ".dist-info/entry_points.txt\"";
   reseal(t / "bad.json", edit_line(text, digest_line, middle, "17"));
-  {
+  for (const bool map : {false, true}) {
     detail::EarlyFullCheck early;
-    auto r = read_with_early_check(test::read_file(t / "bad.json"), early);
+    auto r = read_with_early_check(test::read_file(t / "bad.json"), early, map);
     ASSERT_FALSE(r);
     EXPECT_NE(r.error().message.find("watched file path"), std::string::npos) << r.error().message;
     EXPECT_FALSE(early.running());
@@ -1008,9 +1031,9 @@ TEST(CachePartial, EarlyCheckPreparedAheadWaitsForTheNamesAndStopsWhenTheirParse
   // written where the helper reads (the room for the names is exactly the
   // head's count).
   reseal(t / "bad.json", text, "for r in rows:\n  r[4] = r[4] - 1 if r[0] in (\"watched\", \"watch_digest\") else r[4]");
-  {
+  for (const bool map : {false, true}) {
     detail::EarlyFullCheck early;
-    auto r = read_with_early_check(test::read_file(t / "bad.json"), early);
+    auto r = read_with_early_check(test::read_file(t / "bad.json"), early, map);
     ASSERT_FALSE(r);
     EXPECT_NE(r.error().message.find("more watched files than the head says"), std::string::npos)
         << r.error().message;
@@ -1081,6 +1104,58 @@ TEST(CachePartial, CorruptOrTruncatedHeadIsRejected) {
     ASSERT_FALSE(r) << "seed " << seed;
     EXPECT_EQ(r.error().code, Errc::cache);
   }
+}
+
+// A mapped read (ReadExpectations::map_file, what the CLI does) parses a
+// section in place only when simdjson's padding after it still lies in the
+// mapping, whose length is the file's in whole pages; a file that ends less
+// than the padding before a page boundary has its last section read into a
+// buffer.  Files ending at every byte around a page boundary, read every
+// way, give the copied read's answer (parse_bytes_with compares them), and
+// the mapped read makes no read() call but for such a tail.
+TEST(CachePartial, MappedReadsAgreeWithCopiedOnesWhereverTheFileEnds) {
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  auto text_with = [](std::size_t n) {
+    IndexBuilder b;
+    b.add_search_path("/tmp/site", test::fake_stamp(1));
+    const std::uint32_t d = b.add_distribution("alpha", "1.0", "/tmp/site/alpha-1.0.dist-info", 0);
+    b.add_entry_point(d, "g", "e", "m:" + std::string(n, 'v'));  // one byte of the file per n
+    b.add_entry_point(d, "other", "o", "m:o");
+    b.add_watched_file(0, "alpha-1.0.dist-info/entry_points.txt", test::fake_stamp(2));
+    b.set_scanned_at(1700000000999999999LL);
+    TempDir t;
+    if (!write_index(b.build(), t / "i.json")) std::abort();
+    return test::read_file(t / "i.json");
+  };
+  // From ~100 bytes before the second page boundary to past it.
+  const std::size_t n0 = 2 * page - 100 - text_with(0).size();
+  std::size_t tails = 0, in_place = 0;
+  for (std::size_t n = n0; n < n0 + 120; ++n) {
+    const std::string text = text_with(n);
+    SCOPED_TRACE("file size " + std::to_string(text.size()));
+    const std::size_t room = (text.size() + page - 1) / page * page - text.size();  // zeros after the end
+    for (const detail::ReadExpectations& e : {detail::ReadExpectations{}, groups_only({"g"}), groups_only({"g"}, true),
+                                              groups_only({"other"}, true, true)}) {
+      ASSERT_TRUE(parse_bytes_with(text, e));
+      profile::enable();
+      const std::uint64_t reads = profile::counter(profile::Counter::read);
+      detail::ReadExpectations mapped = e;
+      mapped.map_file = true;
+      const int fd = ::memfd_create("epload-cache-test", MFD_CLOEXEC);
+      ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+      ASSERT_TRUE(detail::read_index_fd(fd, "memfd", mapped));
+      ::close(fd);
+      const std::uint64_t made = profile::counter(profile::Counter::read) - reads;
+      profile::reset();
+      // The last section (the names) is read by a complete read, and by
+      // a read of the names.
+      const bool reads_last = e.groups.empty() || e.watched;
+      EXPECT_EQ(made != 0, reads_last && room < detail::k_json_padding) << "room " << room;
+      (made != 0 ? tails : in_place) += 1;
+    }
+  }
+  EXPECT_GT(tails, 0u);
+  EXPECT_GT(in_place, 0u);
 }
 
 TEST(CachePartial, LongHeadIsReadWhole) {

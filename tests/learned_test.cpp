@@ -118,6 +118,55 @@ TEST(Learned, RecordsOneAtATime) {
   EXPECT_FALSE(foreign.damaged());
 }
 
+// open(path, why, map_file = true) reads a private mapping of the file (the
+// CLI's way): the same records, escapes undone in place without reaching
+// the file, and damage found the same way.
+TEST(Learned, MappedFileGivesTheSameRecordsAndStaysAsItWas) {
+  BackendEnv env;
+  const std::string path = env.cache_dir() + "/learned.txt";
+  std::vector<LearnedRecord> in;
+  for (int i = 0; i < 300; ++i) {  // several pages, escapes on some of them
+    const std::string n = std::to_string(i);
+    in.push_back(record(i % 7 == 0 ? "/site/a\\b\t" + n + ".dist-info" : "/site/" + n + ".dist-info", n + "/mod.so",
+                        "d:dev" + n));
+  }
+  std::vector<std::string> owned;  // the views above point into these
+  owned.reserve(in.size() * 3);
+  for (LearnedRecord& r : in) {
+    r.metadata_dir = owned.emplace_back(r.metadata_dir);
+    r.library = owned.emplace_back(r.library);
+    r.devices = owned.emplace_back(r.devices);
+  }
+  ASSERT_TRUE(write_learned(path, in).ok());
+  const std::string before = testing::read_file(path);
+  for (const bool map : {false, true}) {
+    SCOPED_TRACE(map ? "mapped" : "copied");
+    std::string why;
+    LearnedFile f = LearnedFile::open(path, &why, map);
+    LearnedRecord r;
+    for (const LearnedRecord& want : in) {
+      ASSERT_TRUE(f.next(r, &why)) << why;
+      EXPECT_EQ(r.metadata_dir, want.metadata_dir);
+      EXPECT_EQ(r.library, want.library);
+      EXPECT_EQ(r.devices, want.devices);
+      EXPECT_EQ(r.stamp, want.stamp);
+    }
+    EXPECT_FALSE(f.next(r, &why));
+    EXPECT_TRUE(f.ended()) << why;
+    EXPECT_EQ(testing::read_file(path), before) << "undoing escapes in place reached the file";
+  }
+  // Cut in the middle of a record: damage, mapped or not.
+  testing::write_file(path, before.substr(0, before.size() / 2));
+  for (const bool map : {false, true}) {
+    std::string why;
+    LearnedFile f = LearnedFile::open(path, &why, map);
+    LearnedRecord r;
+    while (f.next(r, &why)) {
+    }
+    EXPECT_TRUE(f.damaged()) << map;
+  }
+}
+
 TEST(Learned, FileNameDependsOnGroupAndPaths) {
   std::vector<std::string_view> p1 = {"/a", "/b"}, p2 = {"/a/b"}, p3 = {"/b", "/a"};
   const std::string a = learned_file_path("/c", "torch.backends", p1);
