@@ -129,6 +129,7 @@
 #include "cache_internal.hpp"
 #include "epload/profile.hpp"
 #include "big_buffer.hpp"
+#include "prefault.hpp"
 #include "pread_full.hpp"
 #include "stamp.hpp"
 #include "watch_digest.hpp"
@@ -415,15 +416,10 @@ void Reader::map_file() {
 }
 
 /// Backs the mapped pages of [begin, end) from the page cache in one call
-/// instead of a fault each.  A hint: before Linux 5.14 they fault in as read.
+/// instead of a fault each (populate_read).
 void Reader::populate(std::uint64_t begin, std::uint64_t end) {
-#ifndef MADV_POPULATE_READ
-  constexpr int MADV_POPULATE_READ = 22;  // Linux 5.14; older headers do not name it
-#endif
-  constexpr std::uint64_t page_mask = 4095;  // any multiple of the page size works as well
-  const std::uint64_t lo = begin & ~page_mask;
-  const std::uint64_t hi = std::min<std::uint64_t>(end, m_map_length);
-  if (hi > lo) (void)::madvise(m_map + lo, static_cast<std::size_t>(hi - lo), MADV_POPULATE_READ);
+  end = std::min<std::uint64_t>(end, m_map_length);
+  if (end > begin) populate_read(m_map + begin, static_cast<std::size_t>(end - begin));
 }
 
 /// Reads the sections in `needed` (in file order) that the first chunk

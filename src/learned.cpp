@@ -41,6 +41,7 @@
 
 #include "cache_files.hpp"     // make_dirs, write_atomic
 #include "cache_internal.hpp"  // dir_name
+#include "prefault.hpp"
 #include "pread_full.hpp"
 
 namespace epload::detail {
@@ -293,10 +294,12 @@ LearnedFile LearnedFile::open(const std::string& path, std::string* why, bool ma
   // truncated, and the next read of a view is SIGBUS).  MAP_POPULATE
   // allocates the pages in one system call instead of a fault each.
   // Or, asked to (map_file), a private mapping of the file: its pages come
-  // from the page cache in one call, and only a page whose escapes are
+  // from the page cache in one call (populate_read: MAP_POPULATE would copy
+  // every page of a writable mapping), and only a page whose escapes are
   // undone is copied.
-  void* map = map_file ? ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_POPULATE, fd, 0) : MAP_FAILED;
+  void* map = map_file ? ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0) : MAP_FAILED;
   const bool mapped_file = map != MAP_FAILED;
+  if (mapped_file) populate_read(map, size);
   if (!mapped_file) {
     map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   }
