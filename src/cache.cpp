@@ -351,13 +351,15 @@ bool Reader::pread_all(char* out, std::size_t n, std::uint64_t at, std::size_t& 
 
 bool Reader::read_head() {
   profile::Span span(profile::Phase::read, m_file);
+  // A complete read needs every byte.  A partial one starts with a chunk
+  // that holds the head of most files.
+  const std::uint64_t first = std::clamp<std::uint64_t>(m_size / 64, k_first_chunk_min, k_first_chunk_max);
   if (m_map != nullptr) {
     // Line 1 and every section that ends at least k_pad bytes before the
     // mapping does (simdjson reads that far past a document) are read in
     // place: m_head covers them.  The rest (a file whose end leaves no
     // room for the padding) is read into buffers as without a mapping.
     const std::size_t in_place = m_map_length - m_size >= k_pad ? static_cast<std::size_t>(m_size) : m_map_length - k_pad;
-    const std::uint64_t first = std::clamp<std::uint64_t>(m_size / 64, k_first_chunk_min, k_first_chunk_max);
     populate(0, m_partial ? std::min<std::uint64_t>(m_size, first) : m_size);
     // A complete read parses every section from m_head: the whole file must be in place.
     const void* nl = m_partial || in_place == m_size ? std::memchr(m_map, '\n', in_place) : nullptr;
@@ -373,9 +375,6 @@ bool Reader::read_head() {
     m_map = nullptr;
     m_map_owner.reset();
   }
-  // A complete read needs every byte: one read.  A partial one starts with
-  // a chunk that holds the head of most files.
-  const std::uint64_t first = std::clamp<std::uint64_t>(m_size / 64, k_first_chunk_min, k_first_chunk_max);
   std::size_t want = static_cast<std::size_t>(m_partial ? std::min<std::uint64_t>(m_size, first) : m_size);
   m_head.allocate(want);
   std::size_t got = 0;

@@ -299,8 +299,9 @@ LearnedFile LearnedFile::open(const std::string& path, std::string* why, bool ma
   // undone is copied.
   void* map = map_file ? ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0) : MAP_FAILED;
   const bool mapped_file = map != MAP_FAILED;
-  if (mapped_file) populate_read(map, size);
-  if (!mapped_file) {
+  if (mapped_file) {
+    populate_read(map, size);
+  } else {
     map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   }
   if (map == MAP_FAILED) {
