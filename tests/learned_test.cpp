@@ -124,18 +124,14 @@ TEST(Learned, RecordsOneAtATime) {
 TEST(Learned, MappedFileGivesTheSameRecordsAndStaysAsItWas) {
   BackendEnv env;
   const std::string path = env.cache_dir() + "/learned.txt";
+  std::vector<std::string> owned;  // what the records' views point into
+  owned.reserve(300 * 3);
   std::vector<LearnedRecord> in;
   for (int i = 0; i < 300; ++i) {  // several pages, escapes on some of them
     const std::string n = std::to_string(i);
-    in.push_back(record(i % 7 == 0 ? "/site/a\\b\t" + n + ".dist-info" : "/site/" + n + ".dist-info", n + "/mod.so",
-                        "d:dev" + n));
-  }
-  std::vector<std::string> owned;  // the views above point into these
-  owned.reserve(in.size() * 3);
-  for (LearnedRecord& r : in) {
-    r.metadata_dir = owned.emplace_back(r.metadata_dir);
-    r.library = owned.emplace_back(r.library);
-    r.devices = owned.emplace_back(r.devices);
+    const std::string& dir = owned.emplace_back(i % 7 == 0 ? "/site/a\\b\t" + n + ".dist-info" : "/site/" + n + ".dist-info");
+    const std::string& lib = owned.emplace_back(n + "/mod.so");
+    in.push_back(record(dir, lib, owned.emplace_back("d:dev" + n)));
   }
   ASSERT_TRUE(write_learned(path, in).ok());
   const std::string before = testing::read_file(path);
