@@ -47,8 +47,8 @@ int flushed(int status) {
 void on_bus_error(int) {
   static const char k_message[] =
       "epload: bus error: a file mapped into memory lost pages while in use (a cache file truncated in\n"
-      "place by another program, or a loaded backend's library overwritten); nothing was written;\n"
-      "run the command again\n";
+      "place by another program, or a loaded backend's library overwritten); epload replaces its own\n"
+      "files only whole, by rename, so none is left half-written; run the command again\n";
   (void)!::write(STDERR_FILENO, k_message, sizeof k_message - 1);
   ::raise(SIGBUS);  // the default action again (SA_RESETHAND), not blocked (SA_NODEFER)
 }

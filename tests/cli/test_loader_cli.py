@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import time
 
@@ -372,7 +373,6 @@ def test_cache_file_truncated_while_mapped_is_an_explained_bus_error(env, tmp_pa
     # mapped costs that run a SIGBUS, explained on stderr, and nothing more:
     # the next run finds the empty file and rebuilds.  The run is held inside
     # its validation (after the read) by EPLOAD_TEST_SLOWDOWN.
-    import signal
     out, m = env
     site, cache = m["search_path"], tmp_path / "cache"
     want = run(site, cache, "entry-points", "--group", "torch.backends", "--json", check=0).stdout
