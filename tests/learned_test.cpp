@@ -29,6 +29,20 @@ LearnedRecord record(std::string_view dir, std::string_view lib, std::string_vie
   return r;
 }
 
+/// Takes records from `f` with next(), one per record of `want`, and
+/// expects each to be that one (its paths, devices and stamp).
+void expect_next_records(LearnedFile& f, const std::vector<LearnedRecord>& want, std::string& why) {
+  LearnedRecord r;
+  for (const LearnedRecord& w : want) {
+    ASSERT_TRUE(f.next(r, &why)) << why;
+    EXPECT_EQ(r.metadata_dir, w.metadata_dir);
+    EXPECT_EQ(r.library, w.library);
+    EXPECT_EQ(r.devices, w.devices);
+    EXPECT_EQ(r.stamp, w.stamp);
+    EXPECT_FALSE(f.ended());
+  }
+}
+
 TEST(Learned, RoundTripWithEscapes) {
   BackendEnv env;
   const std::string path = env.cache_dir() + "/sub/dir/learned.txt";
@@ -78,14 +92,8 @@ TEST(Learned, RecordsOneAtATime) {
   std::string why;
   LearnedFile f = LearnedFile::open(path, &why);
   EXPECT_TRUE(f.records().empty());
+  expect_next_records(f, in, why);
   LearnedRecord r;
-  for (const LearnedRecord& want : in) {
-    ASSERT_TRUE(f.next(r, &why)) << why;
-    EXPECT_EQ(r.metadata_dir, want.metadata_dir);
-    EXPECT_EQ(r.library, want.library);
-    EXPECT_EQ(r.devices, want.devices);
-    EXPECT_FALSE(f.ended());
-  }
   EXPECT_FALSE(f.next(r, &why));
   EXPECT_TRUE(f.ended());
   EXPECT_FALSE(f.damaged());
@@ -139,14 +147,8 @@ TEST(Learned, MappedFileGivesTheSameRecordsAndStaysAsItWas) {
     SCOPED_TRACE(map ? "mapped" : "copied");
     std::string why;
     LearnedFile f = LearnedFile::open(path, &why, map);
+    expect_next_records(f, in, why);
     LearnedRecord r;
-    for (const LearnedRecord& want : in) {
-      ASSERT_TRUE(f.next(r, &why)) << why;
-      EXPECT_EQ(r.metadata_dir, want.metadata_dir);
-      EXPECT_EQ(r.library, want.library);
-      EXPECT_EQ(r.devices, want.devices);
-      EXPECT_EQ(r.stamp, want.stamp);
-    }
     EXPECT_FALSE(f.next(r, &why));
     EXPECT_TRUE(f.ended()) << why;
     EXPECT_EQ(testing::read_file(path), before) << "undoing escapes in place reached the file";
