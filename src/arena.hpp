@@ -8,7 +8,6 @@
 #include <cstddef>      // std::size_t
 #include <cstring>      // std::memcpy
 #include <memory>       // blocks
-#include <new>          // std::align_val_t
 #include <string_view>  // views out
 #include <vector>       // block list
 
@@ -30,9 +29,7 @@ class Arena {
   char* allocate(std::size_t n) {
     if (n > m_left) {
       const std::size_t size = n > k_block / 4 ? n : k_block;
-      // Page-aligned, not zeroed (every byte is written): a block's first
-      // part is exactly its first page wherever the heap puts it.
-      m_blocks.emplace_back(new (k_page) char[size]);
+      m_blocks.emplace_back(new char[size]);  // not zeroed: every byte is written
       if (size != k_block) {  // oversized: own block, written whole at once
         prefault(m_blocks.back().get(), size);
         return m_blocks.back().get();
@@ -59,11 +56,7 @@ class Arena {
  private:
   static constexpr std::size_t k_block = 64 * 1024;
   static constexpr std::size_t k_first_part = 4096;
-  static constexpr std::align_val_t k_page{4096};
-  struct Free {
-    void operator()(char* p) const { ::operator delete[](p, k_page); }
-  };
-  std::vector<std::unique_ptr<char[], Free>> m_blocks;
+  std::vector<std::unique_ptr<char[]>> m_blocks;
   char* m_next = nullptr;
   std::size_t m_left = 0;
   char* m_unbacked = nullptr;  // where the current block's unbacked part begins; null: backed
