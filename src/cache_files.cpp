@@ -12,7 +12,7 @@
 #include <fcntl.h>     // AT_SYMLINK_NOFOLLOW, O_CLOEXEC
 #include <stdlib.h>    // mkostemp
 #include <sys/stat.h>  // fstatat, mkdir, fchmod
-#include <unistd.h>    // write, close, unlink
+#include <unistd.h>    // write, close, unlink, geteuid
 
 #include <algorithm>  // sort
 #include <cerrno>     // errno
@@ -67,6 +67,30 @@ Result<void> make_dirs(const std::string& dir) {
   }
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return Error{Errc::io, "mkdir " + dir + ": " + errno_text()};
+  }
+  return {};
+}
+
+std::string unsafe_reason(const struct stat& st, const std::string& what, bool root_ok) {
+  const uid_t me = ::geteuid();
+  if (st.st_uid != me && !(root_ok && st.st_uid == 0)) {
+    return "unsafe: " + what + " is owned by uid " + std::to_string(st.st_uid) + ", not by uid " +
+           std::to_string(me);
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return "unsafe: " + what + " is writable by group or others (mode " +
+           std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
+           std::to_string(st.st_mode & 7) + ")";
+  }
+  return {};
+}
+
+Result<void> make_safe_dir(const std::string& dir) {
+  if (auto r = make_dirs(dir); !r) return r;
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return Error{Errc::io, "stat " + dir + ": " + errno_text()};
+  if (std::string unsafe = unsafe_reason(st, "cache directory " + dir); !unsafe.empty()) {
+    return Error{Errc::cache, unsafe};
   }
   return {};
 }

@@ -5,6 +5,7 @@
 // writer and `epload index clear` knows every file any of them leaves.
 #pragma once
 
+#include <sys/stat.h>   // struct stat
 #include <sys/types.h>  // mode_t
 
 #include <initializer_list>  // write_atomic parts
@@ -27,6 +28,17 @@ CacheFileKind cache_file_kind(std::string_view name);
 
 /// mkdir -p; the levels it creates get mode 0700.
 Result<void> make_dirs(const std::string& dir);
+
+/// Why the file or directory `st` describes (`what` names it in the
+/// message) must not be trusted, or "" when it may: owned by another user
+/// (root is accepted when `root_ok`), or writable by group or others.  A
+/// cache's paths are handed to dlopen, so whoever could write it could run
+/// code in this process.
+std::string unsafe_reason(const struct stat& st, const std::string& what, bool root_ok = false);
+
+/// make_dirs(dir), then the directory refused when it is unsafe
+/// (unsafe_reason): the check every writer into a cache directory makes.
+Result<void> make_safe_dir(const std::string& dir);
 
 /// Writes `parts`, one after the other, to `path` through a temporary file
 /// "." + <file name> + ".tmp.XXXXXX" in the same directory, then rename():

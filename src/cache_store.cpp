@@ -65,21 +65,6 @@ struct Fd {
   }
 };
 
-/// Why `st` (of `what`) must not be trusted, or "" when it may.
-std::string unsafe_reason(const struct stat& st, const std::string& what, bool root_ok = false) {
-  const uid_t me = ::geteuid();
-  if (st.st_uid != me && !(root_ok && st.st_uid == 0)) {
-    return "unsafe: " + what + " is owned by uid " + std::to_string(st.st_uid) + ", not by uid " +
-           std::to_string(me);
-  }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return "unsafe: " + what + " is writable by group or others (mode " +
-           std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
-           std::to_string(st.st_mode & 7) + ")";
-  }
-  return {};
-}
-
 /// The shipped index at `path`, if it is safe, made for `search_paths`, and
 /// its search paths still hold.
 Result<Index> open_shipped(const std::string& path, const CacheOptions& options) {
@@ -203,13 +188,8 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
 /// Writes the cache file `name` for `key` into `dir` (see store_index()).
 Result<void> store(const Index& index, const std::string& dir, const std::string& name,
                    const CacheKey& key) {
-  if (auto r = make_dirs(dir); !r) return r;
   // The directory may have existed already: never write into an unsafe one.
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) return Error{Errc::io, "stat " + dir + ": " + errno_text()};
-  if (std::string unsafe = unsafe_reason(st, "cache directory " + dir); !unsafe.empty()) {
-    return Error{Errc::cache, unsafe};
-  }
+  if (auto r = make_safe_dir(dir); !r) return r;
   WriteOptions wo;
   wo.key = &key;
   auto text = serialize_index(index, wo);
@@ -285,12 +265,14 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
   if (found.dir_unsafe) {
     rep.status = CacheStatus::uncached;
     rep.reason += "; working uncached";
+    rep.cache_dir_problem = found.why;
     return index;
   }
   Result<void> stored = detail::store(**index, dir, name, key);
   if (!stored) {
     rep.status = CacheStatus::uncached;
     rep.reason += "; cache directory unusable, working uncached (" + stored.error().message + ")";
+    rep.cache_dir_problem = stored.error().message;
     return index;
   }
   rep.status = CacheStatus::rebuilt;

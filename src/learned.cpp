@@ -39,7 +39,7 @@
 #include <emmintrin.h>  // the record splitter's 16-byte compares
 #endif
 
-#include "cache_files.hpp"     // make_dirs, write_atomic
+#include "cache_files.hpp"     // make_safe_dir, write_atomic
 #include "cache_internal.hpp"  // dir_name
 #include "prefault.hpp"
 #include "pread_full.hpp"
@@ -458,7 +458,7 @@ Result<void> write_learned(const std::string& path, std::span<const LearnedRecor
   }
   text += "end " + std::to_string(records.size()) + "\n";
 
-  Result<void> r = make_dirs(dir_name(path));
+  Result<void> r = make_safe_dir(dir_name(path));
   if (r) r = write_atomic(path, {text}, 0600);
   if (!r) return Error{Errc::io, "cannot write the learned-devices store: " + r.error().message};
   return {};

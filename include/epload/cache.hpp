@@ -88,6 +88,10 @@ struct CacheReport {
   CacheStatus status = CacheStatus::uncached;
   std::string reason;  ///< why the cache was not used, or was rebuilt
   std::string file;    ///< the cache file concerned, if any
+  /// Set when the cache directory could not be used (unsafe, or the index
+  /// could not be written there): the answer was served uncached, and every
+  /// run will scan until it is fixed.
+  std::string cache_dir_problem;
 };
 
 /// The directory caches live in, resolved from the options and environment.

@@ -195,6 +195,14 @@ class _Store:
                                       f'{os.getpid()}.{_thread.get_ident()}')
         try:
             os.makedirs(directory, mode=0o700, exist_ok=True)
+            # Never into a directory another user could write (its paths
+            # decide what is imported): as the native writers (make_safe_dir).
+            st = os.stat(directory)
+            if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                _eps._debug(f'not writing {self.path}: unsafe: cache directory {directory} is owned '
+                            f'by uid {st.st_uid} or writable by group or others '
+                            f'(mode {st.st_mode & 0o777:o}) (devices will be learned again)')
+                return
             entries = self._read()  # merge with what other processes learned
             entries.update(updates)
             text = json.dumps({'format': _STORE_FORMAT, 'version': _STORE_VERSION,

@@ -233,6 +233,13 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, C
     std::fprintf(stderr, "epload: %s%s%s%s%s\n", status_name(report.status),
                  report.file.empty() ? "" : " (", report.file.c_str(), report.file.empty() ? "" : ")",
                  report.reason.empty() ? "" : (": " + report.reason).c_str());
+  } else if (!report.cache_dir_problem.empty()) {
+    // Said even unasked: every run will scan until it is fixed.
+    std::fprintf(stderr,
+                 "epload: warning: the index was not cached (%s); working uncached, every run "
+                 "scans (set --cache-dir or EPLOAD_CACHE_DIR to a usable directory, or pass "
+                 "--no-cache)\n",
+                 report.cache_dir_problem.c_str());
   }
   if (!index) {
     fail(index.error().message);

@@ -131,6 +131,39 @@ def test_lazy_load_loads_only_the_provider(env, tmp_path):
         assert opened - unreadable == {target["library"]}, opened
 
 
+@pytest.mark.parametrize("how", ["a file", "group-writable", "missing parent"])
+def test_unusable_cache_directory_is_worked_around_and_said(env, tmp_path, how):
+    out, m = env
+    target = healthy(m)[0]
+    good = run(m["search_path"], tmp_path / "good", "load", target["device"], check=0)
+    if how == "a file":
+        cache = tmp_path / "c"
+        cache.write_text("not a directory\n")
+    elif how == "group-writable":
+        # Its paths would be handed to dlopen: never trusted, never written.
+        cache = tmp_path / "c"
+        cache.mkdir()
+        cache.chmod(0o770)
+    else:
+        cache = tmp_path / "nowhere" / "c"
+        (tmp_path / "nowhere").write_text("")
+    for _ in range(2):  # every run says it: every run scans
+        proc = run(m["search_path"], cache, "load", target["device"], check=0)
+        assert proc.stdout.splitlines()[0] == good.stdout.splitlines()[0]  # the same answer
+        warnings = [line for line in proc.stderr.splitlines() if "warning" in line]
+        assert len(warnings) == 1, proc.stderr
+        assert "not cached" in warnings[0] and "working uncached" in warnings[0]
+        assert str(cache if how != "missing parent" else cache.parent) in warnings[0]  # where it failed
+    if how == "group-writable":
+        assert "writable by group or others" in warnings[0]
+        assert list(cache.iterdir()) == []  # nothing written into it
+    # --verbose gives the whole report instead, once; --no-cache asks for none.
+    verbose = run(m["search_path"], cache, "load", target["device"], "--verbose", check=0)
+    assert "warning" not in verbose.stderr and "working uncached" in verbose.stderr
+    quiet = run(m["search_path"], cache, "load", target["device"], "--no-cache", check=0)
+    assert quiet.stderr == ""
+
+
 def test_eager_loads_everything_in_index_order(env, tmp_path):
     out, m = env
     target = healthy(m)[0]

@@ -324,6 +324,24 @@ def test_fifo_in_place_of_the_store_does_not_hang(tmp_path):
     assert store.is_file()
 
 
+def test_store_is_never_written_into_a_directory_others_can_write(tmp_path):
+    """Like the native writers (cache_files.hpp, make_safe_dir): a cache
+    directory writable by group or others is not written into; the
+    backends are found by loading them, each run, and work the same."""
+    cache = tmp_path / 'cache'
+    cache.mkdir()
+    os.chmod(cache, 0o770)
+    env = Env(tmp_path)
+    env.backend('be_a')
+    for _ in range(2):
+        assert env.run()['at_import'] == ['be_a']  # nothing remembered: learned again
+    assert os.listdir(cache) == []
+    os.chmod(cache, 0o700)
+    env.run()
+    assert 'devices-torch.backends-fakehost.json' in os.listdir(cache)
+    assert env.run()['at_import'] == []
+
+
 def test_store_write_leaves_nothing_behind_and_index_clear_removes_it(tmp_path):
     env = Env(tmp_path)
     env.backend('be_a')
