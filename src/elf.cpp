@@ -93,6 +93,15 @@ bool valid_device_name(std::string_view name) {
   return true;
 }
 
+std::string device_name_problem(std::string_view name) {
+  if (valid_device_name(name)) return {};
+  std::string shown(name.substr(0, 80));
+  for (char& c : shown) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  }
+  return "'" + shown + "' is not a device name (1-63 characters of A-Z a-z 0-9 _ . : -)";
+}
+
 Result<DeclaredDevices> parse_declared_section(std::string_view bytes, std::string_view file) {
   DeclaredDevices out;
   out.has_section = true;

@@ -40,4 +40,8 @@ Result<DeclaredDevices> read_declared_devices(const std::string& path, FileStamp
 /// True when `name` is a valid device name: 1..63 bytes of [A-Za-z0-9_.:-].
 bool valid_device_name(std::string_view name);
 
+/// "" for a valid device name, else the message that says why not (the
+/// name shown printable, cut at 80 bytes).
+std::string device_name_problem(std::string_view name);
+
 }  // namespace epload::detail

@@ -86,14 +86,7 @@ Result<void*> Loader::Impl::lookup_slow(std::string_view name) {
                                       "' is not loaded: backend autoload is off "
                                       "(mode off, or TORCH_DEVICE_BACKEND_AUTOLOAD is set and not '1')"};
   }
-  if (!detail::valid_device_name(name)) {
-    std::string shown(name.substr(0, 80));
-    for (char& c : shown) {
-      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-    }
-    return Error{Errc::invalid_argument,
-                 "'" + shown + "' is not a device name (1-63 characters of A-Z a-z 0-9 _ . : -)"};
-  }
+  if (!detail::valid_device_name(name)) return Error{Errc::invalid_argument, detail::device_name_problem(name)};
   auto provided = [&]() -> void* {
     const DeviceEntry* e = table->find(name);
     return e ? e->table.load(std::memory_order_acquire) : nullptr;

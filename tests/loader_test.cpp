@@ -1,6 +1,7 @@
 // loader_test.cpp — the lazy loader against real libraries: what is loaded,
 // how many inits run, every error, modes, switches and the learned store.
 // Behaviour only; timings live in bench/bench_loader.cpp.
+#include "elf.hpp"  // device_name_problem
 #include "epload/loader.hpp"
 
 #include <gtest/gtest.h>
@@ -249,7 +250,10 @@ TEST(Loader, InvalidDeviceNameIsAnError) {
   auto r = loader->lookup("bad name\n");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, Errc::invalid_argument);
+  EXPECT_EQ(r.error().message, "'bad name?' is not a device name (1-63 characters of A-Z a-z 0-9 _ . : -)");
   EXPECT_TRUE(loader->load_order().empty());
+  EXPECT_EQ(detail::device_name_problem("npu"), "");
+  EXPECT_EQ(detail::device_name_problem(std::string(64, 'a')).find("is not a device name"), 67u);
 }
 
 // ---- errors ------------------------------------------------------------------

@@ -11,6 +11,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/host_options.hpp"
+#include "elf.hpp"  // device_name_problem
 #include "epload/loader.hpp"
 
 namespace epload::cli {
@@ -79,6 +80,7 @@ int run(std::vector<std::string_view>& args) {
     }
   }
   if (!has_device) return usage_error("load", "which DEVICE? (see 'epload devices')");
+  if (std::string why = detail::device_name_problem(device); !why.empty()) return usage_error("load", why);
 
   CacheOptions co;
   options.groups = {group};  // the loader needs its group only

@@ -34,6 +34,7 @@
 #include "cli/cli.hpp"
 #include "cli/host_options.hpp"
 #include "cli/profile_common.hpp"
+#include "elf.hpp"  // device_name_problem
 #include "epload/loader.hpp"
 #include "epload/profile.hpp"
 
@@ -379,6 +380,7 @@ int run(std::vector<std::string_view>& args) {
     } else if (a == "--device" || a.starts_with("--device=")) {
       std::string d;
       if (!take_value("profile", args, i, "--device", d)) return k_usage;
+      if (std::string why = detail::device_name_problem(d); !why.empty()) return usage_error("profile", why);
       o.devices.push_back(d);
     } else if (a == "--mode" || a.starts_with("--mode=")) {
       if (!take_value("profile", args, i, "--mode", o.mode_text)) return k_usage;

@@ -270,6 +270,12 @@ def test_usage_errors(env, tmp_path):
                                  check=2).stderr
     assert "unknown argument" in run(m["search_path"], tmp_path / "c", "devices", "--bogus",
                                      check=2).stderr
+    # Not a device name: said before anything is opened or loaded.
+    for bad in ("", "two words", "x" * 64, "tab\there"):
+        for args in (("load", bad), ("profile", "--device", bad)):
+            proc = run(m["search_path"], tmp_path / "c", *args, check=2)
+            assert "is not a device name" in proc.stderr and proc.stdout == "", (args, proc.stderr)
+    assert not (tmp_path / "c").exists()
     for cmd in ("load", "devices"):
         proc = subprocess.run([str(EPLOAD), cmd, "--help"], capture_output=True, text=True)
         assert proc.returncode == 0 and "usage: epload " + cmd in proc.stdout
