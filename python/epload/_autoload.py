@@ -198,10 +198,12 @@ class _Store:
             # Never into a directory another user could write (its paths
             # decide what is imported): as the native writers (make_safe_dir).
             st = os.stat(directory)
-            if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-                _eps._debug(f'not writing {self.path}: unsafe: cache directory {directory} is owned '
-                            f'by uid {st.st_uid} or writable by group or others '
-                            f'(mode {st.st_mode & 0o777:o}) (devices will be learned again)')
+            unsafe = (f'owned by uid {st.st_uid}, not by uid {os.geteuid()}' if st.st_uid != os.geteuid()
+                      else f'writable by group or others (mode {st.st_mode & 0o777:o})'
+                      if st.st_mode & 0o022 else '')
+            if unsafe:
+                _eps._debug(f'not writing {self.path}: unsafe: cache directory {directory} is {unsafe} '
+                            '(devices will be learned again)')
                 return
             entries = self._read()  # merge with what other processes learned
             entries.update(updates)

@@ -334,7 +334,9 @@ def test_store_is_never_written_into_a_directory_others_can_write(tmp_path):
     env = Env(tmp_path)
     env.backend('be_a')
     for _ in range(2):
-        assert env.run()['at_import'] == ['be_a']  # nothing remembered: learned again
+        out = env.run(env={'EPLOAD_DEBUG': '1'})
+        assert out['at_import'] == ['be_a']  # nothing remembered: learned again
+        assert 'is writable by group or others (mode 770)' in out.get('stderr', ''), out
     assert os.listdir(cache) == []
     os.chmod(cache, 0o700)
     env.run()
