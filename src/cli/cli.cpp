@@ -246,6 +246,19 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, C
     return nullptr;
   }
   co.while_validating = nullptr;  // it refers to this frame
+  if (!options.paths.empty()) {
+    // A --path that names nothing lists nothing, as in importlib, and
+    // silently so there; asked for by name, it is most likely a typo.
+    const std::shared_ptr<const Index>& ix = index.value();
+    const auto paths = ix->search_paths();
+    const auto stamps = ix->search_path_stamps();
+    for (std::size_t i = 0; i < paths.size() && i < stamps.size(); ++i) {
+      if (!stamps[i].exists()) {
+        std::fprintf(stderr, "epload: warning: search path '%.*s' does not exist\n",
+                     static_cast<int>(paths[i].size()), paths[i].data());
+      }
+    }
+  }
   if (used) *used = std::move(co);
   return std::move(index).value();
 }

@@ -164,6 +164,22 @@ def test_unusable_cache_directory_is_worked_around_and_said(env, tmp_path, how):
     assert quiet.stderr == ""
 
 
+def test_search_path_that_does_not_exist_is_warned_about(env, tmp_path):
+    out, m = env
+    target = healthy(m)[0]
+    typo = tmp_path / "no-such-site"
+    e = dict(os.environ)
+    cmd = [str(EPLOAD), "load", target["device"], "--path", str(typo), "--path", m["search_path"],
+           "--cache-dir", str(tmp_path / "c")]
+    for _ in range(2):  # scanned, then from the cache: the same warning
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith(f"device {target['device']}: ready")  # the answer is unchanged
+        assert proc.stderr == f"epload: warning: search path '{typo}' does not exist\n"
+    # Every search path exists: not a word.
+    assert run(m["search_path"], tmp_path / "c", "load", target["device"], check=0).stderr == ""
+
+
 def test_eager_loads_everything_in_index_order(env, tmp_path):
     out, m = env
     target = healthy(m)[0]
