@@ -150,24 +150,30 @@ Result<void*> Loader::Impl::lookup_slow(std::string_view name) {
     if (void* t = provided()) return t;
   }
   // Last resort: what the store said may be stale.  Check the libraries not
-  // checked in this process; a changed one is loaded to see what it provides.
-  for (std::uint32_t i = 0; i < count; ++i) {
-    Slot& s = slots[i];
-    if (!loadable(s, options) || !pending(s)) continue;
-    std::string path;
-    FileStamp stamp;
-    {
-      std::lock_guard<std::mutex> lock(registry);
-      if (s.verified || !s.devices_known()) continue;
-      path.assign(library_of(s).view());
-      stamp = s.stamp;
+  // checked in this process, all at once (on two CPUs when there are many);
+  // the changed ones are loaded, in index order, to see what they provide.
+  std::vector<std::uint32_t> unchecked;
+  std::vector<FileStamp> was;
+  {
+    std::lock_guard<std::mutex> lock(registry);
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const Slot& s = slots[i];
+      if (!loadable(s, options) || !pending(s) || s.verified || !s.devices_known()) continue;
+      unchecked.push_back(i);
+      was.push_back(s.stamp);
     }
-    if (detail::stamp_at(AT_FDCWD, path.c_str()) == stamp) {
-      std::lock_guard<std::mutex> lock(registry);
-      s.verified = true;
-      continue;
+  }
+  const std::vector<FileStamp> now = stamp_libraries(unchecked);
+  {
+    std::lock_guard<std::mutex> lock(registry);
+    for (std::size_t k = 0; k < unchecked.size(); ++k) {
+      Slot& s = slots[unchecked[k]];
+      if (now[k] == was[k] && s.stamp == was[k]) s.verified = true;  // unless a load changed it meanwhile
     }
-    (void)ensure_loaded(i, name);
+  }
+  for (std::size_t k = 0; k < unchecked.size(); ++k) {
+    if (now[k] == was[k] || !pending(slots[unchecked[k]])) continue;
+    (void)ensure_loaded(unchecked[k], name);
     if (void* t = provided()) return t;
   }
   // Another thread may have finished loading the provider after this one
@@ -512,6 +518,7 @@ void Loader::Impl::publish(Slot& s, InitContext& ctx) {
     e->owner = s.index;
     e->table.store(reg.table, std::memory_order_release);
   });
+  for (const std::string& name : ctx.refused) all_declared = all_declared && declared_here(name);
   // The common case, a declared backend registering just what it declared,
   // teaches the store nothing and allocates nothing here.
   bool had_learned = false;
@@ -526,13 +533,16 @@ void Loader::Impl::publish(Slot& s, InitContext& ctx) {
   detail::for_each_device(s.devices, [&](std::string_view d, bool is_declared) {
     (is_declared ? declared : before).push_back(d);
   });
-  ctx.for_each_registered([&](detail::Registered& reg) {
-    const DeviceEntry* e = table->find(reg.view());
-    const std::string_view stored = e->name;  // inserted above: lives as long as the table
+  // Names live as long as the table: inserted above, or (a refused name) by
+  // the backend that owns it.
+  auto learn = [&](std::string_view name) {
+    const std::string_view stored = table->find(name)->name;
     if (!declared_here(stored) && std::find(learned.begin(), learned.end(), stored) == learned.end()) {
       learned.push_back(stored);
     }
-  });
+  };
+  ctx.for_each_registered([&](detail::Registered& reg) { learn(reg.view()); });
+  for (const std::string& name : ctx.refused) learn(name);
   if (learned != before || (!s.learned && s.abi < 0)) {
     store_dirty = true;
     set_devices(s, declared, learned);
@@ -567,6 +577,7 @@ int host_register(void* ctx, const char* name, void* device_table) {
         impl.slots[c->slot].outcome().conflicts.push_back(
             "device '" + std::string(n) + "' is also provided by backend '" + std::string(o.ep->name) +
             "', which comes first in index order and wins");
+        if (std::find(c->refused.begin(), c->refused.end(), n) == c->refused.end()) c->refused.emplace_back(n);
         return EPLOAD_ERR_CONFLICT;
       }
     }

@@ -15,7 +15,8 @@
 // up front instead, for listings that must be current.
 #include <fcntl.h>  // AT_FDCWD
 
-#include <algorithm>      // count, fill_n, stable_sort
+#include <algorithm>      // count, fill_n, min, stable_sort
+#include <atomic>         // the stat calls' shared counter
 #include <cstdlib>        // getenv
 #include <cstring>        // memcpy
 #include <unordered_map>  // store lookup fallback
@@ -26,6 +27,7 @@
 #include "epload/cache.hpp"
 #include "epload/profile.hpp"
 #include "loader_impl.hpp"
+#include "parallel.hpp"
 #include "resolve.hpp"
 #include "stamp.hpp"
 
@@ -327,6 +329,23 @@ void Loader::Impl::setup() {
                   " (rebuild the backend against this epload/backend.h)");
     }
   };
+  // A disabled backend says by what; an enabled one is checked for its ABI.
+  auto settle = [&](Slot& s, const char* disabled_by) {
+    if (!s.enabled) {
+      s.state.store(BackendState::disabled, std::memory_order_relaxed);
+      s.outcome().error = describe(s) + "disabled by " + disabled_by + " (remove it from there to use it)";
+    } else {
+      check_abi(s);
+    }
+  };
+  // Room in the device table: exactly its names when known ("d:a l:b": one
+  // space between two), so the table is no bigger than it must be; a guess
+  // for the unknown.
+  auto expected_of = [](const Slot& s) -> std::size_t {
+    return !s.devices_known() ? 4
+           : s.devices.empty() ? 0
+                               : 1 + static_cast<std::size_t>(std::count(s.devices.begin(), s.devices.end(), ' '));
+  };
   std::size_t expected_devices = 0;
   // Fills every slot, from the store where it knows the backend.
   auto fill = [&] {
@@ -349,29 +368,10 @@ void Loader::Impl::setup() {
         s.devices = r->devices;
         s.symbol = attr_of(ep.value);
         known = true;
-        if (options.check_libraries) {
-          const std::int64_t t = detail::coarse_now_ns();
-          if (detail::stamp_at(AT_FDCWD, library_of(s).c_str()) == s.stamp) {
-            s.verified = true;
-            s.stamped_at = t;
-          } else {
-            known = false;  // changed: resolve and read it again
-          }
-        }
       }
       if (!known) resolve_fresh(s);
-      if (!s.enabled) {
-        s.state.store(BackendState::disabled, std::memory_order_relaxed);
-        s.outcome().error = describe(s) + "disabled by " + disabled_by + " (remove it from there to use it)";
-      } else {
-        check_abi(s);
-      }
-      // Exactly its names when known ("d:a l:b": one space between two), so
-      // the table is no bigger than it must be; a guess for the unknown.
-      expected_devices +=
-          !s.devices_known() ? 4
-          : s.devices.empty() ? 0
-                              : 1 + static_cast<std::size_t>(std::count(s.devices.begin(), s.devices.end(), ' '));
+      settle(s, disabled_by);
+      expected_devices += expected_of(s);
     }
   };
   fill();
@@ -385,6 +385,34 @@ void Loader::Impl::setup() {
     store = detail::LearnedFile{};  // next() yields nothing: every slot is resolved afresh
     cur = Cursor{};
     fill();
+  }
+  // Every library the store vouched for, checked against its file at once
+  // (two CPUs share the stat calls); a changed one is resolved and read
+  // again, and what its stale record decided (an ABI failure) goes with it.
+  if (options.check_libraries) {
+    std::vector<std::uint32_t> from_store;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      if (!slots[i].verified) from_store.push_back(i);  // resolve_fresh() verifies
+    }
+    const std::int64_t t = detail::coarse_now_ns();  // before any of the stamps
+    const std::vector<FileStamp> now = stamp_libraries(from_store);
+    for (std::size_t k = 0; k < from_store.size(); ++k) {
+      Slot& s = slots[from_store[k]];
+      if (now[k] == s.stamp) {
+        s.verified = true;
+        s.stamped_at = t;
+        continue;
+      }
+      expected_devices -= expected_of(s);
+      s.state.store(BackendState::unloaded, std::memory_order_relaxed);
+      s.unreadable = false;
+      s.out.reset();
+      resolve_fresh(s);
+      const char* disabled_by = nullptr;
+      (void)is_disabled(*s.ep, &disabled_by);
+      settle(s, disabled_by);
+      expected_devices += expected_of(s);
+    }
   }
 
   // One file reached by two paths (or listed twice) is one backend: later
@@ -480,6 +508,36 @@ std::string Loader::Impl::describe(const Slot& s) const {
 
 void Loader::Impl::fail(Slot& s, const std::string& cause) {
   s.outcome().error = describe(s) + cause + ". Disable it with EPLOAD_DISABLE=" + std::string(s.ep->name);
+}
+
+std::vector<FileStamp> Loader::Impl::stamp_libraries(std::span<const std::uint32_t> which) const {
+  const std::size_t n = which.size();
+  // Each path spelled once, NUL-terminated, into one buffer: no allocation
+  // per file, and none at all on the helper thread.
+  std::string paths;
+  std::vector<std::size_t> at(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    at[k] = paths.size();
+    paths.append(library_of(slots[which[k]]).view());
+    paths.push_back('\0');
+  }
+  std::vector<FileStamp> now(n);
+  // Files in chunks from a shared counter, so that a thread whose CPU is
+  // busy takes fewer.  A second thread costs ~60 us to start: worth it
+  // from a few dozen files.
+  constexpr std::size_t k_chunk = 16, k_two_cpus_from = 64;
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t c; (c = next.fetch_add(k_chunk, std::memory_order_relaxed)) < n;) {
+      for (std::size_t k = c; k < std::min(c + k_chunk, n); ++k) now[k] = detail::stamp_at(AT_FDCWD, paths.c_str() + at[k]);
+    }
+  };
+  if (n >= k_two_cpus_from) {
+    detail::run_on_two_cpus(work);
+  } else {
+    work();
+  }
+  return now;
 }
 
 Error Loader::Impl::not_found(std::string_view name) {

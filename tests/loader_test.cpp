@@ -893,6 +893,64 @@ TEST(LoaderStore, ChangedLibraryInvalidatesWhatWasLearned) {
   EXPECT_EQ(b[0].devices, (std::vector<std::string>{"tundecl2"}));
 }
 
+// Enough backends that their libraries are checked on two CPUs: an unknown
+// name still finds the first changed library in index order, and loads no
+// other until asked; a checking loader reads every changed one again.
+TEST(LoaderStore, ChangedLibrariesAmongManyAreFoundInIndexOrder) {
+  BackendEnv env;
+  constexpr std::size_t k_count = 150;
+  std::vector<std::string> libs;
+  for (std::size_t i = 0; i < k_count; ++i) {
+    const std::string n = "b" + std::to_string(1000 + i);
+    libs.push_back(env.add(n, n, "tb_undeclared"));  // all provide "tundecl"; the first wins
+  }
+  auto become_undeclared2 = [&](std::size_t i) {
+    testing::write_file(libs[i], testing::read_file(testing::test_backend("tb_undeclared2")));
+  };
+  testing::let_clock_tick();
+  {
+    auto loader = make_loader(env, options_for(env));
+    error_of(*loader, "nosuch");  // loads all 150 to learn what they provide
+    ASSERT_EQ(loader->load_order().size(), k_count);
+  }
+  become_undeclared2(41);
+  become_undeclared2(97);
+  testing::let_clock_tick();
+  {
+    auto loader = make_loader(env, options_for(env));
+    loader->start();  // the 149 that lost "tundecl" to the first are no hooks
+    EXPECT_TRUE(loader->load_order().empty());
+    EXPECT_EQ(loader->backends()[1].devices, (std::vector<std::string>{"tundecl"}));
+    ASSERT_EQ(loader->backends()[1].conflicts.size(), 1u);
+    EXPECT_NE(loader->backends()[1].conflicts[0].find("'b1000', which comes first"), std::string::npos);
+    ASSERT_NE(device_of(*loader, "tundecl2"), nullptr);
+    EXPECT_EQ(order(*loader), (std::vector<std::size_t>{41}));  // not 97: 41 provides it
+    // Every library but 97's was found unchanged by that lookup; 97's is
+    // loaded by the next search.
+    const std::string e = error_of(*loader, "nosuch");
+    EXPECT_NE(e.find("no backend provides device 'nosuch'"), std::string::npos) << e;
+    EXPECT_EQ(order(*loader), (std::vector<std::size_t>{41, 97}));
+  }
+  become_undeclared2(120);
+  testing::let_clock_tick();
+  auto checked_options = options_for(env);
+  checked_options.check_libraries = true;
+  auto checked = make_loader(env, checked_options);
+  const auto b = checked->backends();
+  ASSERT_EQ(b.size(), k_count);
+  for (std::size_t i = 0; i < k_count; ++i) {
+    SCOPED_TRACE(i);
+    if (i == 120) {  // changed since anything was learned of it: unknown until loaded
+      EXPECT_FALSE(b[i].devices_known);
+      EXPECT_TRUE(b[i].devices.empty());
+    } else {
+      EXPECT_TRUE(b[i].devices_known);
+      EXPECT_EQ(b[i].devices, (std::vector<std::string>{i == 41 || i == 97 ? "tundecl2" : "tundecl"}));
+    }
+  }
+  EXPECT_TRUE(checked->load_order().empty());
+}
+
 TEST(LoaderStore, StaleDeclarationIsCorrectedAtLoad) {
   BackendEnv env;
   env.add("stale", "stale", "tb_stale");  // declares tstale_old, registers tstale_new
