@@ -684,6 +684,7 @@ TEST(LoaderRandom, LazyLookupsAgreeWithEagerLoading) {
     const int n = 2 + static_cast<int>(rng() % 7);
     std::string drawn;
     std::vector<std::string> disabled;
+    std::vector<std::size_t> hooks;  // enabled backends that provide no device
     for (int i = 0; i < n; ++i) {
       const char* v = k_variants[rng() % std::size(k_variants)];
       const std::string name = "b" + std::to_string(i);
@@ -692,6 +693,8 @@ TEST(LoaderRandom, LazyLookupsAgreeWithEagerLoading) {
       if (rng() % 8 == 0) {
         disabled.push_back(name);
         drawn += " (disabled)";
+      } else if (std::string_view(v) == "tb_hook") {
+        hooks.push_back(static_cast<std::size_t>(i));
       }
     }
     SCOPED_TRACE("seed " + std::to_string(seed) + ": " + drawn);
@@ -739,6 +742,15 @@ TEST(LoaderRandom, LazyLookupsAgreeWithEagerLoading) {
         }
       }
     }
+    // Whatever the runs above taught the store (every backend has been
+    // loaded by now), a lazy start loads the hooks and nothing else: a
+    // backend that provides a device, even one an earlier backend owns, is
+    // no hook.
+    auto fresh = make_loader(env, options_with(LoadMode::lazy));
+    fresh->start();
+    auto started = fresh->load_order();
+    std::sort(started.begin(), started.end());
+    EXPECT_EQ(started, hooks);
   }
 }
 
