@@ -598,12 +598,22 @@ void Loader::Impl::save_store() {
     if (!store_dirty) return;
     store_dirty = false;
     records.reserve(count);
+    std::size_t relative = 0;  // backends under a relative search path: not remembered
+    std::string_view relative_path;  // the first one's
     for (std::uint32_t i = 0; i < count; ++i) {
       const Slot& s = slots[i];
       if (s.kind == BackendKind::unresolved || s.unreadable || s.library.empty() || !s.stamp.exists()) {
         continue;  // nothing worth remembering: resolved and checked again next time
       }
-      if (library_of(s).view()[0] != '/') continue;  // relative search path: not stable across processes
+      if (library_of(s).view()[0] != '/') {
+        // A relative search path names another directory from another
+        // working directory: a record of it could send a later process to
+        // this directory's library.
+        if (relative++ == 0 && s.ep->dist->search_path < index->search_paths().size()) {
+          relative_path = index->search_paths()[s.ep->dist->search_path];
+        }
+        continue;
+      }
       // A stamp taken in the same clock tick as a change may hide it.
       if (s.stamped_at != 0 && detail::is_racy(s.stamp, s.stamped_at)) continue;
       detail::LearnedRecord r;
@@ -623,6 +633,12 @@ void Loader::Impl::save_store() {
       r.learned = s.learned;
       r.devices = s.devices;  // arena or store: outlives this call
       records.push_back(r);
+    }
+    if (relative != 0) {
+      const std::string why = "backends under the relative search path '" + std::string(relative_path) +
+                              "' are not remembered (relative to the working directory, it names another "
+                              "directory from another one): give the path whole to have their devices remembered";
+      if (store_note.find(why) == std::string::npos) store_note += (store_note.empty() ? "" : "; ") + why;
     }
   }
   auto r = detail::write_learned(store_path, records);

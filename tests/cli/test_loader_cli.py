@@ -252,6 +252,26 @@ def test_undeclared_device_is_learned(env, tmp_path):
     assert len(third["loaded"]) >= len(first["loaded"])
 
 
+def test_relative_search_path_is_not_remembered_and_said(env, tmp_path):
+    # Relative to the working directory, a search path names another
+    # directory from another one: a record of its libraries could send a
+    # later process elsewhere, so none is kept, and --verbose says why.
+    out, m = env
+    target = healthy(m, declared=False)[0]
+    site = pathlib.Path(m["search_path"])
+    cmd = [str(EPLOAD), "load", target["device"], "--json", "--verbose",
+           "--path", site.name, "--cache-dir", str(tmp_path / "c")]
+    runs = [subprocess.run(cmd, capture_output=True, text=True, cwd=site.parent, timeout=120)
+            for _ in range(2)]
+    for proc in runs:
+        assert proc.returncode == 0, proc.stderr
+        assert (f"backends under the relative search path '{site.name}' are not remembered"
+                in proc.stderr), proc.stderr
+    loaded = [[b["backend"] for b in json.loads(p.stdout)["loaded"]] for p in runs]
+    assert loaded[0] == loaded[1] and loaded[0][-1] == target["entry_point"]
+    assert len(loaded[0]) > 1  # the search for the undeclared device, both times
+
+
 def test_unknown_device_lists_known_devices(env, tmp_path):
     out, m = env
     proc = run(m["search_path"], tmp_path / "c", "load", "nosuchdevice", check=1)
