@@ -86,7 +86,7 @@ Result<void*> Loader::Impl::lookup_slow(std::string_view name) {
                                       "' is not loaded: backend autoload is off "
                                       "(mode off, or TORCH_DEVICE_BACKEND_AUTOLOAD is set and not '1')"};
   }
-  if (!detail::valid_device_name(name)) return Error{Errc::invalid_argument, detail::device_name_problem(name)};
+  if (std::string why = detail::device_name_problem(name); !why.empty()) return Error{Errc::invalid_argument, why};
   auto provided = [&]() -> void* {
     const DeviceEntry* e = table->find(name);
     return e ? e->table.load(std::memory_order_acquire) : nullptr;

@@ -346,6 +346,24 @@ void Loader::Impl::setup() {
            : s.devices.empty() ? 0
                                : 1 + static_cast<std::size_t>(std::count(s.devices.begin(), s.devices.end(), ' '));
   };
+  // Slot s from the store, against its library's stamp `now` (taken after
+  // `t`): verified, or resolved and read again, and what its stale record
+  // decided (an ABI failure) goes with it.  True when resolved again.
+  auto verify_or_resolve = [&](Slot& s, const FileStamp& now, std::int64_t t) {
+    if (now == s.stamp) {
+      s.verified = true;
+      s.stamped_at = t;
+      return false;
+    }
+    s.state.store(BackendState::unloaded, std::memory_order_relaxed);
+    s.unreadable = false;
+    s.out.reset();
+    resolve_fresh(s);
+    const char* disabled_by = nullptr;
+    (void)is_disabled(*s.ep, &disabled_by);
+    settle(s, disabled_by);
+    return true;
+  };
   std::size_t expected_devices = 0;
   // Fills every slot, from the store where it knows the backend.
   auto fill = [&] {
@@ -387,8 +405,7 @@ void Loader::Impl::setup() {
     fill();
   }
   // Every library the store vouched for, checked against its file at once
-  // (two CPUs share the stat calls); a changed one is resolved and read
-  // again, and what its stale record decided (an ABI failure) goes with it.
+  // (two CPUs share the stat calls).
   if (options.check_libraries) {
     std::vector<std::uint32_t> from_store;
     for (std::uint32_t i = 0; i < count; ++i) {
@@ -398,20 +415,8 @@ void Loader::Impl::setup() {
     const std::vector<FileStamp> now = stamp_libraries(from_store);
     for (std::size_t k = 0; k < from_store.size(); ++k) {
       Slot& s = slots[from_store[k]];
-      if (now[k] == s.stamp) {
-        s.verified = true;
-        s.stamped_at = t;
-        continue;
-      }
-      expected_devices -= expected_of(s);
-      s.state.store(BackendState::unloaded, std::memory_order_relaxed);
-      s.unreadable = false;
-      s.out.reset();
-      resolve_fresh(s);
-      const char* disabled_by = nullptr;
-      (void)is_disabled(*s.ep, &disabled_by);
-      settle(s, disabled_by);
-      expected_devices += expected_of(s);
+      const std::size_t was_expected = expected_of(s);
+      if (verify_or_resolve(s, now[k], t)) expected_devices = expected_devices - was_expected + expected_of(s);
     }
   }
 
@@ -460,18 +465,7 @@ void Loader::Impl::setup() {
       Slot& s = slots[i];
       if (s.verified) continue;
       const std::int64_t t = detail::coarse_now_ns();
-      if (detail::stamp_at(AT_FDCWD, library_of(s).c_str()) == s.stamp) {
-        s.verified = true;
-        s.stamped_at = t;
-      } else {
-        // What the stale record decided (an ABI failure) goes with it.
-        s.state.store(BackendState::unloaded, std::memory_order_relaxed);
-        s.unreadable = false;
-        s.out.reset();
-        resolve_fresh(s);
-        check_abi(s);
-        resolved_again = true;
-      }
+      if (verify_or_resolve(s, detail::stamp_at(AT_FDCWD, library_of(s).c_str()), t)) resolved_again = true;
     }
   }
   // A slot resolved again may have left its identity or joined another.
@@ -598,7 +592,7 @@ void Loader::Impl::save_store() {
     if (!store_dirty) return;
     store_dirty = false;
     records.reserve(count);
-    std::size_t relative = 0;  // backends under a relative search path: not remembered
+    bool relative = false;  // a backend under a relative search path: not remembered
     std::string_view relative_path;  // the first one's
     for (std::uint32_t i = 0; i < count; ++i) {
       const Slot& s = slots[i];
@@ -609,9 +603,10 @@ void Loader::Impl::save_store() {
         // A relative search path names another directory from another
         // working directory: a record of it could send a later process to
         // this directory's library.
-        if (relative++ == 0 && s.ep->dist->search_path < index->search_paths().size()) {
+        if (!relative && s.ep->dist->search_path < index->search_paths().size()) {
           relative_path = index->search_paths()[s.ep->dist->search_path];
         }
+        relative = true;
         continue;
       }
       // A stamp taken in the same clock tick as a change may hide it.
@@ -634,7 +629,7 @@ void Loader::Impl::save_store() {
       r.devices = s.devices;  // arena or store: outlives this call
       records.push_back(r);
     }
-    if (relative != 0) {
+    if (relative) {
       const std::string why = "backends under the relative search path '" + std::string(relative_path) +
                               "' are not remembered (relative to the working directory, it names another "
                               "directory from another one): give the path whole to have their devices remembered";
