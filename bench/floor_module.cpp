@@ -1,10 +1,10 @@
 // floor_module.cpp — build/bench/_epload_floor*.so: the floor under
 // `import epload._native` on this machine.
 //
-// An extension module linked like epload's own (libsimdjson, and through it
-// libstdc++, libgcc_s and libm; the same options), keeping libsimdjson
-// needed by referring to one of its symbols, whose import creates an empty
-// module.  Importing it costs what loading those libraries costs a Python
+// An extension module linked like epload's own (simdjson as epload_core has
+// it: compiled in, or libsimdjson.so; libstdc++, libgcc_s and libm; the same
+// options), keeping simdjson in by referring to one of its symbols, whose
+// import creates an empty module.  Importing it costs what loading those libraries costs a Python
 // process (mapping, relocating, initialising) and nothing of ours:
 // scripts/bench_startup.py times it beside the epload variants, in the same
 // rounds, and compares the targets' budgets with it.

@@ -4,9 +4,10 @@
 //   epload_floor                 exits at once
 //   epload_floor --stat LIST     stats the files LIST names, then exits
 //
-// It is linked like build/epload (the same shared libraries: libsimdjson,
-// and through it libstdc++, libgcc_s and libm; libmimalloc; the same link
-// options) and keeps each library needed by referring to one symbol of it.
+// It is linked like build/epload (simdjson compiled in with libstdc++
+// static, or Debian's libsimdjson.so and through it libstdc++.so: see
+// CMakeLists.txt; libgcc_s, libm, libmimalloc; the same link options) and
+// keeps each library in by referring to one symbol of it.
 // Without arguments it costs what every epload process costs before doing
 // anything: the exec, the dynamic loader's work (mapping, relocating and
 // initialising those libraries) and the exit.

@@ -466,3 +466,41 @@ def test_cache_file_truncated_while_mapped_is_an_explained_bus_error(env, tmp_pa
     again = run(site, cache, "entry-points", "--group", "torch.backends", "--json", "-v", check=0)
     assert again.stdout == want
     assert "rebuilt" in again.stderr and "empty" in again.stderr, again.stderr
+
+
+def _needed(path):
+    """The DT_NEEDED names of an ELF file (readelf -d)."""
+    out = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True, check=True).stdout
+    return [line.split("[", 1)[1].rstrip("]") for line in out.splitlines() if "(NEEDED)" in line]
+
+
+def test_cpp_backend_that_throws_is_a_failed_backend_not_a_crash(tmp_path):
+    """A C++ backend brings libstdc++.so; when the CLI carries its own static
+    copy (simdjson compiled in, see CMakeLists.txt), the exception crosses
+    from one copy to the other.  It must still be caught at the boundary and
+    reported with its message, and the process must go on to the next
+    device."""
+    site = tmp_path / "site"
+    for dist, variant in (("thrower", "tb_throw"), ("npu", "tb_npu")):
+        (site / dist).mkdir(parents=True)
+        shutil.copyfile(BUILD_DIR / "tests" / "backends" / f"{variant}.so", site / dist / "_native.so")
+        meta = site / f"{dist}-1.0.dist-info"
+        meta.mkdir()
+        (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+        (meta / "entry_points.txt").write_text(f"[torch.backends]\n{dist} = {dist}._native:tb_init\n")
+    proc = run(site, tmp_path / "c", "load", "tthrow", check=1)
+    assert "backend 'thrower'" in proc.stderr, proc.stderr
+    assert "init threw a C++ exception: driver table corrupt" in proc.stderr, proc.stderr
+    proc = run(site, tmp_path / "c", "load", "tthrow", "--mode", "eager", "--json", check=1)
+    loaded = {b["backend"]: b for b in json.loads(proc.stdout)["loaded"]}
+    assert loaded["thrower"]["state"] == "failed", loaded
+    assert loaded["npu"]["state"] == "ready", loaded  # the next backend still loads
+
+
+def test_version_names_how_simdjson_is_linked_and_the_binary_agrees():
+    version = subprocess.run([str(EPLOAD), "--version"], capture_output=True, text=True, check=True).stdout
+    needed = _needed(EPLOAD)
+    assert version.startswith("epload ") and ("compiled in" in version) != ("shared library" in version), version
+    assert any(n.startswith("libsimdjson") for n in needed) == ("shared library" in version), (version, needed)
+    assert ("libstdc++.so.6" in needed) == ("libstdc++ shared" in version), (version, needed)
+    assert ("libstdc++ static" in version) <= ("compiled in" in version), version
