@@ -146,9 +146,13 @@ bool plot(const std::string& trace_file, const std::string& png, std::string& er
   if (const char* s = std::getenv("EPLOAD_PLOT_SCRIPT"); s && *s) {
     script = s;
   } else {
+    // Next to the executable (a build tree inside the checkout, an
+    // installation), then the checkout it was built from (a build tree
+    // elsewhere).
     const std::string exe_dir = dir_of(self_exe());
     for (const std::string& c : {exe_dir + "/../scripts/plot_trace.py", exe_dir + "/scripts/plot_trace.py",
-                                 exe_dir + "/../share/epload/plot_trace.py"}) {
+                                 exe_dir + "/../share/epload/plot_trace.py",
+                                 std::string(EPLOAD_SOURCE_SCRIPTS "/plot_trace.py")}) {
       if (::access(c.c_str(), R_OK) == 0) {
         script = c;
         break;
@@ -156,8 +160,8 @@ bool plot(const std::string& trace_file, const std::string& png, std::string& er
     }
   }
   if (script.empty() || ::access(script.c_str(), R_OK) != 0) {
-    error = "--plot: scripts/plot_trace.py not found next to " + self_exe() +
-            " (set EPLOAD_PLOT_SCRIPT to its path)";
+    error = "--plot: scripts/plot_trace.py not found next to " + self_exe() + " nor in " +
+            EPLOAD_SOURCE_SCRIPTS " (set EPLOAD_PLOT_SCRIPT to its path)";
     return false;
   }
   std::string python = "python3";

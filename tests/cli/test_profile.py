@@ -328,6 +328,24 @@ def test_plot_writes_a_png(native, tmp_path):
     assert f"plot: {png}" in p.stdout
 
 
+@pytest.mark.skipif(not has_matplotlib(), reason="python3-matplotlib is not installed")
+def test_plot_finds_its_script_from_a_build_tree_outside_the_checkout(native, tmp_path):
+    """An executable with no scripts/ beside it (a build directory elsewhere,
+    here a copy in a temporary directory) falls back to the checkout it was
+    built from."""
+    site, cache, m = native
+    exe = tmp_path / "bin" / "epload"
+    exe.parent.mkdir()
+    exe.write_bytes(EPLOAD.read_bytes())
+    exe.chmod(0o755)
+    png = tmp_path / "p.png"
+    p = subprocess.run([str(exe), "profile", "--path", str(site), "--cache-dir", str(cache),
+                        "--no-estimate", "--plot", str(png)],
+                       capture_output=True, text=True, env=clean_env(), timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_plot_without_matplotlib_is_a_clear_error(native, tmp_path):
     site, cache, m = native
     # An interpreter whose matplotlib import fails, as when the package is missing.
