@@ -4,8 +4,9 @@
 // An extension module linked like epload's own (simdjson as epload_core has
 // it: compiled in, or libsimdjson.so; libstdc++, libgcc_s and libm; the same
 // options), keeping simdjson in by referring to one of its symbols, whose
-// import creates an empty module.  Importing it costs what loading those libraries costs a Python
-// process (mapping, relocating, initialising) and nothing of ours:
+// import creates an empty module.  Importing it costs what loading those
+// libraries costs a Python process (mapping, relocating, initialising) and
+// nothing of ours:
 // scripts/bench_startup.py times it beside the epload variants, in the same
 // rounds, and compares the targets' budgets with it.
 //

@@ -73,11 +73,7 @@ int run(int argc, char** argv) {
     return k_ok;
   }
   if (name == "--version") {
-    // How simdjson is linked decides what every process pays to start
-    // (see CMakeLists.txt), so it is part of what a measurement names.
-    std::printf("epload 0.1.0 (simdjson %s %s, libstdc++ %s)\n", EPLOAD_SIMDJSON_VERSION,
-                std::string_view(EPLOAD_SIMDJSON_LINKAGE) == "source" ? "compiled in" : "shared library",
-                EPLOAD_LIBSTDCXX);
+    std::printf("epload 0.1.0 (%s)\n", EPLOAD_BUILD_DESCRIPTION);  // see CMakeLists.txt
     return k_ok;
   }
   for (const auto& c : commands()) {
