@@ -7,6 +7,13 @@
 #   scripts/setup.sh --deps-only   install missing packages only
 #   EPLOAD_BUILD_DIR=dir ...    build somewhere else (default: build)
 #   EPLOAD_JOBS=n ...           parallel build jobs (default: nproc)
+#   EPLOAD_DEPS_DIR=dir ...     where downloaded sources are kept (default:
+#                               ${XDG_CACHE_HOME:-~/.cache}/epload-build)
+#
+# Like the packages, the one download a build can use is fetched here, never
+# by the build: the source of the simdjson that libsimdjson-dev installs
+# (cmake/fetch_deps.cmake), compiled into epload when present.  pip builds
+# (`pip install .`) find it in the same default directory.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,8 +28,13 @@ packages=(cmake make g++ pkg-config libsimdjson-dev libmimalloc-dev libbenchmark
 
 "$here/scripts/apt_install.sh" setup "${packages[@]}"
 
+deps=${EPLOAD_DEPS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/epload-build}
+simdjson=$(dpkg-query -W -f='${Version}' libsimdjson-dev | sed 's/^[0-9]*://; s/-[^-]*$//')
+cmake -DSIMDJSON_VERSION="$simdjson" -DEPLOAD_DEPS_DIR="$deps" -P "$here/cmake/fetch_deps.cmake"
+
 [ "${1:-}" = "--deps-only" ] && exit 0
 
 # /usr/bin/python3 explicitly: another python3 earlier on PATH must not win.
-cmake -S "$here" -B "$build" -DEPLOAD_PYTHON=/usr/bin/python3 -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S "$here" -B "$build" -DEPLOAD_PYTHON=/usr/bin/python3 -DEPLOAD_DEPS_DIR="$deps" \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j "$jobs"

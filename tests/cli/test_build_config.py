@@ -1,7 +1,9 @@
-"""How the build gets simdjson (top-level CMakeLists.txt, EPLOAD_SIMDJSON):
-real configure runs of this checkout into temporary build trees, with the
-network made unreachable (an HTTP proxy on a closed port), so every case
-that must fall back does, and a tarball already at hand builds offline."""
+"""How the build gets simdjson (top-level CMakeLists.txt, EPLOAD_SIMDJSON;
+cmake/simdjson_pin.cmake): real configure runs of this checkout into
+temporary build trees, and real runs of the set-up's fetch script
+(cmake/fetch_deps.cmake), all with the network made unreachable (an HTTP
+proxy on a closed port).  A configure never downloads and never writes into
+the source tree or the deps cache: it uses a tarball at hand or falls back."""
 
 import os
 import pathlib
@@ -18,12 +20,27 @@ PYTHON = os.environ.get("EPLOAD_PYTHON", "/usr/bin/python3")
 TARBALL = "simdjson_3.0.1.orig.tar.gz"
 
 
-def configure(tmp_path, deps, *options):
+def offline_env():
     env = {k: v for k, v in os.environ.items() if k.lower() not in ("no_proxy", "all_proxy")}
     env["http_proxy"] = env["HTTP_PROXY"] = "http://127.0.0.1:9"  # nothing listens there
+    return env
+
+
+def configure(tmp_path, deps, *options):
     return subprocess.run(["cmake", "-S", str(SOURCE_DIR), "-B", str(tmp_path / "b"),
                            f"-DEPLOAD_PYTHON={PYTHON}", f"-DEPLOAD_DEPS_DIR={deps}", *options],
-                          capture_output=True, text=True, env=env, timeout=300)
+                          capture_output=True, text=True, env=offline_env(), timeout=300)
+
+
+def fetch(deps, version="3.0.1"):
+    return subprocess.run(["cmake", f"-DSIMDJSON_VERSION={version}", f"-DEPLOAD_DEPS_DIR={deps}",
+                           "-P", str(SOURCE_DIR / "cmake" / "fetch_deps.cmake")],
+                          capture_output=True, text=True, env=offline_env(), timeout=300)
+
+
+def said(proc):
+    """stderr with CMake's line wrapping undone."""
+    return " ".join(proc.stderr.split())
 
 
 def linkage(proc):
@@ -40,12 +57,27 @@ def build_tarball():
     return path if path and path.is_file() else None
 
 
-def test_unreachable_source_falls_back_to_the_shared_library_and_says_so(tmp_path):
+def source_tree():
+    """The checkout's files, less git's, build trees and generated output."""
+    out = set()
+    for dirpath, dirnames, filenames in os.walk(SOURCE_DIR):
+        rel = os.path.relpath(dirpath, SOURCE_DIR)
+        if rel == ".":
+            dirnames[:] = [d for d in dirnames if d != ".git" and not d.startswith("build") and d != "out"]
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        out.update(os.path.join(rel, n) for n in dirnames + filenames)
+    return out
+
+
+def test_missing_tarball_falls_back_to_the_shared_library_and_says_so(tmp_path):
+    before = source_tree()
     proc = configure(tmp_path, tmp_path / "deps")
     assert proc.returncode == 0, proc.stderr
     assert linkage(proc) == "shared"
-    assert "linking Debian's libsimdjson.so instead" in proc.stderr and "cannot fetch" in proc.stderr
-    assert not list((tmp_path / "deps").glob("*.part"))  # nothing half-written is left
+    assert "linking Debian's libsimdjson.so instead" in said(proc)
+    assert "scripts/setup.sh fetches it" in said(proc) and "fetching" not in proc.stdout
+    assert not (tmp_path / "deps").exists()  # the configure wrote nothing there
+    assert source_tree() == before           # nor into the checkout
 
 
 def test_corrupt_tarball_is_not_used(tmp_path):
@@ -55,19 +87,20 @@ def test_corrupt_tarball_is_not_used(tmp_path):
     proc = configure(tmp_path, deps)
     assert proc.returncode == 0, proc.stderr
     assert linkage(proc) == "shared"
-    assert "cannot fetch" in proc.stderr
+    assert "expected 156b1bc5" in said(proc) and "delete it and run scripts/setup.sh" in said(proc)
+    assert (deps / TARBALL).read_bytes() == b"not a tarball" and os.listdir(deps) == [TARBALL]
 
 
 def test_source_required_but_unavailable_is_a_configure_error(tmp_path):
     proc = configure(tmp_path, tmp_path / "deps", "-DEPLOAD_SIMDJSON=source")
     assert proc.returncode != 0
-    assert "EPLOAD_SIMDJSON=source, but cannot fetch" in proc.stderr
+    assert "EPLOAD_SIMDJSON=source, but no " in said(proc)
 
 
 def test_unknown_choice_is_a_configure_error(tmp_path):
     proc = configure(tmp_path, tmp_path / "deps", "-DEPLOAD_SIMDJSON=static")
     assert proc.returncode != 0
-    assert "EPLOAD_SIMDJSON must be auto, source or shared, not 'static'" in proc.stderr
+    assert "EPLOAD_SIMDJSON must be auto, source or shared, not 'static'" in said(proc)
 
 
 @pytest.mark.skipif(build_tarball() is None, reason="this build tree links the shared library: no tarball")
@@ -75,8 +108,37 @@ def test_tarball_at_hand_builds_offline_from_source(tmp_path):
     deps = tmp_path / "deps"
     deps.mkdir()
     shutil.copyfile(build_tarball(), deps / TARBALL)
+    before = source_tree()
     proc = configure(tmp_path, deps, "-DEPLOAD_SIMDJSON=source")
     assert proc.returncode == 0, proc.stderr
     assert linkage(proc) == "source"
-    assert "fetching" not in proc.stdout
-    assert (deps / "simdjson-impl-3.0.1" / "simdjson.cpp").is_file()
+    assert (tmp_path / "b" / "simdjson-impl-3.0.1" / "simdjson.cpp").is_file()  # in the build tree
+    assert os.listdir(deps) == [TARBALL] and source_tree() == before
+
+
+def test_setup_fetch_offline_warns_and_leaves_nothing(tmp_path):
+    deps = tmp_path / "deps"
+    proc = fetch(deps)
+    assert proc.returncode == 0, proc.stderr  # the set-up goes on: the build has a fallback
+    assert "cannot fetch" in said(proc) and "link the shared libsimdjson" in said(proc)
+    assert not deps.exists() or os.listdir(deps) == []
+
+
+def test_setup_fetch_of_an_unpinned_version_says_so(tmp_path):
+    proc = fetch(tmp_path / "deps", version="9.9.9")
+    assert proc.returncode == 0, proc.stderr
+    assert "no pinned source for simdjson '9.9.9'" in proc.stdout
+    assert not (tmp_path / "deps").exists()
+
+
+@pytest.mark.skipif(build_tarball() is None, reason="this build tree links the shared library: no tarball")
+def test_setup_fetch_keeps_a_good_tarball_and_replaces_a_corrupt_one_only_when_it_can(tmp_path):
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    shutil.copyfile(build_tarball(), deps / TARBALL)
+    proc = fetch(deps)
+    assert proc.returncode == 0 and "fetching" not in proc.stdout + proc.stderr
+    (deps / TARBALL).write_bytes(b"corrupt")
+    proc = fetch(deps)
+    assert proc.returncode == 0 and "cannot fetch" in said(proc)
+    assert os.listdir(deps) == [TARBALL]  # offline: the bad file stays, the configure rejects it

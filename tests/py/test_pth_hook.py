@@ -1,10 +1,13 @@
-"""Zero code change: epload installed into a fresh virtual environment with
-install_epload.py, turned on for an unmodified host by EPLOAD_AUTOLOAD_HOSTS,
-off (and free) without it, and removed again by --uninstall.
+"""Zero code change: epload-autoload.pth in a fresh virtual environment that
+sees the built package, turned on for an unmodified host by
+EPLOAD_AUTOLOAD_HOSTS, off (and free) without it, and gone with the file.
+(`pip install` of the checkout, which puts the same file there, and
+`pip uninstall` are tested by tests/package/test_pip_install.py.)
 """
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -12,7 +15,6 @@ import pytest
 
 from pyfixtures import PACKAGE_DIR, PYTHON, env_for, make_backend, make_host
 
-INSTALLER = os.path.join(PACKAGE_DIR, 'install_epload.py')
 
 PROBE = '''
 import json, sys
@@ -36,16 +38,19 @@ print(json.dumps(state))
 
 @pytest.fixture
 def venv(tmp_path):
-    """A virtual environment (no pip) with epload installed by the documented
-    command; the host (PyTorch's own eager loop, unmodified) and two backends
-    installed in its site-packages."""
+    """A virtual environment (no pip) whose site-packages sees the built
+    package (a path line, as an editable install has) and holds the hook file;
+    the host (PyTorch's own eager loop, unmodified) and two backends installed
+    in its site-packages."""
     root = tmp_path / 'venv'
     subprocess.run([PYTHON, '-m', 'venv', '--without-pip', str(root)], check=True)
     python = str(root / 'bin' / 'python')
     site = subprocess.run([python, '-c', 'import sysconfig; print(sysconfig.get_paths()["purelib"])'],
                           check=True, capture_output=True, text=True).stdout.strip()
-    out = subprocess.run([python, INSTALLER], check=True, capture_output=True, text=True).stdout
-    assert f'installed {site}/epload' in out and 'epload-autoload.pth' in out
+    # .pth files run in name order: the path line before the hook's.
+    with open(os.path.join(site, '_epload_build.pth'), 'w') as f:
+        f.write(PACKAGE_DIR + '\n')
+    shutil.copyfile(os.path.join(PACKAGE_DIR, 'epload-autoload.pth'), os.path.join(site, 'epload-autoload.pth'))
     make_host(site, 'pytorch')
     make_backend(site, 'be_a', declare=True)
     make_backend(site, 'be_hook', devices=())
@@ -100,13 +105,9 @@ def test_other_group_and_host_list_syntax(tmp_path, venv):
     assert 'be_g' in out['at_import']
 
 
-def test_uninstall_reverses_it(tmp_path, venv):
+def test_removing_the_hook_file_reverses_it(tmp_path, venv):
     python, site = venv
-    out = subprocess.run([python, INSTALLER, '--uninstall'], check=True, capture_output=True,
-                         text=True).stdout
-    assert f'removed {site}/epload-autoload.pth' in out
-    assert not os.path.exists(os.path.join(site, 'epload'))
-    assert not os.path.exists(os.path.join(site, 'epload-autoload.pth'))
+    os.unlink(os.path.join(site, 'epload-autoload.pth'))
     out = probe(tmp_path, python, {'EPLOAD_AUTOLOAD_HOSTS': 'fakehost'})
     assert out['epload'] is False and out['at_import'] == ['be_a', 'be_hook']
 

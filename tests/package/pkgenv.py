@@ -1,0 +1,133 @@
+"""Helpers for the packaging tests (package.*): the interpreters on this
+machine, fresh virtual environments under the build directory, pip runs.
+
+Interpreters are found, never named by version: the build's ($EPLOAD_PYTHON)
+and the `python3` on PATH (a pyenv shim is resolved to the interpreter it
+runs), each asked for its own facts.
+"""
+
+import glob
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+
+SOURCE_DIR = pathlib.Path(os.environ.get("EPLOAD_SOURCE_DIR",
+                                         pathlib.Path(__file__).resolve().parents[2]))
+BUILD_DIR = pathlib.Path(os.environ.get("EPLOAD_BUILD_DIR", SOURCE_DIR / "build"))
+PYTHON = os.environ.get("EPLOAD_PYTHON", "python3")
+WORK = BUILD_DIR / "package"  # venvs and pip's build trees, kept between runs
+
+FACTS = r'''
+import importlib.machinery, json, platform, sys
+print(json.dumps({"executable": sys.executable, "version": list(sys.version_info[:2]),
+                  "implementation": sys.implementation.name,
+                  "ext_suffix": importlib.machinery.EXTENSION_SUFFIXES[0],
+                  "machine": platform.machine()}))
+'''
+
+
+def clean_env(**extra):
+    """The environment for a child that must see only what it installs:
+    nothing of the build tree (ctest sets PYTHONPATH), byte-code allowed."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONHOME", "VIRTUAL_ENV")
+           and not k.startswith("EPLOAD_")}
+    env.update(extra)
+    return env
+
+
+def facts(python):
+    """The interpreter's own facts, or None when it does not run."""
+    try:
+        proc = subprocess.run([python, "-c", FACTS], capture_output=True, text=True,
+                              env=clean_env(), timeout=60)
+    except OSError:
+        return None
+    if proc.returncode != 0:
+        return None
+    out = json.loads(proc.stdout)
+    out["version"] = tuple(out["version"])
+    return out
+
+
+def interpreters():
+    """The interpreters to install into: the build's and the python3 on PATH,
+    de-duplicated by the file they run, each one that can make a venv."""
+    seen, out = set(), []
+    for candidate in (PYTHON, shutil.which("python3", path=clean_env().get("PATH"))):
+        if not candidate:
+            continue
+        f = facts(candidate)
+        if not f or f["implementation"] != "cpython":
+            continue
+        real = os.path.realpath(f["executable"])
+        if real in seen:
+            continue
+        seen.add(real)
+        out.append(f)
+    return out
+
+
+def other_versions(version):
+    """CPython interpreters of another X.Y than `version`, found on PATH and
+    under pyenv's versions directory, nearest newer versions first."""
+    names = set()
+    for d in clean_env().get("PATH", "").split(os.pathsep):
+        names.update(p for p in glob.glob(os.path.join(d, "python3.*")) if re.search(r"python3\.\d+$", p))
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    names.update(glob.glob(os.path.join(root, "versions", "*", "bin", "python3")))
+    found = {}
+    for name in sorted(names):
+        f = facts(name)
+        if f and f["implementation"] == "cpython" and f["version"] != version:
+            found.setdefault(f["version"], f)
+    return sorted(found.values(), key=lambda f: (f["version"] < version, abs(f["version"][1] - version[1])))
+
+
+def slug(f):
+    """A directory name for an interpreter: its version and its file."""
+    return "py%d%d-" % f["version"] + re.sub(r"[^A-Za-z0-9]+", "_", os.path.realpath(f["executable"])).strip("_")
+
+
+def project_version():
+    """The version, from its one place: project(epload VERSION ...)."""
+    text = (SOURCE_DIR / "CMakeLists.txt").read_text()
+    return re.search(r"project\(epload VERSION ([0-9.]+)", text).group(1)
+
+
+def run(cmd, timeout=1800, check=True, **kw):
+    kw.setdefault("env", clean_env())
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{cmd} exited {proc.returncode}\nstdout:\n{proc.stdout[-4000:]}\n"
+                             f"stderr:\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def pip_build_options(f, what):
+    """scikit-build-core's build tree for this interpreter, kept under the
+    build directory, so that a second install recompiles only what changed."""
+    return ["-C", f"build-dir={WORK / 'skbuild' / (what + '-' + slug(f))}"]
+
+
+def fresh_venv(f, name):
+    """A new virtual environment of interpreter `f` under the build
+    directory (an old one of the same name is removed first)."""
+    root = WORK / f"{name}-{slug(f)}"
+    if root.exists():
+        shutil.rmtree(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    run([f["executable"], "-m", "venv", root])
+    return root
+
+
+def tree(root):
+    """Every file and directory under root, relative, as a set."""
+    out = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        out.update(os.path.normpath(os.path.join(rel, n)) for n in dirnames + filenames)
+    return out

@@ -1,0 +1,40 @@
+"""C++ packaging: `cmake --install` of this build tree into a temporary
+prefix, then a small consumer (tests/package/consumer/) configured with
+find_package(epload) against that prefix alone, built, and run over a
+crafted site directory: it opens an index and prints an entry point."""
+
+import os
+
+from pkgenv import BUILD_DIR, SOURCE_DIR, clean_env, project_version, run
+
+CONSUMER = SOURCE_DIR / "tests" / "package" / "consumer"
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_installed_prefix_builds_and_runs_a_find_package_consumer(tmp_path):
+    prefix = tmp_path / "prefix"
+    run(["cmake", "--install", BUILD_DIR, "--prefix", prefix])
+    for rel in ("include/epload/index.hpp", "include/epload/backend.h", "bin/epload"):
+        assert (prefix / rel).is_file(), rel
+    libdirs = [d for d in ("lib", "lib64") if (prefix / d / "cmake" / "epload" / "epload-config.cmake").is_file()]
+    assert libdirs and (prefix / libdirs[0] / "libepload.a").is_file()
+    assert run([prefix / "bin" / "epload", "--version"]).stdout.startswith(f"epload {project_version()}")
+
+    # Only the prefix: no path into this checkout or its build tree.
+    build = tmp_path / "consumer-build"
+    run(["cmake", "-S", CONSUMER, "-B", build, f"-DCMAKE_PREFIX_PATH={prefix}",
+         "-DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF"])
+    run(["cmake", "--build", build])
+
+    site = tmp_path / "site"
+    write(site / "vendor_npu-2.1.dist-info" / "METADATA", "Metadata-Version: 2.1\nName: vendor_npu\nVersion: 2.1\n")
+    write(site / "vendor_npu-2.1.dist-info" / "entry_points.txt",
+          "[torch.backends]\nnpu = vendor_npu:autoload\n")
+    proc = run([build / "consumer", "torch.backends", "npu", tmp_path / "cache", site])
+    assert proc.stdout == "npu = vendor_npu:autoload (vendor_npu 2.1)\n"
+    proc = run([build / "consumer", "torch.backends", "gpu", tmp_path / "cache", site], check=False)
+    assert proc.returncode == 1 and "no entry point gpu" in proc.stderr

@@ -1,0 +1,56 @@
+"""`pip wheel <checkout>` with the build's interpreter: the wheel is tagged
+for that interpreter only (cpXY-cpXY-linux_<machine>, never py3-none-any),
+holds the package, the extension, the command and the .pth file and nothing
+of the C++ development files, and pip of another Python version refuses it."""
+
+import os
+import zipfile
+
+import pytest
+
+from pkgenv import (PYTHON, SOURCE_DIR, WORK, facts, other_versions, pip_build_options,
+                    project_version, run)
+
+BUILDER = facts(PYTHON)
+
+
+@pytest.fixture(scope="module")
+def wheel():
+    out = WORK / "wheelhouse"
+    for old in out.glob("epload-*.whl") if out.exists() else ():
+        old.unlink()
+    run([BUILDER["executable"], "-m", "pip", "wheel", "--no-deps", "-w", out,
+         *pip_build_options(BUILDER, "wheel"), SOURCE_DIR])
+    wheels = list(out.glob("epload-*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0]
+
+
+def test_the_wheel_is_tagged_for_the_interpreter_that_built_it(wheel):
+    tag = "cp%d%d" % BUILDER["version"]
+    assert wheel.name == f"epload-{project_version()}-{tag}-{tag}-linux_{BUILDER['machine']}.whl"
+
+
+def test_the_wheel_holds_package_extension_command_and_hook(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    data = f"epload-{project_version()}.data"
+    assert {"epload/__init__.py", "epload/_native" + BUILDER["ext_suffix"], "epload-autoload.pth",
+            f"{data}/scripts/epload"} <= names
+    assert not [n for n in names if n.startswith(("include/", "lib/", f"{data}/data/", f"{data}/headers/"))]
+    assert not [n for n in names if "/_native" in n and n != "epload/_native" + BUILDER["ext_suffix"]]
+    info = zipfile.ZipFile(wheel).getinfo(f"{data}/scripts/epload")
+    assert (info.external_attr >> 16) & 0o111, "the command is not executable"
+
+
+def test_pip_of_another_python_version_refuses_the_wheel(wheel, tmp_path):
+    others = [f for f in other_versions(BUILDER["version"])
+              if run([f["executable"], "-m", "pip", "--version"], check=False).returncode == 0]
+    if not others:
+        pytest.skip(f"no CPython other than {BUILDER['version']} with pip on this machine")
+    other = others[0]
+    target = tmp_path / "site"
+    proc = run([other["executable"], "-m", "pip", "install", "--no-deps", "--target", target, wheel],
+               check=False)
+    assert proc.returncode != 0, proc.stdout
+    assert "is not a supported wheel on this platform" in proc.stderr, proc.stderr
+    assert not target.exists() or not os.listdir(target)
