@@ -1,11 +1,10 @@
 """C++ packaging: `cmake --install` of this build tree into a temporary
 prefix, then a small consumer (tests/package/consumer/) configured with
 find_package(epload) against that prefix alone, built, and run over a
-crafted site directory: it opens an index and prints an entry point."""
+crafted site directory: it opens an index and prints an entry point.  And
+a C++-only configure that needs none of the test, benchmark or Python tools."""
 
-import os
-
-from pkgenv import BUILD_DIR, SOURCE_DIR, clean_env, project_version, run
+from pkgenv import BUILD_DIR, SOURCE_DIR, project_version, run
 
 CONSUMER = SOURCE_DIR / "tests" / "package" / "consumer"
 
@@ -38,3 +37,16 @@ def test_installed_prefix_builds_and_runs_a_find_package_consumer(tmp_path):
     assert proc.stdout == "npu = vendor_npu:autoload (vendor_npu 2.1)\n"
     proc = run([build / "consumer", "torch.backends", "gpu", tmp_path / "cache", site], check=False)
     assert proc.returncode == 1 and "no entry point gpu" in proc.stderr
+
+
+def test_a_cpp_only_build_needs_neither_googletest_nor_benchmark_nor_pybind11(tmp_path):
+    # Configure only: each of those made unfindable, as on a consumer's machine.
+    proc = run(["cmake", "-S", SOURCE_DIR, "-B", tmp_path / "b", "-DEPLOAD_BUILD_TESTS=OFF",
+                "-DEPLOAD_BUILD_BENCH=OFF", "-DEPLOAD_BUILD_PYTHON=OFF",
+                "-DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON", "-DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON",
+                "-DCMAKE_DISABLE_FIND_PACKAGE_pybind11=ON", "-DCMAKE_DISABLE_FIND_PACKAGE_Python=ON"])
+    assert "epload: simdjson" in proc.stdout
+    # Tests asked for without the Python front is a clear configure error.
+    proc = run(["cmake", "-S", SOURCE_DIR, "-B", tmp_path / "c", "-DEPLOAD_BUILD_PYTHON=OFF",
+                "-DEPLOAD_BUILD_TESTS=ON"], check=False)
+    assert proc.returncode != 0 and "need EPLOAD_BUILD_PYTHON=ON" in proc.stderr
