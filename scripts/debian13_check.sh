@@ -20,7 +20,9 @@ mirror=${EPLOAD_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 [ "$(id -u)" -eq 0 ] || { echo "debian13_check: run as root (debootstrap, mount and chroot need it)" >&2; exit 1; }
 
-if [ ! -e "$root/etc/debian_version" ]; then
+# debootstrap removes $root/debootstrap when it has finished: a root that
+# still has it was interrupted, and debootstrap is run over it again.
+if [ ! -e "$root/etc/debian_version" ] || [ -d "$root/debootstrap" ]; then
   "$here/scripts/apt_install.sh" debian13_check debootstrap
   echo "debian13_check: making a Debian 13 root in $root (a few minutes)" >&2
   debootstrap --variant=minbase trixie "$root" "$mirror"
