@@ -207,6 +207,17 @@ def _match(value):
     return _compiled.match(value)
 
 
+def _match_member(value):
+    """_match for EntryPoint.module, .attr and .extras, failing on a value
+    that does not match as this interpreter's importlib does: from 3.13 on
+    with its ``assert`` (so AssertionError, or under -O the AttributeError
+    of ``None.group`` that 3.11 and 3.12 always give)."""
+    match = _match(value)
+    if sys.version_info >= (3, 13):
+        assert match is not None
+    return match
+
+
 def _simple(value):
     """``(module, attr or None)`` for the common ``pkg.mod:obj.attr`` form
     (ASCII word characters and dots, one colon, no spaces, no extras), where
@@ -279,7 +290,7 @@ class EntryPoint:
         simple = _simple(self.value)
         if simple is not None:
             return simple[0]
-        match = _match(self.value)
+        match = _match_member(self.value)
         return match.group('module')
 
     @property
@@ -287,7 +298,7 @@ class EntryPoint:
         simple = _simple(self.value)
         if simple is not None:
             return simple[1]
-        match = _match(self.value)
+        match = _match_member(self.value)
         return match.group('attr')
 
     @property
@@ -295,7 +306,7 @@ class EntryPoint:
         if _simple(self.value) is not None:
             return []
         import re
-        match = _match(self.value)
+        match = _match_member(self.value)
         return re.findall(r'\w+', match.group('extras') or '')
 
     def _for(self, dist):
