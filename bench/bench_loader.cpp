@@ -279,10 +279,16 @@ int bare_register(void*, const char* name, void* entry) {
 void bare_set_error(void*, const char*) {}
 int bare_lookup(void*, const char*, void**) { return EPLOAD_ERR_INVALID; }
 
+// The library gen_env.py wrote for backend i: `_backend` + the generating
+// interpreter's extension suffix, so it is looked up rather than spelled.
 std::string library_of(const LoaderEnv& env, int i) {
   char pkg[64];
   std::snprintf(pkg, sizeof pkg, "gen_backend_%04d", i);
-  return env.site + "/" + pkg + "/_backend.cpython-311-x86_64-linux-gnu.so";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(env.site + "/" + pkg, ec)) {
+    if (e.path().filename().string().starts_with("_backend.")) return e.path().string();
+  }
+  return env.site + "/" + pkg + "/_backend.so";  // absent: the caller's load reports it
 }
 
 std::string device_of(int i) {

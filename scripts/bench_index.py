@@ -69,7 +69,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # Shared with the other harnesses; re-exported (scripts/bench_gate uses them
 # through this module).
 from harness_common import (  # noqa: E402
-    GEN_ENV, HERE, SOURCE_DIR, BenchError, capture, fmt_ms, generate, hyperfine_pass,
+    GEN_ENV, HERE, SOURCE_DIR, BenchError, capture, fmt_ms, gbench_min_time, generate, hyperfine_pass,
     importlib_same_output, interleaved, interpreter_path, norm, run_once, stevedore_location,
     strace_counts, summarize)
 
@@ -257,7 +257,7 @@ def stat_baseline(bench_exe, distributions, env, tmp, quick,
              f"--benchmark_filter=^BM_Cache({which})/",
              f"--benchmark_repetitions={3 if quick else 7}",
              "--benchmark_report_aggregates_only=true",
-             f"--benchmark_min_time={0.05 if quick else 0.2}",
+             gbench_min_time(bench_exe, 0.05 if quick else 0.2),
              f"--benchmark_out={out}", "--benchmark_out_format=json"], e)
     with open(out) as f:
         data = json.load(f)

@@ -39,7 +39,9 @@ Backend kinds (--kind):
           The manifest's "library" is null for Python backends.
   native  (the default) Backend i is the package site-packages/gen_backend_<i>/
           holding an empty __init__.py and the shared library
-              _backend.cpython-311-x86_64-linux-gnu.so
+              _backend<suffix>, the running interpreter's first extension
+              suffix (importlib.machinery.EXTENSION_SUFFIXES[0], e.g.
+              .cpython-311-x86_64-linux-gnu.so)
           The entry point is  gen_backend_<i> = gen_backend_<i>._backend:gen_backend_init
           (epload's backend ABI, include/epload/backend.h).  The libraries are
           copies (never hard links: dlopen de-duplicates by inode) of a few
@@ -59,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import importlib.machinery
 import json
 import os
 import random
@@ -289,7 +292,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 NATIVE_SOURCE = os.path.join(HERE, "native_backend.c")
 NATIVE_INCLUDE = os.path.join(os.path.dirname(HERE), "include")
 NATIVE_PLACEHOLDER = b"EPLOAD_DEVICE_PLACEHOLDER______"  # 31 bytes + the NUL
-NATIVE_SUFFIX = ".cpython-311-x86_64-linux-gnu.so"
+NATIVE_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]  # this interpreter's
 NATIVE_INIT = "gen_backend_init"
 NATIVE_RELOCS = (0, 10, 100, 1000, 10000)
 BROKEN_KINDS = ("missing_library", "missing_symbol", "missing_dependency", "init_fails",

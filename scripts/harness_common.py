@@ -24,6 +24,7 @@ Only the standard library is used.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -66,6 +67,18 @@ def run_once(argv, env, stderr_path):
             err = f.read().strip()
         raise BenchError(f"command failed (exit {code}): {' '.join(argv)}\n{err[-2000:]}")
     return t1 - t0, int((ru.ru_utime + ru.ru_stime) * 1e9)
+
+
+@functools.cache
+def gbench_min_time(bench_exe, seconds):
+    """`--benchmark_min_time=` for `seconds`, as this Google Benchmark takes it.
+
+    1.8 and later want a unit (`0.2s`; a bare number draws a warning per
+    case), 1.7 refuses one (Debian 12 ships 1.7, Debian 13 1.9): the binary is
+    asked, since a listing run with the unit fails on 1.7."""
+    probe = subprocess.run([bench_exe, "--benchmark_min_time=0s", "--benchmark_list_tests"],
+                           capture_output=True)
+    return f"--benchmark_min_time={seconds}{'s' if probe.returncode == 0 else ''}"
 
 
 def capture(argv, env):

@@ -1,8 +1,9 @@
 """importlib.metadata-compatible entry points, answered from epload's index.
 
-The contract is CPython 3.11's ``importlib.metadata.entry_points()``: the same
-selection parameters, the same result types (``EntryPoints``, and for a call
-without parameters the deprecated ``SelectableGroups`` dict), the same order,
+The contract is the running interpreter's ``importlib.metadata.entry_points()``:
+the same selection parameters, the same result types (3.11: ``EntryPoints``, a
+list, and for a call without parameters the deprecated ``SelectableGroups``
+dict; 3.12 on: ``EntryPoints``, a tuple, for every call), the same order,
 and the same exceptions, for the ``sys.path`` of the moment of the call.
 
 The answer comes from one native call (``_native.query``) that returns plain
@@ -206,6 +207,17 @@ def _match(value):
     return _compiled.match(value)
 
 
+def _match_member(value):
+    """_match for EntryPoint.module, .attr and .extras, failing on a value
+    that does not match as this interpreter's importlib does: from 3.13 on
+    with its ``assert`` (so AssertionError, or under -O the AttributeError
+    of ``None.group`` that 3.11 and 3.12 always give)."""
+    match = _match(value)
+    if sys.version_info >= (3, 13):
+        assert match is not None
+    return match
+
+
 def _simple(value):
     """``(module, attr or None)`` for the common ``pkg.mod:obj.attr`` form
     (ASCII word characters and dots, one colon, no spaces, no extras), where
@@ -278,7 +290,7 @@ class EntryPoint:
         simple = _simple(self.value)
         if simple is not None:
             return simple[0]
-        match = _match(self.value)
+        match = _match_member(self.value)
         return match.group('module')
 
     @property
@@ -286,7 +298,7 @@ class EntryPoint:
         simple = _simple(self.value)
         if simple is not None:
             return simple[1]
-        match = _match(self.value)
+        match = _match_member(self.value)
         return match.group('attr')
 
     @property
@@ -294,7 +306,7 @@ class EntryPoint:
         if _simple(self.value) is not None:
             return []
         import re
-        match = _match(self.value)
+        match = _match_member(self.value)
         return re.findall(r'\w+', match.group('extras') or '')
 
     def _for(self, dist):
@@ -365,6 +377,14 @@ class EntryPoint:
         return (_restore, (self.name, self.value, self.group, path))
 
 
+# The tuple interface of an EntryPoint went in two steps: iteration (the
+# dict construction) in 3.12, indexing in 3.13.
+if sys.version_info >= (3, 12):
+    del EntryPoint.__iter__
+if sys.version_info >= (3, 13):
+    del EntryPoint.__getitem__
+
+
 def _restore(name, value, group, dist_path):
     ep = EntryPoint(name, value, group)
     if dist_path is not None:
@@ -428,7 +448,7 @@ def _build(dists, rows):
     return out
 
 
-# ---- collections (importlib.metadata 3.11's, warnings included) -------------
+# ---- collections (importlib.metadata's of this interpreter, warnings included) -
 
 def _warn_list():
     import warnings
@@ -546,6 +566,35 @@ class EntryPoints(DeprecatedList):
         return {ep.group for ep in self}
 
 
+if sys.version_info >= (3, 12):
+    _ListEntryPoints = EntryPoints
+
+    class EntryPoints(tuple):
+        """
+        An immutable collection of selectable EntryPoint objects.
+        """
+        # importlib.metadata's from 3.12 on: a tuple, indexed by name only.
+
+        __slots__ = ()
+
+        def __getitem__(self, name):  # -> EntryPoint:
+            """
+            Get the EntryPoint in self matching name.
+            """
+            try:
+                return next(iter(self.select(name=name)))
+            except StopIteration:
+                raise KeyError(name)
+
+        if sys.version_info >= (3, 13):
+            def __repr__(self):
+                return '%s(%r)' % (self.__class__.__name__, tuple(self))
+
+        select = _ListEntryPoints.select
+        names = _ListEntryPoints.names
+        groups = _ListEntryPoints.groups
+
+
 class Deprecated:
     """Mapping behaviour of SelectableGroups is deprecated, as in importlib."""
 
@@ -587,6 +636,7 @@ class SelectableGroups(Deprecated, dict):
     A backward- and forward-compatible result from
     entry_points that fully implements the dict interface.
     """
+    # Python 3.11's only: from 3.12 on, entry_points() returns EntryPoints.
 
     @classmethod
     def load(cls, eps):
@@ -642,8 +692,9 @@ def entry_points(**params):
 
     Pass selection parameters (group, name, value, module, attr, extras) to
     filter the result (see EntryPoints.select()).  Without parameters the
-    result is a ``SelectableGroups`` dict of group -> EntryPoints, as from
-    importlib.metadata 3.11.
+    result is, as from importlib.metadata, a ``SelectableGroups`` dict of
+    group -> EntryPoints on Python 3.11.  From 3.12 on, a call that does
+    not select a group is importlib.metadata's own answer.
     """
     if params:
         first = next(iter(params))
@@ -658,6 +709,15 @@ def entry_points(**params):
             if len(params) == 1:
                 return EntryPoints(eps)
             return EntryPoints(ep for ep in eps if ep.matches(**params))
+    if sys.version_info >= (3, 12):
+        # From 3.12 on, an answer that spans groups is in discovery order,
+        # and within a distribution in the order of the sections of its
+        # entry_points.txt, which the index (grouped, as 3.11 wants) does
+        # not keep.  Only a selection by group is answered here.
+        _debug('entry points of every group: answered by importlib.metadata '
+               '(Python 3.12+ orders them as the files do)')
+        return _importlib_entry_points(**params)
+    if params:
         eps = _entry_point_list(None)
         if eps is None:
             return _importlib_entry_points(**params)

@@ -19,6 +19,10 @@ BUILD_DIR = pathlib.Path(os.environ.get("EPLOAD_BUILD_DIR", SOURCE_DIR / "build"
 EPLOAD = BUILD_DIR / "epload"
 GEN = SOURCE_DIR / "scripts" / "gen_env.py"
 PYTHON = os.environ.get("EPLOAD_PYTHON", "/usr/bin/python3")
+# What gen_env.py names the libraries after: the interpreter's first extension suffix.
+EXTENSION_SUFFIX = subprocess.run(
+    [PYTHON, "-c", "import importlib.machinery as m; print(m.EXTENSION_SUFFIXES[0])"],
+    capture_output=True, text=True, check=True).stdout.strip()
 
 
 def generate(out, *args):
@@ -70,7 +74,7 @@ def test_manifest_describes_native_backends(env):
                                  "init_fails", "truncated", "not_elf", "abi_mismatch"}
     for b in m["backends"]:
         lib = pathlib.Path(b["library"])
-        assert lib.name == "_backend.cpython-311-x86_64-linux-gnu.so"
+        assert lib.name == "_backend" + EXTENSION_SUFFIX
         assert lib.exists() == (b["broken"] != "missing_library")
     # Copies, not links: every library is its own inode.
     inodes = {os.stat(b["library"]).st_ino for b in m["backends"] if pathlib.Path(b["library"]).exists()}
@@ -125,7 +129,7 @@ def test_lazy_load_loads_only_the_provider(env, tmp_path):
         # The one library loaded, plus the unreadable ones, whose ELF checks
         # are repeated on every start (they are never remembered as good).
         opened = {line.split('"')[1] for line in trace.read_text().splitlines()
-                  if "_backend.cpython" in line and "ENOENT" not in line}
+                  if "_backend" + EXTENSION_SUFFIX in line and "ENOENT" not in line}
         unreadable = {by_broken(m)[k]["library"] for k in ("truncated", "not_elf")}
         assert target["library"] in opened
         assert opened - unreadable == {target["library"]}, opened

@@ -31,7 +31,11 @@ except Exception as e:
     print(json.dumps({"error": type(e).__name__ + ": " + str(e)}))
     raise SystemExit(0)
 out = []
-for ep in itertools.chain.from_iterable(dict.values(eps)):  # no deprecation warning
+# 3.11: a SelectableGroups dict (its values: no deprecation warning); 3.12+:
+# EntryPoints in discovery order.  Both in 3.11's order, the CLI's: groups
+# sorted, discovery order within a group.
+flat = itertools.chain.from_iterable(dict.values(eps)) if isinstance(eps, dict) else eps
+for ep in sorted(flat, key=lambda ep: ep.group):
     try:
         name = md.Prepared.normalize(ep.dist.name)
     except Exception:  # no Name header (None), or METADATA unreadable

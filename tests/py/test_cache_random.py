@@ -131,7 +131,9 @@ def importlib_rows(paths):
     finally:
         sys.path[:] = saved
     rows = []
-    for ep in itertools.chain.from_iterable(dict.values(eps)):
+    # As conftest.ORACLE: 3.11's order on every interpreter (the CLI's).
+    flat = itertools.chain.from_iterable(dict.values(eps)) if isinstance(eps, dict) else eps
+    for ep in sorted(flat, key=lambda ep: ep.group):
         try:
             name = im.Prepared.normalize(ep.dist.name)
         except Exception:  # noqa: BLE001

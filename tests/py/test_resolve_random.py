@@ -27,7 +27,10 @@ from conftest import PYTHON
 # More trees: EPLOAD_RANDOM_TREES=400 (40 by default, ~2 s).
 TREES = int(os.environ.get("EPLOAD_RANDOM_TREES", "40"))
 
-EXT = [".cpython-311-x86_64-linux-gnu.so", ".abi3.so", ".so"]
+# The extension suffixes of the interpreter under test (the oracle's).
+EXT = json.loads(subprocess.run(
+    [PYTHON, "-c", "import importlib.machinery as m, json; print(json.dumps(m.EXTENSION_SUFFIXES))"],
+    capture_output=True, text=True, check=True).stdout)
 SUFFIXES = EXT + [".py", ".pyc"]
 
 ORACLE = r"""
