@@ -33,8 +33,8 @@ except Exception as e:
 out = []
 for ep in itertools.chain.from_iterable(dict.values(eps)):  # no deprecation warning
     try:
-        name = md.Prepared.normalize(ep.dist.name)
-    except Exception:  # no Name header (None), or METADATA unreadable
+        name = ep.dist.name  # METADATA's Name, exactly as written
+    except Exception:  # METADATA unreadable
         name = None
     try:
         version = ep.dist.version
@@ -43,12 +43,6 @@ for ep in itertools.chain.from_iterable(dict.values(eps)):  # no deprecation war
     out.append([ep.group, ep.name, ep.value, name, version])
 print(json.dumps({"ok": out}))
 """
-
-
-def _normalize(name):
-    # importlib.metadata.Prepared.normalize, without importing the module here
-    import re
-    return re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
 
 
 @pytest.fixture(scope="session")
@@ -77,6 +71,6 @@ def run_epload(exe, paths, cwd=None):
     p = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120)
     rows = None
     if p.returncode == 0:
-        rows = [[e["group"], e["name"], e["value"], _normalize(e["dist"]), e["version"]]
+        rows = [[e["group"], e["name"], e["value"], e["dist"], e["version"]]
                 for e in json.loads(p.stdout)]
     return p.returncode, rows, p.stderr
