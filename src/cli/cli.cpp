@@ -1,19 +1,14 @@
 // cli.cpp — shared plumbing of the `epload` command: registry, option
-// scanning, resolving search paths (asking the interpreter for sys.path when
-// no --path is given) and opening the index through the cache.
+// scanning, resolving search paths (the interpreter's sys.path when no --path
+// is given: python_memo.hpp) and opening the index through the cache.
 #include "cli/cli.hpp"
 
 #include "cli/heap_pages.hpp"
+#include "cli/python_memo.hpp"
 
-#include <spawn.h>     // posix_spawnp: ask the interpreter for sys.path
-#include <sys/wait.h>  // waitpid
-#include <unistd.h>    // pipe, read, close
-
-#include <cerrno>   // errno
-#include <cstdio>   // fprintf, fwrite
-#include <cstring>  // strerror
-
-extern char** environ;
+#include <cerrno>    // errno
+#include <cstdio>    // fprintf, fwrite
+#include <optional>  // the target's suffixes, once known
 
 namespace epload::cli {
 
@@ -130,60 +125,6 @@ int parse_index_option(std::string_view command, std::vector<std::string_view>& 
 
 namespace {
 
-// Runs `python -c PROGRAM` and returns its stdout: the executable, prefix,
-// version and every sys.path entry, NUL-separated (paths are bytes on Linux,
-// so no text encoding can mangle them).
-Result<std::vector<std::string>> ask_interpreter(const std::string& python) {
-  static const char* const k_program =
-      "import os, sys\n"
-      "sys.stdout.buffer.write(b'\\0'.join(os.fsencode(p) for p in "
-      "[sys.executable, sys.prefix, sys.version] + sys.path))\n";
-  int fds[2];
-  if (::pipe(fds) != 0) return Error{Errc::io, std::string("pipe: ") + std::strerror(errno)};
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  const char* argv[] = {python.c_str(), "-c", k_program, nullptr};
-  pid_t pid = 0;
-  int rc = ::posix_spawnp(&pid, python.c_str(), &actions, nullptr, const_cast<char**>(argv), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  if (rc != 0) {
-    ::close(fds[0]);
-    return Error{Errc::not_found, "cannot run interpreter '" + python + "': " + std::strerror(rc) +
-                                      " (pass --python EXE, or give the search paths with --path)"};
-  }
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n > 0) {
-      out.append(buf, static_cast<std::size_t>(n));
-    } else if (n == 0 || errno != EINTR) {
-      break;
-    }
-  }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Error{Errc::io, "interpreter '" + python + "' failed to report its sys.path (exit status " +
-                               std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")"};
-  }
-  std::vector<std::string> fields;
-  std::size_t start = 0;
-  for (std::size_t i = 0; i <= out.size(); ++i) {
-    if (i == out.size() || out[i] == '\0') {
-      fields.emplace_back(out, start, i - start);
-      start = i + 1;
-    }
-  }
-  if (fields.size() < 3) return Error{Errc::io, "interpreter '" + python + "' gave no sys.path"};
-  return fields;
-}
-
 const char* status_name(CacheStatus s) {
   switch (s) {
     case CacheStatus::hit: return "cache hit";
@@ -196,18 +137,51 @@ const char* status_name(CacheStatus s) {
 
 }  // namespace
 
+namespace {
+// The interpreter this run targets (--python), for its extension suffixes.
+FactsRequest g_target;
+std::optional<std::vector<std::string>> g_ext_suffixes;  // known once asked or remembered
+bool g_verbose = false;
+
+Result<PythonFacts> target_facts() {
+  std::string note;
+  auto facts = python_facts(g_target, note);
+  if (g_verbose && !note.empty()) std::fprintf(stderr, "epload: %s\n", note.c_str());
+  if (facts) g_ext_suffixes = facts.value().ext_suffixes;
+  return facts;
+}
+}  // namespace
+
+const std::vector<std::string>& target_ext_suffixes() {
+  if (!g_ext_suffixes) {
+    if (auto facts = target_facts(); !facts) {
+      // --path runs need the interpreter only for this: go on with the
+      // suffixes every CPython 3 accepts.
+      std::fprintf(stderr, "epload: warning: %s; resolving backends with the suffixes '.abi3.so' and '.so' only\n",
+                   facts.error().message.c_str());
+      g_ext_suffixes.emplace();
+    }
+  }
+  return *g_ext_suffixes;
+}
+
 bool resolve_cache_options(const IndexOptions& options, CacheOptions& co) {
+  g_target.python = options.python;
+  g_target.use_memo = !options.no_cache;
+  CacheOptions dir_only;
+  dir_only.cache_dir = options.cache_dir;
+  g_target.cache_dir = resolve_cache_dir(dir_only);
+  g_verbose = options.verbose;
   if (!options.paths.empty()) {
     co.search_paths = options.paths;
   } else {
-    auto fields = ask_interpreter(options.python);
-    if (!fields) {
-      fail(fields.error().message);
+    auto facts = target_facts();
+    if (!facts) {
+      fail(facts.error().message);
       return false;
     }
-    auto& f = fields.value();
-    co.interpreter = f[0] + '\0' + f[1] + '\0' + f[2];
-    co.search_paths.assign(f.begin() + 3, f.end());
+    co.interpreter = facts.value().identity();
+    co.search_paths = std::move(facts.value().sys_path);
   }
   co.cache_dir = options.cache_dir;
   co.use_cache = !options.no_cache;
