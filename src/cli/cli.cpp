@@ -5,6 +5,7 @@
 
 #include "cli/heap_pages.hpp"
 #include "cli/python_memo.hpp"
+#include "epload/metadata.hpp"  // find_invalid_utf8
 
 #include <cerrno>    // errno
 #include <cstdio>    // fprintf, fwrite
@@ -240,22 +241,35 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, C
 void append_json_string(std::string& out, std::string_view s) {
   static const char k_hex[] = "0123456789abcdef";
   out.push_back('"');
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          out += "\\u00";
-          out.push_back(k_hex[c >> 4]);
-          out.push_back(k_hex[c & 15]);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
+  while (!s.empty()) {
+    // Valid UTF-8 is written as it is; each byte of anything else (a path's
+    // bytes) as the lone surrogate U+DC80..U+DCFF that Python's
+    // surrogateescape decodes it to, so json.loads gives the str importlib has.
+    const std::size_t bad = find_invalid_utf8(s);
+    const std::string_view good = s.substr(0, bad);
+    for (unsigned char c : good) {
+      switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        default:
+          if (c < 0x20 || c == 0x7f) {
+            out += "\\u00";
+            out.push_back(k_hex[c >> 4]);
+            out.push_back(k_hex[c & 15]);
+          } else {
+            out.push_back(static_cast<char>(c));
+          }
+      }
     }
+    if (bad == std::string_view::npos) break;
+    const auto c = static_cast<unsigned char>(s[bad]);
+    out += "\\udc";
+    out.push_back(k_hex[c >> 4]);
+    out.push_back(k_hex[c & 15]);
+    s.remove_prefix(bad + 1);
   }
   out.push_back('"');
 }

@@ -110,7 +110,9 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options,
                                                   CacheOptions* used = nullptr,
                                                   const PrepareFn& prepare = {});
 
-/// Writes `s` as a JSON string literal (quotes included) to `out`.
+/// Writes `s` as a JSON string literal (quotes included) to `out`: valid
+/// UTF-8 as it is, each byte that is not (path bytes) as the escape of the
+/// lone surrogate Python's surrogateescape makes of it ("\udcXX").
 void append_json_string(std::string& out, std::string_view s);
 
 /// Keeps `object` alive until the process ends and never destroys it.  A
