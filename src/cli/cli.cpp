@@ -208,7 +208,12 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, C
     std::fprintf(stderr, "epload: %s%s%s%s%s\n", status_name(report.status),
                  report.file.empty() ? "" : " (", report.file.c_str(), report.file.empty() ? "" : ")",
                  report.reason.empty() ? "" : (": " + report.reason).c_str());
-  } else if (!report.cache_dir_problem.empty()) {
+  } else if (!report.shipped_problem.empty()) {
+    // Said even unasked: EPLOAD_INDEX names a file someone meant to be used.
+    std::fprintf(stderr, "epload: warning: %s; working without it (EPLOAD_INDEX)\n",
+                 report.shipped_problem.c_str());
+  }
+  if (!options.verbose && !report.cache_dir_problem.empty()) {
     // Said even unasked: every run will scan until it is fixed.
     std::fprintf(stderr,
                  "epload: warning: the index was not cached (%s); working uncached, every run "

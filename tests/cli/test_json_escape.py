@@ -35,3 +35,27 @@ def test_non_utf8_path_bytes_are_surrogate_escapes(tmp_path):
     [backend] = json.loads(p.stdout)["backends"]
     assert backend["library"] == os.fsdecode(site + b"/pkg/mod.so")
     assert os.fsencode(backend["library"]) == site + b"/pkg/mod.so"
+
+
+def test_unusable_shipped_index_is_said_unasked(tmp_path):
+    # EPLOAD_INDEX names a file someone meant to be used: missing, corrupt or
+    # foreign, it is said on stderr without --verbose, and the answer comes
+    # from a scan (or the cache) all the same.
+    site = tmp_path / "site"
+    d = site / "one-1.0.dist-info"
+    d.mkdir(parents=True)
+    (d / "entry_points.txt").write_text("[g]\na = m:f\n")
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text("not an index\n")
+    foreign = tmp_path / "foreign.json"
+    subprocess.run([EPLOAD, "index", "build", "--path", str(site), "--output", str(foreign)],
+                   check=True, capture_output=True)
+    os.chmod(foreign, 0o666)
+    for shipped in (tmp_path / "missing.json", corrupt, foreign):
+        env = dict(os.environ, EPLOAD_INDEX=str(shipped), EPLOAD_CACHE_DIR=str(tmp_path / "cache"))
+        p = subprocess.run([EPLOAD, "entry-points", "--path", str(site)], env=env,
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.startswith("g a = m:f"), p.stdout
+        assert p.stderr.count("epload: warning: shipped index") == 1, p.stderr
+        assert str(shipped) in p.stderr, p.stderr

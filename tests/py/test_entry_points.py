@@ -521,3 +521,29 @@ def test_generated_tree_matches_importlib_for_every_selection(tmp_path, seed):
     selections += [{'group': g} for g in gen.GROUPS]
     for params in selections:
         assert_same(paths, **params)
+
+
+# ---- an unusable EPLOAD_INDEX is said once per process ----------------------------
+
+@pytest.mark.parametrize('kind', ['missing', 'corrupt', 'foreign'])
+def test_unusable_shipped_index_is_said_once_and_work_goes_on(tmp_path, kind):
+    s = tmp_path / 's'
+    make_dist(s, 'one', entry_points={'g1': ['a = m:f'], 'g2': ['b = m:g']})
+    shipped = tmp_path / 'index.json'
+    if kind == 'corrupt':
+        shipped.write_text('{"format": "not an index"}\n')
+    elif kind == 'foreign':
+        shipped.write_text('{}\n')
+        os.chmod(shipped, 0o666)  # writable by anyone: never trusted
+    code = f'''
+import sys
+import epload
+sys.path[:] = [{str(s)!r}]
+print([e.value for e in epload.entry_points(group="g1")])
+print([e.value for e in epload.entry_points(group="g2")])
+print(len(epload.entry_points()))
+'''
+    proc = run_py(tmp_path, code, env={'EPLOAD_INDEX': str(shipped)})
+    assert proc.stdout.split('\n')[:3] == ["['m:f']", "['m:g']", '2']
+    assert proc.stderr.count('epload: warning: shipped index') == 1, proc.stderr
+    assert str(shipped) in proc.stderr and 'EPLOAD_INDEX' in proc.stderr, proc.stderr
