@@ -354,6 +354,7 @@ Memo memo_of(const std::string& python, const std::string& found, const std::str
   }
   m.stamp(found);
   for (const std::string& field : answer) {
+    if (field.empty()) continue;
     const std::string path = field.substr(1);
     if (field[0] == 's') {
       m.stamp(path);
@@ -365,7 +366,9 @@ Memo memo_of(const std::string& python, const std::string& found, const std::str
     }
   }
   for (const std::string& field : answer) {
-    if (std::string_view("xrvpe").find(field[0]) != std::string_view::npos) m.fields.push_back(field);
+    if (!field.empty() && std::string_view("xrvpe").find(field[0]) != std::string_view::npos) {
+      m.fields.push_back(field);
+    }
   }
   return m;
 }
@@ -388,7 +391,12 @@ std::string memo_path(const std::string& cache_dir, const std::string& python, c
 /// The memo file's fields, or why it cannot be trusted ("" when absent).
 Result<std::vector<std::string>> read_memo(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-  if (fd < 0) return Error{Errc::not_found, errno == ENOENT ? "" : path + ": " + std::strerror(errno)};
+  if (fd < 0) {
+    // No memo yet, or no cache directory to hold one (make_safe_dir says why
+    // when it is written): nothing to warn about.
+    const bool none = errno == ENOENT || errno == ENOTDIR;
+    return Error{Errc::not_found, none ? "" : path + ": " + std::strerror(errno)};
+  }
   struct stat st;
   std::string text;
   std::string why;
