@@ -343,7 +343,13 @@ void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out, FileReade
       d.version = append(out.pool, stem.version);
     } else if (!parsed.empty()) {
       MetaInfo meta;
+      const std::size_t watches_before = out.watches.size();
       read_metadata(c, meta, reader, out.pool, out.watches, rel);
+      // Where the stem names the distribution, its METADATA is not watched:
+      // `full` validation would stat twice the files, and the Name changes
+      // only with a reinstall, which replaces the directory (a change of
+      // its search path).  Only an in-place edit of Name is not seen.
+      if (detail::stem_names_the_metadata(stem)) out.watches.resize(watches_before);
       // The name and version are then "", which a later read may not give.
       note_failure(meta, out.pool, out.stop, out.io_failed);
       const bool ok = meta.error.len == 0;

@@ -1364,12 +1364,10 @@ TEST_F(CacheOpen, GroupQueryHitsWithAPartialIndex) {
   auto stamps = open_index(options, &r);
   ASSERT_TRUE(stamps);
   EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
-  // Its entry_points.txt, and the METADATA that names it.
-  ASSERT_EQ((*stamps)->watched_files().size(), 2u);
+  ASSERT_EQ((*stamps)->watched_files().size(), 1u);
   EXPECT_EQ((*stamps)->watched_files()[0].rel_path, "beta-2.0.dist-info/entry_points.txt");
   EXPECT_EQ((*stamps)->watched_files()[0].stamp,
             detail::stamp_at(AT_FDCWD, (site + "/beta-2.0.dist-info/entry_points.txt").c_str()));
-  EXPECT_EQ((*stamps)->watched_files()[1].rel_path, "beta-2.0.dist-info/METADATA");
 
   // The same file serves a complete read.
   options.groups.clear();
