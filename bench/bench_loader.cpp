@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>   // popen
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -45,6 +46,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "bench_util.hpp"
 #include "epload/backend.h"
@@ -61,7 +63,26 @@ struct LoaderEnv {
   std::string root, site, cache_dir;
   int backends = 0;
   std::shared_ptr<const epload::Index> index;
+  /// The generator's interpreter's EXTENSION_SUFFIXES: the libraries are
+  /// named for it, and a host passes its interpreter's list.
+  std::vector<std::string> ext_suffixes;
 };
+
+/// importlib.machinery.EXTENSION_SUFFIXES of `python`, one popen.
+std::vector<std::string> ext_suffixes_of(const std::string& python) {
+  const std::string cmd = epload::bench::detail::sh_quote(python) +
+                          " -c 'import importlib.machinery as m; print(*m.EXTENSION_SUFFIXES)'";
+  std::vector<std::string> out;
+  if (FILE* f = ::popen(cmd.c_str(), "r")) {
+    char buf[512];
+    std::string text;
+    while (std::fgets(buf, sizeof buf, f) != nullptr) text += buf;
+    ::pclose(f);
+    std::istringstream words(text);
+    for (std::string w; words >> w;) out.push_back(w);
+  }
+  return out;
+}
 
 struct LoaderEnvs {
   std::map<int, std::unique_ptr<LoaderEnv>> envs;
@@ -119,11 +140,13 @@ const LoaderEnv* env_for(benchmark::State& state) {
     return nullptr;
   }
   raw->index = std::make_shared<const epload::Index>(std::move(index).value());
+  raw->ext_suffixes = ext_suffixes_of(python);
   // Stamps taken in the clock tick of the generation are "racy" and not
   // stored; wait one tick, then let a loader write the store.
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   LoaderOptions o;
   o.cache_dir = raw->cache_dir;
+  o.ext_suffixes = raw->ext_suffixes;
   auto warm = Loader::create(raw->index, o);
   if (!warm) {
     epload::bench::fail(state, warm.error().message);
@@ -136,6 +159,7 @@ LoaderOptions options(const LoaderEnv& env, LoadMode mode = LoadMode::lazy) {
   LoaderOptions o;
   o.mode = mode;
   o.cache_dir = env.cache_dir;
+  o.ext_suffixes = env.ext_suffixes;
   return o;
 }
 

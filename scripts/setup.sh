@@ -24,7 +24,8 @@ jobs=${EPLOAD_JOBS:-$(nproc 2>/dev/null || echo 2)}
 # comparison use (hyperfine, strace, stevedore as a peer, matplotlib for plots).
 packages=(cmake make g++ pkg-config libsimdjson-dev libmimalloc-dev libbenchmark-dev libgtest-dev
           pybind11-dev python3-dev python3-venv python3-pytest hyperfine strace python3-stevedore
-          python3-matplotlib)
+          python3-matplotlib
+          "libpython$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')-testsuite")
 
 "$here/scripts/apt_install.sh" setup "${packages[@]}"
 

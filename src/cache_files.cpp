@@ -48,7 +48,9 @@ CacheFileKind cache_file_kind(std::string_view name) {
   if (has_prefix_suffix(name, "index-", ".json")) return CacheFileKind::index;
   if (has_prefix_suffix(name, "learned-", ".txt")) return CacheFileKind::learned;
   if (has_prefix_suffix(name, "devices-", ".json")) return CacheFileKind::devices;
-  if ((name.starts_with(".index-") || name.starts_with(".learned-") || name.starts_with(".devices-")) &&
+  if (has_prefix_suffix(name, "python-", ".txt")) return CacheFileKind::python;
+  if ((name.starts_with(".index-") || name.starts_with(".learned-") || name.starts_with(".devices-") ||
+       name.starts_with(".python-")) &&
       name.find(".tmp.") != std::string_view::npos) {
     return CacheFileKind::temp;
   }

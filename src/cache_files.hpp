@@ -22,7 +22,8 @@ enum class CacheFileKind {
   index,    ///< index-<hash>.json — the entry-point index (cache_store.cpp)
   learned,  ///< learned-<hash>.txt — the loader's learned devices (learned.cpp)
   devices,  ///< devices-<group>-<host>.json — the Python autoload's learned devices
-  temp,     ///< .index-*, .learned-*, .devices-* containing ".tmp.": a write in progress or abandoned
+  python,   ///< python-<hash>.txt — an interpreter's remembered sys.path (cli/python_memo.cpp)
+  temp,     ///< .index-*, .learned-*, .devices-*, .python-* containing ".tmp.": a write in progress or abandoned
 };
 CacheFileKind cache_file_kind(std::string_view name);
 
@@ -53,8 +54,8 @@ Result<void> write_atomic(const std::string& path, std::initializer_list<std::st
 
 /// Removes from `dir`: index files whose last use (the later of atime and
 /// mtime) is more than 30 days ago, then the least recently used ones beyond
-/// 64; learned stores (both kinds) unused for 30 days; temporary files older
-/// than an hour.  `keep` (a file name) is never removed.  Errors are ignored:
+/// 64; learned stores (both kinds) and remembered sys.paths unused for 30
+/// days; temporary files older than an hour.  `keep` (a file name) is never removed.  Errors are ignored:
 /// pruning is housekeeping, never a reason to fail a write.
 void prune_cache_dir(const std::string& dir, std::string_view keep);
 

@@ -32,10 +32,11 @@ namespace epload::detail {
 inline constexpr int k_cache_format_version = 3;
 
 /// Bumped whenever the scanner's answer for the same files changes (2: a
-/// dist-info stem stands for METADATA only as the wheel format writes it).
+/// dist-info stem stands for METADATA only as the wheel format writes it;
+/// 3: a distribution with entry points is named by its METADATA).
 /// Part of the key too: a cache written by an older scanner is never looked
 /// up, so its answer is not served, and it is pruned like any unused file.
-inline constexpr int k_scanner_version = 2;
+inline constexpr int k_scanner_version = 3;
 
 /// Everything that identifies one cache file.  The hash of this names the
 /// file; the full key is also stored inside it and compared on load, so a

@@ -231,7 +231,8 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
       rep.file = shipped;
       return std::make_shared<const Index>(std::move(r.value()));
     }
-    prefix = "shipped index " + shipped + " ignored (" + r.error().message + "); ";
+    rep.shipped_problem = "shipped index " + shipped + " ignored (" + r.error().message + ")";
+    prefix = rep.shipped_problem + "; ";
   }
 
   const std::string dir = resolve_cache_dir(options);

@@ -4,8 +4,9 @@
 // in pkg's directory in this order (FileFinder.find_spec, CPython 3.11):
 //
 //   1. if `pkg/mod` is a directory, the package: `pkg/mod/__init__` with
-//      each suffix in turn: the extension-module suffixes
-//      (EXTENSION_SUFFIXES), then source (.py), then bytecode (.pyc);
+//      each suffix in turn: the extension-module suffixes (the target
+//      interpreter's EXTENSION_SUFFIXES, which the caller passes), then
+//      source (.py), then bytecode (.pyc);
 //   2. otherwise the module: `pkg/mod` with the same suffixes in the same
 //      order.
 //
@@ -107,8 +108,9 @@ bool try_extension(std::string path, const ResolveOptions& options, Resolved& r)
 }  // namespace
 
 const std::vector<std::string>& default_ext_suffixes() {
-  static const std::vector<std::string> k_suffixes = {".cpython-311-x86_64-linux-gnu.so",
-                                                      ".abi3.so", ".so"};
+  // No interpreter's own tag: only the target interpreter knows it (its
+  // importlib.machinery.EXTENSION_SUFFIXES, which hosts pass).
+  static const std::vector<std::string> k_suffixes = {".abi3.so", ".so"};
   return k_suffixes;
 }
 

@@ -14,8 +14,8 @@ namespace epload::detail {
 
 /// How to resolve.
 struct ResolveOptions {
-  /// Extension-module suffixes, tried in order (importlib's
-  /// EXTENSION_SUFFIXES); empty: default_ext_suffixes().
+  /// Extension-module suffixes, tried in order: the target interpreter's
+  /// importlib.machinery.EXTENSION_SUFFIXES; empty: default_ext_suffixes().
   std::vector<std::string> ext_suffixes;
   /// Also read the declared devices of a native library (one ELF section,
   /// with pread, from the descriptor already open).
@@ -36,8 +36,8 @@ struct Resolved {
   std::string elf_error;
 };
 
-/// The CPython 3.11 x86-64 Linux suffixes, importlib's order:
-/// ".cpython-311-x86_64-linux-gnu.so", ".abi3.so", ".so".
+/// The suffixes every CPython 3 on Linux accepts, ".abi3.so", ".so": what
+/// is tried when the caller does not pass its interpreter's list.
 const std::vector<std::string>& default_ext_suffixes();
 
 /// Resolves `ep` (value "pkg.mod:symbol") to `pkg/mod<suffix>` under

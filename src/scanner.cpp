@@ -27,7 +27,7 @@
 //      classify and group the children, and de-duplicate in discovery order.
 //      Only distributions named by their metadata are read here (rare).
 //   2. read each surviving distribution's entry_points.txt (and, for those
-//      with entry points but no name-version stem, METADATA for the version)
+//      with entry points, METADATA for the name and version)
 //      and parse it.  Distributions are independent here, so a large scan
 //      shares them, in chunks, between two threads; each chunk keeps its
 //      own results.
@@ -36,10 +36,11 @@
 // Why it is fast: one openat/fstat/read/close per entry_points.txt, relative
 // to an open directory fd (no path walks from /), into a reused buffer; the
 // parser returns views, and the only per-entry copies are the IndexBuilder's.
-// Names with a `name-version.dist-info` stem take name and version from the
-// stem, which the binary distribution format (PEP 427/491) guarantees equal
-// to METADATA's, so METADATA is not read for them; a stem the format could
-// not have written (a '-' or '_' in the version part) is not trusted.
+// Distributions without entry points and a `name-version.dist-info` stem
+// take name and version from the stem, which the binary distribution format
+// (PEP 427/491) guarantees equal to METADATA's up to normalisation, so
+// METADATA is not read for them; a stem the format could not have written
+// (a '-' or '_' in the version part) is not trusted.
 #include "epload/scanner.hpp"
 
 #include <fcntl.h>     // open, O_DIRECTORY
@@ -326,20 +327,29 @@ void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out, FileReade
       }
     }
     d.entries_end = static_cast<std::uint32_t>(out.entries.size());
-    // Name and version: the stem when it is `name-version.dist-info`, else
-    // the metadata (already read in phase 1, or read now when there are
-    // entry points to attribute).  A metadata failure here is not an error:
-    // entry_points() never reads it.
+    // Name and version: with entry points to attribute, the metadata's
+    // (`ep.dist.name` is METADATA's Name, spelled as written: `Jinja2` in
+    // `jinja2-3.1.2.dist-info`; read in phase 1 already when the stem could
+    // not name the distribution); without, the stem's when it is
+    // `name-version.dist-info` (nothing shows it but `epload index`), so
+    // METADATA is read only for distributions that have entry points.  A
+    // metadata failure here is not an error: entry_points() never reads it.
     const detail::StemParts stem = detail::split_stem(child);
     if (kept.meta.read) {  // phase 1 read it (the name came from it)
       d.name = append(out.pool, kept.meta.name.in(m_meta_pool));
       d.version = append(out.pool, kept.meta.version.in(m_meta_pool));
-    } else if (detail::stem_names_the_metadata(stem)) {
+    } else if (parsed.empty() && detail::stem_names_the_metadata(stem)) {
       d.name = append(out.pool, stem.name);
       d.version = append(out.pool, stem.version);
     } else if (!parsed.empty()) {
       MetaInfo meta;
+      const std::size_t watches_before = out.watches.size();
       read_metadata(c, meta, reader, out.pool, out.watches, rel);
+      // Where the stem names the distribution, its METADATA is not watched:
+      // `full` validation would stat twice the files, and the Name changes
+      // only with a reinstall, which replaces the directory (a change of
+      // its search path).  Only an in-place edit of Name is not seen.
+      if (detail::stem_names_the_metadata(stem)) out.watches.resize(watches_before);
       // The name and version are then "", which a later read may not give.
       note_failure(meta, out.pool, out.stop, out.io_failed);
       const bool ok = meta.error.len == 0;

@@ -109,6 +109,8 @@ class BackendEnv {
   void add_entry_point(const std::string& dist, const std::string& name, const std::string& value) {
     const std::string meta = m_site + "/" + dist + "-1.0.dist-info";
     make_dirs(meta);
+    // What an installer writes; a scan names the distribution by it.
+    write_file(meta + "/METADATA", "Metadata-Version: 2.1\nName: " + dist + "\nVersion: 1.0\n");
     m_eps.push_back({dist, name, value, meta});
   }
 

@@ -28,6 +28,8 @@ TEST(CacheFiles, KindOfEveryName) {
   EXPECT_EQ(detail::cache_file_kind(".index-0123.json.tmp.AbC123"), CacheFileKind::temp);
   EXPECT_EQ(detail::cache_file_kind(".learned-0123.txt.tmp.AbC123"), CacheFileKind::temp);
   EXPECT_EQ(detail::cache_file_kind(".devices-g-h.json.tmp.12.34"), CacheFileKind::temp);
+  EXPECT_EQ(detail::cache_file_kind("python-0123456789abcdef.txt"), CacheFileKind::python);
+  EXPECT_EQ(detail::cache_file_kind(".python-0123.txt.tmp.AbC123"), CacheFileKind::temp);
   // Not ours: near misses are never touched.
   for (const char* other : {"index-.json", "index-x.json.bak", "learned-x.json", "devices-.json",
                             ".index-x.json", "notes.txt", "index.json", ".tmp.index-x", "learned-.txt"}) {

@@ -13,7 +13,15 @@ using testing::BackendEnv;
 using testing::make_dirs;
 using testing::write_file;
 
-Resolved resolve(const BackendEnv& env, const std::string& value, ResolveOptions o = {}) {
+// A host passes its interpreter's importlib.machinery.EXTENSION_SUFFIXES;
+// these are CPython 3.11's on x86-64 Linux, as a sample.
+ResolveOptions tagged() {
+  ResolveOptions o;
+  o.ext_suffixes = {".cpython-311-x86_64-linux-gnu.so", ".abi3.so", ".so"};
+  return o;
+}
+
+Resolved resolve(const BackendEnv& env, const std::string& value, ResolveOptions o = tagged()) {
   EntryPoint ep;
   Distribution dist;
   dist.name = "d";
@@ -49,6 +57,8 @@ TEST(Resolve, SuffixesInImportlibOrder) {
   ResolveOptions o;
   o.ext_suffixes = {".so"};
   EXPECT_EQ(resolve(env, "pkg.mod:init", o).file, env.site() + "/pkg/mod.so");
+  // Without one, no interpreter's own tag is assumed: .abi3.so, then .so.
+  EXPECT_EQ(resolve(env, "pkg.mod:init", ResolveOptions{}).file, env.site() + "/pkg/mod.abi3.so");
 }
 
 TEST(Resolve, ExtensionBeatsPythonSource) {

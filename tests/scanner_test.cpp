@@ -58,7 +58,16 @@ class Scanner : public ::testing::Test {
             const std::string& metadata = "") const {
     fs::create_directories(path(site + "/" + dir));
     if (!eps.empty()) write(site + "/" + dir + "/entry_points.txt", eps);
-    if (!metadata.empty()) write(site + "/" + dir + "/METADATA", metadata);
+    if (!metadata.empty()) {
+      write(site + "/" + dir + "/METADATA", metadata);
+    } else if (!eps.empty() && dir.ends_with(".dist-info")) {
+      // What an installer writes: Name and Version as the stem has them.
+      const std::string stem = dir.substr(0, dir.rfind('.'));
+      const std::size_t dash = stem.find('-');
+      write(site + "/" + dir + "/METADATA",
+            "Metadata-Version: 2.1\nName: " + stem.substr(0, dash) + "\nVersion: " +
+                (dash == std::string::npos ? "0" : stem.substr(dash + 1)) + "\n");
+    }
   }
 
   Index scan_ok(const std::vector<std::string>& paths) const {
@@ -252,6 +261,26 @@ TEST_F(Scanner, EggDirectoryEggInfoComesAfterTheInfos) {
   // A trailing slash makes the basename empty: not an egg.
   const Index slash = scan_ok({path("thing-1.0-py3.11.egg") + "/"});
   EXPECT_EQ(flat(slash), (std::vector<std::string>{"g:inner=i@inner"}));
+}
+
+TEST_F(Scanner, DistributionWithEntryPointsIsNamedByItsMetadata) {
+  // ep.dist.name is METADATA's Name as written, even where the stem names
+  // the distribution (normalised); one without entry points keeps its stem
+  // (METADATA is not read for it).  Where the stem names it, METADATA is
+  // read but not watched (`full` validation's cost: see scanner.cpp).
+  dist("site", "jinja2-3.1.2.dist-info", "[g]\nj = 1\n", "Metadata-Version: 2.1\nName: Jinja2\nVersion: 3.1.2\n");
+  dist("site", "quiet-1.0.dist-info");
+  write("site/quiet-1.0.dist-info/METADATA", "Name: Loud\nVersion: 9\n");
+  const Index index = scan_ok({path("site")});
+  ASSERT_EQ(index.distributions().size(), 2u);
+  EXPECT_EQ(flat(index), (std::vector<std::string>{"g:j=1@Jinja2"}));
+  EXPECT_EQ(watched(index, "jinja2-3.1.2.dist-info/METADATA"), nullptr);
+  for (const Distribution& d : index.distributions()) {
+    if (d.name != "Jinja2") {
+      EXPECT_EQ(d.name, "quiet");
+    }
+  }
+  EXPECT_EQ(watched(index, "quiet-1.0.dist-info/METADATA"), nullptr);
 }
 
 TEST_F(Scanner, EggInfoDirectoryVersionComesFromPkgInfo) {

@@ -92,6 +92,10 @@ struct CacheReport {
   /// could not be written there): the answer was served uncached, and every
   /// run will scan until it is fixed.
   std::string cache_dir_problem;
+  /// Set when a shipped index (CacheOptions::shipped_index, else
+  /// $EPLOAD_INDEX) was asked for but could not be used (missing, corrupt,
+  /// foreign): why.  The answer came from the cache or a scan instead.
+  std::string shipped_problem;
 };
 
 /// The directory caches live in, resolved from the options and environment.

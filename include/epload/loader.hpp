@@ -97,8 +97,9 @@ struct LoaderOptions {
   /// same gain, and the same price should another program truncate the
   /// file in place while it is mapped; the CLI sets it).
   bool map_files = false;
-  /// Extension-module suffixes in importlib's order; empty: CPython 3.11
-  /// x86-64 Linux (".cpython-311-x86_64-linux-gnu.so", ".abi3.so", ".so").
+  /// Extension-module suffixes in importlib's order: the target
+  /// interpreter's importlib.machinery.EXTENSION_SUFFIXES (the CLI passes
+  /// --python's; a Python host its own).  Empty: ".abi3.so", ".so" only.
   std::vector<std::string> ext_suffixes;
   /// Loads a Python backend (the Python layer sets this): imports it, calls
   /// it and registers its devices through `host` (valid during the call).

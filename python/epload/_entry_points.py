@@ -20,6 +20,8 @@ answer, the call is handed to importlib.metadata itself, which then answers
 * the scanner cannot answer exactly (e.g. a zip archive with distributions
   on the path) or fails for any other reason.
 
+Handing a call back uses importlib's original ``entry_points``, so
+``importlib.metadata.entry_points = epload.entry_points`` is supported.
 ``EPLOAD_DEBUG=1`` prints why to stderr.  Nothing here imports
 importlib.metadata, email, zipfile, pathlib, re or warnings until it is
 needed (an interpreter started with -S has not imported warnings: 0.4 ms).
@@ -183,9 +185,51 @@ def _discovery(groups):
     return found
 
 
+_original_entry_points = None  # importlib.metadata's own, once needed
+
+
 def _importlib_entry_points(**params):
-    from importlib.metadata import entry_points
-    return entry_points(**params)
+    """importlib.metadata's own ``entry_points(**params)``, even where it has
+    been replaced by ours (``importlib.metadata.entry_points =
+    epload.entry_points`` is supported): handing a call back must never come
+    back here."""
+    global _original_entry_points
+    original = _original_entry_points
+    if original is None:
+        import importlib.metadata as md
+        original = md.entry_points
+        if getattr(original, '__globals__', None) is not md.__dict__:
+            original = _defined_entry_points(md)
+        _original_entry_points = original
+    return original(**params)
+
+
+def _defined_entry_points(md):
+    """The ``entry_points`` function importlib.metadata's code defines, made
+    again from the module's code object (its cached bytecode) with the live
+    module's globals: the very function the module had before it was
+    replaced, its classes and helpers included."""
+    import types
+    code = md.__spec__.loader.get_code(md.__name__)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType) and const.co_name == 'entry_points':
+            return types.FunctionType(const, md.__dict__, 'entry_points')
+    raise RuntimeError(
+        f'epload: cannot find the entry_points function of {md.__file__} '
+        f'(importlib.metadata.entry_points was replaced by {md.entry_points!r})')
+
+
+def _keep_original():
+    """Keeps importlib.metadata's ``entry_points`` if it is already imported
+    and not replaced yet (the cheap way; _defined_entry_points otherwise)."""
+    global _original_entry_points
+    md = sys.modules.get('importlib.metadata')
+    original = getattr(md, 'entry_points', None)
+    if original is not None and getattr(original, '__globals__', None) is md.__dict__:
+        _original_entry_points = original
+
+
+_keep_original()
 
 
 # ---- entry-point values -----------------------------------------------------

@@ -302,6 +302,16 @@ QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
       error_message = got.error().message;
     }
   }
+  if (!report.shipped_problem.empty()) {
+    // Said even unasked, once per process (the GIL orders this flag):
+    // EPLOAD_INDEX names a file someone meant to be used.
+    static bool said = false;
+    if (!said) {
+      said = true;
+      PySys_FormatStderr("epload: warning: %s; working without it (EPLOAD_INDEX)\n",
+                         report.shipped_problem.c_str());
+    }
+  }
   // Messages and reasons may quote paths, which are bytes: decoded like paths.
   auto loose = [](std::string_view s) {
     auto o = py::reinterpret_steal<py::object>(fs_path(s));

@@ -1,19 +1,15 @@
 // cli.cpp — shared plumbing of the `epload` command: registry, option
-// scanning, resolving search paths (asking the interpreter for sys.path when
-// no --path is given) and opening the index through the cache.
+// scanning, resolving search paths (the interpreter's sys.path when no --path
+// is given: python_memo.hpp) and opening the index through the cache.
 #include "cli/cli.hpp"
 
 #include "cli/heap_pages.hpp"
+#include "cli/python_memo.hpp"
+#include "epload/metadata.hpp"  // find_invalid_utf8
 
-#include <spawn.h>     // posix_spawnp: ask the interpreter for sys.path
-#include <sys/wait.h>  // waitpid
-#include <unistd.h>    // pipe, read, close
-
-#include <cerrno>   // errno
-#include <cstdio>   // fprintf, fwrite
-#include <cstring>  // strerror
-
-extern char** environ;
+#include <cerrno>    // errno
+#include <cstdio>    // fprintf, fwrite
+#include <optional>  // the target's suffixes, once known
 
 namespace epload::cli {
 
@@ -79,7 +75,8 @@ const char* const k_index_options_help =
     "Index options:\n"
     "  --path DIR          search path, repeatable, in order (default: the sys.path\n"
     "                      of --python)\n"
-    "  --python EXE        interpreter whose sys.path to use (default: python3)\n"
+    "  --python EXE        interpreter whose sys.path to use (default: python3);\n"
+    "                      what it says is remembered in the cache directory\n"
     "  --cache-dir DIR     cache directory (default: $EPLOAD_CACHE_DIR, else\n"
     "                      $XDG_CACHE_HOME/epload, else ~/.cache/epload)\n"
     "  --no-cache          always scan; neither read nor write a cache\n"
@@ -130,60 +127,6 @@ int parse_index_option(std::string_view command, std::vector<std::string_view>& 
 
 namespace {
 
-// Runs `python -c PROGRAM` and returns its stdout: the executable, prefix,
-// version and every sys.path entry, NUL-separated (paths are bytes on Linux,
-// so no text encoding can mangle them).
-Result<std::vector<std::string>> ask_interpreter(const std::string& python) {
-  static const char* const k_program =
-      "import os, sys\n"
-      "sys.stdout.buffer.write(b'\\0'.join(os.fsencode(p) for p in "
-      "[sys.executable, sys.prefix, sys.version] + sys.path))\n";
-  int fds[2];
-  if (::pipe(fds) != 0) return Error{Errc::io, std::string("pipe: ") + std::strerror(errno)};
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  const char* argv[] = {python.c_str(), "-c", k_program, nullptr};
-  pid_t pid = 0;
-  int rc = ::posix_spawnp(&pid, python.c_str(), &actions, nullptr, const_cast<char**>(argv), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  if (rc != 0) {
-    ::close(fds[0]);
-    return Error{Errc::not_found, "cannot run interpreter '" + python + "': " + std::strerror(rc) +
-                                      " (pass --python EXE, or give the search paths with --path)"};
-  }
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n > 0) {
-      out.append(buf, static_cast<std::size_t>(n));
-    } else if (n == 0 || errno != EINTR) {
-      break;
-    }
-  }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Error{Errc::io, "interpreter '" + python + "' failed to report its sys.path (exit status " +
-                               std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")"};
-  }
-  std::vector<std::string> fields;
-  std::size_t start = 0;
-  for (std::size_t i = 0; i <= out.size(); ++i) {
-    if (i == out.size() || out[i] == '\0') {
-      fields.emplace_back(out, start, i - start);
-      start = i + 1;
-    }
-  }
-  if (fields.size() < 3) return Error{Errc::io, "interpreter '" + python + "' gave no sys.path"};
-  return fields;
-}
-
 const char* status_name(CacheStatus s) {
   switch (s) {
     case CacheStatus::hit: return "cache hit";
@@ -196,18 +139,51 @@ const char* status_name(CacheStatus s) {
 
 }  // namespace
 
+namespace {
+// The interpreter this run targets (--python), for its extension suffixes.
+FactsRequest g_target;
+std::optional<std::vector<std::string>> g_ext_suffixes;  // known once asked or remembered
+bool g_verbose = false;
+
+Result<PythonFacts> target_facts() {
+  std::string note;
+  auto facts = python_facts(g_target, note);
+  if (g_verbose && !note.empty()) std::fprintf(stderr, "epload: %s\n", note.c_str());
+  if (facts) g_ext_suffixes = facts.value().ext_suffixes;
+  return facts;
+}
+}  // namespace
+
+const std::vector<std::string>& target_ext_suffixes() {
+  if (!g_ext_suffixes) {
+    if (auto facts = target_facts(); !facts) {
+      // --path runs need the interpreter only for this: go on with the
+      // suffixes every CPython 3 accepts.
+      std::fprintf(stderr, "epload: warning: %s; resolving backends with the suffixes '.abi3.so' and '.so' only\n",
+                   facts.error().message.c_str());
+      g_ext_suffixes.emplace();
+    }
+  }
+  return *g_ext_suffixes;
+}
+
 bool resolve_cache_options(const IndexOptions& options, CacheOptions& co) {
+  g_target.python = options.python;
+  g_target.use_memo = !options.no_cache;
+  CacheOptions dir_only;
+  dir_only.cache_dir = options.cache_dir;
+  g_target.cache_dir = resolve_cache_dir(dir_only);
+  g_verbose = options.verbose;
   if (!options.paths.empty()) {
     co.search_paths = options.paths;
   } else {
-    auto fields = ask_interpreter(options.python);
-    if (!fields) {
-      fail(fields.error().message);
+    auto facts = target_facts();
+    if (!facts) {
+      fail(facts.error().message);
       return false;
     }
-    auto& f = fields.value();
-    co.interpreter = f[0] + '\0' + f[1] + '\0' + f[2];
-    co.search_paths.assign(f.begin() + 3, f.end());
+    co.interpreter = facts.value().identity();
+    co.search_paths = std::move(facts.value().sys_path);
   }
   co.cache_dir = options.cache_dir;
   co.use_cache = !options.no_cache;
@@ -233,7 +209,12 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, C
     std::fprintf(stderr, "epload: %s%s%s%s%s\n", status_name(report.status),
                  report.file.empty() ? "" : " (", report.file.c_str(), report.file.empty() ? "" : ")",
                  report.reason.empty() ? "" : (": " + report.reason).c_str());
-  } else if (!report.cache_dir_problem.empty()) {
+  } else if (!report.shipped_problem.empty()) {
+    // Said even unasked: EPLOAD_INDEX names a file someone meant to be used.
+    std::fprintf(stderr, "epload: warning: %s; working without it (EPLOAD_INDEX)\n",
+                 report.shipped_problem.c_str());
+  }
+  if (!options.verbose && !report.cache_dir_problem.empty()) {
     // Said even unasked: every run will scan until it is fixed.
     std::fprintf(stderr,
                  "epload: warning: the index was not cached (%s); working uncached, every run "
@@ -266,22 +247,35 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, C
 void append_json_string(std::string& out, std::string_view s) {
   static const char k_hex[] = "0123456789abcdef";
   out.push_back('"');
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          out += "\\u00";
-          out.push_back(k_hex[c >> 4]);
-          out.push_back(k_hex[c & 15]);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
+  while (!s.empty()) {
+    // Valid UTF-8 is written as it is; each byte of anything else (a path's
+    // bytes) as the lone surrogate U+DC80..U+DCFF that Python's
+    // surrogateescape decodes it to, so json.loads gives the str importlib has.
+    const std::size_t bad = find_invalid_utf8(s);
+    const std::string_view good = s.substr(0, bad);
+    for (unsigned char c : good) {
+      switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        default:
+          if (c < 0x20 || c == 0x7f) {
+            out += "\\u00";
+            out.push_back(k_hex[c >> 4]);
+            out.push_back(k_hex[c & 15]);
+          } else {
+            out.push_back(static_cast<char>(c));
+          }
+      }
     }
+    if (bad == std::string_view::npos) break;
+    const auto c = static_cast<unsigned char>(s[bad]);
+    out += "\\udc";
+    out.push_back(k_hex[c >> 4]);
+    out.push_back(k_hex[c & 15]);
+    s.remove_prefix(bad + 1);
   }
   out.push_back('"');
 }

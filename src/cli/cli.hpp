@@ -92,6 +92,12 @@ int parse_index_option(std::string_view command, std::vector<std::string_view>& 
 /// prints the message and returns false.
 bool resolve_cache_options(const IndexOptions& options, CacheOptions& out);
 
+/// importlib.machinery.EXTENSION_SUFFIXES of the interpreter the last
+/// resolve_cache_options() targeted (--python): remembered with its sys.path,
+/// or asked now when --path was given.  When it cannot be asked, a warning
+/// and an empty list (resolve.cpp's interpreter-neutral default).
+const std::vector<std::string>& target_ext_suffixes();
+
 /// Opens the index the options describe: search paths from --path, else the
 /// sys.path of --python; the cache per --cache-dir / --no-cache /
 /// --validate.  Prints the cache outcome under --verbose.  On error prints
@@ -104,7 +110,9 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options,
                                                   CacheOptions* used = nullptr,
                                                   const PrepareFn& prepare = {});
 
-/// Writes `s` as a JSON string literal (quotes included) to `out`.
+/// Writes `s` as a JSON string literal (quotes included) to `out`: valid
+/// UTF-8 as it is, each byte that is not (path bytes) as the escape of the
+/// lone surrogate Python's surrogateescape makes of it ("\udcXX").
 void append_json_string(std::string& out, std::string_view s);
 
 /// Keeps `object` alive until the process ends and never destroys it.  A

@@ -1,6 +1,8 @@
 // host_options.cpp — see host_options.hpp.
 #include "cli/host_options.hpp"
 
+#include "cli/cli.hpp"  // target_ext_suffixes
+
 namespace epload::cli {
 
 Result<LoaderOptions> host_loader_options(const CacheOptions& cache, const std::string& group,
@@ -16,6 +18,7 @@ Result<LoaderOptions> host_loader_options(const CacheOptions& cache, const std::
   lo.cache_dir = cache.cache_dir;
   lo.use_store = cache.use_cache;
   lo.map_files = cache.map_files;
+  lo.ext_suffixes = target_ext_suffixes();
   return lo;
 }
 

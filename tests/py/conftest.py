@@ -37,8 +37,8 @@ out = []
 flat = itertools.chain.from_iterable(dict.values(eps)) if isinstance(eps, dict) else eps
 for ep in sorted(flat, key=lambda ep: ep.group):
     try:
-        name = md.Prepared.normalize(ep.dist.name)
-    except Exception:  # no Name header (None), or METADATA unreadable
+        name = ep.dist.name  # METADATA's Name, exactly as written
+    except Exception:  # METADATA unreadable
         name = None
     try:
         version = ep.dist.version
@@ -47,12 +47,6 @@ for ep in sorted(flat, key=lambda ep: ep.group):
     out.append([ep.group, ep.name, ep.value, name, version])
 print(json.dumps({"ok": out}))
 """
-
-
-def _normalize(name):
-    # importlib.metadata.Prepared.normalize, without importing the module here
-    import re
-    return re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
 
 
 @pytest.fixture(scope="session")
@@ -81,6 +75,6 @@ def run_epload(exe, paths, cwd=None):
     p = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120)
     rows = None
     if p.returncode == 0:
-        rows = [[e["group"], e["name"], e["value"], _normalize(e["dist"]), e["version"]]
+        rows = [[e["group"], e["name"], e["value"], e["dist"], e["version"]]
                 for e in json.loads(p.stdout)]
     return p.returncode, rows, p.stderr

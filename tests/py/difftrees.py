@@ -581,6 +581,35 @@ def unicode_distribution_names(root):
 
 
 @case
+def dist_name_is_metadata_name(root):
+    """ep.dist.name is METADATA's Name as written, whatever the directory's
+    name says: 'Jinja2' in jinja2-3.1.2.dist-info, 'hid' in .hid-1.0.dist-info,
+    'real' in alias-1.0.dist-info, a symlink to real-1.0.dist-info."""
+    site, real = root / "site", root / "real"
+    meta = "Metadata-Version: 2.1\nName: {}\nVersion: {}\n"
+    dist(site, "jinja2-3.1.2.dist-info", "[g]\njinja = j\n", metadata=meta.format("Jinja2", "3.1.2"))
+    dist(site, ".hid-1.0.dist-info", "[g]\nhid = h\n", metadata=meta.format("hid", "1.0"))
+    dist(real, "real-1.0.dist-info", "[g]\nalias = a\n", metadata=meta.format("real", "1.0"))
+    (site / "alias-1.0.dist-info").symlink_to(real / "real-1.0.dist-info")
+    dist(site, "plain-1.0.dist-info", "[g]\nplain = p\n")
+    return Case([str(site)])
+
+
+@case
+def undecodable_metadata_directory_names(root):
+    """Metadata directories whose names are not UTF-8 (os.listdir gives them
+    surrogate-escaped): their entry points are found, named by METADATA (or
+    None without a Name header), in a directory whose name is not UTF-8 either."""
+    site = root / os.fsdecode(b"site\xfe")
+    dist(site, os.fsdecode(b"caf\xe9-1.0.dist-info"), "[g]\ncafe = c\n",
+         metadata="Metadata-Version: 2.1\nName: cafe\nVersion: 1.0\n")
+    dist(site, os.fsdecode(b"n\xffn\xc3-2.0.dist-info"), "[g]\nnameless = n\n",
+         metadata="Metadata-Version: 2.1\nVersion: 2.0\n")
+    dist(site, os.fsdecode(b"quiet\xe9-1.0.dist-info"), metadata="Name: quiet\n")
+    return Case([str(site)])
+
+
+@case
 def raw_values_and_sorting(root):
     """Values stay raw; groups sort by code point (uppercase, lowercase, non-ASCII)."""
     site = root / "site"

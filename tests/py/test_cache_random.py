@@ -135,7 +135,7 @@ def importlib_rows(paths):
     flat = itertools.chain.from_iterable(dict.values(eps)) if isinstance(eps, dict) else eps
     for ep in sorted(flat, key=lambda ep: ep.group):
         try:
-            name = im.Prepared.normalize(ep.dist.name)
+            name = ep.dist.name  # exactly: the CLI reports METADATA's Name
         except Exception:  # noqa: BLE001
             name = None
         rows.append([ep.group, ep.name, ep.value, name or '', ep.dist.version or ''])
@@ -161,11 +161,9 @@ def test_cli_cache_file_follows_random_changes(tmp_path, seed, epload_bin):
 def run_epload_cached(exe, paths, cache):
     import json
     import subprocess
-    from conftest import _normalize
     argv = [exe, 'entry-points', '--json', f'--cache-dir={cache}'] + [f'--path={p}' for p in paths]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     if p.returncode == 1:
         return None
     assert p.returncode == 0, p.stderr
-    return [[e['group'], e['name'], e['value'], _normalize(e['dist']) if e['dist'] else '', e['version']]
-            for e in json.loads(p.stdout)]
+    return [[e['group'], e['name'], e['value'], e['dist'], e['version']] for e in json.loads(p.stdout)]

@@ -3,7 +3,7 @@
 The oracle is /usr/bin/python3's own importlib.metadata, run in a subprocess
 with sys.path set to exactly the search paths under test.  epload is the CLI
 `epload entry-points --no-cache --json`.  Compared: the (group, name, value,
-normalized distribution name, version) list in order; where importlib raises,
+distribution name (`ep.dist.name`), version) list in order; where importlib raises,
 epload must exit 1 with a message naming the offending file.
 
 Crafted trees (difftrees.py) cover each discovery and parsing rule; the real

@@ -4,6 +4,7 @@ same order, same types of result, same exceptions, same EntryPoint behaviour.
 """
 
 import contextlib
+import json
 import importlib.metadata as im
 import os
 import pickle
@@ -389,6 +390,49 @@ def test_zip_on_the_path_is_answered_exactly(tmp_path):
     assert [ep[0] for ep in out[1][1]] == ['z', 'a']
 
 
+@pytest.mark.parametrize('order', ['importlib_first', 'epload_first'])
+def test_importlib_entry_points_may_be_replaced_by_epload(tmp_path, order):
+    # importlib.metadata.entry_points = epload.entry_points: a call epload
+    # hands back (a zip with a distribution, a malformed file) goes to
+    # importlib's original, never to itself.  Kept at import when importlib.metadata
+    # is already there, else made again from its code.
+    s = tmp_path / 's'
+    make_dist(s, 'plain', entry_points={'g1': ['a = plain:f']})
+    bad = tmp_path / 'bad'
+    make_dist(bad, 'broken', entry_points=b'[g1]\nno equals\n')
+    archive = tmp_path / 'bundle.zip'
+    with zipfile.ZipFile(archive, 'w') as z:
+        z.writestr('zipped-1.0.dist-info/METADATA', 'Name: zipped\nVersion: 1.0\n')
+        z.writestr('zipped-1.0.dist-info/entry_points.txt', '[g1]\nz = zipped:f\n')
+    first = 'import importlib.metadata as md\nimport epload' if order == 'importlib_first' \
+        else 'import epload\nimport importlib.metadata as md'
+    code = f'''
+import sys, json
+{first}
+from epload import _entry_points as eps
+original = md.entry_points
+md.entry_points = epload.entry_points
+sys.path[:0] = [{str(archive)!r}, {str(s)!r}]
+zipped = [e.name for e in md.entry_points(group="g1")]
+sys.path[:2] = [{str(bad)!r}]
+raised = []
+for f in (md.entry_points, original):
+    try:
+        f(group="g1")
+        raised.append(None)
+    except Exception as e:
+        raised.append(type(e).__name__)
+kept = eps._original_entry_points
+print(json.dumps([zipped, raised, kept is original,
+                  kept.__code__ == original.__code__, md.entry_points is epload.entry_points]))
+'''
+    proc = run_py(tmp_path, code, env={'EPLOAD_DEBUG': '1'})
+    zipped, raised, same_object, same_code, patched = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert zipped == ['z', 'a'] and raised[0] == raised[1] is not None and same_code and patched
+    assert same_object == (order == 'importlib_first')
+    assert 'RecursionError' not in proc.stderr
+
+
 def test_debug_switch_reports_delegation(tmp_path):
     s = tmp_path / 's'
     make_dist(s, 'bad', entry_points=b'[g1]\nno equals\n')
@@ -541,3 +585,29 @@ def test_generated_tree_matches_importlib_for_every_selection(tmp_path, seed):
     selections += [{'group': g} for g in gen.GROUPS]
     for params in selections:
         assert_same(paths, **params)
+
+
+# ---- an unusable EPLOAD_INDEX is said once per process ----------------------------
+
+@pytest.mark.parametrize('kind', ['missing', 'corrupt', 'foreign'])
+def test_unusable_shipped_index_is_said_once_and_work_goes_on(tmp_path, kind):
+    s = tmp_path / 's'
+    make_dist(s, 'one', entry_points={'g1': ['a = m:f'], 'g2': ['b = m:g']})
+    shipped = tmp_path / 'index.json'
+    if kind == 'corrupt':
+        shipped.write_text('{"format": "not an index"}\n')
+    elif kind == 'foreign':
+        shipped.write_text('{}\n')
+        os.chmod(shipped, 0o666)  # writable by anyone: never trusted
+    code = f'''
+import sys
+import epload
+sys.path[:] = [{str(s)!r}]
+print([e.value for e in epload.entry_points(group="g1")])
+print([e.value for e in epload.entry_points(group="g2")])
+print(len(epload.entry_points()))
+'''
+    proc = run_py(tmp_path, code, env={'EPLOAD_INDEX': str(shipped)})
+    assert proc.stdout.split('\n')[:3] == ["['m:f']", "['m:g']", '2']
+    assert proc.stderr.count('epload: warning: shipped index') == 1, proc.stderr
+    assert str(shipped) in proc.stderr and 'EPLOAD_INDEX' in proc.stderr, proc.stderr

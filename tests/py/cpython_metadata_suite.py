@@ -1,0 +1,73 @@
+"""Runs CPython's own importlib.metadata tests (Debian's libpython3.X-testsuite
+for the running interpreter) with ``importlib.metadata.entry_points =
+epload.entry_points`` in place before any test module is imported, and
+prints one JSON line: the unittest outcome and proof that the patch was in
+effect (calls that epload answered from its index, and calls it handed back
+to importlib's original).  Used by test_cpython_metadata_suite.py."""
+
+import importlib
+import importlib.metadata
+import io
+import json
+import pathlib
+import sys
+import unittest
+
+import epload
+from epload import _entry_points as eps
+
+importlib.metadata.entry_points = epload.entry_points
+
+counts = {'answered': 0, 'handed_back': 0}
+_list, _handback = eps._entry_point_list, eps._importlib_entry_points
+
+
+def _counted_list(groups):
+    got = _list(groups)
+    if got is not None:
+        counts['answered'] += 1
+    return got
+
+
+def _counted_handback(**params):
+    counts['handed_back'] += 1
+    return _handback(**params)
+
+
+eps._entry_point_list = _counted_list
+eps._importlib_entry_points = _counted_handback
+
+
+def suite_modules():
+    """The test modules of test.test_importlib (and, from 3.12, its metadata
+    subpackage) that exercise importlib.metadata."""
+    import test.test_importlib as pkg
+    root = pathlib.Path(pkg.__file__).parent
+    names = []
+    for path in sorted(root.glob('test_*.py')) + sorted(root.glob('metadata/test_*.py')):
+        if 'importlib.metadata' in path.read_text(encoding='utf-8'):
+            rel = path.relative_to(root).with_suffix('')
+            names.append('test.test_importlib.' + '.'.join(rel.parts))
+    return names
+
+
+def main():
+    names = suite_modules()
+    loader = unittest.TestLoader()
+    suite = unittest.TestSuite(loader.loadTestsFromModule(importlib.import_module(n)) for n in names)
+    out = io.StringIO()
+    result = unittest.TextTestRunner(stream=out, verbosity=1).run(suite)
+    print(json.dumps({
+        'python': sys.version,
+        'modules': names,
+        'run': result.testsRun,
+        'skipped': len(result.skipped),
+        'failures': [t.id() + '\n' + tb for t, tb in result.failures + result.errors],
+        'still_patched': importlib.metadata.entry_points is epload.entry_points,
+        'counts': counts,
+        'log': out.getvalue()[-4000:],
+    }))
+
+
+if __name__ == '__main__':
+    main()
