@@ -38,7 +38,6 @@
 #include "epload/entry_point.hpp"
 #include "epload/index.hpp"
 #include "epload/profile.hpp"
-#include "big_buffer.hpp"  // src/
 #include "discovery.hpp"
 #include "objects.hpp"
 #include "query.hpp"
@@ -397,9 +396,6 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
 PYBIND11_MODULE(_native, m) {
   using namespace epload::python;
   m.doc() = "epload's native core: the cached entry-point index (see docs/python.md)";
-  // The cache's sections and the learned store are read into epload's own
-  // huge pages, not into fresh 4 KiB pages of the host's heap (big_buffer.hpp).
-  epload::detail::use_huge_page_pool();
   m.def("query", &query, py::arg("paths"), py::arg("groups"), py::arg("validation"),
         py::arg("cache_dir"), py::arg("use_cache"), py::arg("interpreter"),
         py::arg("want_stamps") = false, py::arg("cwd") = py::bytes(), py::arg("objects") = false);

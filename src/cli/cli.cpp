@@ -3,7 +3,6 @@
 // no --path is given) and opening the index through the cache.
 #include "cli/cli.hpp"
 
-#include "cli/heap_pages.hpp"
 
 #include <spawn.h>     // posix_spawnp: ask the interpreter for sys.path
 #include <sys/wait.h>  // waitpid
@@ -221,9 +220,6 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, C
                                                   const PrepareFn& prepare) {
   CacheOptions co;
   if (!resolve_cache_options(options, co)) return nullptr;
-  // A full scan touches megabytes of heap: huge pages pay for it even
-  // where a fault is cheap (heap_pages.hpp).
-  if (!co.use_cache) prefer_huge_heap_pages(/*big_run=*/true);
   if (prepare) {
     co.while_validating = [&](const std::shared_ptr<const Index>& index) { prepare(co, index); };
   }

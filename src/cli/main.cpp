@@ -12,7 +12,6 @@
 #include <vector>       // args
 
 #include "cli/cli.hpp"
-#include "cli/heap_pages.hpp"
 
 namespace {
 
@@ -98,6 +97,5 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   explain_bus_errors();
-  epload::cli::prefer_huge_heap_pages();
   return flushed(run(argc, argv));
 }
