@@ -24,7 +24,7 @@
 //
 // Speed: at 6,000 distributions the full check is ~6,000 fstatat calls.  They
 // are independent, so above k_parallel_threshold two threads (the target
-// machines have two cores; see parallel.hpp for how the second is placed)
+// machines have two cores; see parallel.hpp)
 // take them in chunks from a shared counter; both stop at the first
 // mismatch either finds.  Nothing is allocated per file.
 #include <fcntl.h>   // open, O_PATH
