@@ -41,6 +41,7 @@
 #include "parallel.hpp"
 #include "stamp.hpp"
 #include "watch_digest.hpp"
+#include "test_slowdown.hpp"
 
 namespace epload {
 namespace detail {
@@ -205,7 +206,7 @@ bool shipped_still_valid(const Index& index, std::string* why) {
 bool still_valid(const Index& index, Validation validation, std::string* why) {
   using namespace detail;
   profile::Span span(profile::Phase::stat, validation == Validation::full ? "validate full" : "validate paths");
-  profile::test_slowdown(profile::SlowPoint::validate);  // test-only; one relaxed load when unset
+  profile::test_slowdown(profile::SlowPoint::validate);  // test builds only
   const auto paths = index.search_paths();
   const auto stamps = index.search_path_stamps();
   const std::int64_t scanned_at = index.scanned_at_ns();

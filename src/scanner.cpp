@@ -63,6 +63,7 @@
 #include "scan_seen.hpp"
 #include "scan_zip.hpp"
 #include "stamp.hpp"
+#include "test_slowdown.hpp"
 
 namespace epload {
 
