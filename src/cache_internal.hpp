@@ -126,6 +126,9 @@ struct ReadExpectations {
   /// Partial reads with `watched`: every watched file with its stamp, not
   /// only their names and digest (to name the file that changed).
   bool watched_stamps = false;
+  /// Read through a private read-only mapping of the file (CacheOptions::
+  /// map_files) instead of copies in fresh memory.
+  bool map_file = false;
 };
 
 /// Reads and parses the open file `fd` (the caller checked its safety;

@@ -142,6 +142,7 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
   expect.groups = options.groups;
   expect.watched = validation == Validation::full;  // only `full` needs the watched stamps
   expect.group_stamps = options.group_stamps;
+  expect.map_file = options.map_files;
   auto read = read_index_fd(fd.fd, path, expect);
   if (!read) {
     out.why = read.error().message;

@@ -30,6 +30,7 @@ struct Index::Data {
   std::vector<WatchedFile> watched;
   std::vector<WatchedName> watched_names;     // with a digest: the watched files, by name
   std::vector<std::unique_ptr<char[], void (*)(char*)>> kept;  // bytes some names point into
+  std::vector<std::shared_ptr<const void>> kept_alive;          // the same, owned otherwise (a mapping)
   std::int64_t scanned_at_ns = 0;
   // Partial indexes only (see Index::complete()).
   bool complete = true;
@@ -163,6 +164,7 @@ void IndexBuilder::add_watched_name(std::uint32_t search_path, std::string_view 
 
 void IndexBuilder::keep_bytes(std::unique_ptr<char[], void (*)(char*)> bytes) { m->index.m->kept.push_back(std::move(bytes)); }
 
+void IndexBuilder::keep_alive(std::shared_ptr<const void> owner) { m->index.m->kept_alive.push_back(std::move(owner)); }
 
 void IndexBuilder::borrow(const char* bytes, std::size_t n) { m->borrowed.emplace_back(bytes, bytes + n); }
 

@@ -38,6 +38,7 @@
 
 #include "cache_files.hpp"     // make_safe_dir, write_atomic
 #include "cache_internal.hpp"  // dir_name
+#include "prefault.hpp"
 #include "pread_full.hpp"
 
 namespace epload::detail {
@@ -236,7 +237,7 @@ std::string learned_file_path(const std::string& cache_dir, std::string_view gro
   return cache_dir.back() == '/' ? cache_dir + name : cache_dir + '/' + name;
 }
 
-LearnedFile LearnedFile::open(const std::string& path, std::string* why) {
+LearnedFile LearnedFile::open(const std::string& path, std::string* why, bool map_file) {
   LearnedFile out;
   auto fail = [&](const std::string& reason) {
     if (why) *why = path + ": " + reason;
@@ -270,7 +271,17 @@ LearnedFile LearnedFile::open(const std::string& path, std::string* why) {
   // mapping of the file itself loses even its copied pages when the file is
   // truncated, and the next read of a view is SIGBUS).  MAP_POPULATE
   // allocates the pages in one system call instead of a fault each.
-  void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  // Or, asked to (map_file), a private mapping of the file: its pages come
+  // from the page cache in one call (populate_read: MAP_POPULATE would copy
+  // every page of a writable mapping), and only a page whose escapes are
+  // undone is copied.
+  void* map = map_file ? ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+  const bool mapped_file = map != MAP_FAILED;
+  if (mapped_file) {
+    populate_read(map, size);
+  } else {
+    map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  }
   if (map == MAP_FAILED) {
     const int err = errno;
     ::close(fd);
@@ -278,7 +289,7 @@ LearnedFile LearnedFile::open(const std::string& path, std::string* why) {
   }
   out.m_map.data = map;
   out.m_map.size = size;
-  const ssize_t got = pread_full(fd, map, size, 0);
+  const ssize_t got = mapped_file ? static_cast<ssize_t>(size) : pread_full(fd, map, size, 0);
   const int err = errno;
   ::close(fd);
   if (got != static_cast<ssize_t>(size)) {

@@ -51,7 +51,10 @@ class LearnedFile {
   /// that a reader in index order needs no table of them (1,000 records:
   /// 160 KB of fresh memory).  Whatever next() gave must be dropped if a
   /// later call reports damage (damaged()): the file is then "absent".
-  static LearnedFile open(const std::string& path, std::string* why = nullptr);
+  /// With `map_file`, the bytes are a private mapping of the file (pages
+  /// from the page cache, copied only where an escape is undone) instead of
+  /// a copy in fresh memory: see LoaderOptions::map_files for the price.
+  static LearnedFile open(const std::string& path, std::string* why = nullptr, bool map_file = false);
   /// The next record (views into the file's memory; escapes are undone in
   /// place, so each record is parsed once).  False at the end, after the
   /// trailer checked out (ended()), or on damage (damaged(), the reason in

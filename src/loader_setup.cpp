@@ -232,7 +232,7 @@ void Loader::Impl::setup() {
     if (!dir.empty()) {
       store_path = detail::learned_file_path(dir, options.group, index->search_paths());
       profile::Span span(profile::Phase::read, store_path);
-      store = detail::LearnedFile::open(store_path, &store_note);
+      store = detail::LearnedFile::open(store_path, &store_note, options.map_files);
     } else {
       store_note = "no cache directory (set EPLOAD_CACHE_DIR): devices are not remembered";
     }

@@ -68,16 +68,34 @@ void edit_file(const std::string& path, const std::string& from, const std::stri
 }
 
 /// Reads `text` (a file's content) with `expect` from an in-memory file
-/// (which keeps the loops below fast).
-Result<Index> parse_bytes_with(const std::string& text, const detail::ReadExpectations& expect) {
-  const int fd = ::memfd_create("epload-cache-test", MFD_CLOEXEC);
-  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
-      ::lseek(fd, 0, SEEK_SET) != 0) {
-    std::abort();
+/// (which keeps the loops below fast), both ways: copied into buffers and
+/// through a mapping of the file (ReadExpectations::map_file).  The two
+/// must agree, to the index or to the message; the copied read is returned.
+/// With an early check, once, the way `expect` says.
+Result<Index> parse_bytes_with(const std::string& text, detail::ReadExpectations expect) {
+  auto once = [&](bool map) {
+    const int fd = ::memfd_create("epload-cache-test", MFD_CLOEXEC);
+    if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+        ::lseek(fd, 0, SEEK_SET) != 0) {
+      std::abort();
+    }
+    expect.map_file = map;
+    auto r = detail::read_index_fd(fd, "memfd", expect);
+    ::close(fd);
+    return r;
+  };
+  // A check started by the read cannot be started twice: one read, as asked.
+  if (expect.early_check != nullptr) return once(expect.map_file);
+  auto copied = once(false);
+  auto mapped = once(true);
+  EXPECT_EQ(static_cast<bool>(copied), static_cast<bool>(mapped)) << "size " << text.size();
+  if (copied && mapped) {
+    std::string why;
+    EXPECT_TRUE(test::identical(*copied, *mapped, &why)) << "size " << text.size() << ": " << why;
+  } else if (!copied && !mapped) {
+    EXPECT_EQ(copied.error().message, mapped.error().message) << "size " << text.size();
   }
-  auto r = detail::read_index_fd(fd, "memfd", expect);
-  ::close(fd);
-  return r;
+  return copied;
 }
 
 /// parse_bytes_with() of a complete read.
@@ -959,6 +977,58 @@ TEST(CachePartial, CorruptOrTruncatedHeadIsRejected) {
     ASSERT_FALSE(r) << "seed " << seed;
     EXPECT_EQ(r.error().code, Errc::cache);
   }
+}
+
+// A mapped read (ReadExpectations::map_file, what the CLI does) parses a
+// section in place only when simdjson's padding after it still lies in the
+// mapping, whose length is the file's in whole pages; a file that ends less
+// than the padding before a page boundary has its last section read into a
+// buffer.  Files ending at every byte around a page boundary, read every
+// way, give the copied read's answer (parse_bytes_with compares them), and
+// the mapped read makes no read() call but for such a tail.
+TEST(CachePartial, MappedReadsAgreeWithCopiedOnesWhereverTheFileEnds) {
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  auto text_with = [](std::size_t n) {
+    IndexBuilder b;
+    b.add_search_path("/tmp/site", test::fake_stamp(1));
+    const std::uint32_t d = b.add_distribution("alpha", "1.0", "/tmp/site/alpha-1.0.dist-info", 0);
+    b.add_entry_point(d, "g", "e", "m:" + std::string(n, 'v'));  // one byte of the file per n
+    b.add_entry_point(d, "other", "o", "m:o");
+    b.add_watched_file(0, "alpha-1.0.dist-info/entry_points.txt", test::fake_stamp(2));
+    b.set_scanned_at(1700000000999999999LL);
+    TempDir t;
+    if (!write_index(b.build(), t / "i.json")) std::abort();
+    return test::read_file(t / "i.json");
+  };
+  // From ~100 bytes before the second page boundary to past it.
+  const std::size_t n0 = 2 * page - 100 - text_with(0).size();
+  std::size_t tails = 0, in_place = 0;
+  for (std::size_t n = n0; n < n0 + 120; ++n) {
+    const std::string text = text_with(n);
+    SCOPED_TRACE("file size " + std::to_string(text.size()));
+    const std::size_t room = (text.size() + page - 1) / page * page - text.size();  // zeros after the end
+    for (const detail::ReadExpectations& e : {detail::ReadExpectations{}, groups_only({"g"}), groups_only({"g"}, true),
+                                              groups_only({"other"}, true, true)}) {
+      ASSERT_TRUE(parse_bytes_with(text, e));
+      profile::enable();
+      const std::uint64_t reads = profile::counter(profile::Counter::read);
+      detail::ReadExpectations mapped = e;
+      mapped.map_file = true;
+      const int fd = ::memfd_create("epload-cache-test", MFD_CLOEXEC);
+      ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+      ASSERT_TRUE(detail::read_index_fd(fd, "memfd", mapped));
+      ::close(fd);
+      const std::uint64_t made = profile::counter(profile::Counter::read) - reads;
+      profile::reset();
+      // The last section (the names) is read by a complete read, and by
+      // a read of the names.
+      const bool reads_last = e.groups.empty() || e.watched;
+      EXPECT_EQ(made != 0, reads_last && room < detail::k_json_padding) << "room " << room;
+      (made != 0 ? tails : in_place) += 1;
+    }
+  }
+  EXPECT_GT(tails, 0u);
+  EXPECT_GT(in_place, 0u);
 }
 
 TEST(CachePartial, LongHeadIsReadWhole) {

@@ -126,9 +126,10 @@ TEST(Learned, RecordsOneAtATime) {
   EXPECT_FALSE(foreign.damaged());
 }
 
-// open() reads the file into memory of its own: escapes are undone in place
-// without reaching the file, and a file cut in a record is damage.
-TEST(Learned, OpenUndoesEscapesWithoutTouchingTheFileAndFindsDamage) {
+// open(path, why, map_file = true) reads a private mapping of the file (the
+// CLI's way): the same records, escapes undone in place without reaching
+// the file, and damage found the same way.
+TEST(Learned, MappedFileGivesTheSameRecordsAndStaysAsItWas) {
   BackendEnv env;
   const std::string path = env.cache_dir() + "/learned.txt";
   std::vector<std::string> owned;  // what the records' views point into
@@ -142,23 +143,26 @@ TEST(Learned, OpenUndoesEscapesWithoutTouchingTheFileAndFindsDamage) {
   }
   ASSERT_TRUE(write_learned(path, in).ok());
   const std::string before = testing::read_file(path);
-  {
+  for (const bool map : {false, true}) {
+    SCOPED_TRACE(map ? "mapped" : "copied");
     std::string why;
-    LearnedFile f = LearnedFile::open(path, &why);
+    LearnedFile f = LearnedFile::open(path, &why, map);
     expect_next_records(f, in, why);
     LearnedRecord r;
     EXPECT_FALSE(f.next(r, &why));
     EXPECT_TRUE(f.ended()) << why;
     EXPECT_EQ(testing::read_file(path), before) << "undoing escapes in place reached the file";
   }
-  // Cut in the middle of a record: damage.
+  // Cut in the middle of a record: damage, mapped or not.
   testing::write_file(path, before.substr(0, before.size() / 2));
-  std::string why;
-  LearnedFile f = LearnedFile::open(path, &why);
-  LearnedRecord r;
-  while (f.next(r, &why)) {
+  for (const bool map : {false, true}) {
+    std::string why;
+    LearnedFile f = LearnedFile::open(path, &why, map);
+    LearnedRecord r;
+    while (f.next(r, &why)) {
+    }
+    EXPECT_TRUE(f.damaged()) << map;
   }
-  EXPECT_TRUE(f.damaged());
 }
 
 TEST(Learned, FileNameDependsOnGroupAndPaths) {

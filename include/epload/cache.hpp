@@ -51,6 +51,15 @@ struct CacheOptions {
   /// groups' distributions (e.g. their entry_points.txt), for
   /// Index::stamped_files().  (A rebuild's complete Index has every stamp.)
   bool group_stamps = false;
+  /// Read a cache file through a private read-only mapping of it, its pages
+  /// taken from the page cache, instead of copying the sections read into
+  /// fresh memory (~2 us a page on some virtual machines).  The Index then
+  /// keeps the mapping.  For short-lived processes (the CLI): were the file
+  /// truncated in place while mapped, the next touch of a lost page raises
+  /// SIGBUS.  epload never truncates its files (every write is a rename of a
+  /// complete file), so only another program could; a long-lived host (the
+  /// Python module) keeps the default.
+  bool map_files = false;
 };
 
 /// How an index was obtained.

@@ -176,6 +176,10 @@ class IndexBuilder {
   /// Hands over bytes the Index keeps for its lifetime (the cache reader's
   /// buffer of names, which add_watched_name() then need not copy).
   void keep_bytes(std::unique_ptr<char[], void (*)(char*)> bytes);
+  /// Keeps `owner` (and what it owns: the cache reader's mapping of its
+  /// file, which names and borrowed strings then point into) as long as the
+  /// Index.
+  void keep_alive(std::shared_ptr<const void> owner);
   /// The names and versions of distributions and the names and values of
   /// entry points added from now on that lie in [bytes, bytes + n) are kept
   /// as views, not copied.  Those bytes must be handed over with

@@ -212,6 +212,7 @@ bool resolve_cache_options(const IndexOptions& options, CacheOptions& co) {
   co.use_cache = !options.no_cache;
   co.validation = options.validation;
   co.groups = options.groups;
+  co.map_files = true;  // a short-lived process (CacheOptions::map_files)
   return true;
 }
 

@@ -2,6 +2,8 @@
 // cmd_*.cpp files.  Links mimalloc (see CMakeLists.txt): the CLI is a short
 // process that allocates many small strings while scanning, which is exactly
 // what mimalloc is good at; the library itself never replaces malloc.
+#include <signal.h>  // sigaction
+#include <unistd.h>  // write
 
 #include <cerrno>       // errno
 #include <cstdio>       // printf
@@ -35,6 +37,27 @@ int flushed(int status) {
   std::fprintf(stderr, "epload: cannot write to standard output: %s\n",
                err != 0 ? std::strerror(err) : "write error");
   return status == epload::cli::k_ok ? epload::cli::k_error : status;
+}
+
+/// The CLI reads its cache files through mappings of them (CacheOptions::
+/// map_files).  Should another program truncate such a file in place while
+/// it is mapped, the next touch of a lost page raises SIGBUS: say what that
+/// means before the signal ends the process as it would have.
+void on_bus_error(int) {
+  static const char k_message[] =
+      "epload: bus error: a file mapped into memory lost pages while in use (a cache file truncated in\n"
+      "place by another program, or a loaded backend's library overwritten); epload replaces its own\n"
+      "files only whole, by rename, so none is left half-written; run the command again\n";
+  (void)!::write(STDERR_FILENO, k_message, sizeof k_message - 1);
+  ::raise(SIGBUS);  // the default action again (SA_RESETHAND), not blocked (SA_NODEFER)
+}
+
+void explain_bus_errors() {
+  struct sigaction sa {};
+  sa.sa_handler = on_bus_error;
+  sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  (void)::sigaction(SIGBUS, &sa, nullptr);
 }
 
 int run(int argc, char** argv) {
@@ -73,5 +96,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  explain_bus_errors();
   return flushed(run(argc, argv));
 }

@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import time
 
@@ -426,6 +427,41 @@ def test_running_out_of_descriptors_fails_and_caches_nothing(env, tmp_path):
     assert '"name":"late"' in proc.stdout
     fresh2 = run(site2, tmp_path / "fresh2", "entry-points", "--json", "--no-cache", check=0).stdout
     assert proc.stdout == fresh2
+
+
+def _cpu_seconds(pid):
+    """User + system CPU time of a running process, from /proc (0 once gone)."""
+    try:
+        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_cache_file_truncated_while_mapped_is_an_explained_bus_error(env, tmp_path):
+    # The CLI reads cache files through mappings of them (CacheOptions::
+    # map_files).  Another program truncating one in place while a run has it
+    # mapped costs that run a SIGBUS, explained on stderr, and nothing more:
+    # the next run finds the empty file and rebuilds.  The run is held inside
+    # its validation (after the read) by EPLOAD_TEST_SLOWDOWN.
+    out, m = env
+    site, cache = m["search_path"], tmp_path / "cache"
+    want = run(site, cache, "entry-points", "--group", "torch.backends", "--json", check=0).stdout
+    (cache_file,) = cache.glob("index-*.json")
+    e = dict(os.environ, EPLOAD_TEST_SLOWDOWN="validate:3000000")  # 3 s of CPU, after the read
+    proc = subprocess.Popen([str(EPLOAD), "entry-points", "--group", "torch.backends", "--json", "--path", site,
+                             "--cache-dir", str(cache)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=e)
+    deadline = time.monotonic() + 60
+    while _cpu_seconds(proc.pid) < 0.3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # the read takes milliseconds; 0.3 s of CPU is the slowdown
+    os.truncate(cache_file, 0)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGBUS, (proc.returncode, stdout, stderr)
+    assert "epload: bus error" in stderr and "truncated" in stderr and "run the command again" in stderr, stderr
+    again = run(site, cache, "entry-points", "--group", "torch.backends", "--json", "-v", check=0)
+    assert again.stdout == want
+    assert "rebuilt" in again.stderr and "empty" in again.stderr, again.stderr
 
 
 def _needed(path):
