@@ -43,6 +43,7 @@
 
 #include <mimalloc.h>
 
+#include "cache_internal.hpp"  // EarlyFullCheck::k_chunk
 #include "parallel.hpp"        // run_on_two_cpus
 
 namespace simdjson {
@@ -68,7 +69,7 @@ struct Work {
   std::atomic<std::size_t> missing{0};
 };
 
-constexpr std::size_t k_chunk = 32;  // as epload's check (cache_validate.cpp)
+constexpr std::size_t k_chunk = epload::detail::EarlyFullCheck::k_chunk;  // as epload's check
 constexpr std::size_t k_max_dirs = 64;
 
 void stat_share(Work& w) {

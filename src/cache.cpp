@@ -102,8 +102,10 @@
 // (page faults of fresh memory are most of the difference), against ~5 ms to
 // read and parse the whole file.  `full` validation adds the names in
 // "watch_digest" (~300 KB; ~0.8 ms, against ~1.5 ms for the stamped "watched"
-// section), and its ~6,200 stats; the names are kept in their buffer (not
-// copied).  A one-group read adds the group's rows
+// section), and its ~6,200 stats; the names are read first, kept in their
+// buffer (not copied), and stat'ed on the other CPU by a helper created
+// before the head was parsed, each chunk as soon as it is written, while
+// the rest is parsed (ReadExpectations::early_check).  A one-group read adds the group's rows
 // straight to the IndexBuilder; several groups are collected and merged in
 // global discovery order.  One simdjson parser allocation serves every line
 // read (a parser grows by reallocating, and every fresh page costs a fault).
@@ -148,6 +150,9 @@ constexpr std::string_view k_format = "epload-index";
 // calls could start.
 constexpr std::size_t k_first_chunk_min = 8 * 1024;
 constexpr std::size_t k_first_chunk_max = 32 * 1024;
+// Smaller files name too few watched files to split their check (each
+// distribution takes ~500 bytes of an index; the split starts above 500 files).
+constexpr std::uint64_t k_prepare_check_min = 128 * 1024;
 constexpr std::uint64_t k_max_gap = 32 * 1024;    // sections closer than this are read together
 constexpr std::size_t k_pad = simdjson::SIMDJSON_PADDING;
 static_assert(k_pad == k_json_padding);
@@ -211,6 +216,11 @@ class Reader {
  public:
   Reader(int fd, std::string_view file, const ReadExpectations& expect)
       : m_fd(fd), m_file(file), m_expect(expect), m_partial(!expect.groups.empty()) {}
+  // A check started on names this reader holds must not outlive them: on
+  // success they move into the Index (built in run()), else it is stopped.
+  ~Reader() {
+    if (m_expect.early_check != nullptr && !m_built) m_expect.early_check->abandon();
+  }
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
 
@@ -286,6 +296,7 @@ class Reader {
   const Section* find(Kind kind, std::string_view group) const;
 
   int m_fd;
+  bool m_built = false;  // the Index was built (and owns the watched names)
   std::string_view m_file;
   const ReadExpectations& m_expect;
   const bool m_partial;
@@ -310,6 +321,9 @@ class Reader {
   const Section* m_dists = nullptr;
   const Section* m_watched = nullptr;
   const Section* m_watch_digest = nullptr;
+  // Set while the names of an early check are parsed: each chunk of names
+  // added is published to its helper as soon as it is written.
+  EarlyFullCheck* m_publish_to = nullptr;
   WatchedDigest m_stamped_digest;  // of the stamped rows read ("watched")
   std::size_t m_stamped_rows = 0;
   // The head's first_error.
@@ -1115,12 +1129,13 @@ bool Reader::watch_run(od::value v, std::size_t& n, std::size_t count, bool add)
     std::string_view rel;
     if (!bytes(xv, "watched file path", m_s1, rel)) return false;
     // Never more names than the head announced: the builder reserved room
-    // for exactly those.
+    // for exactly those, and an early check reads them where they are.
     if (n >= count) return fail("holds more watched files than the head says (" + std::to_string(count) + ")");
     // A name without escapes is a view into the section's buffer, which the
     // Index keeps (load_partial()): no copy.
     if (add) m_builder.add_watched_name(path, rel, /*copy=*/!in_document(rel));
     ++n;
+    if (m_publish_to != nullptr && n % EarlyFullCheck::k_chunk == 0) m_publish_to->publish(n);
   }
   if (k < 2) return fail("empty watched run");
   return true;
@@ -1256,7 +1271,30 @@ bool Reader::load_partial() {
   std::sort(needed.begin(), needed.end());  // pointers into m_sections: file order
   // A group's stamps beside the digest's names go to stamped_files() only.
   const bool stamped_only = m_expect.watched && !m_expect.watched_stamps;
-  m_builder.reserve(0, 0, 0, names_total);
+  m_builder.reserve(0, 0, 0, names_total);  // first: the early check waits for these
+
+  // `full` validation by digest: the names are read first, their check is
+  // started on the other CPU before they are parsed (ReadExpectations::
+  // early_check), and each chunk of names is handed to it as soon as it is
+  // written, so its stat calls run while the rest is read and parsed.  The
+  // builder holds room for exactly names_total names (reserved above, and
+  // watch_run() refuses more), so where the helper reads them stays put.
+  const bool names_first = names_total > 0 && m_expect.early_check != nullptr;
+  if (names_first) {
+    if (!read_sections({m_watch_digest})) return false;
+    const Index& so_far = m_builder.in_progress();
+    const std::span<const WatchedName> names(so_far.watched_names().data(), names_total);
+    m_expect.early_check->start(names, so_far.search_paths(), so_far.scanned_at_ns(), /*ready=*/0);
+    m_publish_to = m_expect.early_check;
+    const bool ok = parse_section(
+        *m_watch_digest, [&](od::document& d) { return watch_digest(d, m_watch_digest->count, /*add=*/true); });
+    m_publish_to = nullptr;
+    if (!ok) return false;  // the destructor abandons the check
+    m_expect.early_check->publish(names_total);
+    std::erase(needed, m_watch_digest);
+  } else if (m_expect.early_check != nullptr) {
+    m_expect.early_check->abandon();  // prepared by run(), not wanted
+  }
   m_builder.reserve(eps_total, eps_total, stamped_only ? 0 : stamps_total, 0, stamped_only ? stamps_total : 0);
   if (!read_sections(needed)) return false;
 
@@ -1352,6 +1390,13 @@ Result<Index> Reader::run() {
       // reallocating, and fresh memory costs a page fault per page touched:
       // the head and the sections then reuse the same pages).
       constexpr std::uint64_t k_max_prealloc = 64ull << 20;
+      // `full` validation of a file big enough to hold more names than
+      // are worth splitting: the check's helper thread is created now, so
+      // that its creation overlaps the parse of the head.
+      if (m_partial && m_expect.early_check != nullptr && m_expect.watched && !m_expect.watched_stamps &&
+          m_size >= k_prepare_check_min) {
+        m_expect.early_check->prepare();
+      }
       if (auto e = m_parser.allocate(static_cast<std::size_t>(std::min(m_size, k_max_prealloc)))) {
         fail(e, "JSON parser");
       } else if (other_version()) {
@@ -1368,6 +1413,7 @@ Result<Index> Reader::run() {
   }
   if (m_map_owner) m_builder.keep_alive(m_map_owner);  // views into it: the head's, the sections'
   Index index = m_builder.build();
+  m_built = true;
   return index;
 }
 

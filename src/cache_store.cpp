@@ -143,20 +143,36 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
   expect.watched = validation == Validation::full;  // only `full` needs the watched stamps
   expect.group_stamps = options.group_stamps;
   expect.map_file = options.map_files;
+  // Under `full`, the stat calls start on the other CPU as soon as the
+  // names are read, while the groups are parsed.
+  EarlyFullCheck early;
+  if (expect.watched) expect.early_check = &early;
   auto read = read_index_fd(fd.fd, path, expect);
   if (!read) {
     out.why = read.error().message;
     return out;
   }
   auto index = std::make_shared<const Index>(std::move(read.value()));
+  if (options.while_validating && early.running()) {
+    // The caller's own work runs here while the helper stats (see
+    // CacheOptions::while_validating); it gets this index only if the check
+    // passes.  The names the helper reads must outlive it, whatever happens.
+    try {
+      options.while_validating(index);
+    } catch (...) {
+      early.abandon();
+      throw;
+    }
+  }
   std::string stale;
-  if (!still_valid(*index, validation, &stale)) {
+  if (!still_valid(*index, validation, &stale, &early)) {
     if (index->watched_digest() != nullptr) {
       // The digest says that a file changed, not which: read the stamps to
       // name it (a rescan follows anyway, so this costs little in relative
       // terms).
       ReadExpectations stamped = expect;
       stamped.watched_stamps = true;
+      stamped.early_check = nullptr;
       std::string named;
       if (auto again = read_index_fd(fd.fd, path, stamped); again && !still_valid(*again, validation, &named)) {
         stale = std::move(named);
@@ -303,7 +319,8 @@ Result<int> clear_cache(const CacheOptions& options) {
 
 Catalog::Catalog(CacheOptions options) : m_options(std::move(options)) {}
 
-Result<std::shared_ptr<const Index>> Catalog::get(CacheReport* report) {
+Result<std::shared_ptr<const Index>> Catalog::get(
+    CacheReport* report, const WhileValidating& while_validating) {
   std::shared_ptr<const Index> current;
   CacheReport how;
   std::string cwd;
@@ -335,7 +352,12 @@ Result<std::shared_ptr<const Index>> Catalog::get(CacheReport* report) {
     return m_current;
   }
   CacheReport fresh;
-  auto r = open_index(m_options, &fresh);
+  auto r = [&] {
+    if (!while_validating) return open_index(m_options, &fresh);
+    CacheOptions options = m_options;
+    options.while_validating = while_validating;
+    return open_index(options, &fresh);
+  }();
   if (!r) return r.error();
   if (!r.value()->not_cacheable().empty()) {
     // Served, not kept: an answer holding an I/O error is read again next

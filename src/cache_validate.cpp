@@ -26,9 +26,15 @@
 // are independent, so above k_parallel_threshold two threads (the target
 // machines have two cores; see parallel.hpp)
 // take them in chunks from a shared counter; both stop at the first
-// mismatch either finds.  Nothing is allocated per file.
+// mismatch either finds.  Nothing is allocated per file.  A cache read for
+// `full` validation has the helper created before the head is parsed
+// (EarlyFullCheck::prepare) and hands it the names as it writes them
+// (publish): the helper stats while the reader parses the rest, and
+// still_valid() takes the remaining chunks and joins it.
 #include <fcntl.h>   // open, O_PATH
 #include <limits.h>  // PATH_MAX
+#include <sched.h>   // sched_yield
+#include <time.h>    // nanosleep
 #include <unistd.h>  // close
 
 #include <algorithm>  // fill_n, min
@@ -81,6 +87,14 @@ struct FullCheck {
   std::atomic<std::uint64_t> digest_lo{0}, digest_hi{0};  // the threads' shares, added
   std::atomic<bool> stop{false};
   std::atomic<std::size_t> bad{k_none};  // the lowest mismatching index seen
+  // How many files from the start are there to be read: all of them, except
+  // while the cache reader is still parsing the names of an early check
+  // (EarlyFullCheck::publish).  Released by the writer, acquired here.
+  std::atomic<std::size_t> ready{k_none};
+
+  /// Waits until files [0, end) are there or the check is stopped; false
+  /// when stopped.
+  bool wait_ready(std::size_t end);
 
   std::size_t size() const { return by_digest ? names.size() : watched.size(); }
   /// File i's search path and relative path, whichever list holds it.
@@ -91,11 +105,7 @@ struct FullCheck {
   void operator()() { run(); }
 };
 
-/// Files a thread takes at a time from the shared counter: ~60 us of stats.
-/// The threads finish at most one chunk apart, so a small chunk keeps the
-/// last one short (256 left one thread statting ~0.5 ms alone at the end of
-/// a 1,000-file check).
-constexpr std::size_t k_chunk = 32;
+constexpr std::size_t k_chunk = EarlyFullCheck::k_chunk;  // see there
 
 /// Writes "dir/rel" (`rel` alone for the current directory, "", and `dir`
 /// alone for an empty `rel`) into `buf` as a C string; false if it holds a
@@ -149,6 +159,7 @@ void FullCheck::run() {
   for (std::size_t c; !stop.load(std::memory_order_relaxed) &&
                       (c = next.fetch_add(k_chunk, std::memory_order_relaxed)) < n;) {
     const std::size_t end = c + k_chunk < n ? c + k_chunk : n;
+    if (ready.load(std::memory_order_acquire) < end && !wait_ready(end)) break;
     for (std::size_t i = c; i < end; ++i) {
       const auto [rel, sp] = file(i);
       FileStamp now;
@@ -184,7 +195,90 @@ void FullCheck::run() {
   profile::count(profile::Counter::stat, stats);
 }
 
+/// Waits until `done()` holds (true) or `stop` is set (false).  What the
+/// helper waits for is the reader's work on the other CPU, tens to hundreds
+/// of microseconds: it spins briefly, then gives its CPU away at each turn
+/// (it may share the reader's CPU, when it could not be placed elsewhere),
+/// and past ~1 ms (a slow file system under the reader) sleeps 50 us at a
+/// time instead of keeping a CPU busy.
+template <class Done>
+bool wait_for(Done done, const std::atomic<bool>& stop) {
+  constexpr unsigned k_spins = 2000, k_yields = 1000;
+  for (unsigned turn = 0; !done(); ++turn) {
+    if (stop.load(std::memory_order_relaxed)) return false;
+    if (turn < k_spins) {
+      cpu_relax();
+    } else if (turn < k_spins + k_yields) {
+      ::sched_yield();
+    } else {
+      const struct timespec nap{0, 50 * 1000};
+      ::nanosleep(&nap, nullptr);
+      turn = k_spins + k_yields;  // no overflow however long the wait
+    }
+  }
+  return true;
+}
+
+bool FullCheck::wait_ready(std::size_t end) {
+  return wait_for([&] { return ready.load(std::memory_order_acquire) >= end; }, stop);
+}
+
 }  // namespace
+
+struct EarlyFullCheck::State {
+  FullCheck check;
+  PinnedHelper helper;
+  // A prepared helper waits for `armed` (release: the check's names, paths
+  // and clock are set) before it runs the check.
+  bool prepared = false;
+  std::atomic<bool> armed{false};
+
+  void wait_then_run() {
+    if (wait_for([&] { return armed.load(std::memory_order_acquire); }, check.stop)) check.run();
+  }
+};
+
+EarlyFullCheck::EarlyFullCheck() = default;
+EarlyFullCheck::~EarlyFullCheck() { abandon(); }
+
+void EarlyFullCheck::prepare() {
+  if (m) return;
+  m = std::make_unique<State>();
+  m->prepared = true;
+  if (!m->helper.start([](void* p) { static_cast<State*>(p)->wait_then_run(); }, m.get())) m.reset();
+}
+
+void EarlyFullCheck::start(std::span<const WatchedName> names, std::span<const std::string_view> paths,
+                           std::int64_t scanned_at, std::size_t ready) {
+  if (names.size() <= k_parallel_threshold) {
+    abandon();  // a prepared helper is not wanted: the check runs whole in still_valid
+    return;
+  }
+  if (m && (!m->prepared || m->armed.load(std::memory_order_relaxed))) return;  // started already
+  const bool prepared = m != nullptr;
+  if (!prepared) m = std::make_unique<State>();
+  m->check.names = names;
+  m->check.paths = paths;
+  m->check.scanned_at = scanned_at;
+  m->check.by_digest = true;
+  m->check.ready.store(std::min(ready, names.size()), std::memory_order_relaxed);
+  if (prepared) {
+    m->armed.store(true, std::memory_order_release);
+  } else if (!m->helper.start(m->check)) {
+    m.reset();
+  }
+}
+
+void EarlyFullCheck::publish(std::size_t ready) {
+  if (m) m->check.ready.store(std::min(ready, m->check.names.size()), std::memory_order_release);
+}
+
+void EarlyFullCheck::abandon() {
+  if (!m) return;
+  m->check.stop.store(true, std::memory_order_relaxed);
+  m->helper.join();
+  m.reset();
+}
 
 bool shipped_still_valid(const Index& index, std::string* why) {
   const auto paths = index.search_paths();
@@ -204,7 +298,31 @@ bool shipped_still_valid(const Index& index, std::string* why) {
 }  // namespace detail
 
 bool still_valid(const Index& index, Validation validation, std::string* why) {
-  using namespace detail;
+  return detail::still_valid(index, validation, why, nullptr);
+}
+
+namespace detail {
+
+bool still_valid(const Index& index, Validation validation, std::string* why, EarlyFullCheck* early) {
+  // A check started on other names than this index's (never, in the reader's
+  // use) or not wanted is stopped first; a started one is otherwise joined
+  // below, and every return path leaves it finished.
+  FullCheck* started = nullptr;
+  if (early != nullptr && early->m) {
+    if (validation == Validation::full && index.watched_digest() != nullptr &&
+        early->m->check.names.data() == index.watched_names().data() &&
+        early->m->check.names.size() == index.watched_names().size()) {
+      started = &early->m->check;
+    } else {
+      early->abandon();
+    }
+  }
+  struct Finish {
+    EarlyFullCheck* early;
+    ~Finish() {
+      if (early != nullptr) early->abandon();  // joins; stops it first if still running
+    }
+  } finish{started != nullptr ? early : nullptr};
   profile::Span span(profile::Phase::stat, validation == Validation::full ? "validate full" : "validate paths");
   profile::test_slowdown(profile::SlowPoint::validate);  // test builds only
   const auto paths = index.search_paths();
@@ -234,15 +352,23 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
   const WatchedDigest* digest = index.watched_digest();
   const auto watched = index.watched_files();
   const auto names = index.watched_names();
-  FullCheck check;
-  check.watched = watched;
-  check.names = names;
-  check.paths = paths;
-  check.scanned_at = scanned_at;
-  check.by_digest = digest != nullptr;
+  FullCheck local;
+  FullCheck& check = started != nullptr ? *started : local;
+  if (started == nullptr) {
+    check.watched = watched;
+    check.names = names;
+    check.paths = paths;
+    check.scanned_at = scanned_at;
+    check.by_digest = digest != nullptr;
+  }
   const std::size_t count = check.size();
   if (count == 0) return true;
-  if (count > k_parallel_threshold) {
+  if (started != nullptr) {
+    // The helper has been at it since the names were read: take the rest
+    // of the chunks here, then wait for its last one.
+    check.run();
+    early->m->helper.join();
+  } else if (count > k_parallel_threshold) {
     run_on_two_cpus(check);
   } else {
     check.run();
@@ -272,5 +398,7 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
   }
   return false;
 }
+
+}  // namespace detail
 
 }  // namespace epload

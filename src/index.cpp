@@ -222,6 +222,7 @@ void IndexBuilder::set_first_error(std::string_view name, std::string_view versi
   d.first_error.error = d.arena.copy(error);
 }
 
+const Index& IndexBuilder::in_progress() const { return m->index; }
 
 Index IndexBuilder::build() {
   auto& d = *m->index.m;

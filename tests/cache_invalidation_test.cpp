@@ -2,6 +2,7 @@
 // it describes.  Each test changes a real tree the way installers and people
 // do, then compares the cached answer with a fresh scan().
 #include <gtest/gtest.h>
+#include <sched.h>  // sched_getaffinity
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -134,6 +135,77 @@ TEST_F(Invalidation, InPlaceRewriteWithSameSizeAndRestoredMtime) {
   ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
   ASSERT_EQ(after.st_ino, before.st_ino);
   expect_rebuilt("entry_points.txt");
+}
+
+TEST_F(Invalidation, WhileValidatingSeesTheHitAndIsDroppedWhenStale) {
+  // CacheOptions::while_validating runs the caller's work while the `full`
+  // check stats on the other CPU; open_index() must return that index only
+  // if the check passes.  Enough files for the two-thread check.
+  for (int i = 0; i < 700; ++i) {
+    test::make_dist(site1, "noise" + std::to_string(i), "1.0", "[console_scripts]\nn = m:f\n");
+  }
+  options.groups = {"torch.backends"};
+  warm_group();
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  const bool two_cpus = CPU_COUNT(&allowed) >= 2;
+
+  std::vector<std::shared_ptr<const Index>> seen;
+  options.while_validating = [&](const std::shared_ptr<const Index>& index) {
+    ASSERT_TRUE(index);
+    EXPECT_EQ(index->group("torch.backends").size(), 2u) << "the cached answer, complete";
+    seen.push_back(index);
+  };
+  CacheReport r;
+  auto hit = open_index(options, &r);
+  ASSERT_TRUE(hit) << hit.error().message;
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+  ASSERT_EQ(seen.size(), two_cpus ? 1u : 0u);
+  if (two_cpus) {
+    EXPECT_EQ(seen[0], hit.value()) << "a valid hit returns the index the callback saw";
+  }
+
+  // An in-place rewrite (same size, mtime restored): the callback still sees
+  // the cached index, but open_index() rebuilds and returns the new answer.
+  const std::string f = ep_file(site1, "beta-1.0");
+  struct stat before;
+  ASSERT_EQ(::stat(f.c_str(), &before), 0);
+  test::write_file(f, "[torch.backends]\nnpu = beta_npx:init\n");
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
+  seen.clear();
+  auto stale = open_index(options, &r);
+  ASSERT_TRUE(stale) << stale.error().message;
+  EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
+  ASSERT_EQ(seen.size(), two_cpus ? 1u : 0u);
+  if (two_cpus) {
+    EXPECT_NE(seen[0], stale.value());
+    EXPECT_EQ(seen[0]->find("torch.backends", "npu")->value, "beta_npu:init") << "the stale answer";
+  }
+  EXPECT_EQ(stale.value()->find("torch.backends", "npu")->value, "beta_npx:init");
+
+  // A callback that throws: the exception reaches the caller, and the check
+  // running on the other CPU is stopped before the index it reads is freed
+  // (ASan and TSan builds would see it otherwise).
+  warm_group();
+  options.while_validating = [&](const std::shared_ptr<const Index>&) {
+    throw std::runtime_error("the host failed while the index was checked");
+  };
+  if (two_cpus) {
+    EXPECT_THROW((void)open_index(options, &r), std::runtime_error);
+  }
+  options.while_validating = [&](const std::shared_ptr<const Index>& index) { seen.push_back(index); };
+
+  // Never called without the two-thread `full` check: `paths`, or no cache.
+  seen.clear();
+  next_tick();
+  options.validation = Validation::paths;
+  ASSERT_TRUE(open_index(options, &r));
+  options.validation = Validation::full;
+  options.use_cache = false;
+  ASSERT_TRUE(open_index(options, &r));
+  EXPECT_TRUE(seen.empty());
 }
 
 TEST_F(Invalidation, EntryPointsFileCreatedInExistingDistInfo) {

@@ -24,6 +24,10 @@ enum class Validation {
   paths,  ///< stat every search path only (frozen environments)
 };
 
+/// A caller's work on an index read from the cache while its `full` check
+/// runs on the other CPU (CacheOptions::while_validating).
+using WhileValidating = std::function<void(const std::shared_ptr<const Index>&)>;
+
 /// What identifies one cache file, and where caches live.
 struct CacheOptions {
   /// The ordered search paths (sys.path); part of the key.
@@ -51,6 +55,15 @@ struct CacheOptions {
   /// groups' distributions (e.g. their entry_points.txt), for
   /// Index::stamped_files().  (A rebuild's complete Index has every stamp.)
   bool group_stamps = false;
+  /// Optional, for hosts that build on the index at once (a loader): on a
+  /// cache hit whose `full` check runs on the other CPU, called on the
+  /// calling thread with the Index while that check is still running, so
+  /// that the caller's own work overlaps the stat calls.  open_index()
+  /// returns that same Index only if the check passes; if it does not,
+  /// open_index() rebuilds and returns another, and whatever the callback
+  /// made from the first must be dropped (compare the pointers).  Not called
+  /// otherwise (a miss, `paths` validation, one CPU, few watched files).
+  WhileValidating while_validating;
   /// Read a cache file through a private read-only mapping of it, its pages
   /// taken from the page cache, instead of copying the sections read into
   /// fresh memory (~2 us a page on some virtual machines).  The Index then
@@ -134,8 +147,13 @@ class Catalog {
  public:
   explicit Catalog(CacheOptions options);
   /// The current index; the shared_ptr keeps an index alive for its users
-  /// even after a later get() replaced it.
-  Result<std::shared_ptr<const Index>> get(CacheReport* report = nullptr);
+  /// even after a later get() replaced it.  `while_validating`, when set,
+  /// is CacheOptions::while_validating for this call only (it is called
+  /// only when the index is read from the cache file with its `full` check
+  /// running on the other CPU).
+  Result<std::shared_ptr<const Index>> get(
+      CacheReport* report = nullptr,
+      const WhileValidating& while_validating = {});
 
  private:
   CacheOptions m_options;

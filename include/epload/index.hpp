@@ -212,6 +212,11 @@ class IndexBuilder {
                        std::string_view metadata_dir, std::uint32_t search_path,
                        std::string_view error);
 
+  /// The Index being assembled, as far as it is: its search paths, watched
+  /// names and scan time are final once added (the cache reader starts
+  /// checking the names before the entry points are in).
+  const Index& in_progress() const;
+
   /// Finishes: sorts entry points into importlib's order.  The builder is
   /// left empty.
   Index build();

@@ -258,7 +258,8 @@ PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts, const S
 
 QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
                       const std::string& validation, const std::string& cache_dir, bool use_cache,
-                      py::bytes interpreter, bool want_stamps) {
+                      py::bytes interpreter, bool want_stamps,
+                      const WhileValidating& while_validating) {
   CacheOptions options;
   options.search_paths.resize(static_cast<std::size_t>(PyList_GET_SIZE(paths.ptr())));
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(paths.ptr()); ++i) {
@@ -292,7 +293,7 @@ QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
   {
     py::gil_scoped_release release;
     auto catalog = catalog_for(options);
-    auto got = catalog->get(&report);
+    auto got = catalog->get(&report, while_validating);
     if (got) {
       index = std::move(got.value());
     } else {
@@ -352,12 +353,32 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
   };
   const bool make_objects = objects && !want_stamps && classes_bound();
   const std::string_view cwd_bytes(cwd);
+  // On a cache hit under `full`, the objects are made while the stat calls
+  // run on the other CPU (CacheOptions::while_validating), not after them:
+  // they are kept only if the check passes and that index is the answer.
+  py::object made;
+  std::shared_ptr<const Index> made_for;
+  WhileValidating make_early;
+  if (make_objects) {
+    make_early = [&](const std::shared_ptr<const Index>& candidate) {
+      py::gil_scoped_acquire gil;
+      PyObject* list = entry_point_objects(parts_of(*candidate), cwd_bytes);
+      if (list == nullptr) {
+        PyErr_Clear();  // made again below, where an error is raised
+        return;
+      }
+      made = py::reinterpret_steal<py::object>(list);
+      made_for = candidate;
+    };
+  }
   QueryAnswer a = run_query(paths, all_groups ? nullptr : &wanted, validation, cache_dir,
-                            use_cache, interpreter, want_stamps);
+                            use_cache, interpreter, want_stamps, make_early);
   if (!a.index) return py::make_tuple(a.status, a.reason, a.file, a.problem, py::tuple(), py::tuple());
   if (make_objects) {
-    auto made = py::reinterpret_steal<py::object>(entry_point_objects(parts_of(*a.index), cwd_bytes));
-    if (!made) throw py::error_already_set();
+    if (!made || made_for != a.index) {
+      made = py::reinterpret_steal<py::object>(entry_point_objects(parts_of(*a.index), cwd_bytes));
+      if (!made) throw py::error_already_set();
+    }
     return py::make_tuple(a.status, a.reason, a.file, py::none(), py::none(), made);
   }
   const auto parts = parts_of(*a.index);

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "epload/cache.hpp"
+#include "epload/cache.hpp"  // WhileValidating
 #include "epload/entry_point.hpp"
 #include "epload/index.hpp"
 
@@ -59,10 +59,12 @@ struct QueryAnswer {
 };
 
 /// Runs one query (see query() in native.cpp for the arguments); `groups`
-/// null: all groups.  Raises on bad arguments only.
+/// null: all groups.  Raises on bad arguments only.  `while_validating`:
+/// CacheOptions::while_validating for this query (called without the GIL).
 QueryAnswer run_query(pybind11::list paths, const std::vector<std::string>* groups,
                       const std::string& validation, const std::string& cache_dir, bool use_cache,
-                      pybind11::bytes interpreter, bool want_stamps);
+                      pybind11::bytes interpreter, bool want_stamps,
+                      const WhileValidating& while_validating = {});
 
 /// The stamp of each wanted distribution's entry_points.txt.
 using StampFiles = std::unordered_map<const Distribution*, const FileStamp*>;

@@ -216,9 +216,13 @@ bool resolve_cache_options(const IndexOptions& options, CacheOptions& co) {
   return true;
 }
 
-std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, CacheOptions* used) {
+std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, CacheOptions* used,
+                                                  const PrepareFn& prepare) {
   CacheOptions co;
   if (!resolve_cache_options(options, co)) return nullptr;
+  if (prepare) {
+    co.while_validating = [&](const std::shared_ptr<const Index>& index) { prepare(co, index); };
+  }
   CacheReport report;
   auto index = open_index(co, &report);
   if (options.verbose) {
@@ -237,6 +241,7 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, C
     fail(index.error().message);
     return nullptr;
   }
+  co.while_validating = nullptr;  // it refers to this frame
   if (!options.paths.empty()) {
     // A --path that names nothing lists nothing, as in importlib, and
     // silently so there; asked for by name, it is most likely a typo.

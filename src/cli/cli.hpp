@@ -95,9 +95,14 @@ bool resolve_cache_options(const IndexOptions& options, CacheOptions& out);
 /// Opens the index the options describe: search paths from --path, else the
 /// sys.path of --python; the cache per --cache-dir / --no-cache /
 /// --validate.  Prints the cache outcome under --verbose.  On error prints
-/// the message and returns nullptr.
+/// the message and returns nullptr.  `prepare`, when given, is called with
+/// the resolved cache options and a cache hit's Index while its `full` check
+/// still runs on the other CPU (CacheOptions::while_validating): what it
+/// builds from that Index is good only if the Index returned is the same.
+using PrepareFn = std::function<void(const CacheOptions&, const std::shared_ptr<const Index>&)>;
 std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options,
-                                                  CacheOptions* used = nullptr);
+                                                  CacheOptions* used = nullptr,
+                                                  const PrepareFn& prepare = {});
 
 /// Writes `s` as a JSON string literal (quotes included) to `out`.
 void append_json_string(std::string& out, std::string_view s);

@@ -6,6 +6,7 @@
 
 #include <cstdio>  // fprintf
 #include <map>     // loaded backends
+#include <optional>  // the loader prepared during validation
 #include <string>  // output buffer
 
 #include "cli/cli.hpp"
@@ -31,9 +32,12 @@ const char k_help[] =
     "  --mode MODE         lazy, eager or off (overrides the environment)\n"
     "  --json              {\"device\",\"ok\",\"mode\",\"backend\",\"error\",\"index_us\",\n"
     "                       \"create_us\",\"start_us\",\"lookup_us\",\"total_us\",\n"
-    "                       \"loaded\":\n"
+    "                       \"create_overlapped\",\"loaded\":\n"
     "                       [{\"backend\",\"library\",\"state\",\"dlopen_us\",\"init_us\",\n"
-    "                       \"load_us\",\"error\"}]}\n";
+    "                       \"load_us\",\"error\"}]}\n"
+    "                      create_overlapped: the loader was created while the\n"
+    "                      cached index's files were checked on the other CPU\n"
+    "                      (its time is then inside index_us)\n";
 
 double now_us() {
   struct timespec ts;
@@ -80,14 +84,27 @@ int run(std::vector<std::string_view>& args) {
 
   CacheOptions co;
   options.groups = {group};  // the loader needs its group only
-  auto index = open_index_or_report(options, &co);
+  // On a cache hit under `full`, the loader is created while the index's
+  // stat calls run on the other CPU; it is kept only if the index is.
+  std::shared_ptr<const Index> prepared_for;
+  std::optional<Result<std::unique_ptr<Loader>>> prepared;
+  auto prepare = [&](const CacheOptions& c, const std::shared_ptr<const Index>& candidate) {
+    auto lo = host_loader_options(c, group, mode_text);
+    if (!lo) return;  // reported below
+    prepared_for = candidate;
+    prepared.emplace(Loader::create(candidate, lo.value()));
+  };
+  auto index = open_index_or_report(options, &co, prepare);
   if (!index) return k_error;
   const double t_index = now_us();
+  const bool overlapped = prepared && prepared_for == index;
   auto created = [&]() -> Result<std::unique_ptr<Loader>> {
+    if (overlapped) return std::move(*prepared);
     auto lo = host_loader_options(co, group, mode_text);
     if (!lo) return lo.error();
     return Loader::create(index, lo.value());
   }();
+  prepared.reset();  // a loader of a stale index, if any
   if (!created) return fail(created.error().message);
   Loader& loader = *created.value();
   const double t_create = now_us();
@@ -127,7 +144,8 @@ int run(std::vector<std::string_view>& args) {
     }
     out += ",\"index_us\":" + fixed(t_index - t0) + ",\"create_us\":" + fixed(t_create - t_index) +
            ",\"start_us\":" + fixed(t_start - t_create) + ",\"lookup_us\":" + fixed(t_lookup - t_start) +
-           ",\"total_us\":" + fixed(t_lookup - t0) + ",\"loaded\":[";
+           ",\"total_us\":" + fixed(t_lookup - t0) +
+           ",\"create_overlapped\":" + (overlapped ? "true" : "false") + ",\"loaded\":[";
     for (std::size_t k = 0; k < order.size(); ++k) {
       const BackendStatus& b = backends.at(order[k]);
       out += k ? ",\n" : "\n";
@@ -167,7 +185,8 @@ int run(std::vector<std::string_view>& args) {
     }
     if (order.size() > 60) out += "  ... (" + std::to_string(order.size() - 50) + " more; --json lists all)\n";
     out += "phases: index " + fixed(t_index - t0) + " us, loader " + fixed(t_create - t_index) +
-           " us, start " + fixed(t_start - t_create) + " us, lookup " + fixed(t_lookup - t_start) +
+           (overlapped ? " us (created while the index was checked, inside the index's time)" : " us") +
+           ", start " + fixed(t_start - t_create) + " us, lookup " + fixed(t_lookup - t_start) +
            " us, total " + fixed(t_lookup - t0) + " us\n";
   }
   write_out(out);

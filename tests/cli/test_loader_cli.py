@@ -326,10 +326,10 @@ def test_python_backends_are_reported(tmp_path):
     assert "Python backend" in listed
 
 
-def test_load_after_an_in_place_edit_answers_from_the_rebuilt_index(tmp_path):
-    # A cache hit under `full` with enough files for the two-CPU check; then
-    # an in-place edit makes the cached index stale, and `epload load` must
-    # answer from the rebuilt one.
+def test_loader_created_during_the_index_check_is_kept_only_if_the_index_is(tmp_path):
+    # On a cache hit under `full` with enough files for the two-CPU check,
+    # `epload load` creates its loader while the check runs; a stale index
+    # must not leave that loader in use.
     out = tmp_path / "big"
     m = generate(out, "--kind", "native", "--backends", 8, "--noise", 700, "--seed", 5)
     cache = tmp_path / "c"
@@ -338,11 +338,14 @@ def test_load_after_an_in_place_edit_answers_from_the_rebuilt_index(tmp_path):
     time.sleep(0.03)
     data = json.loads(run(m["search_path"], cache, "load", target["device"], "--json",
                           "--verbose", check=0).stdout)
+    two_cpus = len(os.sched_getaffinity(0)) >= 2
+    assert data["create_overlapped"] is two_cpus
     assert data["ok"] and data["backend"] == target["entry_point"]
     assert [b["backend"] for b in data["loaded"]] == [target["entry_point"]]
 
     # Another backend now claims the target's device name in place (same
-    # size, mtime restored): the cached index is stale.
+    # size, mtime restored): the cached index is stale, and the loader made
+    # from it while it was checked must not answer.
     other = m["backends"][5]
     dist_info = next(pathlib.Path(m["search_path"]).glob(other["dist"].replace("-", "_") + "-*.dist-info"))
     ep_txt = dist_info / "entry_points.txt"
@@ -355,6 +358,7 @@ def test_load_after_an_in_place_edit_answers_from_the_rebuilt_index(tmp_path):
     os.utime(ep_txt, ns=(before.st_atime_ns, before.st_mtime_ns))
     proc = run(m["search_path"], cache, "load", other["device"], "--json", "--verbose", check=0)
     data = json.loads(proc.stdout)
+    assert data["create_overlapped"] is False, proc.stderr
     assert "rebuilt" in proc.stderr and "entry_points.txt" in proc.stderr, proc.stderr
     assert data["backend"] == other["entry_point"][:-1] + "Z"
 

@@ -245,12 +245,16 @@ void read_all_ways(const std::string& bytes) {
     e.group_stamps = how != 0;
     e.watched = how >= 2;                 // `full` validation
     e.watched_stamps = how == 3;          // naming the file that changed
+    detail::EarlyFullCheck early;
+    if (how == 2) e.early_check = &early;
     auto r = detail::read_index_fd(file.fd(), k_name, e);
     if (check(r) != nullptr && how == 2) {
-      // As look_up() does: the check stats relative to the stored search paths.
+      // As look_up() does: the check (stats relative to the stored search
+      // paths) joins the helper the read started.
       std::string why;
-      still_valid(r.value(), Validation::full, &why);
+      detail::still_valid(r.value(), Validation::full, &why, &early);
     }
+    early.abandon();  // before `r` goes: the helper reads its names
   }
   {  // a cache file with a key: must be refused unless the key is the one stored
     detail::CacheKey key;
