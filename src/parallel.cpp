@@ -4,26 +4,27 @@
 #include <sched.h>  // sched_getaffinity
 
 #include <system_error>
-#include <thread>
 
 namespace epload::detail {
 
-bool run_on_two_cpus(void (*fn)(void*), void* arg) {
+bool start_helper(std::thread& helper, void (*fn)(void*), void* arg) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
-  const bool two_cpus = ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) >= 2;
-  std::thread helper;
-  if (two_cpus) {
-    try {
-      helper = std::thread(fn, arg);
-    } catch (const std::system_error&) {
-      // No thread to be had: the caller does all of the work.
-    }
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) return false;
+  try {
+    helper = std::thread(fn, arg);
+  } catch (const std::system_error&) {
+    return false;  // no thread to be had: the caller does all of the work
   }
-  fn(arg);
-  if (!helper.joinable()) return false;
-  helper.join();
   return true;
+}
+
+bool run_on_two_cpus(void (*fn)(void*), void* arg) {
+  std::thread helper;
+  const bool two = start_helper(helper, fn, arg);
+  fn(arg);
+  if (two) helper.join();
+  return two;
 }
 
 }  // namespace epload::detail

@@ -7,7 +7,14 @@
 // buys is in BENCHMARKS.md ("Simplification: what each deletion cost").
 #pragma once
 
+#include <thread>
+
 namespace epload::detail {
+
+/// Starts fn(arg) on `helper` when the process may run on two CPUs; false,
+/// and nothing started, otherwise or when no thread can be created.  The
+/// caller joins `helper`.
+bool start_helper(std::thread& helper, void (*fn)(void*), void* arg);
 
 /// Calls fn(arg) on the calling thread and, when the process may run on
 /// two CPUs, at the same time on one plain helper thread; returns when both
