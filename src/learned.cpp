@@ -36,8 +36,7 @@
 #include <cstring>  // strerror, memchr
 
 
-#include "cache_files.hpp"     // make_safe_dir, write_atomic
-#include "cache_internal.hpp"  // dir_name
+#include "atomic_file.hpp"  // dir_name, make_safe_dir, write_atomic
 #include "prefault.hpp"
 #include "pread_full.hpp"
 

@@ -103,16 +103,6 @@ std::shared_ptr<Catalog> catalog_for(const CacheOptions& options) {
   return catalog;
 }
 
-const char* status_name(CacheStatus s) {
-  switch (s) {
-    case CacheStatus::hit: return "hit";
-    case CacheStatus::rebuilt: return "rebuilt";
-    case CacheStatus::uncached: return "uncached";
-    case CacheStatus::shipped: return "shipped";
-  }
-  return "unknown";
-}
-
 const char* errc_name(Errc c) {
   switch (c) {
     case Errc::io: return "io";
@@ -307,7 +297,7 @@ QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
     if (!o) throw py::error_already_set();
     return o;
   };
-  QueryAnswer a{py::str(status_name(report.status)), loose(report.reason), loose(report.file),
+  QueryAnswer a{py::str(to_string(report.status)), loose(report.reason), loose(report.file),
                 py::none(), nullptr};
   if (!index) {
     a.problem = py::make_tuple(error_kind, loose(error_message));
