@@ -19,7 +19,6 @@
 #include "epload/cache.hpp"
 #include "epload/profile.hpp"
 #include "epload/scanner.hpp"
-#include "index_hooks.hpp"
 #include "stamp.hpp"
 #include "watch_digest.hpp"
 
@@ -27,14 +26,7 @@ namespace epload {
 namespace {
 
 using test::TempDir;
-using test::parse_bytes;
-using test::parse_bytes_with;
-using test::reseal;
-using test::edit_line;
 using test::edit_file;
-using test::sample_index;
-using test::tiny_index;
-using Hooks = detail::IndexBuilderHooks;
 
 // ---- open_index against real trees -------------------------------------------
 

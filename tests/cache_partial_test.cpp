@@ -26,11 +26,9 @@ namespace epload {
 namespace {
 
 using test::TempDir;
-using test::parse_bytes;
 using test::parse_bytes_with;
 using test::reseal;
 using test::edit_line;
-using test::edit_file;
 using test::sample_index;
 using test::tiny_index;
 using Hooks = detail::IndexBuilderHooks;

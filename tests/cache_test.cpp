@@ -17,7 +17,6 @@
 #include <sys/resource.h>  // setrlimit
 
 #include "cache_internal.hpp"
-#include "index_hooks.hpp"
 #include "epload/profile.hpp"
 #include "cache_format_util.hpp"
 #include "cache_test_util.hpp"
@@ -31,13 +30,11 @@ namespace {
 
 using test::TempDir;
 using test::parse_bytes;
-using test::parse_bytes_with;
 using test::reseal;
 using test::edit_line;
 using test::edit_file;
 using test::sample_index;
 using test::tiny_index;
-using Hooks = detail::IndexBuilderHooks;
 
 
 int python_check(const std::string& script, const std::string& arg) {
