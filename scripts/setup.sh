@@ -36,6 +36,7 @@ cmake -DSIMDJSON_VERSION="$simdjson" -DEPLOAD_DEPS_DIR="$deps" -P "$here/cmake/f
 [ "${1:-}" = "--deps-only" ] && exit 0
 
 # /usr/bin/python3 explicitly: another python3 earlier on PATH must not win.
+# EPLOAD_TEST_HOOKS: the bench gate's own tests need EPLOAD_TEST_SLOWDOWN.
 cmake -S "$here" -B "$build" -DEPLOAD_PYTHON=/usr/bin/python3 -DEPLOAD_DEPS_DIR="$deps" \
-      -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEPLOAD_TEST_HOOKS=ON >/dev/null
 cmake --build "$build" -j "$jobs"

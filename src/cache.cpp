@@ -4,74 +4,8 @@
 // This is the only translation unit that includes simdjson (its header costs
 // seconds to compile).
 //
-// Format version 3, "sectioned".  The file is JSON Lines: every line is one
-// complete JSON document, and a JSON string never holds a raw newline (the
-// writer escapes it), so every '\n' in the file ends a line.  Line 1 is the
-// head; every later line is a section, whose byte range and hash the head
-// records, so a reader reads the head and then only the sections it needs:
-//
-//   {"format":"epload-index","version":2,"checksum":"<16 hex digits>",
-//    "key":{"interpreter":S,"cwd":S},"relocatable":false,"scanned_at_ns":N,
-//    "search_paths":[{"path":S,"stamp":[dev,ino,size,mtime_ns,ctime_ns,mode]},...],
-//    "first_error":null | {"dist":[d,name,version,dir,path],"message":S},
-//    "sections":[[name,offset,length,"<16 hex digits>",count],...]}
-//   group:G    {"dists":[[d,name,version,dir,path],...],"entry_points":[[k,name,value],...]}
-//   stamps:G   [[path,rel,dev,ino,size,mtime_ns,ctime_ns,mode],...]
-//   ...        (one group:G line, then its stamps:G line if it has one, per
-//               group, groups in code-point order)
-//   dists      [[name,version,dir,path,error],...]
-//   watched    [[path,rel,dev,ino,size,mtime_ns,ctime_ns,mode],...]
-//   watch_digest {"digest":"<32 hex digits>","files":[[path,rel,rel,...],...]}
-//
-// (The head is one line in the file, wrapped above; each later line is shown
-// after its section's name, which is not part of the line.)  A section row
-// of the head
-// is [name, offset, length, hash, count]: the section's first byte (from the
-// start of the file), its length including its '\n', the hash of those
-// bytes, and how many items it holds (entry points, watched files or
-// distributions).  Sections follow the head without gaps, in the order
-// above, and the last one ends the file.
-//
-// A group section is self-contained: the distributions its entry points
-// belong to (d = the distribution's number in global discovery order,
-// ascending; no error, since a distribution with one contributes no entry
-// points) and its entry points in discovery order (k = position in the
-// section's own "dists").  Its stamps section lists the watched files inside
-// those distributions (e.g. their entry_points.txt): what the Python layer's
-// learned-device store compares, without the whole watched list.  "dists"
-// lists every distribution (a complete load needs it), "watched" every
-// watched file with its stamp, and "watch_digest" the same files by name
-// only (in runs that share a search path) with the digest of their stamps
-// (watch_digest.hpp): what `full` validation reads, a third of the bytes
-// and none of the ~36,000 integers that made parsing "watched" cost half as
-// much as the stats themselves.  "watched" is read by complete loads (which
-// check the digest against it), by the Python layer (which wants stamps),
-// and when the digest says the cache is stale, to name the file that changed.  "first_error" is the first
-// distribution in discovery order whose metadata importlib would fail on:
-// importlib raises for it whatever the selection, so even a one-group read
-// must know it.
-//
-// Strings (S) are byte strings: names come from UTF-8 text, but paths on
-// Linux are arbitrary bytes.  A string that is valid UTF-8 is written as a
-// JSON string (", \ and control characters escaped); any other is written as
-// {"hex":"2f746d70ff"}, which decodes back to the exact bytes.  A
-// distribution's "dir" is stored relative to its search path when it is
-// inside it (the scanner's dirs always are); one that starts with '/' is
-// stored whole.  In a relocatable file (an index shipped with an
-// environment) the search paths are relative to the file's directory, so the
-// whole file moves with the environment.
-//
-// Integrity: the head's checksum is a 64-bit hash of every byte after the
-// checksum's closing quote to the end of line 1 (its '\n' included), and
-// each section's hash covers its bytes the same way.  Without them a flipped
-// byte inside a string (a disk error, a stray editor) would parse into a
-// plausible, wrong answer; with them, any change confined to one aligned
-// 8-byte word is always detected (each step of the hash is a bijection of
-// its state) and any other change with probability 1 - 2^-64.  A defect in a
-// section that is not read goes unnoticed by that read (a one-group query
-// whose own section is intact is still served); every section that is read
-// is checked, and a truncated file is always caught by the layout check
-// (the last section must end where the file does).
+// The format (JSON Lines: a head, then sections whose offsets, lengths and
+// hashes the head records) is described in docs/cache-format.md.
 //
 // Reading is strict: the head is found by pread of a first 32 KB chunk (more
 // if line 1 is longer; a complete read reads the whole file at once), its
@@ -85,13 +19,14 @@
 // and the head and sections are parsed in place (a fresh page, filled by
 // pread, costs ~10 times more on the machines measured); only a last
 // section too close to a page's end for the padding is pread.  Fields must
-// come in exactly this order, every index is bounds-checked, every number
-// range-checked, every type checked, nothing may follow a line's document.
+// come in exactly the documented order, every index is bounds-checked, every
+// number range-checked, every type checked, nothing may follow a line's
+// document.
 // Any defect is an Errc::cache error naming the file, the section and the
 // problem; the caller rebuilds.  simdjson's On-Demand API parses straight
 // into IndexBuilder; no DOM is built, and strings without escapes are read
 // in place (cache_text.cpp).  A group section's buffer is handed to the
-// Index (IndexBuilder::borrow, then keep_bytes), so its names and values
+// Index (IndexBuilderHooks::borrow, then keep_bytes), so its names and values
 // stay views into it; only escaped strings are copied into the arena.
 //
 // Why it is fast: what a query costs is its share of the file, not the number
@@ -127,6 +62,7 @@
 #include <memory>  // read buffers
 
 #include "cache_internal.hpp"
+#include "index_hooks.hpp"
 #include "epload/profile.hpp"
 #include "big_buffer.hpp"
 #include "prefault.hpp"
@@ -139,6 +75,7 @@ namespace epload::detail {
 namespace {
 
 namespace od = simdjson::ondemand;
+using Hooks = IndexBuilderHooks;  // the reader's access to IndexBuilder (index_hooks.hpp)
 
 constexpr std::string_view k_format = "epload-index";
 // The first read of a partial load: the head and, for a small file, all of
@@ -474,7 +411,7 @@ bool Reader::fetch(const Section& s, const char*& data, std::size_t& capacity) {
 void Reader::keep_buffer_of(const Section& s) {
   Buffer* from = buffer_of(s);
   if (from == &m_head && m_map != nullptr) return;  // the mapping is kept whole (run())
-  if (from != nullptr && from->data) m_builder.keep_bytes(std::move(from->data));
+  if (from != nullptr && from->data) Hooks::keep_bytes(m_builder, std::move(from->data));
 }
 
 /// The buffer holding section `s` (the first chunk or a run), if read.
@@ -1105,7 +1042,7 @@ bool Reader::watched_file(od::value v, bool stamped_only) {
   });
   if (!ok) return false;
   if (stamped_only) {
-    m_builder.add_stamped_file(path, rel, stamp);
+    Hooks::add_stamped_file(m_builder, path, rel, stamp);
     return true;
   }
   m_builder.add_watched_file(path, rel, stamp);
@@ -1133,7 +1070,7 @@ bool Reader::watch_run(od::value v, std::size_t& n, std::size_t count, bool add)
     if (n >= count) return fail("holds more watched files than the head says (" + std::to_string(count) + ")");
     // A name without escapes is a view into the section's buffer, which the
     // Index keeps (load_partial()): no copy.
-    if (add) m_builder.add_watched_name(path, rel, /*copy=*/!in_document(rel));
+    if (add) Hooks::add_watched_name(m_builder, path, rel, /*copy=*/!in_document(rel));
     ++n;
     if (m_publish_to != nullptr && n % EarlyFullCheck::k_chunk == 0) m_publish_to->publish(n);
   }
@@ -1180,7 +1117,7 @@ bool Reader::watch_digest(od::document& doc, std::size_t count, bool add) {
     return fail("holds " + std::to_string(n) + " watched files, the head says " + std::to_string(count));
   }
   if (add) {
-    m_builder.set_watched_digest(digest);
+    Hooks::set_watched_digest(m_builder, digest);
   } else if (!(digest == m_stamped_digest)) {
     return fail("the digest disagrees with the stamps of section \"watched\"");
   }
@@ -1282,7 +1219,7 @@ bool Reader::load_partial() {
   const bool names_first = names_total > 0 && m_expect.early_check != nullptr;
   if (names_first) {
     if (!read_sections({m_watch_digest})) return false;
-    const Index& so_far = m_builder.in_progress();
+    const Index& so_far = Hooks::in_progress(m_builder);
     const std::span<const WatchedName> names(so_far.watched_names().data(), names_total);
     m_expect.early_check->start(names, so_far.search_paths(), so_far.scanned_at_ns(), /*ready=*/0);
     m_publish_to = m_expect.early_check;
@@ -1311,7 +1248,7 @@ bool Reader::load_partial() {
     g.section = s;
     // Its names and values stay where they are: the Index keeps the buffer
     // (below), so only escaped strings are copied.
-    if (Buffer* b = buffer_of(*s); b != nullptr && b->data) m_builder.borrow(b->data.get(), b->size);
+    if (Buffer* b = buffer_of(*s); b != nullptr && b->data) Hooks::borrow(m_builder, b->data.get(), b->size);
     if (!parse_section(*s, [&](od::document& d) { return group(d, g, mode); })) return false;
   }
 
@@ -1357,12 +1294,12 @@ bool Reader::load_partial() {
     if (!ok) return false;
   }
   if (names_total > 0) keep_buffer_of(*m_watch_digest);
-  m_builder.set_watched_complete(m_expect.watched);
-  m_builder.set_partial(wanted);
+  Hooks::set_watched_complete(m_builder, m_expect.watched);
+  Hooks::set_partial(m_builder, wanted);
   if (m_has_error) {
     std::string_view joined;
     join_dir(m_error_path, m_error_dir, joined);
-    m_builder.set_first_error(m_error_name, m_error_version, joined, m_error_path, m_error_message);
+    Hooks::set_first_error(m_builder, m_error_name, m_error_version, joined, m_error_path, m_error_message);
   }
   for (const GroupData& g : groups) keep_buffer_of(*g.section);  // borrowed above
   return true;
@@ -1411,7 +1348,7 @@ Result<Index> Reader::run() {
   if (!m_problem.empty()) {
     return Error{Errc::cache, "cache file " + std::string(m_file) + ": " + m_problem};
   }
-  if (m_map_owner) m_builder.keep_alive(m_map_owner);  // views into it: the head's, the sections'
+  if (m_map_owner) Hooks::keep_alive(m_builder, m_map_owner);  // views into it: the head's, the sections'
   Index index = m_builder.build();
   m_built = true;
   return index;

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "atomic_file.hpp"  // dir_name, and what every cache file is written with
 #include "epload/cache.hpp"
 #include "epload/index.hpp"
 #include "epload/result.hpp"
@@ -72,9 +73,6 @@ std::string relative_path(std::string_view path, std::string_view base);
 
 /// Joins a directory and a relative name with one '/'.
 std::string join_path(std::string_view dir, std::string_view name);
-
-/// The directory part of `path` ("." when it has none).
-std::string dir_name(std::string_view path);
 
 /// strerror(errno), for error messages.
 inline std::string errno_text() { return std::strerror(errno); }
@@ -134,8 +132,8 @@ struct ReadExpectations {
   /// are read first and their check started here, so that its stat calls
   /// overlap the parse of the groups' sections.  A failed read abandons it.
   EarlyFullCheck* early_check = nullptr;
-  /// Read through a private read-only mapping of the file (CacheOptions::
-  /// map_files) instead of copies in fresh memory.
+  /// Read through a private read-only mapping of the file (see
+  /// map_files.hpp) instead of copies in fresh memory.
   bool map_file = false;
 };
 
@@ -147,7 +145,7 @@ Result<Index> read_index_fd(int fd, std::string_view file, const ReadExpectation
 
 // ---- JSON text helpers (cache_text.cpp) ------------------------------------
 
-/// The integrity hash of a file's body (see cache.cpp and cache_text.cpp).
+/// The integrity hash of a file's body (see docs/cache-format.md and cache_text.cpp).
 std::uint64_t body_hash(std::string_view s);
 
 /// Writes `v` as 16 lower-case hex digits to out[0..16).

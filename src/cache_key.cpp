@@ -167,13 +167,6 @@ std::string join_path(std::string_view dir, std::string_view name) {
   return out;
 }
 
-std::string dir_name(std::string_view path) {
-  const std::size_t slash = path.rfind('/');
-  if (slash == std::string_view::npos) return ".";
-  if (slash == 0) return "/";
-  return std::string(path.substr(0, slash));
-}
-
 std::string absolute_path(std::string_view path) {
   if (!is_relative(path)) return normalize_path(path);
   return normalize_path(join_path(current_dir(), path));

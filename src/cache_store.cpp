@@ -47,6 +47,7 @@
 #include "cache_internal.hpp"
 #include "epload/profile.hpp"
 #include "epload/scanner.hpp"
+#include "map_files.hpp"
 #include "stamp.hpp"
 
 namespace epload {
@@ -142,7 +143,7 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
   expect.groups = options.groups;
   expect.watched = validation == Validation::full;  // only `full` needs the watched stamps
   expect.group_stamps = options.group_stamps;
-  expect.map_file = options.map_files;
+  expect.map_file = cache_files_mapped();
   // Under `full`, the stat calls start on the other CPU as soon as the
   // names are read, while the groups are parsed.
   EarlyFullCheck early;
@@ -314,6 +315,16 @@ Result<int> clear_cache(const CacheOptions& options) {
   const std::string dir = resolve_cache_dir(options);
   if (dir.empty()) return 0;
   return detail::clear_cache_dir(dir);
+}
+
+const char* to_string(CacheStatus status) {
+  switch (status) {
+    case CacheStatus::hit: return "hit";
+    case CacheStatus::rebuilt: return "rebuilt";
+    case CacheStatus::uncached: return "uncached";
+    case CacheStatus::shipped: return "shipped";
+  }
+  return "unknown";
 }
 
 // ---------------------------------------------------------------------------

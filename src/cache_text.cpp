@@ -1,7 +1,7 @@
 // cache_text.cpp — JSON text helpers shared by the cache writer and reader:
 // the integrity hash, hex digits, and the decoder of JSON string escapes.
 //
-// The checksum (see cache.cpp) is a word-at-a-time hash whose every step —
+// The checksum (see docs/cache-format.md) is a word-at-a-time hash whose every step —
 // xor in an 8-byte word, multiply by an odd constant, xorshift — is a
 // bijection of the 64-bit state, so a change confined to one aligned word
 // always changes its lane, and the final fold (a chain of the same steps,
@@ -15,29 +15,11 @@
 #include <cstring>
 
 #include "cache_internal.hpp"
+#include "utf8.hpp"
 
 namespace epload::detail {
 
 namespace {
-
-/// Appends code point `cp` as UTF-8.
-void put_utf8(std::string& out, std::uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-}
 
 bool hex4(const char* p, const char* end, std::uint32_t& out) {
   if (end - p < 4) return false;
@@ -169,7 +151,7 @@ bool decode_json_string(const char* p, const char* end, std::string& scratch, st
         } else if (cp >= 0xdc00 && cp <= 0xdfff) {
           return false;  // a lone low surrogate is not a character
         }
-        put_utf8(scratch, cp);
+        append_utf8(static_cast<char32_t>(cp), scratch);
         break;
       }
       default: return false;

@@ -24,7 +24,7 @@
 //
 // Speed: at 6,000 distributions the full check is ~6,000 fstatat calls.  They
 // are independent, so above k_parallel_threshold two threads (the target
-// machines have two cores; see parallel.hpp for how the second is placed)
+// machines have two cores; see parallel.hpp)
 // take them in chunks from a shared counter; both stop at the first
 // mismatch either finds.  Nothing is allocated per file.  A cache read for
 // `full` validation has the helper created before the head is parsed
@@ -47,6 +47,7 @@
 #include "parallel.hpp"
 #include "stamp.hpp"
 #include "watch_digest.hpp"
+#include "test_slowdown.hpp"
 
 namespace epload {
 namespace detail {
@@ -194,6 +195,14 @@ void FullCheck::run() {
   profile::count(profile::Counter::stat, stats);
 }
 
+/// One turn of a spin-wait: tells the CPU this thread is waiting (x86
+/// `pause`), nothing elsewhere.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 /// Waits until `done()` holds (true) or `stop` is set (false).  What the
 /// helper waits for is the reader's work on the other CPU, tens to hundreds
 /// of microseconds: it spins briefly, then gives its CPU away at each turn
@@ -226,11 +235,19 @@ bool FullCheck::wait_ready(std::size_t end) {
 
 struct EarlyFullCheck::State {
   FullCheck check;
-  PinnedHelper helper;
+  std::thread helper;
   // A prepared helper waits for `armed` (release: the check's names, paths
   // and clock are set) before it runs the check.
   bool prepared = false;
   std::atomic<bool> armed{false};
+
+  ~State() {
+    if (helper.joinable()) {  // never left running: it reads the check's names
+      check.stop.store(true, std::memory_order_relaxed);
+      armed.store(true, std::memory_order_release);
+      helper.join();
+    }
+  }
 
   void wait_then_run() {
     if (wait_for([&] { return armed.load(std::memory_order_acquire); }, check.stop)) check.run();
@@ -244,7 +261,7 @@ void EarlyFullCheck::prepare() {
   if (m) return;
   m = std::make_unique<State>();
   m->prepared = true;
-  if (!m->helper.start([](void* p) { static_cast<State*>(p)->wait_then_run(); }, m.get())) m.reset();
+  if (!start_helper(m->helper, [](void* p) { static_cast<State*>(p)->wait_then_run(); }, m.get())) m.reset();
 }
 
 void EarlyFullCheck::start(std::span<const WatchedName> names, std::span<const std::string_view> paths,
@@ -263,7 +280,7 @@ void EarlyFullCheck::start(std::span<const WatchedName> names, std::span<const s
   m->check.ready.store(std::min(ready, names.size()), std::memory_order_relaxed);
   if (prepared) {
     m->armed.store(true, std::memory_order_release);
-  } else if (!m->helper.start(m->check)) {
+  } else if (!start_helper(m->helper, [](void* p) { static_cast<FullCheck*>(p)->run(); }, &m->check)) {
     m.reset();
   }
 }
@@ -275,7 +292,7 @@ void EarlyFullCheck::publish(std::size_t ready) {
 void EarlyFullCheck::abandon() {
   if (!m) return;
   m->check.stop.store(true, std::memory_order_relaxed);
-  m->helper.join();
+  if (m->helper.joinable()) m->helper.join();
   m.reset();
 }
 
@@ -323,7 +340,7 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
     }
   } finish{started != nullptr ? early : nullptr};
   profile::Span span(profile::Phase::stat, validation == Validation::full ? "validate full" : "validate paths");
-  profile::test_slowdown(profile::SlowPoint::validate);  // test-only; one relaxed load when unset
+  profile::test_slowdown(profile::SlowPoint::validate);  // test builds only
   const auto paths = index.search_paths();
   const auto stamps = index.search_path_stamps();
   const std::int64_t scanned_at = index.scanned_at_ns();
@@ -366,7 +383,7 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
     // The helper has been at it since the names were read: take the rest
     // of the chunks here, then wait for its last one.
     check.run();
-    early->m->helper.join();
+    if (early->m->helper.joinable()) early->m->helper.join();
   } else if (count > k_parallel_threshold) {
     run_on_two_cpus(check);
   } else {

@@ -1,5 +1,5 @@
 // cache_write.cpp — serializes an Index to the sectioned JSON Lines layout
-// described at the top of cache.cpp.
+// described in docs/cache-format.md.
 //
 // simdjson 3.0 has no writer, and none is needed: the layout is fixed, so
 // each section is appended to one reserved std::string in a single pass, its
@@ -147,7 +147,7 @@ void watched_row(JsonWriter& w, const WatchedFile& f) {
   w.raw("]");
 }
 
-/// Appends the head line (see cache.cpp) with section offsets shifted by
+/// Appends the head line (docs/cache-format.md) with section offsets shifted by
 /// `base`; the checksum is filled in by the caller.
 std::size_t write_head(std::string& out, const Index& index, const WriteOptions& options,
                        const std::vector<std::string_view>& paths_text, const std::string& first_error,
@@ -196,12 +196,258 @@ std::size_t write_head(std::string& out, const Index& index, const WriteOptions&
   return checksum_at;
 }
 
+/// The sections of a serialized index, appended in file order to one
+/// string, with their records for the head.  A distribution's fields and a
+/// watched file's row are written twice (in a group or stamps section, and
+/// in "dists" or "watched"), so each is encoded once (the pools) and copied.
+class BodyWriter {
+ public:
+  BodyWriter(const Index& index, std::span<const std::string_view> dir_text)
+      : m_index(index), m_dists(index.distributions()), m_watched(index.watched_files()),
+        m_dir_text(dir_text), m_w(body) {
+    body.reserve(256 + m_dists.size() * 320 + index.entry_points().size() * 80 + m_watched.size() * 200);
+    encode_pools();
+    find_owners();
+  }
+
+  std::string body;
+  std::vector<SectionRecord> sections;
+
+  /// One "group:G" section per group, each followed by its "stamps:G"
+  /// section when its distributions hold watched files.
+  void groups();
+  void dists();
+  void watched();
+  /// The watched files by name only, in runs by search path, with the
+  /// digest of their stamps: all `full` validation reads (watch_digest.hpp).
+  void watch_digest();
+  /// The head's "first_error" value: "null", or the first distribution with
+  /// an error.
+  std::string first_error() const;
+
+ private:
+  void begin(std::string name, std::size_t count) { sections.push_back({std::move(name), body.size(), 0, 0, count}); }
+  void end() {
+    m_w.raw("\n");
+    SectionRecord& s = sections.back();
+    s.length = body.size() - s.offset;
+    s.hash = body_hash(std::string_view(body).substr(s.offset, s.length));
+  }
+  std::string_view dist_fields(std::size_t gi) const {
+    return std::string_view(m_dist_pool).substr(m_dist_at[gi], m_dist_at[gi + 1] - m_dist_at[gi]);
+  }
+  std::string_view watched_text(std::size_t k) const {
+    return std::string_view(m_watched_pool).substr(m_watched_at[k], m_watched_at[k + 1] - m_watched_at[k]);
+  }
+  void encode_pools();
+  void find_owners();
+  void group(std::string_view group);
+
+  const Index& m_index;
+  std::span<const Distribution> m_dists;
+  std::span<const WatchedFile> m_watched;
+  std::span<const std::string_view> m_dir_text;
+  JsonWriter m_w;
+  std::string m_dist_pool, m_watched_pool;
+  std::vector<std::size_t> m_dist_at, m_watched_at;
+  // The watched files inside distribution gi: m_watch_list[m_watch_begin[gi]
+  // .. m_watch_begin[gi + 1]).
+  std::vector<std::uint32_t> m_watch_begin, m_watch_list;
+  std::vector<std::uint32_t> m_local;  // scratch: a group's distributions, ascending
+};
+
+void BodyWriter::encode_pools() {
+  m_dist_at.assign(m_dists.size() + 1, 0);
+  m_dist_pool.reserve(m_dists.size() * 96);
+  JsonWriter pw(m_dist_pool);
+  for (std::size_t gi = 0; gi < m_dists.size(); ++gi) {
+    const Distribution& d = m_dists[gi];
+    pw.bytes(d.name);
+    pw.raw(",");
+    pw.bytes(d.version);
+    pw.raw(",");
+    pw.bytes(m_dir_text[gi]);
+    pw.raw(",");
+    pw.number(d.search_path);
+    m_dist_at[gi + 1] = m_dist_pool.size();
+  }
+  m_watched_at.assign(m_watched.size() + 1, 0);
+  m_watched_pool.reserve(m_watched.size() * 112);
+  JsonWriter ww(m_watched_pool);
+  for (std::size_t k = 0; k < m_watched.size(); ++k) {
+    watched_row(ww, m_watched[k]);
+    m_watched_at[k + 1] = m_watched_pool.size();
+  }
+}
+
+/// Which distribution each watched file lies in: (search path, directory of
+/// the file) against (search path, stored metadata directory).
+void BodyWriter::find_owners() {
+  constexpr std::uint32_t k_none = std::numeric_limits<std::uint32_t>::max();
+  m_watch_begin.assign(m_dists.size() + 1, 0);
+  // (The same directory name can lie in several search paths.)
+  std::unordered_multimap<std::string_view, std::uint32_t> by_dir;
+  by_dir.reserve(m_dists.size());
+  for (std::size_t gi = 0; gi < m_dists.size(); ++gi) {
+    if (is_relative(m_dir_text[gi])) by_dir.emplace(m_dir_text[gi], static_cast<std::uint32_t>(gi));
+  }
+  std::vector<std::uint32_t> owner(m_watched.size(), k_none);
+  for (std::size_t k = 0; k < m_watched.size(); ++k) {
+    const std::string_view rel = m_watched[k].rel_path;
+    const std::size_t slash = rel.rfind('/');
+    if (slash == std::string_view::npos) continue;
+    auto [it, end] = by_dir.equal_range(rel.substr(0, slash));
+    while (it != end && m_dists[it->second].search_path != m_watched[k].search_path) ++it;
+    if (it == end) continue;
+    owner[k] = it->second;
+    ++m_watch_begin[it->second + 1];
+  }
+  for (std::size_t gi = 0; gi < m_dists.size(); ++gi) m_watch_begin[gi + 1] += m_watch_begin[gi];
+  m_watch_list.resize(m_watch_begin[m_dists.size()]);
+  std::vector<std::uint32_t> fill(m_watch_begin.begin(), m_watch_begin.end() - 1);
+  for (std::size_t k = 0; k < m_watched.size(); ++k) {
+    if (owner[k] != k_none) m_watch_list[fill[owner[k]]++] = static_cast<std::uint32_t>(k);
+  }
+}
+
+void BodyWriter::groups() {
+  for (std::string_view g : m_index.groups()) group(g);
+}
+
+void BodyWriter::group(std::string_view group) {
+  const auto eps = m_index.group(group);
+  m_local.clear();
+  for (const EntryPoint& ep : eps) m_local.push_back(static_cast<std::uint32_t>(ep.dist - m_dists.data()));
+  std::sort(m_local.begin(), m_local.end());
+  m_local.erase(std::unique(m_local.begin(), m_local.end()), m_local.end());
+
+  begin("group:" + std::string(group), eps.size());
+  m_w.raw("{\"dists\":[");
+  for (std::size_t i = 0; i < m_local.size(); ++i) {
+    m_w.raw(i == 0 ? "[" : ",[");
+    m_w.number(m_local[i]);
+    m_w.raw(",");
+    m_w.raw(dist_fields(m_local[i]));
+    m_w.raw("]");
+  }
+  m_w.raw("],\"entry_points\":[");
+  bool first = true;
+  for (const EntryPoint& ep : eps) {
+    const auto gi = static_cast<std::uint32_t>(ep.dist - m_dists.data());
+    m_w.raw(first ? "[" : ",[");
+    first = false;
+    m_w.number(static_cast<std::size_t>(std::lower_bound(m_local.begin(), m_local.end(), gi) - m_local.begin()));
+    m_w.raw(",");
+    m_w.bytes(ep.name);
+    m_w.raw(",");
+    m_w.bytes(ep.value);
+    m_w.raw("]");
+  }
+  m_w.raw("]}");
+  end();
+
+  std::size_t stamps = 0;
+  for (std::uint32_t gi : m_local) stamps += m_watch_begin[gi + 1] - m_watch_begin[gi];
+  if (stamps == 0) return;
+  begin("stamps:" + std::string(group), stamps);
+  m_w.raw("[");
+  first = true;
+  for (std::uint32_t gi : m_local) {
+    for (std::uint32_t k = m_watch_begin[gi]; k < m_watch_begin[gi + 1]; ++k) {
+      if (!first) m_w.raw(",");
+      first = false;
+      m_w.raw(watched_text(m_watch_list[k]));
+    }
+  }
+  m_w.raw("]");
+  end();
+}
+
+void BodyWriter::dists() {
+  begin("dists", m_dists.size());
+  m_w.raw("[");
+  for (std::size_t gi = 0; gi < m_dists.size(); ++gi) {
+    m_w.raw(gi == 0 ? "[" : ",[");
+    m_w.raw(dist_fields(gi));
+    m_w.raw(",");
+    m_w.bytes(m_dists[gi].error);
+    m_w.raw("]");
+  }
+  m_w.raw("]");
+  end();
+}
+
+void BodyWriter::watched() {
+  begin("watched", m_watched.size());
+  m_w.raw("[");
+  for (std::size_t k = 0; k < m_watched.size(); ++k) {
+    if (k != 0) m_w.raw(",");
+    m_w.raw(watched_text(k));
+  }
+  m_w.raw("]");
+  end();
+}
+
+void BodyWriter::watch_digest() {
+  begin("watch_digest", m_watched.size());
+  const WatchedDigest digest = digest_of(m_watched);
+  char hex[32];
+  put_hex16(hex, digest.hi);
+  put_hex16(hex + 16, digest.lo);
+  m_w.raw("{\"digest\":\"");
+  m_w.raw(std::string_view(hex, 32));
+  m_w.raw("\",\"files\":[");
+  for (std::size_t k = 0; k < m_watched.size(); ++k) {
+    if (k == 0 || m_watched[k].search_path != m_watched[k - 1].search_path) {
+      m_w.raw(k == 0 ? "[" : "],[");
+      m_w.number(m_watched[k].search_path);
+    }
+    m_w.raw(",");
+    m_w.bytes(m_watched[k].rel_path);
+  }
+  m_w.raw(m_watched.empty() ? "]}" : "]]}");
+  end();
+}
+
+std::string BodyWriter::first_error() const {
+  for (std::size_t gi = 0; gi < m_dists.size(); ++gi) {
+    if (m_dists[gi].error.empty()) continue;
+    std::string out = "{\"dist\":[";
+    JsonWriter fw(out);
+    fw.number(gi);
+    fw.raw(",");
+    fw.raw(dist_fields(gi));
+    fw.raw("],\"message\":");
+    fw.bytes(m_dists[gi].error);
+    fw.raw("}");
+    return out;
+  }
+  return "null";
+}
+
+/// The search paths as stored: relative to the file's directory in a
+/// relocatable index (`relocated` holds those strings), else as they are.
+Result<std::vector<std::string_view>> stored_paths(std::span<const std::string_view> paths,
+                                                   const WriteOptions& options, std::vector<std::string>& relocated) {
+  std::vector<std::string_view> text(paths.begin(), paths.end());
+  if (!options.relocatable) return text;
+  relocated.reserve(paths.size());
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    if (is_relative(paths[i])) {
+      return Error{Errc::invalid_argument, "cannot write a relocatable index for the relative search path \"" +
+                                               std::string(paths[i]) + "\": give absolute search paths"};
+    }
+    relocated.push_back(relative_path(normalize_path(paths[i]), options.base_dir));
+  }
+  for (std::size_t i = 0; i < paths.size(); ++i) text[i] = relocated[i];
+  return text;
+}
+
 }  // namespace
 
 Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& options) {
   const auto paths = index.search_paths();
   const auto dists = index.distributions();
-  const auto watched = index.watched_files();
   if (index.watched_digest() != nullptr) {
     return Error{Errc::invalid_argument,
                  "cannot serialize the index: it was loaded without its watched files' stamps"};
@@ -210,22 +456,9 @@ Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& 
     return Error{Errc::io, "not writing an index whose answer depends on a file that could not be read "
                            "(it may read fine next time, unchanged): " + std::string(why)};
   }
-
-  // Search paths as stored (relative to the file in a relocatable index).
   std::vector<std::string> relocated;
-  std::vector<std::string_view> paths_text(paths.begin(), paths.end());
-  if (options.relocatable) {
-    relocated.reserve(paths.size());
-    for (std::size_t i = 0; i < paths.size(); ++i) {
-      if (is_relative(paths[i])) {
-        return Error{Errc::invalid_argument,
-                     "cannot write a relocatable index for the relative search path \"" +
-                         std::string(paths[i]) + "\": give absolute search paths"};
-      }
-      relocated.push_back(relative_path(normalize_path(paths[i]), options.base_dir));
-    }
-    for (std::size_t i = 0; i < paths.size(); ++i) paths_text[i] = relocated[i];
-  }
+  auto paths_text = stored_paths(paths, options, relocated);
+  if (!paths_text) return paths_text.error();
   std::vector<std::string_view> dir_text(dists.size());
   for (std::size_t i = 0; i < dists.size(); ++i) {
     auto dir = stored_dir(dists[i], paths);
@@ -233,191 +466,12 @@ Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& 
     dir_text[i] = *dir;
   }
 
-  std::string body;
-  body.reserve(256 + dists.size() * 320 + index.entry_points().size() * 80 + watched.size() * 200);
-  JsonWriter w(body);
-  std::vector<SectionRecord> sections;
-  auto begin_section = [&](std::string name, std::size_t count) {
-    sections.push_back({std::move(name), body.size(), 0, 0, count});
-  };
-  auto end_section = [&] {
-    w.raw("\n");
-    SectionRecord& s = sections.back();
-    s.length = body.size() - s.offset;
-    s.hash = body_hash(std::string_view(body).substr(s.offset, s.length));
-  };
-  // A distribution's fields and a watched file's row are written twice (in
-  // a group or stamps section, and in "dists" or "watched"): encode each
-  // once.
-  std::string dist_pool, watched_pool;
-  std::vector<std::size_t> dist_at(dists.size() + 1, 0), watched_at(watched.size() + 1, 0);
-  {
-    dist_pool.reserve(dists.size() * 96);
-    JsonWriter pw(dist_pool);
-    for (std::size_t gi = 0; gi < dists.size(); ++gi) {
-      const Distribution& d = dists[gi];
-      pw.bytes(d.name);
-      pw.raw(",");
-      pw.bytes(d.version);
-      pw.raw(",");
-      pw.bytes(dir_text[gi]);
-      pw.raw(",");
-      pw.number(d.search_path);
-      dist_at[gi + 1] = dist_pool.size();
-    }
-    watched_pool.reserve(watched.size() * 112);
-    JsonWriter ww(watched_pool);
-    for (std::size_t k = 0; k < watched.size(); ++k) {
-      watched_row(ww, watched[k]);
-      watched_at[k + 1] = watched_pool.size();
-    }
-  }
-  auto dist_fields = [&](std::size_t gi) {
-    w.raw(std::string_view(dist_pool).substr(dist_at[gi], dist_at[gi + 1] - dist_at[gi]));
-  };
-  auto watched_text = [&](std::size_t k) {
-    return std::string_view(watched_pool).substr(watched_at[k], watched_at[k + 1] - watched_at[k]);
-  };
-
-  // Which distribution each watched file lies in: (search path, directory of
-  // the file) against (search path, stored metadata directory).
-  std::vector<std::uint32_t> watch_begin(dists.size() + 1, 0), watch_list;
-  {
-    // (The same directory name can lie in several search paths.)
-    std::unordered_multimap<std::string_view, std::uint32_t> by_dir;
-    by_dir.reserve(dists.size());
-    for (std::size_t gi = 0; gi < dists.size(); ++gi) {
-      if (is_relative(dir_text[gi])) by_dir.emplace(dir_text[gi], static_cast<std::uint32_t>(gi));
-    }
-    std::vector<std::uint32_t> owner(watched.size(), std::numeric_limits<std::uint32_t>::max());
-    for (std::size_t k = 0; k < watched.size(); ++k) {
-      const std::string_view rel = watched[k].rel_path;
-      const std::size_t slash = rel.rfind('/');
-      if (slash == std::string_view::npos) continue;
-      auto [it, end] = by_dir.equal_range(rel.substr(0, slash));
-      while (it != end && dists[it->second].search_path != watched[k].search_path) ++it;
-      if (it == end) continue;
-      owner[k] = it->second;
-      ++watch_begin[it->second + 1];
-    }
-    for (std::size_t gi = 0; gi < dists.size(); ++gi) watch_begin[gi + 1] += watch_begin[gi];
-    watch_list.resize(watch_begin[dists.size()]);
-    std::vector<std::uint32_t> fill(watch_begin.begin(), watch_begin.end() - 1);
-    for (std::size_t k = 0; k < watched.size(); ++k) {
-      if (owner[k] != std::numeric_limits<std::uint32_t>::max()) {
-        watch_list[fill[owner[k]]++] = static_cast<std::uint32_t>(k);
-      }
-    }
-  }
-
-  // One section per group (and one of its distributions' watched files).
-  std::vector<std::uint32_t> local;  // the group's distributions, global numbers, ascending
-  for (std::string_view group : index.groups()) {
-    const auto eps = index.group(group);
-    local.clear();
-    for (const EntryPoint& ep : eps) local.push_back(static_cast<std::uint32_t>(ep.dist - dists.data()));
-    std::sort(local.begin(), local.end());
-    local.erase(std::unique(local.begin(), local.end()), local.end());
-
-    begin_section("group:" + std::string(group), eps.size());
-    w.raw("{\"dists\":[");
-    for (std::size_t i = 0; i < local.size(); ++i) {
-      w.raw(i == 0 ? "[" : ",[");
-      w.number(local[i]);
-      w.raw(",");
-      dist_fields(local[i]);
-      w.raw("]");
-    }
-    w.raw("],\"entry_points\":[");
-    bool first = true;
-    for (const EntryPoint& ep : eps) {
-      const auto gi = static_cast<std::uint32_t>(ep.dist - dists.data());
-      w.raw(first ? "[" : ",[");
-      first = false;
-      w.number(static_cast<std::size_t>(std::lower_bound(local.begin(), local.end(), gi) - local.begin()));
-      w.raw(",");
-      w.bytes(ep.name);
-      w.raw(",");
-      w.bytes(ep.value);
-      w.raw("]");
-    }
-    w.raw("]}");
-    end_section();
-
-    std::size_t stamps = 0;
-    for (std::uint32_t gi : local) stamps += watch_begin[gi + 1] - watch_begin[gi];
-    if (stamps == 0) continue;
-    begin_section("stamps:" + std::string(group), stamps);
-    w.raw("[");
-    first = true;
-    for (std::uint32_t gi : local) {
-      for (std::uint32_t k = watch_begin[gi]; k < watch_begin[gi + 1]; ++k) {
-        if (!first) w.raw(",");
-        first = false;
-        w.raw(watched_text(watch_list[k]));
-      }
-    }
-    w.raw("]");
-    end_section();
-  }
-
-  begin_section("dists", dists.size());
-  w.raw("[");
-  for (std::size_t gi = 0; gi < dists.size(); ++gi) {
-    w.raw(gi == 0 ? "[" : ",[");
-    dist_fields(gi);
-    w.raw(",");
-    w.bytes(dists[gi].error);
-    w.raw("]");
-  }
-  w.raw("]");
-  end_section();
-
-  begin_section("watched", watched.size());
-  w.raw("[");
-  for (std::size_t k = 0; k < watched.size(); ++k) {
-    if (k != 0) w.raw(",");
-    w.raw(watched_text(k));
-  }
-  w.raw("]");
-  end_section();
-
-  // The same files by name only, in runs by search path, with the digest of
-  // their stamps: all `full` validation reads (see watch_digest.hpp).
-  begin_section("watch_digest", watched.size());
-  {
-    const WatchedDigest digest = digest_of(watched);
-    char hex[32];
-    put_hex16(hex, digest.hi);
-    put_hex16(hex + 16, digest.lo);
-    w.raw("{\"digest\":\"");
-    w.raw(std::string_view(hex, 32));
-    w.raw("\",\"files\":[");
-    for (std::size_t k = 0; k < watched.size(); ++k) {
-      if (k == 0 || watched[k].search_path != watched[k - 1].search_path) {
-        w.raw(k == 0 ? "[" : "],[");
-        w.number(watched[k].search_path);
-      }
-      w.raw(",");
-      w.bytes(watched[k].rel_path);
-    }
-    w.raw(watched.empty() ? "]}" : "]]}");
-  }
-  end_section();
-
-  std::string first_error = "null";
-  for (std::size_t gi = 0; gi < dists.size(); ++gi) {
-    if (dists[gi].error.empty()) continue;
-    first_error = "{\"dist\":[";
-    JsonWriter fw(first_error);
-    fw.number(gi);
-    fw.raw(",");
-    fw.raw(std::string_view(dist_pool).substr(dist_at[gi], dist_at[gi + 1] - dist_at[gi]));
-    fw.raw("],\"message\":");
-    fw.bytes(dists[gi].error);
-    fw.raw("}");
-    break;
-  }
+  BodyWriter body(index, dir_text);
+  body.groups();
+  body.dists();
+  body.watched();
+  body.watch_digest();
+  const std::string first_error = body.first_error();
 
   // The head's length depends on the offsets it records, which depend on
   // its length: grow the base until it stops changing.
@@ -425,13 +479,13 @@ Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& 
   std::size_t base = 0, checksum_at = 0;
   for (;;) {
     out.clear();
-    checksum_at = write_head(out, index, options, paths_text, first_error, sections, base);
+    checksum_at = write_head(out, index, options, *paths_text, first_error, body.sections, base);
     if (out.size() == base) break;
     base = out.size();
   }
   const std::size_t after = checksum_at + 17;  // past the digits and the closing quote
   put_hex16(out.data() + checksum_at, body_hash(std::string_view(out).substr(after)));
-  return SerializedIndex{std::move(out), std::move(body)};
+  return SerializedIndex{std::move(out), std::move(body.body)};
 }
 
 }  // namespace epload::detail

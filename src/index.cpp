@@ -15,6 +15,7 @@
 #include <vector>     // tables
 
 #include "arena.hpp"
+#include "index_hooks.hpp"
 #include "prefault.hpp"
 
 namespace epload {
@@ -157,24 +158,24 @@ void IndexBuilder::add_watched_file(std::uint32_t search_path, std::string_view 
   d.watched.push_back({search_path, d.arena.copy(rel_path), stamp});
 }
 
-void IndexBuilder::add_watched_name(std::uint32_t search_path, std::string_view rel_path, bool copy) {
-  auto& d = *m->index.m;
+void detail::IndexBuilderHooks::add_watched_name(IndexBuilder& b, std::uint32_t search_path, std::string_view rel_path, bool copy) {
+  auto& d = *b.m->index.m;
   d.watched_names.push_back({copy ? d.arena.copy(rel_path) : rel_path, search_path});
 }
 
-void IndexBuilder::keep_bytes(std::unique_ptr<char[], void (*)(char*)> bytes) { m->index.m->kept.push_back(std::move(bytes)); }
+void detail::IndexBuilderHooks::keep_bytes(IndexBuilder& b, std::unique_ptr<char[], void (*)(char*)> bytes) { b.m->index.m->kept.push_back(std::move(bytes)); }
 
-void IndexBuilder::keep_alive(std::shared_ptr<const void> owner) { m->index.m->kept_alive.push_back(std::move(owner)); }
+void detail::IndexBuilderHooks::keep_alive(IndexBuilder& b, std::shared_ptr<const void> owner) { b.m->index.m->kept_alive.push_back(std::move(owner)); }
 
-void IndexBuilder::borrow(const char* bytes, std::size_t n) { m->borrowed.emplace_back(bytes, bytes + n); }
+void detail::IndexBuilderHooks::borrow(IndexBuilder& b, const char* bytes, std::size_t n) { b.m->borrowed.emplace_back(bytes, bytes + n); }
 
 void IndexBuilder::set_scanned_at(std::int64_t ns) { m->index.m->scanned_at_ns = ns; }
-void IndexBuilder::set_watched_digest(const WatchedDigest& digest) {
-  m->index.m->watched_digest = digest;
+void detail::IndexBuilderHooks::set_watched_digest(IndexBuilder& b, const WatchedDigest& digest) {
+  b.m->index.m->watched_digest = digest;
 }
-void IndexBuilder::add_stamped_file(std::uint32_t search_path, std::string_view rel_path,
+void detail::IndexBuilderHooks::add_stamped_file(IndexBuilder& b, std::uint32_t search_path, std::string_view rel_path,
                                     const FileStamp& stamp) {
-  auto& d = *m->index.m;
+  auto& d = *b.m->index.m;
   d.stamped.push_back({search_path, d.arena.copy(rel_path), stamp});
 }
 
@@ -195,8 +196,8 @@ void IndexBuilder::reserve(std::size_t dists, std::size_t entry_points, std::siz
   detail::prefault_capacity(d.stamped);
 }
 
-void IndexBuilder::set_partial(std::span<const std::string_view> groups) {
-  auto& d = *m->index.m;
+void detail::IndexBuilderHooks::set_partial(IndexBuilder& b, std::span<const std::string_view> groups) {
+  auto& d = *b.m->index.m;
   d.complete = false;
   d.loaded_groups.clear();
   for (std::string_view g : groups) d.loaded_groups.push_back(d.arena.copy(g));
@@ -204,16 +205,16 @@ void IndexBuilder::set_partial(std::span<const std::string_view> groups) {
   d.loaded_groups.erase(std::unique(d.loaded_groups.begin(), d.loaded_groups.end()), d.loaded_groups.end());
 }
 
-void IndexBuilder::set_watched_complete(bool complete) { m->index.m->watched_complete = complete; }
+void detail::IndexBuilderHooks::set_watched_complete(IndexBuilder& b, bool complete) { b.m->index.m->watched_complete = complete; }
 void IndexBuilder::set_not_cacheable(std::string_view why) {
   auto& d = *m->index.m;
   d.not_cacheable = d.arena.copy(why.empty() ? std::string_view("not cacheable") : why);
 }
 
-void IndexBuilder::set_first_error(std::string_view name, std::string_view version,
+void detail::IndexBuilderHooks::set_first_error(IndexBuilder& b, std::string_view name, std::string_view version,
                                    std::string_view metadata_dir, std::uint32_t search_path,
                                    std::string_view error) {
-  auto& d = *m->index.m;
+  auto& d = *b.m->index.m;
   d.has_first_error = true;
   d.first_error.name = d.arena.copy(name);
   d.first_error.version = d.arena.copy(version);
@@ -222,7 +223,7 @@ void IndexBuilder::set_first_error(std::string_view name, std::string_view versi
   d.first_error.error = d.arena.copy(error);
 }
 
-const Index& IndexBuilder::in_progress() const { return m->index; }
+const Index& detail::IndexBuilderHooks::in_progress(const IndexBuilder& b) { return b.m->index; }
 
 Index IndexBuilder::build() {
   auto& d = *m->index.m;

@@ -35,12 +35,8 @@
 #include <cerrno>   // errno
 #include <cstring>  // strerror, memchr
 
-#ifdef __SSE2__
-#include <emmintrin.h>  // the record splitter's 16-byte compares
-#endif
 
-#include "cache_files.hpp"     // make_safe_dir, write_atomic
-#include "cache_internal.hpp"  // dir_name
+#include "atomic_file.hpp"  // dir_name, make_safe_dir, write_atomic
 #include "prefault.hpp"
 #include "pread_full.hpp"
 
@@ -195,10 +191,8 @@ enum class Split { ok, no_line_end, wrong_fields };
 /// Finds the end of the record at `line` (its LF, the first before
 /// `buf_end`: *le), splits it at its tabs into exactly k_fields fields, and
 /// says whether it holds a backslash anywhere (then each text field is
-/// checked for escapes).  One pass, 16 bytes at a time where SSE2 is there
-/// (x86-64 always): a search call per field and per escape check had been a
-/// third of a 1,000-record read, and a search for the LF first had read
-/// every byte twice.
+/// checked for escapes).  One pass over the bytes: a search call per field
+/// and per escape check had been a third of a 1,000-record read.
 Split split_record(char* line, char* buf_end, char*& le, char* (&begin)[k_fields], char* (&end)[k_fields],
                    bool& backslash) {
   int n = 0;
@@ -218,24 +212,7 @@ Split split_record(char* line, char* buf_end, char*& le, char* (&begin)[k_fields
     end[n] = t;
     return n + 1 == k_fields && !too_many ? Split::ok : Split::wrong_fields;
   };
-  char* p = line;
-#ifdef __SSE2__
-  const __m128i tab = _mm_set1_epi8('\t');
-  const __m128i esc = _mm_set1_epi8('\\');
-  const __m128i lf = _mm_set1_epi8('\n');
-  for (; buf_end - p >= 16; p += 16) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    auto tabs = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, tab)));
-    auto escs = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, esc)));
-    const auto lfs = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, lf)));
-    const unsigned before = lfs != 0 ? (1u << __builtin_ctz(lfs)) - 1 : 0xffffu;  // this line's bytes
-    tabs &= before;
-    backslash |= (escs & before) != 0;
-    for (; tabs != 0; tabs &= tabs - 1) tab_at(p + __builtin_ctz(tabs));
-    if (lfs != 0) return lf_at(p + __builtin_ctz(lfs));
-  }
-#endif
-  for (; p < buf_end; ++p) {
+  for (char* p = line; p < buf_end; ++p) {
     if (*p == '\n') return lf_at(p);
     if (*p == '\t') tab_at(p);
     backslash |= *p == '\\';

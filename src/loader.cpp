@@ -37,6 +37,7 @@
 #include "epload/profile.hpp"
 #include "loader_impl.hpp"
 #include "stamp.hpp"
+#include "test_slowdown.hpp"
 
 namespace epload {
 
@@ -323,7 +324,7 @@ bool Loader::Impl::refresh_knowledge(Slot& s, detail::LoadKnowledge& k) {
 void Loader::Impl::load(Slot& s) {
   const std::int64_t t0 = loader_now_ns();
   profile::Span span(profile::Phase::load, s.ep->name);
-  profile::test_slowdown(profile::SlowPoint::load);  // test-only; one relaxed load when unset
+  profile::test_slowdown(profile::SlowPoint::load);  // test builds only
   detail::LoadKnowledge k;
   {
     std::lock_guard<std::mutex> lock(registry);

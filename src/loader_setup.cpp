@@ -27,6 +27,7 @@
 #include "epload/cache.hpp"
 #include "epload/profile.hpp"
 #include "loader_impl.hpp"
+#include "map_files.hpp"
 #include "parallel.hpp"
 #include "resolve.hpp"
 #include "stamp.hpp"
@@ -232,7 +233,7 @@ void Loader::Impl::setup() {
     if (!dir.empty()) {
       store_path = detail::learned_file_path(dir, options.group, index->search_paths());
       profile::Span span(profile::Phase::read, store_path);
-      store = detail::LearnedFile::open(store_path, &store_note, options.map_files);
+      store = detail::LearnedFile::open(store_path, &store_note, detail::cache_files_mapped());
     } else {
       store_note = "no cache directory (set EPLOAD_CACHE_DIR): devices are not remembered";
     }

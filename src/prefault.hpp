@@ -1,5 +1,4 @@
-// prefault.hpp — backing a fresh buffer in one system call; and how dear a
-// page fault is here.
+// prefault.hpp — backing a fresh buffer in one system call.
 //
 // Memory the process has not touched yet costs a page fault per 4 KiB page
 // on first write: ~12-15 us each on one class of virtual machine this was
@@ -14,9 +13,6 @@
 // kernels before 5.14 it fails with EINVAL and the pages fault in as
 // before.  Buffers under four pages are left alone: the system call would
 // cost about what their faults do.
-//
-// faults_are_dear() is what decides huge pages (big_buffer.hpp), whose
-// price (a 2 MiB page zeroed, 0.05-0.4 ms) only dear faults repay.
 #pragma once
 
 #include <sys/mman.h>
@@ -27,18 +23,6 @@
 namespace epload::detail {
 
 inline constexpr std::size_t k_prefault_min = 16 * 1024;
-
-/// Above this first-touch cost of a fresh page, huge pages pay
-/// (big_buffer.hpp).
-inline constexpr std::uint64_t k_dear_fault_ns = 4000;
-
-/// The cheapest of a few first touches of fresh anonymous 4 KiB pages, in
-/// nanoseconds (0 if the pages could not be mapped).  Measures each call.
-std::uint64_t fresh_page_cost_ns();
-
-/// fresh_page_cost_ns() > k_dear_fault_ns, measured at the first call of the
-/// process and remembered.  Thread-safe.
-bool faults_are_dear();
 
 /// Backs the whole pages inside [p, p + n) that a write is about to touch.
 inline void prefault(void* p, std::size_t n) {

@@ -1,5 +1,4 @@
-// profile.cpp — recording spans and counters, EPLOAD_TRACE, and the test-only
-// slowdown switch.  (Reading, merging, writing and summarising traces:
+// profile.cpp — recording spans and counters, EPLOAD_TRACE.  (Reading, merging, writing and summarising traces:
 // profile_trace.cpp.)
 //
 // Spans are appended to one vector under a mutex: profiling runs record
@@ -33,7 +32,6 @@ namespace epload::profile {
 
 namespace detail {
 std::atomic<int> g_state{-1};
-std::atomic<int> g_slowdown{-1};
 }  // namespace detail
 
 namespace {
@@ -97,68 +95,7 @@ void write_trace_at_exit() {
   }
 }
 
-// ---- EPLOAD_TEST_SLOWDOWN ---------------------------------------------------
-
-constexpr int k_slow_points = 3;
-std::int64_t g_slow_us[k_slow_points] = {};
-
-void decide_slowdown() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    const char* spec = std::getenv("EPLOAD_TEST_SLOWDOWN");
-    bool any = false;
-    if (spec != nullptr && *spec != '\0') {
-      static const char* const k_names[k_slow_points] = {"validate", "scan", "load"};
-      std::string_view s = spec;
-      while (!s.empty()) {
-        const std::size_t comma = s.find(',');
-        const std::string_view item = s.substr(0, comma);
-        s = comma == std::string_view::npos ? std::string_view() : s.substr(comma + 1);
-        const std::size_t colon = item.find(':');
-        bool ok = false;
-        if (colon != std::string_view::npos) {
-          const std::string number(item.substr(colon + 1));
-          char* end = nullptr;
-          const long long us = std::strtoll(number.c_str(), &end, 10);
-          for (int k = 0; k < k_slow_points; ++k) {
-            if (item.substr(0, colon) == k_names[k] && end != number.c_str() && *end == '\0' && us >= 0) {
-              g_slow_us[k] = us;
-              any = any || us > 0;
-              ok = true;
-            }
-          }
-        }
-        if (!ok) {
-          std::fprintf(stderr,
-                       "epload: EPLOAD_TEST_SLOWDOWN: ignoring '%.*s' (expected POINT:MICROSECONDS, "
-                       "POINT one of validate, scan, load)\n",
-                       static_cast<int>(item.size()), item.data());
-        }
-      }
-    }
-    detail::g_slowdown.store(any ? 1 : 0);
-  });
-}
-
-std::int64_t cpu_now_ns() {
-  struct timespec ts;
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 }  // namespace
-
-void detail::slow_down(int point) {
-  if (g_slowdown.load(std::memory_order_acquire) < 0) decide_slowdown();
-  if (g_slowdown.load(std::memory_order_relaxed) == 0 || point < 0 || point >= k_slow_points) return;
-  const std::int64_t us = g_slow_us[point];
-  if (us <= 0) return;
-  // Burn CPU time, not wall time: the gate compares CPU-time ratios, and a
-  // sleep would not show in them.
-  const std::int64_t until = cpu_now_ns() + us * 1000;
-  while (cpu_now_ns() < until) {
-  }
-}
 
 bool detail::decide() {
   static std::once_flag once;

@@ -31,9 +31,10 @@
 #include <map>            // per-thread grouping, per-backend totals
 #include <unordered_map>  // backend lookup
 
-#include "cache_files.hpp"  // write_atomic
+#include "atomic_file.hpp"  // write_atomic
 #include "epload/profile.hpp"
 #include "profile_internal.hpp"
+#include "utf8.hpp"
 
 namespace epload::profile {
 
@@ -168,24 +169,6 @@ class JsonReader {
     return true;
   }
 
-  static void put_utf8(std::string& out, std::uint32_t cp) {
-    if (cp < 0x80) {
-      out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out.push_back(static_cast<char>(0xc0 | (cp >> 6)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-    } else if (cp < 0x10000) {
-      out.push_back(static_cast<char>(0xe0 | (cp >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-    } else {
-      out.push_back(static_cast<char>(0xf0 | (cp >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3f)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-    }
-  }
-
   bool hex4(std::uint32_t& cp) {
     if (m_at + 4 > m_s.size()) return fail("truncated \\u escape");
     cp = 0;
@@ -232,7 +215,7 @@ class JsonReader {
             if (low < 0xdc00 || low >= 0xe000) return fail("invalid surrogate pair");
             cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
           }
-          put_utf8(out, cp);
+          epload::detail::append_utf8(static_cast<char32_t>(cp), out);
           break;
         }
         default: return fail("invalid escape");

@@ -20,6 +20,7 @@
 #include <iterator>   // std::begin, std::end
 
 #include "scan_text_tables.hpp"
+#include "utf8.hpp"
 
 namespace epload::detail {
 
@@ -39,24 +40,6 @@ bool is_cased(char32_t c) {
 
 bool is_case_ignorable(char32_t c) {
   return in_ranges(std::begin(tables::k_case_ignorable), std::end(tables::k_case_ignorable), c);
-}
-
-void append_utf8(char32_t c, std::string& out) {
-  if (c < 0x80) {
-    out.push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out.push_back(static_cast<char>(0xc0 | (c >> 6)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3f)));
-  } else if (c < 0x10000) {
-    out.push_back(static_cast<char>(0xe0 | (c >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3f)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3f)));
-  } else {
-    out.push_back(static_cast<char>(0xf0 | (c >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3f)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3f)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3f)));
-  }
 }
 
 // One decoded unit of the input: a code point, or an undecodable byte

@@ -64,6 +64,7 @@
 #include "scan_seen.hpp"
 #include "scan_zip.hpp"
 #include "stamp.hpp"
+#include "test_slowdown.hpp"
 
 namespace epload {
 

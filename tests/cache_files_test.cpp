@@ -1,7 +1,5 @@
-// Tests for cache_files.cpp: the names of a cache directory, the one atomic
-// writer every cache file goes through, pruning and clearing.  Real files in
-// a temporary directory; write failures are real (a file-size limit in a
-// forked child), not simulated.
+// Tests for cache_files.cpp: the names of a cache directory, pruning and
+// clearing.  Real files in a temporary directory.
 #include "cache_files.hpp"
 
 #include <sys/stat.h>
@@ -35,49 +33,6 @@ TEST(CacheFiles, KindOfEveryName) {
                             ".index-x.json", "notes.txt", "index.json", ".tmp.index-x", "learned-.txt"}) {
     EXPECT_EQ(detail::cache_file_kind(other), CacheFileKind::other) << other;
   }
-}
-
-TEST(CacheFiles, WriteAtomicReplacesTheWholeFileWithExactlyTheMode) {
-  TempDir t;
-  const std::string path = t / "f.json";
-  test::write_file(path, "old contents");
-  const mode_t old_mask = ::umask(077);  // the mode is exact, not filtered by the umask
-  auto r = detail::write_atomic(path, {"new ", "contents"}, 0644);
-  ::umask(old_mask);
-  ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ(test::read_file(path), "new contents");
-  struct stat st;
-  ASSERT_EQ(::stat(path.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0644u);
-  EXPECT_EQ(test::list_dir(t.path()), std::vector<std::string>{"f.json"});
-}
-
-TEST(CacheFiles, FailedWriteLeavesTheOldFileAndNoTemporary) {
-  TempDir t;
-  const std::string path = t / "learned-0123456789abcdef.txt";
-  test::write_file(path, "the old store\n");
-  const std::string big(64 * 1024, 'x');
-  const int code = test::in_child_with_file_size_limit(4096, [&] {
-    auto r = detail::write_atomic(path, {big}, 0600);
-    if (r) return 1;
-    const std::string& m = r.error().message;
-    // The call, the temporary file and the cause.
-    if (m.find("write " + t.path() + "/.learned-0123456789abcdef.txt.tmp.") != 0) return 2;
-    if (m.find("File too large") == std::string::npos) return 3;
-    return 0;
-  });
-  EXPECT_EQ(code, 0);
-  EXPECT_EQ(test::read_file(path), "the old store\n");
-  EXPECT_EQ(test::list_dir(t.path()), std::vector<std::string>{"learned-0123456789abcdef.txt"});
-}
-
-TEST(CacheFiles, MissingDirectoryIsNamed) {
-  TempDir t;
-  auto r = detail::write_atomic(t / "no-such-dir/f.json", {"x"}, 0600);
-  ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("cannot create a temporary file in " + t / "no-such-dir"), std::string::npos)
-      << r.error().message;
-  EXPECT_NE(r.error().message.find("No such file or directory"), std::string::npos) << r.error().message;
 }
 
 TEST(CacheFiles, PruneAndClearCoverEveryKindAndNothingElse) {

@@ -6,8 +6,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
-#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -29,7 +27,6 @@ struct Seen {
   std::thread::id caller = std::this_thread::get_id();
   std::mutex mutex;
   std::set<std::thread::id> threads;
-  int helper_allowed_cpus = 0;  // CPUs the helper thread may run on
   std::atomic<int> calls{0};
 };
 
@@ -38,7 +35,6 @@ void record(void* p) {
   ++seen->calls;
   std::lock_guard<std::mutex> lock(seen->mutex);
   seen->threads.insert(std::this_thread::get_id());
-  if (std::this_thread::get_id() != seen->caller) seen->helper_allowed_cpus = allowed_cpus();
 }
 
 TEST(Parallel, RunsOnTwoThreadsOnTwoCpusWhenTwoAreAllowed) {
@@ -54,7 +50,6 @@ TEST(Parallel, RunsOnTwoThreadsOnTwoCpusWhenTwoAreAllowed) {
   EXPECT_EQ(seen.calls.load(), 2);
   EXPECT_EQ(seen.threads.size(), 2u);
   EXPECT_TRUE(seen.threads.count(std::this_thread::get_id())) << "the caller runs it too";
-  EXPECT_EQ(seen.helper_allowed_cpus, 1) << "the helper is created pinned to one CPU";
   EXPECT_EQ(allowed_cpus(), before) << "the caller's own affinity is left alone";
 }
 
@@ -88,31 +83,6 @@ TEST(Parallel, SharedCounterWorkIsDoneExactlyOnce) {
   };
   detail::run_on_two_cpus(work);
   for (int i = 0; i < k_items; ++i) ASSERT_EQ(done[i].load(), 1) << i;
-}
-
-// join() returns once the helper's function has returned, with everything
-// it wrote visible, and leaves the thread to end on its own: the helper
-// object and the work may be freed at once (AddressSanitizer and
-// ThreadSanitizer in CI would see a late touch).  A helper still busy past
-// join()'s short spin is waited for all the same.
-TEST(Parallel, JoinSeesTheWorkDoneAndTheHelperMayGoAtOnce) {
-  if (allowed_cpus() < 2) GTEST_SKIP() << "one CPU allowed: no helper is started";
-  for (int round = 0; round < 200; ++round) {
-    auto helper = std::make_unique<detail::PinnedHelper>();
-    auto data = std::make_unique<std::vector<int>>(4096, -1);
-    const bool slow = round % 50 == 0;  // longer than the spin: joined
-    auto fill = [&] {
-      if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(3));
-      for (int& x : *data) x = round;
-    };
-    ASSERT_TRUE(helper->start(fill));
-    EXPECT_TRUE(helper->started());
-    helper->join();
-    EXPECT_FALSE(helper->started());
-    for (int x : *data) ASSERT_EQ(x, round) << "round " << round;
-    helper.reset();
-    data.reset();
-  }
 }
 
 }  // namespace

@@ -64,15 +64,6 @@ struct CacheOptions {
   /// made from the first must be dropped (compare the pointers).  Not called
   /// otherwise (a miss, `paths` validation, one CPU, few watched files).
   WhileValidating while_validating;
-  /// Read a cache file through a private read-only mapping of it, its pages
-  /// taken from the page cache, instead of copying the sections read into
-  /// fresh memory (~2 us a page on some virtual machines).  The Index then
-  /// keeps the mapping.  For short-lived processes (the CLI): were the file
-  /// truncated in place while mapped, the next touch of a lost page raises
-  /// SIGBUS.  epload never truncates its files (every write is a rename of a
-  /// complete file), so only another program could; a long-lived host (the
-  /// Python module) keeps the default.
-  bool map_files = false;
 };
 
 /// How an index was obtained.
@@ -82,6 +73,9 @@ enum class CacheStatus {
   uncached,  ///< scanned; no cache used (disabled, or directory unusable)
   shipped,   ///< the shipped read-only index was used
 };
+
+/// "hit", "rebuilt", "uncached" or "shipped".
+const char* to_string(CacheStatus status);
 
 /// What happened, for --verbose and tests.
 struct CacheReport {

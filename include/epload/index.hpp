@@ -18,6 +18,10 @@
 
 namespace epload {
 
+namespace detail {
+struct IndexBuilderHooks;  // the cache reader's (src/index_hooks.hpp)
+}  // namespace detail
+
 /// The file metadata a cache compares to decide whether a file changed:
 /// (device, inode, size, mtime_ns, ctime_ns, mode).  mode == 0 means "did not
 /// exist / could not be stat'ed".  ctime catches in-place rewrites whose mtime
@@ -135,6 +139,7 @@ class Index {
 
  private:
   friend class IndexBuilder;
+  friend struct detail::IndexBuilderHooks;
   struct Data;
   std::unique_ptr<Data> m;
 };
@@ -145,9 +150,8 @@ class Index {
 /// describes the first one.
 bool same_answer(const Index& a, const Index& b, std::string* why = nullptr);
 
-/// Assembles an Index.  Every string passed in is copied (save the names
-/// add_watched_name() is told lie in kept bytes); the builder keeps no
-/// reference to caller memory.
+/// Assembles an Index.  Every string passed in is copied; the builder keeps
+/// no reference to caller memory.
 class IndexBuilder {
  public:
   IndexBuilder();
@@ -169,59 +173,20 @@ class IndexBuilder {
   void add_watched_file(std::uint32_t search_path, std::string_view rel_path,
                         const FileStamp& stamp);
   void set_scanned_at(std::int64_t ns);
-  /// Records a watched file by name (an index that carries the digest of
-  /// the stamps, set_watched_digest()).  With `copy` false, `rel_path` must
-  /// lie in bytes handed over by keep_bytes(): it is kept, not copied.
-  void add_watched_name(std::uint32_t search_path, std::string_view rel_path, bool copy = true);
-  /// Hands over bytes the Index keeps for its lifetime (the cache reader's
-  /// buffer of names, which add_watched_name() then need not copy).
-  void keep_bytes(std::unique_ptr<char[], void (*)(char*)> bytes);
-  /// Keeps `owner` (and what it owns: the cache reader's mapping of its
-  /// file, which names and borrowed strings then point into) as long as the
-  /// Index.
-  void keep_alive(std::shared_ptr<const void> owner);
-  /// The names and versions of distributions and the names and values of
-  /// entry points added from now on that lie in [bytes, bytes + n) are kept
-  /// as views, not copied.  Those bytes must be handed over with
-  /// keep_bytes() before build() (the cache reader's section buffers).
-  void borrow(const char* bytes, std::size_t n);
-  /// Says that the watched files are the names added, and `digest` is the
-  /// digest of their stamps (see Index::watched_digest()).
-  void set_watched_digest(const WatchedDigest& digest);
-  /// Records a stamped file for stamped_files() of an index whose watched
-  /// files carry names only.
-  void add_stamped_file(std::uint32_t search_path, std::string_view rel_path, const FileStamp& stamp);
   /// Optional: room for this many more distributions, entry points and
   /// watched files, watched names and stamped files (fewer reallocations,
   /// and fewer fresh pages touched).
   void reserve(std::size_t dists, std::size_t entry_points, std::size_t watched, std::size_t names = 0,
                std::size_t stamped = 0);
 
-  /// Makes the index partial: it holds only `groups` (see
-  /// Index::complete()).  Without this call the index is complete.
-  void set_partial(std::span<const std::string_view> groups);
-  /// Says whether the watched files added are the complete list (default:
-  /// true).
-  void set_watched_complete(bool complete);
   /// Marks the index as one that must not be cached (Index::not_cacheable()).
   void set_not_cacheable(std::string_view why);
-  /// Records the global first error of a partial index: a distribution that
-  /// need not be among its distributions().  A complete index finds its first
-  /// error among its own distributions instead.
-  void set_first_error(std::string_view name, std::string_view version,
-                       std::string_view metadata_dir, std::uint32_t search_path,
-                       std::string_view error);
-
-  /// The Index being assembled, as far as it is: its search paths, watched
-  /// names and scan time are final once added (the cache reader starts
-  /// checking the names before the entry points are in).
-  const Index& in_progress() const;
-
   /// Finishes: sorts entry points into importlib's order.  The builder is
   /// left empty.
   Index build();
 
  private:
+  friend struct detail::IndexBuilderHooks;
   struct Data;
   std::unique_ptr<Data> m;
 };

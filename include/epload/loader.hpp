@@ -92,11 +92,6 @@ struct LoaderOptions {
   /// false (default): trust the store until a backend is loaded, which is
   /// when its library is checked; a stale name is corrected then.
   bool check_libraries = false;
-  /// Read the learned-devices store through a private mapping of its file
-  /// instead of a copy in fresh memory (see CacheOptions::map_files: the
-  /// same gain, and the same price should another program truncate the
-  /// file in place while it is mapped; the CLI sets it).
-  bool map_files = false;
   /// Extension-module suffixes in importlib's order: the target
   /// interpreter's importlib.machinery.EXTENSION_SUFFIXES (the CLI passes
   /// --python's; a Python host its own).  Empty: ".abi3.so", ".so" only.

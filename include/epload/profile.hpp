@@ -77,9 +77,7 @@ struct Event {
 
 namespace detail {
 extern std::atomic<int> g_state;     ///< -1 not yet decided, 0 off, 1 on
-extern std::atomic<int> g_slowdown;  ///< -1 not yet decided, 0 none, 1 some
 bool decide();                       ///< reads EPLOAD_TRACE once
-void slow_down(int point);           ///< EPLOAD_TEST_SLOWDOWN (test-only)
 }  // namespace detail
 
 /// True when recording.  The first call reads EPLOAD_TRACE; after that it is
@@ -188,25 +186,6 @@ struct Summary {
 /// Summarises `events` (of one or several processes and threads).  Self time
 /// subtracts, per thread, the time covered by directly nested spans.
 Summary summarize(const std::vector<Event>& events);
-
-// ---------------------------------------------------------------------------
-// Test-only slowdown.
-
-/// Places where EPLOAD_TEST_SLOWDOWN can inject a busy-wait.
-enum class SlowPoint : std::uint8_t {
-  validate,  ///< each still_valid() call (cache validation)
-  scan,      ///< each cold scan
-  load,      ///< each backend load
-};
-
-/// TEST-ONLY.  EPLOAD_TEST_SLOWDOWN=point:us[,point:us...] (points:
-/// validate, scan, load), read once, makes each pass through `point` spin for
-/// `us` microseconds of CPU time.  It exists so tests can show that the CI
-/// gate (scripts/bench_gate) catches a real regression; never set it
-/// otherwise.  Unset: one relaxed atomic load.
-inline void test_slowdown(SlowPoint point) {
-  if (detail::g_slowdown.load(std::memory_order_relaxed) != 0) detail::slow_down(static_cast<int>(point));
-}
 
 // ---------------------------------------------------------------------------
 

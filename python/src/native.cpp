@@ -38,7 +38,6 @@
 #include "epload/entry_point.hpp"
 #include "epload/index.hpp"
 #include "epload/profile.hpp"
-#include "big_buffer.hpp"  // src/
 #include "discovery.hpp"
 #include "objects.hpp"
 #include "query.hpp"
@@ -102,16 +101,6 @@ std::shared_ptr<Catalog> catalog_for(const CacheOptions& options) {
   auto catalog = std::make_shared<Catalog>(options);
   g_catalogs->emplace(key, catalog);
   return catalog;
-}
-
-const char* status_name(CacheStatus s) {
-  switch (s) {
-    case CacheStatus::hit: return "hit";
-    case CacheStatus::rebuilt: return "rebuilt";
-    case CacheStatus::uncached: return "uncached";
-    case CacheStatus::shipped: return "shipped";
-  }
-  return "unknown";
 }
 
 const char* errc_name(Errc c) {
@@ -318,7 +307,7 @@ QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
     if (!o) throw py::error_already_set();
     return o;
   };
-  QueryAnswer a{py::str(status_name(report.status)), loose(report.reason), loose(report.file),
+  QueryAnswer a{py::str(to_string(report.status)), loose(report.reason), loose(report.file),
                 py::none(), nullptr};
   if (!index) {
     a.problem = py::make_tuple(error_kind, loose(error_message));
@@ -407,9 +396,6 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
 PYBIND11_MODULE(_native, m) {
   using namespace epload::python;
   m.doc() = "epload's native core: the cached entry-point index (see docs/python.md)";
-  // The cache's sections and the learned store are read into epload's own
-  // huge pages, not into fresh 4 KiB pages of the host's heap (big_buffer.hpp).
-  epload::detail::use_huge_page_pool();
   m.def("query", &query, py::arg("paths"), py::arg("groups"), py::arg("validation"),
         py::arg("cache_dir"), py::arg("use_cache"), py::arg("interpreter"),
         py::arg("want_stamps") = false, py::arg("cwd") = py::bytes(), py::arg("objects") = false);

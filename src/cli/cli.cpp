@@ -126,20 +126,6 @@ int parse_index_option(std::string_view command, std::vector<std::string_view>& 
 }
 
 namespace {
-
-const char* status_name(CacheStatus s) {
-  switch (s) {
-    case CacheStatus::hit: return "cache hit";
-    case CacheStatus::rebuilt: return "cache rebuilt";
-    case CacheStatus::uncached: return "uncached";
-    case CacheStatus::shipped: return "shipped index";
-  }
-  return "?";
-}
-
-}  // namespace
-
-namespace {
 // The interpreter this run targets (--python), for its extension suffixes.
 FactsRequest g_target;
 std::optional<std::vector<std::string>> g_ext_suffixes;  // known once asked or remembered
@@ -189,7 +175,6 @@ bool resolve_cache_options(const IndexOptions& options, CacheOptions& co) {
   co.use_cache = !options.no_cache;
   co.validation = options.validation;
   co.groups = options.groups;
-  co.map_files = true;  // a short-lived process (CacheOptions::map_files)
   return true;
 }
 
@@ -197,16 +182,16 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, C
                                                   const PrepareFn& prepare) {
   CacheOptions co;
   if (!resolve_cache_options(options, co)) return nullptr;
-  // A full scan touches megabytes of heap: huge pages pay for it even
-  // where a fault is cheap (heap_pages.hpp).
-  if (!co.use_cache) prefer_huge_heap_pages(/*big_run=*/true);
+  // A full scan touches megabytes of heap: huge pages pay for it
+  // (heap_pages.hpp).
+  if (!co.use_cache) prefer_huge_heap_pages();
   if (prepare) {
     co.while_validating = [&](const std::shared_ptr<const Index>& index) { prepare(co, index); };
   }
   CacheReport report;
   auto index = open_index(co, &report);
   if (options.verbose) {
-    std::fprintf(stderr, "epload: %s%s%s%s%s\n", status_name(report.status),
+    std::fprintf(stderr, "epload: cache %s%s%s%s%s\n", to_string(report.status),
                  report.file.empty() ? "" : " (", report.file.c_str(), report.file.empty() ? "" : ")",
                  report.reason.empty() ? "" : (": " + report.reason).c_str());
   } else if (!report.shipped_problem.empty()) {

@@ -55,7 +55,6 @@ int run(std::vector<std::string_view>& args) {
   lo.group = group;
   lo.cache_dir = co.cache_dir;
   lo.use_store = co.use_cache;
-  lo.map_files = co.map_files;
   lo.ext_suffixes = target_ext_suffixes();
   lo.check_libraries = true;  // a listing must be current: stat every library
   auto loader = Loader::create(index, lo);

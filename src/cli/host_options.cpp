@@ -17,7 +17,6 @@ Result<LoaderOptions> host_loader_options(const CacheOptions& cache, const std::
   lo.group = group;
   lo.cache_dir = cache.cache_dir;
   lo.use_store = cache.use_cache;
-  lo.map_files = cache.map_files;
   lo.ext_suffixes = target_ext_suffixes();
   return lo;
 }

@@ -12,7 +12,7 @@
 #include <vector>       // args
 
 #include "cli/cli.hpp"
-#include "cli/heap_pages.hpp"
+#include "map_files.hpp"
 
 namespace {
 
@@ -40,8 +40,8 @@ int flushed(int status) {
   return status == epload::cli::k_ok ? epload::cli::k_error : status;
 }
 
-/// The CLI reads its cache files through mappings of them (CacheOptions::
-/// map_files).  Should another program truncate such a file in place while
+/// The CLI reads its cache files through mappings of them (see
+/// map_files.hpp).  Should another program truncate such a file in place while
 /// it is mapped, the next touch of a lost page raises SIGBUS: say what that
 /// means before the signal ends the process as it would have.
 void on_bus_error(int) {
@@ -98,6 +98,6 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   explain_bus_errors();
-  epload::cli::prefer_huge_heap_pages();
+  epload::detail::map_cache_files();  // a short-lived process (map_files.hpp)
   return flushed(run(argc, argv));
 }

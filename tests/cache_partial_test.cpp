@@ -1,0 +1,696 @@
+// cache_partial_test.cpp — partial reads of the cache file (one group or a
+// few, with or without the watched files or their digest), the `full` check
+// by digest, and corruption found where it is read.
+#include <sched.h>  // sched_getaffinity
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <thread>  // sleep_for
+
+#include "cache_format_util.hpp"
+#include "cache_internal.hpp"
+#include "cache_test_util.hpp"
+#include "epload/cache.hpp"
+#include "epload/profile.hpp"
+#include "epload/scanner.hpp"
+#include "index_hooks.hpp"
+#include "stamp.hpp"
+#include "watch_digest.hpp"
+
+namespace epload {
+namespace {
+
+using test::TempDir;
+using test::parse_bytes_with;
+using test::reseal;
+using test::edit_line;
+using test::sample_index;
+using test::tiny_index;
+using Hooks = detail::IndexBuilderHooks;
+
+// ---- partial reads (CacheOptions::groups) --------------------------------------
+
+
+detail::ReadExpectations groups_only(std::vector<std::string> groups, bool watched = false,
+                                     bool group_stamps = false) {
+  detail::ReadExpectations e;
+  e.groups = std::move(groups);
+  e.watched = watched;
+  e.group_stamps = group_stamps;
+  return e;
+}
+
+/// Checks that `partial` holds exactly `groups` of `whole`: the same entry
+/// points in the same order, and exactly their distributions, in discovery
+/// order, with every field; plus the global provenance and first error.
+void expect_same_groups(const Index& whole, const Index& partial, std::vector<std::string_view> groups) {
+  EXPECT_TRUE(whole.complete());
+  EXPECT_FALSE(partial.complete());
+  std::sort(groups.begin(), groups.end());
+  groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+  ASSERT_EQ(std::vector<std::string_view>(partial.loaded_groups().begin(), partial.loaded_groups().end()), groups);
+  std::vector<const Distribution*> dists;
+  std::vector<const EntryPoint*> eps;
+  for (std::string_view g : groups) {
+    EXPECT_TRUE(partial.has_group(g)) << g;
+    for (const EntryPoint& ep : whole.group(g)) {
+      eps.push_back(&ep);
+      dists.push_back(ep.dist);
+    }
+  }
+  std::sort(dists.begin(), dists.end());
+  dists.erase(std::unique(dists.begin(), dists.end()), dists.end());
+  ASSERT_EQ(partial.distributions().size(), dists.size());
+  for (std::size_t i = 0; i < dists.size(); ++i) {
+    const Distribution &x = *dists[i], &y = partial.distributions()[i];
+    EXPECT_TRUE(x.name == y.name && x.version == y.version && x.metadata_dir == y.metadata_dir &&
+                x.search_path == y.search_path && y.error.empty())
+        << "distribution " << i << ": " << x.metadata_dir << " vs " << y.metadata_dir;
+  }
+  ASSERT_EQ(partial.entry_points().size(), eps.size());
+  for (std::size_t i = 0; i < eps.size(); ++i) {
+    const EntryPoint &x = *eps[i], &y = partial.entry_points()[i];
+    EXPECT_TRUE(x.group == y.group && x.name == y.name && x.value == y.value)
+        << "entry point " << i << ": " << x.name << " vs " << y.name;
+    EXPECT_EQ(std::find(dists.begin(), dists.end(), x.dist) - dists.begin(), y.dist - partial.distributions().data());
+  }
+  for (std::string_view g : groups) EXPECT_EQ(partial.group(g).size(), whole.group(g).size()) << g;
+  ASSERT_EQ(partial.search_paths().size(), whole.search_paths().size());
+  for (std::size_t i = 0; i < whole.search_paths().size(); ++i) {
+    EXPECT_EQ(partial.search_paths()[i], whole.search_paths()[i]);
+    EXPECT_EQ(partial.search_path_stamps()[i], whole.search_path_stamps()[i]);
+  }
+  EXPECT_EQ(partial.scanned_at_ns(), whole.scanned_at_ns());
+  ASSERT_EQ(partial.first_error() != nullptr, whole.first_error() != nullptr);
+  if (whole.first_error() != nullptr) {
+    const Distribution &x = *whole.first_error(), &y = *partial.first_error();
+    EXPECT_TRUE(x.name == y.name && x.version == y.version && x.metadata_dir == y.metadata_dir &&
+                x.search_path == y.search_path && x.error == y.error)
+        << x.metadata_dir << " vs " << y.metadata_dir;
+  }
+}
+
+/// Writes sample_index(40) to `t`/i.json and reads it back whole.
+Result<Index> written_sample(const TempDir& t) {
+  if (!write_index(sample_index(40), t / "i.json")) return Error{Errc::io, "cannot write " + t / "i.json"};
+  return read_index(t / "i.json");
+}
+
+TEST(CachePartial, GroupReadEqualsThatGroupOfACompleteRead) {
+  TempDir t;
+  auto whole = written_sample(t);
+  ASSERT_TRUE(whole) << whole.error().message;
+  const std::vector<std::vector<std::string>> selections = {
+      {"console_scripts"},
+      {"torch.backends"},
+      {"group3"},
+      {"a group"},
+      {"group3", "console_scripts", "group3"},           // several, repeated, unsorted
+      {"group0", "group1", "group2", "group3", "group4", "group5", "group6", "torch.backends"},
+      {"no-such-group"},
+  };
+  for (const auto& sel : selections) {
+    auto partial = read_index(t / "i.json", sel);
+    ASSERT_TRUE(partial) << partial.error().message;
+    SCOPED_TRACE(sel.front());
+    expect_same_groups(*whole, *partial, std::vector<std::string_view>(sel.begin(), sel.end()));
+    EXPECT_TRUE(partial->watched_files().empty());
+    EXPECT_FALSE(partial->watched_complete());
+  }
+  // A group that was not loaded is not "empty": has_group() tells them apart.
+  auto one = read_index(t / "i.json", {"torch.backends"});
+  ASSERT_TRUE(one);
+  EXPECT_TRUE(one->group("console_scripts").empty());
+  EXPECT_FALSE(one->has_group("console_scripts"));
+  EXPECT_TRUE(one->has_group("torch.backends"));
+  auto none = read_index(t / "i.json", {"no-such-group"});
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->has_group("no-such-group"));
+  EXPECT_TRUE(none->distributions().empty());
+  EXPECT_TRUE(whole->has_group("console_scripts"));
+  EXPECT_TRUE(whole->watched_complete());
+}
+
+// A one-group read keeps its names and values as views into the section's
+// buffer, which the Index owns: they outlive the reader, the file and any
+// later read, escaped or not (escaped ones are copies).
+TEST(CachePartial, GroupReadOwnsItsStringsWhateverHappensToTheFile) {
+  TempDir t;
+  auto whole = written_sample(t);
+  ASSERT_TRUE(whole) << whole.error().message;
+  std::vector<Result<Index>> parts;
+  for (const char* g : {"console_scripts", "a group", "torch.backends"}) parts.push_back(read_index(t / "i.json", {g}));
+  // The file is overwritten with another index, then removed; another read
+  // of another file reuses the reader's memory.
+  ASSERT_TRUE(write_index(sample_index(7), t / "i.json"));
+  ASSERT_TRUE(read_index(t / "i.json", {"console_scripts"}));
+  ASSERT_EQ(::unlink((t / "i.json").c_str()), 0);
+  std::size_t k = 0;
+  for (const char* g : {"console_scripts", "a group", "torch.backends"}) {
+    SCOPED_TRACE(g);
+    ASSERT_TRUE(parts[k]) << parts[k].error().message;
+    expect_same_groups(*whole, *parts[k], {g});
+    ++k;
+  }
+}
+
+TEST(CachePartial, GroupReadReportsTheGlobalFirstError) {
+  // importlib raises for the first broken distribution whatever the group
+  // asked for, so a one-group read must know it even though that
+  // distribution has no entry points in the group (or at all).
+  TempDir t;
+  ASSERT_TRUE(write_index(sample_index(3), t / "i.json"));
+  auto partial = read_index(t / "i.json", {"torch.backends"});
+  ASSERT_TRUE(partial) << partial.error().message;
+  ASSERT_NE(partial->first_error(), nullptr);
+  EXPECT_EQ(partial->first_error()->name, "broken");
+  EXPECT_EQ(partial->first_error()->metadata_dir, "broken.egg-info");
+  EXPECT_EQ(partial->first_error()->search_path, 2u);
+  EXPECT_EQ(partial->first_error()->error, "broken.egg-info/entry_points.txt:3: line without '='");
+  for (const Distribution& d : partial->distributions()) EXPECT_NE(d.name, "broken");
+
+  ASSERT_TRUE(write_index(tiny_index(), t / "clean.json"));
+  auto no_error = read_index(t / "clean.json", {"g"});
+  ASSERT_TRUE(no_error);
+  EXPECT_EQ(no_error->first_error(), nullptr);
+}
+
+TEST(CachePartial, ReadsTheWatchedFilesOnlyWhenAsked) {
+  TempDir t;
+  IndexBuilder b;
+  b.add_search_path("/tmp/site", test::fake_stamp(1));
+  b.add_search_path("/tmp/other", test::fake_stamp(2));
+  for (int i = 0; i < 10; ++i) {
+    const std::string n = "noise" + std::to_string(i);
+    const auto d = b.add_distribution(n, "1", "/tmp/site/" + n + ".dist-info", 0);
+    b.add_entry_point(d, "group" + std::to_string(i % 7), "ep", n + ":x");
+    b.add_watched_file(0, n + ".dist-info", test::fake_stamp(50 + i));  // the directory: no distribution's
+    b.add_watched_file(0, n + ".dist-info/entry_points.txt", test::fake_stamp(100 + i));
+    b.add_watched_file(1, n + ".dist-info/entry_points.txt", test::fake_stamp(150 + i));  // another path's
+  }
+  // Names the reader must decode (escapes, bytes that are not UTF-8) rather
+  // than point into its buffer: both kinds must come back exactly.
+  b.add_watched_file(0, std::string("odd\"quote\\back\nline-\xff\x01.dist-info/entry_points.txt"), test::fake_stamp(7));
+  const Index original = b.build();
+  ASSERT_TRUE(write_index(original, t / "i.json"));
+  const std::string text = test::read_file(t / "i.json");
+  auto with_watched = parse_bytes_with(text, groups_only({"group3"}, /*watched=*/true));
+  ASSERT_TRUE(with_watched) << with_watched.error().message;
+  EXPECT_TRUE(with_watched->watched_complete());
+  // For `full` validation: the names (no stamps), and the digest of the stamps.
+  EXPECT_TRUE(with_watched->watched_files().empty());
+  ASSERT_EQ(with_watched->watched_names().size(), original.watched_files().size());
+  ASSERT_NE(with_watched->watched_digest(), nullptr);
+  EXPECT_EQ(*with_watched->watched_digest(), detail::digest_of(original.watched_files()));
+  for (std::size_t i = 0; i < original.watched_files().size(); ++i) {
+    EXPECT_EQ(with_watched->watched_names()[i].search_path, original.watched_files()[i].search_path);
+    EXPECT_EQ(with_watched->watched_names()[i].rel_path, original.watched_files()[i].rel_path);
+  }
+  // Asked for the stamps themselves: every stamp, no digest.
+  detail::ReadExpectations stamped = groups_only({"group3"}, /*watched=*/true);
+  stamped.watched_stamps = true;
+  auto with_stamps = parse_bytes_with(text, stamped);
+  ASSERT_TRUE(with_stamps) << with_stamps.error().message;
+  EXPECT_EQ(with_stamps->watched_digest(), nullptr);
+  ASSERT_EQ(with_stamps->watched_files().size(), original.watched_files().size());
+  for (std::size_t i = 0; i < original.watched_files().size(); ++i) {
+    EXPECT_EQ(with_stamps->watched_files()[i].rel_path, original.watched_files()[i].rel_path);
+    EXPECT_EQ(with_stamps->watched_files()[i].stamp, original.watched_files()[i].stamp);
+  }
+  // The group's stamps: the watched files inside its distributions only.
+  auto stamps = parse_bytes_with(text, groups_only({"group3"}, false, /*group_stamps=*/true));
+  ASSERT_TRUE(stamps) << stamps.error().message;
+  EXPECT_FALSE(stamps->watched_complete());
+  std::vector<std::string> got, want;
+  for (const WatchedFile& f : stamps->watched_files()) got.push_back(std::string(f.rel_path));
+  for (const Distribution& d : stamps->distributions()) {
+    want.push_back(std::string(d.metadata_dir.substr(std::string_view("/tmp/site/").size())) + "/entry_points.txt");
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(stamps->watched_files()[0].stamp, test::fake_stamp(100 + 3));  // noise3 is in group3
+  EXPECT_EQ(stamps->watched_files()[0].search_path, 0u);
+  EXPECT_EQ(stamps->stamped_files().size(), stamps->watched_files().size());
+  // Both (`full` validation and the groups' stamps): the names and digest in
+  // watched_names(), the groups' stamps in stamped_files().
+  auto both = parse_bytes_with(text, groups_only({"group3"}, /*watched=*/true, /*group_stamps=*/true));
+  ASSERT_TRUE(both) << both.error().message;
+  ASSERT_NE(both->watched_digest(), nullptr);
+  EXPECT_EQ(both->watched_names().size(), original.watched_files().size());
+  ASSERT_EQ(both->stamped_files().size(), stamps->watched_files().size());
+  for (std::size_t i = 0; i < both->stamped_files().size(); ++i) {
+    EXPECT_EQ(both->stamped_files()[i].rel_path, stamps->watched_files()[i].rel_path);
+    EXPECT_EQ(both->stamped_files()[i].stamp, stamps->watched_files()[i].stamp);
+  }
+  EXPECT_EQ(original.stamped_files().size(), original.watched_files().size()) << "a scan has every stamp";
+  EXPECT_TRUE(parse_bytes_with(text, groups_only({"group3"}))->watched_files().empty());
+
+  // still_valid() refuses to vouch for `full` without the watched list.
+  std::string why;
+  EXPECT_FALSE(still_valid(*stamps, Validation::full, &why));
+  EXPECT_NE(why.find("without its watched files"), std::string::npos) << why;
+}
+
+TEST(Cache, ReadRejectsABadWatchDigest) {
+  TempDir t;
+  ASSERT_TRUE(write_index(tiny_index(), t / "good.json"));
+  const std::string good = test::read_file(t / "good.json");
+  detail::ReadExpectations full;
+  full.groups = {"g"};
+  full.watched = true;
+  // Malformed digests and file lists: every read that parses the section fails.
+  const std::pair<std::string, std::string> malformed[] = {
+      {"{\"digest\":\"", "{\"digest\":\"zz"},                 // not hex
+      {"{\"digest\":\"", "{\"digest\":\"0"},                  // 33 digits
+      {"\",\"files\":[[", "\",\"other\":[["},                   // unknown field
+      {"\",\"files\":[[0,", "\",\"files\":[[9,"},               // search path out of range
+      {"\",\"files\":[[0,", "\",\"files\":[[0],[0,"},           // an empty run
+  };
+  const std::string expected[] = {"32 hex digits", "32 hex digits", "unexpected field", "out of range",
+                                  "empty watched run"};
+  for (std::size_t i = 0; i < std::size(malformed); ++i) {
+    reseal(t / "bad.json", edit_line(good, 5, malformed[i].first, malformed[i].second));
+    const std::string text = test::read_file(t / "bad.json");
+    auto partial = parse_bytes_with(text, full);
+    ASSERT_FALSE(partial) << malformed[i].second;
+    EXPECT_EQ(partial.error().code, Errc::cache);
+    EXPECT_NE(partial.error().message.find("section \"watch_digest\""), std::string::npos)
+        << partial.error().message;
+    EXPECT_NE(partial.error().message.find(expected[i]), std::string::npos) << partial.error().message;
+    EXPECT_FALSE(read_index(t / "bad.json")) << "a complete read parses it too";
+  }
+  // A well-formed digest that is not the stamps': a complete read (which has
+  // both) refuses it; a `full` read cannot know, and validation then fails.
+  const std::size_t at = good.find("{\"digest\":\"", good.rfind('\n', good.size() - 2)) + 11;
+  std::string wrong = good;
+  wrong[at] = wrong[at] == '0' ? '1' : '0';
+  reseal(t / "bad.json", wrong);
+  auto complete = read_index(t / "bad.json");
+  ASSERT_FALSE(complete);
+  EXPECT_NE(complete.error().message.find("disagrees with the stamps"), std::string::npos)
+      << complete.error().message;
+  auto partial = parse_bytes_with(test::read_file(t / "bad.json"), full);
+  ASSERT_TRUE(partial) << partial.error().message;
+  ASSERT_NE(partial->watched_digest(), nullptr);
+  std::string why;
+  EXPECT_FALSE(still_valid(*partial, Validation::full, &why));
+}
+
+/// `count` real dist-info directories under `site`, each with an
+/// entry_points.txt holding "[g]\ne = m:f\n".
+void write_watched_tree(const std::string& site, int count) {
+  for (int i = 0; i < count; ++i) {
+    test::write_file(site + "/d" + std::to_string(i) + ".dist-info/entry_points.txt", "[g]\ne = m:f\n");
+  }
+}
+
+/// An index watching that tree's entry_points.txt files with their current
+/// stamps, scanned an hour ahead so that no stamp is racy; with
+/// `with_entry_points`, also each distribution and its entry point g/e.
+Index watched_tree_index(const std::string& site, int count, bool with_entry_points) {
+  IndexBuilder b;
+  b.add_search_path(site, detail::stamp_at(AT_FDCWD, site.c_str()));
+  for (int i = 0; i < count; ++i) {
+    const std::string dir = "d" + std::to_string(i) + ".dist-info";
+    if (with_entry_points) {
+      const auto d = b.add_distribution("d" + std::to_string(i), "1", site + "/" + dir, 0);
+      b.add_entry_point(d, "g", "e", "m:f");
+    }
+    b.add_watched_file(0, dir + "/entry_points.txt",
+                       detail::stamp_at(AT_FDCWD, (site + "/" + dir + "/entry_points.txt").c_str()));
+  }
+  b.set_scanned_at(detail::coarse_now_ns() + 3600 * 1000000000LL);
+  return b.build();
+}
+
+/// Reads group g of `text` for `full` validation, the check started in
+/// `early`; copied, or through a mapping of the file (`map`).
+Result<Index> read_with_early_check(const std::string& text, detail::EarlyFullCheck& early, bool map = false) {
+  detail::ReadExpectations e = groups_only({"g"}, /*watched=*/true);
+  e.early_check = &early;
+  e.map_file = map;
+  return parse_bytes_with(text, e);
+}
+
+/// True when this process may run on two CPUs (an early check then has a helper).
+bool two_cpus_allowed() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  return ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) >= 2;
+}
+
+/// Reads `text` (k_files names) with an early check, copied or mapped, and
+/// expects still_valid() to join it with answer `valid` ("digest" in the
+/// reason when not).
+void expect_early_check_answer_read(const std::string& text, std::size_t k_files, bool valid, int changed, bool map) {
+  SCOPED_TRACE(map ? "mapped" : "copied");
+  detail::EarlyFullCheck early;
+  auto r = read_with_early_check(text, early, map);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->group("g").size(), k_files);
+  EXPECT_EQ(r->watched_names().size(), k_files);
+  EXPECT_EQ(early.running(), two_cpus_allowed()) << "started while the rest was read";
+  std::string why;
+  EXPECT_EQ(detail::still_valid(*r, Validation::full, &why, &early), valid) << changed << ": " << why;
+  if (!valid) {
+    EXPECT_NE(why.find("digest"), std::string::npos) << why;
+  }
+  EXPECT_FALSE(early.running());
+}
+
+/// expect_early_check_answer_read() both ways.
+void expect_early_check_answer(const std::string& text, std::size_t k_files, bool valid, int changed = -1) {
+  for (const bool map : {false, true}) expect_early_check_answer_read(text, k_files, valid, changed, map);
+}
+
+/// Rewrites file `i` of write_watched_tree()'s tree: a new ctime, a changed stamp.
+void change_watched_file(const std::string& site, int i) {
+  test::write_file(site + "/d" + std::to_string(i) + ".dist-info/entry_points.txt", "[g]\ne = m:changed\n");
+}
+
+TEST(CachePartial, DigestValidationFindsAChangeInEitherThreadsShare) {
+  // Above 500 watched files two threads fold the fresh stamps into the
+  // digest; a change anywhere must make the digest differ.
+  TempDir t;
+  const std::string site = t / "site";
+  constexpr int k_files = 2000;
+  write_watched_tree(site, k_files);
+  auto build = [&] { return watched_tree_index(site, k_files, /*with_entry_points=*/false); };
+  auto by_digest = [&](const Index& index) -> Index {
+    EXPECT_TRUE(write_index(index, t / "i.json"));
+    auto r = parse_bytes_with(test::read_file(t / "i.json"), groups_only({"g"}, /*watched=*/true));
+    if (!r) {
+      ADD_FAILURE() << r.error().message;
+      return Index();
+    }
+    EXPECT_NE(r->watched_digest(), nullptr);
+    EXPECT_EQ(r->watched_names().size(), static_cast<std::size_t>(k_files));
+    return std::move(r.value());
+  };
+  std::string why;
+  {
+    const Index unchanged = by_digest(build());
+    EXPECT_TRUE(still_valid(unchanged, Validation::full, &why)) << why;
+  }
+  for (int changed : {3, 1000, 1999}) {
+    const Index before = by_digest(build());
+    test::write_file(site + "/d" + std::to_string(changed) + ".dist-info/entry_points.txt", "[g]\ne = m:g\n");
+    EXPECT_FALSE(still_valid(before, Validation::full, &why)) << changed;
+    EXPECT_NE(why.find("digest"), std::string::npos) << why;
+    EXPECT_TRUE(still_valid(before, Validation::paths)) << "paths validation does not look inside";
+  }
+}
+
+TEST(CachePartial, EarlyCheckStartsWithTheNamesAndStillValidJoinsIt) {
+  // The reader starts the `full` check as soon as it has the watched names
+  // (ReadExpectations::early_check), before it parses the groups; still_valid
+  // joins it.  Its answer must be the same as a check started afterwards, and
+  // a read that fails after the start must stop it (sanitizer builds would
+  // see a thread left reading the freed names).
+  TempDir t;
+  const std::string site = t / "site";
+  constexpr int k_files = 1500;
+  write_watched_tree(site, k_files);
+  auto build = [&] { return watched_tree_index(site, k_files, /*with_entry_points=*/true); };
+  ASSERT_TRUE(write_index(build(), t / "i.json"));
+  std::string text = test::read_file(t / "i.json");
+  expect_early_check_answer(text, k_files, /*valid=*/true);
+  // A change in the first or the last file: found by the early check too.
+  for (int changed : {0, k_files - 1}) {
+    change_watched_file(site, changed);
+    expect_early_check_answer(text, k_files, /*valid=*/false, changed);
+    ASSERT_TRUE(write_index(build(), t / "i.json"));  // the new stamps, for the next round
+    text = test::read_file(t / "i.json");
+  }
+  // A group section that fails its hash after the check started: the read
+  // fails and the check is stopped.
+  const std::size_t value = text.find("\"m:f\"", text.find("\n"));
+  ASSERT_NE(value, std::string::npos);
+  text[value + 3] = 'x';
+  for (const bool map : {false, true}) {
+    detail::EarlyFullCheck early;
+    auto r = read_with_early_check(text, early, map);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("section \"group:g\": hash mismatch"), std::string::npos) << r.error().message;
+    EXPECT_FALSE(early.running());
+  }
+}
+
+TEST(CachePartial, EarlyCheckWaitsForASlowReader) {
+  // The reader may take long to hand names over (a slow file system under
+  // it): the prepared helper spins, then yields, then sleeps between looks,
+  // and must still check every name published, in chunks with pauses
+  // between, with the full check's answer.
+  TempDir t;
+  const std::string site = t / "site";
+  constexpr std::size_t k_files = 1200;
+  write_watched_tree(site, static_cast<int>(k_files));
+  std::vector<std::string> names;
+  WatchedDigest digest;
+  for (std::size_t i = 0; i < k_files; ++i) {
+    names.push_back("d" + std::to_string(i) + ".dist-info/entry_points.txt");
+    detail::digest_add(digest, i, detail::stamp_at(AT_FDCWD, (site + "/" + names.back()).c_str()));
+  }
+  auto check = [&](bool want_valid) {
+    IndexBuilder b;
+    const auto sp = b.add_search_path(site, detail::stamp_at(AT_FDCWD, site.c_str()));
+    b.set_scanned_at(detail::coarse_now_ns() + 3600 * 1000000000LL);  // no stamp is racy
+    b.reserve(0, 0, 0, k_files);
+    const Index& so_far = Hooks::in_progress(b);
+    detail::EarlyFullCheck early;
+    early.prepare();
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));  // past its spinning and yielding
+    early.start({so_far.watched_names().data(), k_files}, so_far.search_paths(), so_far.scanned_at_ns(),
+                /*ready=*/0);
+    EXPECT_EQ(early.running(), two_cpus_allowed());
+    for (std::size_t i = 0; i < k_files; ++i) {
+      Hooks::add_watched_name(b, sp, names[i]);
+      if ((i + 1) % 100 == 0) {
+        early.publish(i + 1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+    early.publish(k_files);
+    Hooks::set_watched_digest(b, digest);
+    Hooks::set_watched_complete(b, true);
+    const Index index = b.build();
+    std::string why;
+    EXPECT_EQ(detail::still_valid(index, Validation::full, &why, &early), want_valid) << why;
+    EXPECT_FALSE(early.running());
+  };
+  check(/*want_valid=*/true);
+  change_watched_file(site, 1150);  // in the last chunk
+  check(/*want_valid=*/false);
+}
+
+TEST(CachePartial, EarlyCheckPreparedAheadWaitsForTheNamesAndStopsWhenTheirParseFails) {
+  // A file big enough (over 128 KB) has the check's helper created before
+  // the head is parsed; it then stats each chunk of names as soon as the
+  // reader has written it (EarlyFullCheck::publish).  Its answer must be
+  // the full check's, and a read that fails while the helper waits for
+  // names must stop it (a hang here, or a sanitizer report of a thread
+  // reading freed names, is the failure).
+  TempDir t;
+  const std::string site = t / "site";
+  constexpr int k_files = 3000;
+  write_watched_tree(site, k_files);
+  ASSERT_TRUE(write_index(watched_tree_index(site, k_files, /*with_entry_points=*/true), t / "i.json"));
+  const std::string text = test::read_file(t / "i.json");
+  ASSERT_GT(text.size(), 128u * 1024) << "too small for the helper to be prepared ahead";
+  expect_early_check_answer(text, k_files, /*valid=*/true);
+  // A change in a file in the middle of the names, then in the last one.
+  for (int changed : {k_files / 2, k_files - 1}) {
+    change_watched_file(site, changed);
+    expect_early_check_answer(text, k_files, /*valid=*/false, changed);
+  }
+  // The last line is "watch_digest".  A name in its middle that is not a
+  // string (re-sealed, so the hashes hold): the parse fails after the helper
+  // was started and while it waits for the rest of the names.
+  const int digest_line = static_cast<int>(std::count(text.begin(), text.end(), '\n')) - 1;
+  const std::string middle = "\"d" + std::to_string(k_files / 2) + ".dist-info/entry_points.txt\"";
+  reseal(t / "bad.json", edit_line(text, digest_line, middle, "17"));
+  for (const bool map : {false, true}) {
+    detail::EarlyFullCheck early;
+    auto r = read_with_early_check(test::read_file(t / "bad.json"), early, map);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("watched file path"), std::string::npos) << r.error().message;
+    EXPECT_FALSE(early.running());
+  }
+  // More names than the head announces: refused before the one too many is
+  // written where the helper reads (the room for the names is exactly the
+  // head's count).
+  reseal(t / "bad.json", text, "for r in rows:\n  r[4] = r[4] - 1 if r[0] in (\"watched\", \"watch_digest\") else r[4]");
+  for (const bool map : {false, true}) {
+    detail::EarlyFullCheck early;
+    auto r = read_with_early_check(test::read_file(t / "bad.json"), early, map);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("more watched files than the head says"), std::string::npos)
+        << r.error().message;
+    EXPECT_FALSE(early.running());
+  }
+}
+
+TEST(CachePartial, CorruptSectionIsFoundWhenItIsRead) {
+  TempDir t;
+  ASSERT_TRUE(write_index(sample_index(10), t / "i.json"));
+  const std::string good = test::read_file(t / "i.json");
+  // Flip one byte of a value "noiseN:x", which only a groupK section holds.
+  std::string bad = good;
+  const std::size_t at = good.find(":x\"", good.find('\n'));
+  ASSERT_NE(at, std::string::npos);
+  bad[at + 1] = 'y';
+  // Find the group whose read now fails; every other group still reads.
+  int failed = 0;
+  for (int k = 0; k < 7; ++k) {
+    const std::string g = "group" + std::to_string(k);
+    auto r = parse_bytes_with(bad, groups_only({g}));
+    if (!r) {
+      ++failed;
+      EXPECT_EQ(r.error().code, Errc::cache);
+      EXPECT_NE(r.error().message.find("section \"group:" + g + "\": hash mismatch"), std::string::npos)
+          << r.error().message;
+    }
+  }
+  EXPECT_EQ(failed, 1);
+  EXPECT_TRUE(parse_bytes_with(bad, groups_only({"console_scripts"})));
+  EXPECT_FALSE(parse_bytes_with(bad, detail::ReadExpectations{})) << "a complete read reads every section";
+
+  // The same for the watched sections: only reads that need one see it.
+  std::string bad_digest = good;
+  bad_digest[good.size() - 3] ^= 1;  // inside the last line ("watch_digest")
+  EXPECT_TRUE(parse_bytes_with(bad_digest, groups_only({"console_scripts"})));
+  auto full = parse_bytes_with(bad_digest, groups_only({"console_scripts"}, /*watched=*/true));
+  ASSERT_FALSE(full);
+  EXPECT_NE(full.error().message.find("section \"watch_digest\""), std::string::npos) << full.error().message;
+  const std::size_t last_line = good.rfind('\n', good.size() - 2);
+  std::string bad_watched = good;
+  bad_watched[last_line - 3] ^= 1;  // inside the line before ("watched", the stamps)
+  auto by_digest = parse_bytes_with(bad_watched, groups_only({"console_scripts"}, /*watched=*/true));
+  EXPECT_TRUE(by_digest) << "`full` validation reads the digest, not the stamps";
+  detail::ReadExpectations stamped = groups_only({"console_scripts"}, /*watched=*/true);
+  stamped.watched_stamps = true;
+  auto with_stamps = parse_bytes_with(bad_watched, stamped);
+  ASSERT_FALSE(with_stamps);
+  EXPECT_NE(with_stamps.error().message.find("section \"watched\""), std::string::npos)
+      << with_stamps.error().message;
+}
+
+TEST(CachePartial, CorruptOrTruncatedHeadIsRejected) {
+  TempDir t;
+  ASSERT_TRUE(write_index(sample_index(10), t / "i.json"));
+  const std::string good = test::read_file(t / "i.json");
+  const std::size_t head_end = good.find('\n') + 1;
+  for (std::size_t n = 0; n < good.size(); n += (n < head_end + 64 ? 1 : 97)) {
+    auto r = parse_bytes_with(good.substr(0, n), groups_only({"torch.backends"}));
+    ASSERT_FALSE(r) << "truncated at " << n << " of " << good.size();
+    EXPECT_EQ(r.error().code, Errc::cache);
+  }
+  for (unsigned seed = 0; seed < 2000; ++seed) {
+    std::mt19937 rng(seed);
+    std::string bad = good;
+    bad[rng() % head_end] ^= static_cast<char>(1 + rng() % 255);
+    auto r = parse_bytes_with(bad, groups_only({"torch.backends"}));
+    ASSERT_FALSE(r) << "seed " << seed;
+    EXPECT_EQ(r.error().code, Errc::cache);
+  }
+}
+
+// A mapped read (ReadExpectations::map_file, what the CLI does) parses a
+// section in place only when simdjson's padding after it still lies in the
+// mapping, whose length is the file's in whole pages; a file that ends less
+// than the padding before a page boundary has its last section read into a
+// buffer.  Files ending at every byte around a page boundary, read every
+// way, give the copied read's answer (parse_bytes_with compares them), and
+// the mapped read makes no read() call but for such a tail.
+TEST(CachePartial, MappedReadsAgreeWithCopiedOnesWhereverTheFileEnds) {
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  auto text_with = [](std::size_t n) {
+    IndexBuilder b;
+    b.add_search_path("/tmp/site", test::fake_stamp(1));
+    const std::uint32_t d = b.add_distribution("alpha", "1.0", "/tmp/site/alpha-1.0.dist-info", 0);
+    b.add_entry_point(d, "g", "e", "m:" + std::string(n, 'v'));  // one byte of the file per n
+    b.add_entry_point(d, "other", "o", "m:o");
+    b.add_watched_file(0, "alpha-1.0.dist-info/entry_points.txt", test::fake_stamp(2));
+    b.set_scanned_at(1700000000999999999LL);
+    TempDir t;
+    if (!write_index(b.build(), t / "i.json")) std::abort();
+    return test::read_file(t / "i.json");
+  };
+  // From ~100 bytes before the second page boundary to past it.
+  const std::size_t n0 = 2 * page - 100 - text_with(0).size();
+  std::size_t tails = 0, in_place = 0;
+  for (std::size_t n = n0; n < n0 + 120; ++n) {
+    const std::string text = text_with(n);
+    SCOPED_TRACE("file size " + std::to_string(text.size()));
+    const std::size_t room = (text.size() + page - 1) / page * page - text.size();  // zeros after the end
+    for (const detail::ReadExpectations& e : {detail::ReadExpectations{}, groups_only({"g"}), groups_only({"g"}, true),
+                                              groups_only({"other"}, true, true)}) {
+      ASSERT_TRUE(parse_bytes_with(text, e));
+      profile::enable();
+      const std::uint64_t reads = profile::counter(profile::Counter::read);
+      detail::ReadExpectations mapped = e;
+      mapped.map_file = true;
+      const int fd = ::memfd_create("epload-cache-test", MFD_CLOEXEC);
+      ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+      ASSERT_TRUE(detail::read_index_fd(fd, "memfd", mapped));
+      ::close(fd);
+      const std::uint64_t made = profile::counter(profile::Counter::read) - reads;
+      profile::reset();
+      // The last section (the names) is read by a complete read, and by
+      // a read of the names.
+      const bool reads_last = e.groups.empty() || e.watched;
+      EXPECT_EQ(made != 0, reads_last && room < detail::k_json_padding) << "room " << room;
+      (made != 0 ? tails : in_place) += 1;
+    }
+  }
+  EXPECT_GT(tails, 0u);
+  EXPECT_GT(in_place, 0u);
+}
+
+TEST(CachePartial, LongHeadIsReadWhole) {
+  // A head longer than the first read (many groups): read in more chunks.
+  IndexBuilder b;
+  const auto sp = b.add_search_path("/s", FileStamp{});
+  for (int i = 0; i < 3000; ++i) {
+    const auto d = b.add_distribution("d" + std::to_string(i), "1", "/s/d" + std::to_string(i) + ".dist-info", sp);
+    b.add_entry_point(d, "plugins.of.package" + std::to_string(i), "x", "m:x");
+    if (i % 3 == 0) b.add_entry_point(d, "torch.backends", "b" + std::to_string(i), "m:b");
+  }
+  const Index original = b.build();
+  TempDir t;
+  ASSERT_TRUE(write_index(original, t / "i.json"));
+  const std::string text = test::read_file(t / "i.json");
+  ASSERT_GT(text.find('\n'), 4 * 32768u) << "the head must exceed several first chunks";
+  auto whole = read_index(t / "i.json");
+  ASSERT_TRUE(whole) << whole.error().message;
+  for (const auto& sel : {std::vector<std::string>{"torch.backends"}, std::vector<std::string>{"plugins.of.package2999"},
+                          std::vector<std::string>{"plugins.of.package0", "torch.backends"}}) {
+    auto partial = read_index(t / "i.json", sel);
+    ASSERT_TRUE(partial) << partial.error().message;
+    expect_same_groups(*whole, *partial, std::vector<std::string_view>(sel.begin(), sel.end()));
+  }
+}
+
+TEST(CachePartial, VersionOneFileIsRejected) {
+  // What version 1 wrote (one document over many lines): never trusted,
+  // whatever is asked of it.
+  const std::string v1 =
+      "{\"format\":\"epload-index\",\"version\":1,\"checksum\":\"0123456789abcdef\",\n"
+      "\"key\":{\"interpreter\":\"\",\"cwd\":\"\"},\n\"relocatable\":false,\n\"scanned_at_ns\":1,\n"
+      "\"search_paths\":[\n{\"path\":\"/s\",\"stamp\":[1,2,3,4,5,16877]}],\n"
+      "\"dists\":[\n[\"n\",\"1\",\"n.dist-info\",0,\"\"]],\n\"entry_points\":[\n[0,\"g\",\"e\",\"v\"]],\n"
+      "\"watched\":[]}\n";
+  for (const auto& expect : {detail::ReadExpectations{}, groups_only({"g"})}) {
+    auto r = parse_bytes_with(v1, expect);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("format version 1, this build reads 3"), std::string::npos)
+        << r.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace epload
