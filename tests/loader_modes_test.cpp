@@ -29,6 +29,7 @@ using testing::make_loader;
 using testing::mapped;
 using testing::options_for;
 using testing::order;
+using testing::ScopedEnv;
 
 // ---- modes and switches --------------------------------------------------------
 
@@ -74,29 +75,6 @@ TEST(LoaderModes, HooksRunAtStartInLazyAndEager) {
   }
 }
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : m_name(name) {
-    if (const char* old = std::getenv(name)) m_old = old, m_had = true;
-    if (value) {
-      ::setenv(name, value, 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (m_had) {
-      ::setenv(m_name, m_old.c_str(), 1);
-    } else {
-      ::unsetenv(m_name);
-    }
-  }
-
- private:
-  const char* m_name;
-  std::string m_old;
-  bool m_had = false;
-};
 
 TEST(LoaderModes, TorchAutoloadVariableKeepsPyTorchMeaning) {
   ScopedEnv mode("EPLOAD_MODE", nullptr);

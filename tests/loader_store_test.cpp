@@ -29,6 +29,7 @@ using testing::make_loader;
 using testing::mapped;
 using testing::options_for;
 using testing::order;
+using testing::ScopedEnv;
 
 // ---- learned store, identity, Python backends ---------------------------------
 

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdlib>
 
 #include <memory>
 #include <string>
@@ -44,5 +47,30 @@ inline std::string error_of(Loader& loader, std::string_view name) {
 }
 
 inline std::vector<std::size_t> order(const Loader& l) { return l.load_order(); }
+
+/// Sets (or, with nullptr, unsets) an environment variable for a scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : m_name(name) {
+    if (const char* old = std::getenv(name)) m_old = old, m_had = true;
+    if (value) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (m_had) {
+      ::setenv(m_name, m_old.c_str(), 1);
+    } else {
+      ::unsetenv(m_name);
+    }
+  }
+
+ private:
+  const char* m_name;
+  std::string m_old;
+  bool m_had = false;
+};
 
 }  // namespace epload::testing
