@@ -361,9 +361,11 @@ class Backend:
                 return None
             if self.state == 'failed':
                 return self.cause
-            if not defer_if_initializing and self._module_initializing():
-                # The user is importing the backend's module explicitly and
-                # its registration looks its own device up: not there yet.
+            if (self.session.mode == 'lazy' and not defer_if_initializing
+                    and self._module_initializing()):
+                # A lookup while the user imports the backend's module
+                # explicitly (its registration looks its own device up):
+                # not there yet.  (Eager runs it, as PyTorch's loop does.)
                 return None
             self._owner = me
             self.state = 'loading'

@@ -64,7 +64,7 @@ def exec_torch(loader, module, group, mode):
     if spec is not None:
         spec.loader = loader
     session = _autoload.autoload(group=group, host=module, mode=mode)
-    if saved[_LOGS] is not None:
+    if saved[_LOGS] is not None and '_logging' in module.__dict__:  # a real torch
         _init_logs(module, session, saved[_LOGS])
     return session
 
@@ -119,12 +119,18 @@ def claims(session):
     return found
 
 
+def _privateuse1_name(torch):
+    """Torch's PrivateUse1 name; None for a module that is not a real torch
+    (read from ``__dict__``: a miss must not reach the lazy ``__getattr__``)."""
+    get = getattr(torch.__dict__.get('_C'), '_get_privateuse1_backend_name', None)
+    return None if get is None else get()
+
+
 def learn(session):
     """Records which loaded backend registered the current PrivateUse1 name
     (the one that added ``torch.<name>``)."""
-    torch = session.host
-    name = torch._C._get_privateuse1_backend_name()
-    if name == _DEFAULT_NAME:
+    name = _privateuse1_name(session.host)
+    if name is None or name == _DEFAULT_NAME:
         return
     for i in list(session.devices.get(name) or ()):
         b = session._backend(i)
@@ -140,6 +146,8 @@ def attach(session):
     learns what the start loaded, then registers the one PrivateUse1 name
     ahead and answers ``torch.<name>`` until its backend is loaded."""
     torch = session.host
+    if _privateuse1_name(torch) is None:
+        return
     learn(session)
     import atexit
     atexit.register(learn, session)  # a backend first loaded later in the run
@@ -149,7 +157,7 @@ def attach(session):
     b, name = found[0]
     if b.state != 'unloaded' or b.name in _names(NO_PREREGISTER):
         return
-    if torch._C._get_privateuse1_backend_name() != _DEFAULT_NAME:
+    if _privateuse1_name(torch) != _DEFAULT_NAME:
         return  # a backend loaded at the start took PrivateUse1
     torch.utils.rename_privateuse1_backend(name)
     _finder().add(f'{torch.__name__}.{name}', b, name)
