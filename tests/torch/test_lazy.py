@@ -36,18 +36,23 @@ def learned(torch_python, tmp_path_factory):
 
 def test_import_torch_loads_no_backend_with_a_known_device(learned):
     got = learned.run('''
+import importlib.util
 import torch
 out(modules=[m for m in ('torch_foo', 'torch_bar', 'torch_hook') if m in sys.modules],
     privateuse1=torch._C._get_privateuse1_backend_name(),
     hook_ran=os.environ.get('IS_CUSTOM_DEVICE_BACKEND_IMPORTED'),
     device=str(torch.device('foo:0')), accelerator=str(torch.accelerator.current_accelerator()),
+    placeholders=['foo' in vars(torch), 'torch.foo' in sys.modules],
+    spec=importlib.util.find_spec('torch.foo') is not None,
     still=[m for m in ('torch_foo',) if m in sys.modules])
 ''')
     assert got['modules'] == ['torch_hook']  # the hook ran at the end of import torch
     assert got['hook_ran'] == '1'
     assert got['privateuse1'] == 'foo'  # registered ahead: device strings parse
     assert got['device'] == 'foo:0' and got['accelerator'] == 'foo'
-    assert got['still'] == []  # torch.device and current_accelerator load nothing
+    assert got['placeholders'] == [False, False] and got['spec'] is True
+    # torch.device, current_accelerator and find_spec load nothing
+    assert got['still'] == []
     assert got['events'] == ['hook import', 'hook entry_point']
 
 
