@@ -249,3 +249,27 @@ def test_torch_logs_naming_a_backend_component(learned):
     assert ok['ok'] is True and 'foo import' in ok['events']
     bad = learned.run('import torch', expect_ok=False, TORCH_LOGS='no_such_component')
     assert bad['returncode'] != 0 and 'no_such_component' in bad['stderr']
+
+
+def test_declared_device_is_lazy_from_the_first_run(make_env):
+    env = make_env('foo')
+    eps = env.path('foo') / 'torch_foo-0.1.dist-info' / 'entry_points.txt'
+    eps.write_text(eps.read_text() + '\n[epload.devices]\nfoo = foo\n')
+    first = env.run('''
+import torch
+loaded = 'torch_foo' in sys.modules
+name = torch._C._get_privateuse1_backend_name()
+out(loaded=loaded, name=name, attr=torch.foo.__name__)
+''')
+    # Declared devices say nothing of PrivateUse1: the attribute loads it.
+    assert first['loaded'] is False and first['name'] == 'privateuseone'
+    assert first['attr'] == 'torch_foo.runtime'
+    # That run learned its PrivateUse1 name: device strings now parse first.
+    second = env.run('''
+import torch
+name = torch._C._get_privateuse1_backend_name()
+loaded = 'torch_foo' in sys.modules
+out(name=name, loaded=loaded, r=torch.ones(2).to("foo").cpu().tolist())
+''')
+    assert second['name'] == 'foo' and second['loaded'] is False and second['r'] == [1.0, 1.0]
+    assert second['events'].count('foo import') == 1
