@@ -273,3 +273,13 @@ out(name=name, loaded=loaded, r=torch.ones(2).to("foo").cpu().tolist())
 ''')
     assert second['name'] == 'foo' and second['loaded'] is False and second['r'] == [1.0, 1.0]
     assert second['events'].count('foo import') == 1
+
+
+def test_torch_logs_loading_a_failing_backend_warns_and_imports(make_env):
+    env = make_env('foo', 'broken')
+    env.learn()
+    got = env.run('import torch\nout(foo=torch.foo.__name__)', TORCH_LOGS='foo_backend',
+                  PYTHONWARNINGS='default')
+    assert got['foo'] == 'torch_foo.runtime'
+    assert 'RuntimeWarning' in got['stderr'] and 'backend extension: broken' in got['stderr']
+    assert got['events'].count('broken import') == 1
