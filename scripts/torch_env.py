@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""torch_env.py — the venv with a real PyTorch that the torch.* tests (and the
+real-torch benchmarks) run in: created once under the build directory and
+reused, re-created when one of its inputs changes.
+
+    scripts/torch_env.py [--build DIR]            create or check it; print what it is
+    scripts/torch_env.py [--build DIR] --python   ... and print only the venv's python
+
+Inputs: a CPython 3.11 (``/usr/bin/python3`` when it is 3.11, else
+``python3.11`` on PATH; the version PyTorch 2.13.0's local wheel is built
+for), ``torch==2.13.0`` (pinned exactly: an unpinned ``torch`` makes pip take a
+CUDA build of several GB) and epload, installed by ``install_epload()``.
+
+When torch cannot be installed (offline, no wheel for this interpreter) this
+exits with status 2 and a message saying so; ``EPLOAD_SKIP_TORCH=1`` is the
+documented way to skip the torch.* tests then.  Nothing is skipped silently.
+"""
+
+import argparse
+import fcntl
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+TORCH_PIN = 'torch==2.13.0'
+# Bump when what the venv holds changes in a way the inputs below do not show.
+ENV_VERSION = 1
+SKIP_HINT = ('set EPLOAD_SKIP_TORCH=1 to skip the torch.* tests '
+             '(they need PyTorch 2.13.0 for CPython 3.11)')
+
+HERE = pathlib.Path(__file__).resolve().parent
+SOURCE = HERE.parent
+
+
+class TorchEnvError(Exception):
+    """The venv cannot be made; the message says why and how to skip."""
+
+
+def _ask(python, code):
+    """What ``python -c code`` prints, or None if it cannot run."""
+    try:
+        out = subprocess.run([python, '-I', '-c', code], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def find_python311():
+    """The CPython 3.11 the venv is made from: ``/usr/bin/python3`` when it
+    says it is 3.11 (Debian 12), else ``python3.11`` on PATH."""
+    probe = 'import sys, platform; print(platform.python_implementation(), *sys.version_info[:2])'
+    candidates = ['/usr/bin/python3', shutil.which('python3.11')]
+    for python in candidates:
+        if python and _ask(python, probe) == 'CPython 3 11':
+            return python
+    raise TorchEnvError('no CPython 3.11 found (neither /usr/bin/python3 nor python3.11 on '
+                        f'PATH is one); {SKIP_HINT}')
+
+
+def venv_dir(build):
+    return pathlib.Path(build) / 'torch-venv'
+
+
+def venv_python(build):
+    return venv_dir(build) / 'bin' / 'python'
+
+
+def install_epload(python, build, source=SOURCE):
+    """Makes epload importable in the venv of ``python``, with its ``.pth``
+    hook: the build's ``python/`` directory on the path (a ``.pth`` named to
+    sort before the hook's) and a copy of ``python/epload-autoload.pth``.
+
+    This is the one place that says how epload gets into the venv; once the
+    package builds with pip, it becomes ``pip install <source>``."""
+    site = _ask(str(python), 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    if site is None:
+        raise TorchEnvError(f'{python} cannot tell its site-packages')
+    package = pathlib.Path(build) / 'python'
+    suffix = _ask(str(python), 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+    if not list((package / 'epload').glob(f'_native{suffix}')):
+        raise TorchEnvError(f'{package}/epload has no _native{suffix} for {python} '
+                            '(build epload for this interpreter first: scripts/setup.sh); '
+                            f'{SKIP_HINT}')
+    site = pathlib.Path(site)
+    (site / '_epload_build_path.pth').write_text(f'{package}\n')
+    shutil.copyfile(pathlib.Path(source) / 'python' / 'epload-autoload.pth',
+                    site / 'epload-autoload.pth')
+    return f'path:{package}'
+
+
+def _inputs(base, build):
+    version = _ask(base, 'import sys; print(sys.version)')
+    return {'env_version': ENV_VERSION, 'base': os.path.realpath(base), 'base_version': version,
+            'torch': TORCH_PIN, 'epload': f'path:{pathlib.Path(build) / "python"}'}
+
+
+def _pip_install(python, *args):
+    cmd = [str(python), '-m', 'pip', 'install', '--no-input', '--disable-pip-version-check',
+           *args]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        tail = '\n'.join((out.stdout + out.stderr).strip().splitlines()[-8:])
+        raise TorchEnvError(f'cannot install {" ".join(args)} into the venv of {python}:\n'
+                            f'{tail}\n{SKIP_HINT}')
+
+
+def ensure(build, log=None):
+    """The venv's python, after creating the venv if it is missing or was
+    made from other inputs.  Safe to call from concurrent processes (a lock
+    file beside the venv).  Raises TorchEnvError."""
+    build = pathlib.Path(build).resolve()
+    venv = venv_dir(build)
+    python = venv_python(build)
+    stamp = venv / 'epload-torch-env.json'
+    build.mkdir(parents=True, exist_ok=True)
+    with open(build / 'torch-venv.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        base = find_python311()
+        inputs = _inputs(base, build)
+        try:
+            same = json.loads(stamp.read_text()) == inputs
+        except (OSError, ValueError):
+            same = False
+        if same and _ask(str(python), 'import torch, epload; print(torch.__version__)'):
+            return python
+        if log:
+            log(f'creating {venv} from {base} with {TORCH_PIN} (once; reused after)')
+        shutil.rmtree(venv, ignore_errors=True)
+        made = subprocess.run([base, '-m', 'venv', str(venv)], capture_output=True, text=True)
+        if made.returncode != 0:
+            raise TorchEnvError(f'{base} -m venv {venv} failed: {made.stderr.strip()}\n'
+                                f'{SKIP_HINT}')
+        _pip_install(python, TORCH_PIN)
+        install_epload(python, build)
+        got = _ask(str(python), 'import torch, epload._native; print(torch.__version__)')
+        if not got or not got.startswith('2.13.0'):
+            raise TorchEnvError(f'the venv {venv} cannot import torch 2.13.0 and epload '
+                                f'(got {got!r}); {SKIP_HINT}')
+        stamp.write_text(json.dumps(inputs, indent=1, sort_keys=True) + '\n')
+        return python
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--build', default=os.environ.get('EPLOAD_BUILD_DIR', SOURCE / 'build'),
+                        help='build directory (default: $EPLOAD_BUILD_DIR or build/)')
+    parser.add_argument('--python', action='store_true', help="print only the venv's python")
+    args = parser.parse_args(argv)
+
+    def log(message):
+        print(f'torch_env: {message}', file=sys.stderr, flush=True)
+
+    if os.environ.get('EPLOAD_SKIP_TORCH') == '1' and not args.python:
+        print('EPLOAD_SKIP_TORCH=1: skipped the real-torch venv (and the torch.* tests)')
+        return 0
+    try:
+        python = ensure(args.build, log)
+    except TorchEnvError as err:
+        print(f'torch_env: error: {err}', file=sys.stderr)
+        return 2
+    if args.python:
+        print(python)
+    else:
+        version = _ask(str(python), 'import torch; print(torch.__version__)')
+        print(f'{python} (torch {version})')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

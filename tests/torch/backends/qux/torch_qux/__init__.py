@@ -1,0 +1,21 @@
+"""torch_qux: a second PrivateUse1 device, ``qux``, in pure Python (a test backend).
+
+Importing it registers the device, as real backends do (a user may import it
+explicitly); the ``torch.backends`` entry point ``_autoload`` has nothing
+left to do.  ``EPLOAD_TEST_QUX_FAIL=1`` makes the import fail (a device
+whose driver went away since its backend was learned)."""
+
+import os
+
+import epload_torch_fixture as _fixture
+
+DEVICE = 'qux'
+_fixture.record(DEVICE, 'import')
+if os.environ.get('EPLOAD_TEST_QUX_FAIL') == '1':
+    raise RuntimeError('torch_qux cannot start: EPLOAD_TEST_QUX_FAIL=1')
+
+runtime = _fixture.setup_privateuse1(DEVICE, __name__)
+
+
+def _autoload():
+    _fixture.record(DEVICE, 'entry_point')
