@@ -592,6 +592,13 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     tmp = tempfile.mkdtemp(prefix="epload-bench-torch-")
     try:
+        # The fixtures are copied: their imports write __pycache__ there, not
+        # into the source tree.
+        fixtures = []
+        for d in args.fixtures:
+            fixtures.append(os.path.join(tmp, "fixtures", os.path.basename(d)))
+            shutil.copytree(d, fixtures[-1], ignore=shutil.ignore_patterns("__pycache__"))
+        args.fixtures = fixtures
         info = describe_python(args.python, clean_env(tmp), args.fixtures)
         log(f"bench_torch: torch {info['torch']} in {info['torch_dir']}")
         result = {"config": {
