@@ -566,6 +566,8 @@ def parse_args(argv):
     if args.rounds < 2 or args.warmup < 0 or args.first_runs < 1:
         p.error("--rounds must be >= 2 (paired intervals), --warmup >= 0, --first-runs >= 1")
     args.build = os.path.abspath(args.build)
+    if args.env_dir:
+        args.env_dir = os.path.abspath(args.env_dir)
     args.fixtures = [os.path.abspath(os.path.join(FIXTURE_DIR, d)) for d in
                      args.fixtures.split(",") if d.strip()]
     for d in args.fixtures:
