@@ -66,6 +66,10 @@ class DeviceNotFoundError(LookupError):
 
 
 _lock = _thread.allocate_lock()  # the registries below; never held while importing
+# thread id -> how many backend inits it is running: a lookup of an unknown
+# name made from inside an init (torch._register_device_module's hasattr)
+# loads no other backend, which would run in the middle of this one.
+_loading_depth = {}
 _sessions = {}  # (group, host name, id(host)) -> Session
 _session_order = []
 
@@ -79,6 +83,17 @@ def _switch_off(group):
     if os.getenv('EPLOAD_AUTOLOAD', '1') != '1':
         return 'EPLOAD_AUTOLOAD'
     return None
+
+
+def _switch_value():
+    return os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD')
+
+
+def _set_switch(value):
+    if value is None:
+        os.environ.pop('TORCH_DEVICE_BACKEND_AUTOLOAD', None)
+    else:
+        os.environ['TORCH_DEVICE_BACKEND_AUTOLOAD'] = value
 
 
 def _names(variable):
@@ -346,11 +361,18 @@ class Backend:
                 return None
             if self.state == 'failed':
                 return self.cause
+            if (self.session.mode == 'lazy' and not defer_if_initializing
+                    and self._module_initializing()):
+                # A lookup while the user imports the backend's module
+                # explicitly (its registration looks its own device up):
+                # not there yet.  (Eager runs it, as PyTorch's loop does.)
+                return None
             self._owner = me
             self.state = 'loading'
             try:
                 initializing = defer_if_initializing and self._module_initializing()
                 t0 = _trace.now() if _trace.ON else 0
+                _loading_depth[me] = _loading_depth.get(me, 0) + 1
                 try:
                     self._run()
                 except Exception as err:
@@ -367,6 +389,9 @@ class Backend:
                     self.state = 'unloaded'
                     raise
                 finally:
+                    depth = _loading_depth.pop(me) - 1
+                    if depth:
+                        _loading_depth[me] = depth
                     if _trace.ON:
                         _trace.record('load', self.name, t0, _trace.now())
                 self.state = 'ready'
@@ -394,10 +419,17 @@ class Backend:
                 d = host.__dict__
                 mark = (len(d), next(reversed(d), _MISSING))
         _eps._debug(f'loading backend {self.name!r} ({self.value})')
-        if _trace.ON:
-            _trace.import_and_call(self.name, ep)
-        else:
-            ep.load()()
+        # A backend may turn torch's autoload switch off while it imports
+        # (torch_npu does); a lazy load happens at any time, so it is put back.
+        switch = (self.group == TORCH_GROUP and self.session.mode == 'lazy', _switch_value())
+        try:
+            if _trace.ON:
+                _trace.import_and_call(self.name, ep)
+            else:
+                ep.load()()
+        finally:
+            if switch[0] and _switch_value() != switch[1]:
+                _set_switch(switch[1])
         if mark is not None:
             added = _added(host, self.session.host_name, *mark)
             if added is not None:
@@ -729,6 +761,8 @@ class Session:
     def _load_unknown(self, name):
         """Loads backends whose devices are not known yet, in discovery
         order, until one provides ``name`` (on the host)."""
+        if _loading_depth.get(_thread.get_ident()):
+            return _MISSING
         for i in self.unknown:
             b = self._backend(i)
             if b.devices is None and b.state == 'unloaded':
@@ -845,6 +879,9 @@ def autoload(group=TORCH_GROUP, host=None, mode=None):
                       f'{type(err).__name__}: {err}', RuntimeWarning, stacklevel=3)
         return session
     session._lazy()
+    if group == TORCH_GROUP and host_name == 'torch':
+        from . import _torch_lazy  # device strings, torch.<device> imports
+        _torch_lazy.attach(session)
     return session
 
 

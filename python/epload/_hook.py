@@ -14,7 +14,8 @@ host=module, mode=$EPLOAD_MODE or "lazy")`` runs.  For group
 ``torch.backends`` the host's own eager loop (PyTorch's) is skipped by
 setting ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` while the host module executes;
 the user's value is restored before epload's autoload reads it, so the switch
-keeps its meaning.  The finder offers no ``find_distributions``: it never
+keeps its meaning (``_torch_lazy.exec_torch``, which also keeps
+``TORCH_LOGS`` working).  The finder offers no ``find_distributions``: it never
 changes what entry_points() answers.
 """
 
@@ -108,25 +109,21 @@ class _Loader:
 
     def _exec_and_autoload(self, module):
         group = self._epload_group
-        mask = group == _TORCH_GROUP
-        saved = os.environ.get(_SWITCH)
-        if mask:
-            os.environ[_SWITCH] = '0'
-        try:
-            self._epload_loader.exec_module(module)
-        finally:
-            if mask:
-                if saved is None:
-                    os.environ.pop(_SWITCH, None)
-                else:
-                    os.environ[_SWITCH] = saved
+        mode = os.environ.get('EPLOAD_MODE') or None
+        if group == _TORCH_GROUP:
+            # Torch's own loop off while its body runs, TORCH_LOGS after the
+            # autoload: python/epload/_torch_lazy.py.
+            from . import _torch_lazy
+            _torch_lazy.exec_torch(self._epload_loader, module, group, mode)
+            return
+        self._epload_loader.exec_module(module)
         # The host is complete: it behaves as if its __init__ ended with the call.
         module.__loader__ = self._epload_loader
         spec = getattr(module, '__spec__', None)
         if spec is not None:
             spec.loader = self._epload_loader
         import epload
-        epload.autoload(group=group, host=module, mode=os.environ.get('EPLOAD_MODE') or None)
+        epload.autoload(group=group, host=module, mode=mode)
 
 
 _installed = None

@@ -1,0 +1,45 @@
+"""scripts/torch_env.py: the venv is made once and reused; when torch cannot
+be installed it fails saying so and naming EPLOAD_SKIP_TORCH=1."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+SOURCE = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = SOURCE / 'scripts' / 'torch_env.py'
+
+
+def run(*args, **env):
+    full = {k: v for k, v in os.environ.items() if not k.startswith(('EPLOAD_', 'PIP_'))}
+    full.update(env)
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          env=full, timeout=1200)
+
+
+def test_reused_when_its_inputs_are_unchanged(torch_python):
+    build = pathlib.Path(torch_python).parents[2]
+    stamp = build / 'torch-venv' / 'epload-torch-env.json'
+    before = stamp.stat().st_mtime_ns
+    got = run('--build', str(build), '--python')
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.strip() == torch_python and 'creating' not in got.stderr
+    assert stamp.stat().st_mtime_ns == before
+    assert json.loads(stamp.read_text())['torch'] == 'torch==2.13.0'
+
+
+def test_torch_that_cannot_be_installed_fails_naming_the_skip_switch(tmp_path):
+    # No index, no configuration (so no local wheel directory): pip finds no torch.
+    got = run('--build', str(tmp_path), PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX='1',
+              PIP_FIND_LINKS=str(tmp_path))
+    assert got.returncode == 2
+    assert 'cannot install torch==2.13.0' in got.stderr
+    assert 'EPLOAD_SKIP_TORCH=1' in got.stderr
+
+
+def test_skip_switch_is_reported_not_silent(tmp_path):
+    got = run('--build', str(tmp_path), EPLOAD_SKIP_TORCH='1')
+    assert got.returncode == 0
+    assert got.stdout.startswith('EPLOAD_SKIP_TORCH=1: skipped')
+    assert not (tmp_path / 'torch-venv').exists()

@@ -1,0 +1,246 @@
+"""Lazy autoload inside a real `import torch` (torch 2.13, the .pth hook with
+EPLOAD_AUTOLOAD_HOSTS=torch): what loads when, exactly once, and what the
+user sees when a backend fails."""
+
+import pytest
+
+# Each trigger of the PrivateUse1 device foo, and a check of its answer.
+TRIGGERS = {
+    'to': ('r = torch.ones(2).to("foo"); ok = str(r.device) == "foo:0" and r.cpu().tolist() == [1.0, 1.0]'),
+    'empty': 'r = torch.empty(2, device="foo"); ok = r.device.type == "foo"',
+    'tensor': ('r = torch.tensor([1.0], device="foo"); '
+               'ok = r.device.type == "foo" and r.cpu().tolist() == [1.0]'),
+    'attribute': 'r = torch.foo; ok = r.__name__ == "torch_foo.runtime"',
+    'hasattr': 'ok = hasattr(torch, "foo")',
+    'get_device_module': 'ok = torch.get_device_module("foo").__name__ == "torch_foo.runtime"',
+    'accelerator_is_available': 'ok = torch.accelerator.is_available() is True',
+    'accelerator_device_count': 'ok = torch.accelerator.device_count() == 1',
+    # A pure-Python device has no storages: torch.load reaches the device
+    # module (loaded by hasattr(torch, "foo")) and stops there, cleanly.
+    'load_map_location': ('import io; b = io.BytesIO(); torch.save(torch.ones(2), b); b.seek(0)\n'
+                          'try:\n    torch.load(b, map_location="foo"); ok = False\n'
+                          'except NotImplementedError as e:\n    ok = "has no storages" in str(e)'),
+}
+
+
+@pytest.fixture(scope='module')
+def learned(torch_python, tmp_path_factory):
+    """foo, bar and the hook, their devices learned by a first run."""
+    from conftest import Env
+    env = Env(torch_python, tmp_path_factory.mktemp('learned'), ['foo', 'bar', 'hook'])
+    first = env.learn()
+    assert first['events'].count('foo import') == 1
+    assert 'bar import' in first['events'] and 'hook entry_point' in first['events']
+    return env
+
+
+def test_import_torch_loads_no_backend_with_a_known_device(learned):
+    got = learned.run('''
+import torch
+out(modules=[m for m in ('torch_foo', 'torch_bar', 'torch_hook') if m in sys.modules],
+    privateuse1=torch._C._get_privateuse1_backend_name(),
+    hook_ran=os.environ.get('IS_CUSTOM_DEVICE_BACKEND_IMPORTED'),
+    device=str(torch.device('foo:0')), accelerator=str(torch.accelerator.current_accelerator()),
+    still=[m for m in ('torch_foo',) if m in sys.modules])
+''')
+    assert got['modules'] == ['torch_hook']  # the hook ran at the end of import torch
+    assert got['hook_ran'] == '1'
+    assert got['privateuse1'] == 'foo'  # registered ahead: device strings parse
+    assert got['device'] == 'foo:0' and got['accelerator'] == 'foo'
+    assert got['still'] == []  # torch.device and current_accelerator load nothing
+    assert got['events'] == ['hook import', 'hook entry_point']
+
+
+@pytest.mark.parametrize('trigger', sorted(TRIGGERS))
+def test_each_trigger_loads_foo_exactly_once(learned, trigger):
+    got = learned.run(f'''
+import torch
+before = 'torch_foo' in sys.modules
+{TRIGGERS[trigger]}
+out(before=before, ok=ok)
+''')
+    assert got['before'] is False
+    assert got['ok'] is True, got
+    assert got['events'].count('foo import') == 1
+    assert got['events'].count('foo entry_point') == 1
+    assert got['events'].count('foo init') <= 1
+
+
+RACE = '''
+import threading
+import torch
+barrier = threading.Barrier(16)
+results, errors = [], []
+def work(code):
+    barrier.wait()
+    try:
+        scope = {'torch': torch}
+        exec(code, scope)
+        results.append(scope['ok'])
+    except BaseException as e:
+        errors.append(repr(e))
+threads = [threading.Thread(target=work, args=(codes[i % len(codes)],)) for i in range(16)]
+for t in threads: t.start()
+for t in threads: t.join()
+out(results=results, errors=errors)
+'''
+
+
+@pytest.mark.parametrize('trigger', ['to', 'attribute', 'all'])
+def test_sixteen_threads_racing_load_foo_exactly_once(learned, trigger):
+    codes = list(TRIGGERS.values()) if trigger == 'all' else [TRIGGERS[trigger]]
+    got = learned.run(f'codes = {codes!r}\n' + RACE)
+    assert got['errors'] == []
+    assert got['results'] == [True] * 16
+    assert got['events'].count('foo import') == 1
+    assert got['events'].count('foo entry_point') == 1
+    assert got['events'].count('foo init') <= 1
+
+
+@pytest.mark.parametrize('threads', [1, 16])
+def test_attribute_backend_loads_once_on_torch_bar(learned, threads):
+    code = 'ok = torch.bar.ping() == "bar"'
+    if threads == 1:
+        got = learned.run(f'import torch\nbefore = "torch_bar" in sys.modules\n{code}\n'
+                          'out(before=before, results=[ok], errors=[])')
+        assert got['before'] is False
+    else:
+        got = learned.run(f'codes = {[code]!r}\n' + RACE)
+    assert got['errors'] == [] and got['results'] == [True] * threads
+    assert got['events'].count('bar import') == 1
+    assert 'foo import' not in got['events']
+
+
+@pytest.mark.parametrize('order', ['before', 'after'])
+def test_explicit_import_of_the_backend_registers_once(learned, order):
+    imports = 'import torch_foo\nimport torch' if order == 'before' else 'import torch\nimport torch_foo'
+    got = learned.run(f'''
+{imports}
+import epload
+r = torch.ones(2).to("foo")
+out(ok=r.cpu().tolist() == [1.0, 1.0], same=torch.foo is torch_foo.runtime,
+    module=sys.modules['torch.foo'] is torch_foo.runtime,
+    state=[b.state for b in epload.backends() if b.name == 'foo'])
+''')
+    assert got['ok'] and got['same'] and got['module']
+    assert got['events'].count('foo import') == 1
+    assert got['state'] in (['ready'], ['unloaded'])
+
+
+def test_a_backend_whose_module_checks_hasattr_itself(make_env):
+    env = make_env('selfcheck')
+    env.learn()
+    got = env.run('codes = ["ok = torch.selfcheck.__name__ == \\"torch_selfcheck\\""]\n' + RACE)
+    assert got['errors'] == [] and got['results'] == [True] * 16
+    assert got['events'].count('selfcheck import') == 1
+
+
+@pytest.mark.parametrize('switch', [None, '1'])
+def test_switch_set_off_by_a_backend_is_restored(make_env, switch):
+    env = make_env('switchoff', 'hook')
+    env.learn(TORCH_DEVICE_BACKEND_AUTOLOAD=switch)
+    got = env.run('''
+import torch
+before = os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD', 'unset')
+name = torch.switchoff.__name__
+out(before=before, name=name, after=os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD', 'unset'))
+''', TORCH_DEVICE_BACKEND_AUTOLOAD=switch)
+    expected = switch or 'unset'
+    assert got['name'] == 'torch_switchoff'
+    assert got['before'] == expected and got['after'] == expected
+    assert got['events'].count('switchoff import') == 1
+
+
+def test_changed_device_name_is_learned_again(make_env):
+    env = make_env('foo')
+    env.learn()
+    # A new release of the backend names its device fooz (reinstalled: the
+    # distribution's files are rewritten).
+    init = env.path('foo') / 'torch_foo' / '__init__.py'
+    init.write_text(init.read_text().replace("DEVICE = 'foo'", "DEVICE = 'fooz'"))
+    eps = env.path('foo') / 'torch_foo-0.1.dist-info' / 'entry_points.txt'
+    text = eps.read_text()
+    eps.unlink()
+    eps.write_text(text)
+    got = env.run('''
+import torch
+r = torch.ones(2).to("fooz")
+out(ok=r.cpu().tolist() == [1.0, 1.0], name=torch._C._get_privateuse1_backend_name())
+''')
+    assert got['ok'] and got['name'] == 'fooz'
+    later = env.run('import torch\nout(name=torch._C._get_privateuse1_backend_name(), '
+                    'loaded="torch_foo" in sys.modules)')
+    assert later == {**later, 'name': 'fooz', 'loaded': False}
+
+
+def test_opt_out_keeps_privateuse1_unregistered(learned):
+    got = learned.run('''
+import torch
+name = torch._C._get_privateuse1_backend_name()
+out(name=name, attr=torch.foo.__name__, after=torch._C._get_privateuse1_backend_name())
+''', EPLOAD_NO_PRIVATEUSE1='foo')
+    assert got['name'] == 'privateuseone'
+    assert got['attr'] == 'torch_foo.runtime' and got['after'] == 'foo'
+    assert got['events'].count('foo import') == 1
+
+
+def test_two_privateuse1_backends(make_env):
+    env = make_env('foo', 'qux')
+    # The first run loads both: the first in discovery order wins, the
+    # second fails to rename PrivateUse1, and import torch still works.
+    first = env.learn()
+    assert 'foo entry_point' in first['events'] and 'qux import' in first['events']
+    assert 'qux' in first['stderr'] and 'RuntimeWarning' in first['stderr']
+    env.learn(EPLOAD_DISABLE='foo')  # qux learned too
+    got = env.run('''
+import torch
+name = torch._C._get_privateuse1_backend_name()
+loaded = [m for m in ('torch_foo', 'torch_qux') if m in sys.modules]
+qux = torch.qux.__name__
+foo = error(lambda: torch.foo)
+out(name=name, loaded=loaded, qux=qux, foo=foo, after=torch._C._get_privateuse1_backend_name())
+''')
+    assert got['name'] == 'privateuseone' and got['loaded'] == []  # neither registered ahead
+    assert got['qux'] == 'torch_qux.runtime' and got['after'] == 'qux'  # the first loaded wins
+    foo = got['foo']
+    assert foo['runtime'] and foo['attribute'] and "'foo'" in foo['message']
+    assert foo['cause'] is not None
+
+
+def test_failing_backend_never_breaks_import_torch(make_env):
+    env = make_env('foo', 'broken')
+    env.learn()
+    got = env.run('''
+import torch
+e = error(lambda: torch.broken)
+out(error=e, has=hasattr(torch, 'broken'), ones=torch.ones(2).to('foo').cpu().tolist())
+''')
+    e = got['error']
+    assert e['runtime'] and e['attribute']
+    assert "'broken'" in e['message']
+    assert 'EPLOAD_DISABLE=broken' in e['message'] and 'TORCH_DEVICE_BACKEND_AUTOLOAD=0' in e['message']
+    assert e['cause'] == ['ImportError', 'torch_broken: the device driver is missing']
+    assert got['has'] is False and got['ones'] == [1.0, 1.0]
+    assert got['events'].count('broken import') == 1
+
+
+@pytest.mark.parametrize('trigger', ['to', 'attribute'])
+def test_learned_backend_that_now_fails_raises_at_first_use(learned, trigger):
+    got = learned.run(f'''
+import torch
+def use():
+    {TRIGGERS[trigger]}
+out(first=error(use), second=error(use))
+''', EPLOAD_TEST_FOO_FAIL='1')
+    for e in (got['first'], got['second']):
+        assert e['runtime'] and e['attribute'], e
+        assert 'foo' in e['message'] and 'EPLOAD_DISABLE=foo' in e['message']
+        assert e['cause'] == ['RuntimeError', 'torch_foo cannot start: EPLOAD_TEST_FOO_FAIL=1']
+    assert got['events'].count('foo import') == 1  # failures are sticky
+
+
+def test_torch_logs_naming_a_backend_component(learned):
+    ok = learned.run('import torch\nout(ok=True)', TORCH_LOGS='foo_backend')
+    assert ok['ok'] is True and 'foo import' in ok['events']
+    bad = learned.run('import torch', expect_ok=False, TORCH_LOGS='no_such_component')
+    assert bad['returncode'] != 0 and 'no_such_component' in bad['stderr']
