@@ -287,8 +287,11 @@ class Size:
     def warm_and_verify(self, attempts=40):
         """Warms epload's caches (index, learned devices) and checks every
         variant; retries the epload ones while their caches settle (a cache
-        written in the clock tick of a change is not trusted at first)."""
-        capture(self.commands["epload-eager"], self.envs["epload-eager"])
+        written in the clock tick of a change is not trusted at first).  The
+        first run is lazy, as a user's first lazy run: it loads every backend
+        whose devices are not known yet and learns them, foo's PrivateUse1
+        name included (an eager run learns the devices, not that name)."""
+        capture(self.commands["epload-lazy"], self.envs["epload-lazy"])
         report = {}
         for v in self.variants:
             tries = attempts if v in EPLOAD_VARIANTS else 1
