@@ -83,11 +83,19 @@ def test_json_has_every_variant_verified(bench):
     assert len({c[3].split(';', 2)[1] for c in cmds.values()}) == 1  # one sys.path
     first = data['first_use']
     assert first['runs'] == 1 and first['lazy_ms'] > 0 and first['by_hand_ms'] > 0
+    traced = data['lazy_traced']
+    assert traced['runs'] == 1 and traced['backends'] == 2
+    # epload's own spans lie inside `import torch`.
+    assert 0 < traced['epload']['median_ms'] < traced['import_torch']['median_ms']
     names = [t['target'] for t in data['targets']]
-    assert len(names) == 4
+    assert len(names) == 5
     assert names[0].startswith('lazy `import torch` (`full`) ≤ 1% above the floor')
-    assert names[2].startswith("stock's added cost ÷ lazy's ≥ 100×")
-    assert data['targets'][2]['met'] is None  # 100 backends were not measured
+    assert names[1].startswith("the same, in-process: epload's spans inside lazy")
+    assert names[3].startswith("stock's added cost ÷ lazy's ≥ 100×")
+    assert data['targets'][3]['met'] is None  # 100 backends were not measured
+    for v in VARIANTS - {'floor'}:
+        lo, hi = row['stats'][v]['paired_cpu']['ci95_ms']
+        assert lo <= row['stats'][v]['paired_cpu']['median_ms'] <= hi
     for t in data['targets']:
         if 'budget_ms' in t and 'floor_ms' in t:
             assert t['reachable'] == (t['budget_ms'] >= t['floor_ms'])
