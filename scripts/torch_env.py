@@ -92,10 +92,19 @@ def install_epload(python, build, source=SOURCE):
     return f'path:{package}'
 
 
-def _inputs(base, build):
+def inputs(base, build):
+    """What the venv is made from; a venv whose stamp differs is made again."""
     version = _ask(base, 'import sys; print(sys.version)')
     return {'env_version': ENV_VERSION, 'base': os.path.realpath(base), 'base_version': version,
             'torch': TORCH_PIN, 'epload': f'path:{pathlib.Path(build) / "python"}'}
+
+
+def up_to_date(stamp, wanted):
+    """True when the stamp file records exactly ``wanted``."""
+    try:
+        return json.loads(pathlib.Path(stamp).read_text()) == wanted
+    except (OSError, ValueError):
+        return False
 
 
 def _pip_install(python, *args):
@@ -120,12 +129,8 @@ def ensure(build, log=None):
     with open(build / 'torch-venv.lock', 'w') as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         base = find_python311()
-        inputs = _inputs(base, build)
-        try:
-            same = json.loads(stamp.read_text()) == inputs
-        except (OSError, ValueError):
-            same = False
-        if same and _ask(str(python), 'import torch, epload; print(torch.__version__)'):
+        wanted = inputs(base, build)
+        if up_to_date(stamp, wanted) and _ask(str(python), 'import torch, epload; print(torch.__version__)'):
             return python
         if log:
             log(f'creating {venv} from {base} with {TORCH_PIN} (once; reused after)')
@@ -140,7 +145,7 @@ def ensure(build, log=None):
         if not got or not got.startswith('2.13.0'):
             raise TorchEnvError(f'the venv {venv} cannot import torch 2.13.0 and epload '
                                 f'(got {got!r}); {SKIP_HINT}')
-        stamp.write_text(json.dumps(inputs, indent=1, sort_keys=True) + '\n')
+        stamp.write_text(json.dumps(wanted, indent=1, sort_keys=True) + '\n')
         return python
 
 

@@ -85,17 +85,6 @@ def _switch_off(group):
     return None
 
 
-def _switch_value():
-    return os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD')
-
-
-def _set_switch(value):
-    if value is None:
-        os.environ.pop('TORCH_DEVICE_BACKEND_AUTOLOAD', None)
-    else:
-        os.environ['TORCH_DEVICE_BACKEND_AUTOLOAD'] = value
-
-
 def _names(variable):
     value = os.environ.get(variable)
     if value is None:
@@ -421,15 +410,19 @@ class Backend:
         _eps._debug(f'loading backend {self.name!r} ({self.value})')
         # A backend may turn torch's autoload switch off while it imports
         # (torch_npu does); a lazy load happens at any time, so it is put back.
-        switch = (self.group == TORCH_GROUP and self.session.mode == 'lazy', _switch_value())
+        restore = self.group == TORCH_GROUP and self.session.mode == 'lazy'
+        switch = os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD')
         try:
             if _trace.ON:
                 _trace.import_and_call(self.name, ep)
             else:
                 ep.load()()
         finally:
-            if switch[0] and _switch_value() != switch[1]:
-                _set_switch(switch[1])
+            if restore and os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD') != switch:
+                if switch is None:
+                    del os.environ['TORCH_DEVICE_BACKEND_AUTOLOAD']
+                else:
+                    os.environ['TORCH_DEVICE_BACKEND_AUTOLOAD'] = switch
         if mark is not None:
             added = _added(host, self.session.host_name, *mark)
             if added is not None:

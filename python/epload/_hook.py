@@ -23,7 +23,6 @@ import os
 import sys
 
 _TORCH_GROUP = 'torch.backends'
-_SWITCH = 'TORCH_DEVICE_BACKEND_AUTOLOAD'
 
 
 def parse_hosts(text):

@@ -79,8 +79,9 @@ def _init_logs(torch, session, value):
             # A name only a backend registers (or `help`): stock torch has
             # loaded every backend by now.
             for b in session.backends:
-                if b.state == 'unloaded':
-                    b._load()
+                if b.state == 'unloaded' and b._load() is not None:
+                    import warnings
+                    warnings.warn(b.message(), RuntimeWarning, stacklevel=2)
             session.store.save()
     torch._logging._init_logs()
 

@@ -43,3 +43,21 @@ def test_skip_switch_is_reported_not_silent(tmp_path):
     assert got.returncode == 0
     assert got.stdout.startswith('EPLOAD_SKIP_TORCH=1: skipped')
     assert not (tmp_path / 'torch-venv').exists()
+
+
+def test_a_changed_input_makes_the_venv_again(torch_python, tmp_path):
+    sys.path.insert(0, str(SOURCE / 'scripts'))
+    import torch_env
+    build = pathlib.Path(torch_python).parents[2]
+    stamp = build / 'torch-venv' / 'epload-torch-env.json'
+    wanted = torch_env.inputs(torch_env.find_python311(), build)
+    assert torch_env.up_to_date(stamp, wanted)
+    for key, value in (('torch', 'torch==2.12.0'), ('base_version', '3.11.0'),
+                       ('epload', 'path:/elsewhere')):
+        changed = tmp_path / f'{key}.json'
+        changed.write_text(json.dumps({**wanted, key: value}))
+        assert not torch_env.up_to_date(changed, wanted), key
+    corrupt = tmp_path / 'corrupt.json'
+    corrupt.write_text('{"torch": ')
+    assert not torch_env.up_to_date(corrupt, wanted)
+    assert not torch_env.up_to_date(tmp_path / 'missing.json', wanted)

@@ -36,18 +36,23 @@ def learned(torch_python, tmp_path_factory):
 
 def test_import_torch_loads_no_backend_with_a_known_device(learned):
     got = learned.run('''
+import importlib.util
 import torch
 out(modules=[m for m in ('torch_foo', 'torch_bar', 'torch_hook') if m in sys.modules],
     privateuse1=torch._C._get_privateuse1_backend_name(),
     hook_ran=os.environ.get('IS_CUSTOM_DEVICE_BACKEND_IMPORTED'),
     device=str(torch.device('foo:0')), accelerator=str(torch.accelerator.current_accelerator()),
+    placeholders=['foo' in vars(torch), 'torch.foo' in sys.modules],
+    spec=importlib.util.find_spec('torch.foo') is not None,
     still=[m for m in ('torch_foo',) if m in sys.modules])
 ''')
     assert got['modules'] == ['torch_hook']  # the hook ran at the end of import torch
     assert got['hook_ran'] == '1'
     assert got['privateuse1'] == 'foo'  # registered ahead: device strings parse
     assert got['device'] == 'foo:0' and got['accelerator'] == 'foo'
-    assert got['still'] == []  # torch.device and current_accelerator load nothing
+    assert got['placeholders'] == [False, False] and got['spec'] is True
+    # torch.device, current_accelerator and find_spec load nothing
+    assert got['still'] == []
     assert got['events'] == ['hook import', 'hook entry_point']
 
 
@@ -244,3 +249,37 @@ def test_torch_logs_naming_a_backend_component(learned):
     assert ok['ok'] is True and 'foo import' in ok['events']
     bad = learned.run('import torch', expect_ok=False, TORCH_LOGS='no_such_component')
     assert bad['returncode'] != 0 and 'no_such_component' in bad['stderr']
+
+
+def test_declared_device_is_lazy_from_the_first_run(make_env):
+    env = make_env('foo')
+    eps = env.path('foo') / 'torch_foo-0.1.dist-info' / 'entry_points.txt'
+    eps.write_text(eps.read_text() + '\n[epload.devices]\nfoo = foo\n')
+    first = env.run('''
+import torch
+loaded = 'torch_foo' in sys.modules
+name = torch._C._get_privateuse1_backend_name()
+out(loaded=loaded, name=name, attr=torch.foo.__name__)
+''')
+    # Declared devices say nothing of PrivateUse1: the attribute loads it.
+    assert first['loaded'] is False and first['name'] == 'privateuseone'
+    assert first['attr'] == 'torch_foo.runtime'
+    # That run learned its PrivateUse1 name: device strings now parse first.
+    second = env.run('''
+import torch
+name = torch._C._get_privateuse1_backend_name()
+loaded = 'torch_foo' in sys.modules
+out(name=name, loaded=loaded, r=torch.ones(2).to("foo").cpu().tolist())
+''')
+    assert second['name'] == 'foo' and second['loaded'] is False and second['r'] == [1.0, 1.0]
+    assert second['events'].count('foo import') == 1
+
+
+def test_torch_logs_loading_a_failing_backend_warns_and_imports(make_env):
+    env = make_env('foo', 'broken')
+    env.learn()
+    got = env.run('import torch\nout(foo=torch.foo.__name__)', TORCH_LOGS='foo_backend',
+                  PYTHONWARNINGS='default')
+    assert got['foo'] == 'torch_foo.runtime'
+    assert 'RuntimeWarning' in got['stderr'] and 'backend extension: broken' in got['stderr']
+    assert got['events'].count('broken import') == 1
