@@ -35,11 +35,20 @@ Steps:
 3. The Python-backend comparison: `scripts/bench_startup.py --quick` (10, 100
    and 1,000 Python backends among 5,000 distributions: importlib, stevedore,
    PyTorch's eager loop, epload eager / lazy / `paths`).
+4. The same with a real PyTorch: `scripts/bench_torch.py --quick` in the venv
+   the torch.* tests use (scripts/torch_env.py: torch==2.13.0 and epload,
+   made once under the build directory and reused): `import torch` with
+   autoload off (the floor), stock autoload, epload eager / lazy / `paths`,
+   and the first `to("foo")`, for the fixture backends plus 10, 100 and 1,000
+   generated backends whose import costs 20 ms each.  Its table says which
+   torch it measured (version, where).  When torch cannot be installed this
+   step fails with the reason; --no-torch (or EPLOAD_SKIP_TORCH=1) skips it.
 
 Files (OUT, default <source>/out/demo): demo.md and demo.json (the table of
-step 2), startup.md, startup.json and startup.png (step 3), env/ and
-startup-envs/ (the generated environments, reused by the next run), cache/
-(epload's cache directory for step 2).  Needs no terminal (CI=true, stdin
+step 2), startup.md, startup.json and startup.png (step 3), torch.md,
+torch.json and torch.png (step 4), env/, startup-envs/ and torch-envs/ (the
+generated environments, reused by the next run), cache/ (epload's cache
+directory for step 2).  Needs no terminal (CI=true, stdin
 closed).
 """
 
@@ -248,8 +257,16 @@ def parse_args(argv):
                    help="rounds for bench_startup.py (default: its --quick, 5)")
     p.add_argument("--no-startup", action="store_true",
                    help="skip the Python-backend comparison (step 3)")
+    p.add_argument("--no-torch", action="store_true",
+                   help="skip the real-PyTorch comparison (step 4); also EPLOAD_SKIP_TORCH=1")
+    p.add_argument("--torch-sizes", default="10,100,1000",
+                   help="generated backends for bench_torch.py (10,100,1000)")
+    p.add_argument("--torch-rounds", type=int,
+                   help="rounds for bench_torch.py (default: its --quick, 3)")
     p.add_argument("--python", default="/usr/bin/python3", help="interpreter (/usr/bin/python3)")
     args = p.parse_args(argv)
+    if os.environ.get("EPLOAD_SKIP_TORCH") == "1":
+        args.no_torch = True
     if args.backends < 1 or args.noise < 0:
         p.error("--backends must be >= 1 and --noise >= 0")
     if args.rounds < 1 or args.warmup < 0 or args.phase_runs < 1:
@@ -265,6 +282,31 @@ def parse_args(argv):
     if args.startup_noise is None:
         args.startup_noise = args.noise
     return args
+
+
+def real_torch(args):
+    """Step 4: scripts/bench_torch.py --quick in the torch venv; returns its files."""
+    log("demo: real PyTorch: the venv (scripts/torch_env.py; made once, reused) ...")
+    import torch_env
+    try:
+        python = str(torch_env.ensure(args.build, log=lambda m: log(f"demo:   {m}")))
+    except torch_env.TorchEnvError as e:
+        raise BenchError(f"the real-PyTorch comparison needs a venv with torch: {e}; "
+                         "--no-torch skips it")
+    log("demo: real PyTorch: scripts/bench_torch.py --quick ...")
+    out = {k: os.path.join(args.out, f"torch.{k}") for k in ("json", "md", "png")}
+    cmd = [args.python, os.path.join(HERE, "bench_torch.py"), "--quick", "--python", python,
+           "--build", args.build, "--sizes", args.torch_sizes,
+           "--env-dir", os.path.join(args.out, "torch-envs"),
+           "--json-out", out["json"], "--md-out", out["md"], "--plot", out["png"]]
+    if args.torch_rounds:
+        cmd += ["--rounds", str(args.torch_rounds)]
+    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise BenchError(f"bench_torch.py failed (exit {proc.returncode}); command: "
+                         f"{' '.join(cmd)}")
+    sys.stdout.write("\n" + proc.stdout)
+    return [out["md"], out["json"], out["png"]]
 
 
 def main(argv=None):
@@ -336,6 +378,10 @@ def main(argv=None):
                                  f"command: {' '.join(cmd)}")
             sys.stdout.write("\n" + proc.stdout)
             files += [out["md"], out["json"], out["png"]]
+        if args.no_torch:
+            print("\nReal-PyTorch comparison skipped (--no-torch or EPLOAD_SKIP_TORCH=1).")
+        else:
+            files += real_torch(args)
         print(f"\nDone in {time.monotonic() - t_start:.0f} s. Files:")
         for f in files:
             print(f"  {f}")

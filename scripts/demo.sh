@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # demo.sh — the README's main command: install what is missing, build, then
 # measure what 1,000 plugin backends among 5,000 installed distributions cost
-# a program at start, with importlib.metadata, PyTorch's eager loop and epload.
+# a program at start, with importlib.metadata, PyTorch's eager loop and epload,
+# and what they cost a real `import torch`.
 # The work is done by scripts/demo.py; arguments are passed on to it.
 set -euo pipefail
 
@@ -25,11 +26,18 @@ ${build#"$here"/}/; EPLOAD_BUILD_DIR changes that), then scripts/demo.py:
      time to first device;
   3. runs scripts/bench_startup.py --quick: 10, 100 and 1,000 Python backends
      (importlib.metadata, stevedore, PyTorch's eager loop, epload eager, lazy
-     and paths validation).
+     and paths validation);
+  4. runs scripts/bench_torch.py --quick with a real PyTorch (torch==2.13.0,
+     installed once into ${build#"$here"/}/torch-venv by scripts/torch_env.py,
+     as the torch.* tests do): import torch with autoload off, stock autoload,
+     epload eager and lazy, the first to("foo"), with 10, 100 and 1,000
+     backends whose import costs 20 ms; --no-torch (or EPLOAD_SKIP_TORCH=1)
+     skips it.
 
-Takes one to three minutes once built (longer on the first run, which
-generates the environments).  Results go to out/demo/: demo.md, demo.json,
-startup.md, startup.json, startup.png.  Needs no terminal.
+Takes one to three minutes once built for steps 1-3, and about five more for
+step 4 (longer on the first run, which generates the environments and
+installs torch).  Results go to out/demo/: demo.md, demo.json, startup.md,
+startup.json, startup.png, torch.md, torch.json, torch.png.  Needs no terminal.
 EOF
   if [ -x /usr/bin/python3 ]; then
     echo

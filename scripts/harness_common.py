@@ -96,7 +96,7 @@ def summarize(samples):
             "min_ms": s[0] / 1e6, "max_ms": s[-1] / 1e6, "runs": len(s)}
 
 
-def interleaved(commands, env, runs, warmup, tmp, progress=None, seed=0, settle=0):
+def interleaved(commands, env, runs, warmup, tmp, progress=None, seed=0, settle=0, envs=None):
     """Times every command once per round, in an order shuffled each round
     (random.Random(seed): reproducible), so that no command always follows
     the same one (see the module's docstring).  With ``settle`` = S, each
@@ -105,7 +105,8 @@ def interleaved(commands, env, runs, warmup, tmp, progress=None, seed=0, settle=
     user who runs only that command sees), not after whichever command the
     shuffle put before it.  Returns {name: {"wall": [...ns], "cpu":
     [...ns]}} for the timed rounds.  ``progress(round_index, total_rounds)``,
-    if given, is called before each round."""
+    if given, is called before each round.  ``envs`` maps a command's name to
+    its own environment (default: ``env``)."""
     names = list(commands)
     out = {n: {"wall": [], "cpu": []} for n in names}
     err = os.path.join(tmp, "stderr.txt")
@@ -116,9 +117,10 @@ def interleaved(commands, env, runs, warmup, tmp, progress=None, seed=0, settle=
         this_round = names[:]
         order.shuffle(this_round)
         for n in this_round:
+            e = env if envs is None else envs.get(n, env)
             for _ in range(settle):
-                run_once(commands[n], env, err)
-            wall, cpu = run_once(commands[n], env, err)
+                run_once(commands[n], e, err)
+            wall, cpu = run_once(commands[n], e, err)
             if r >= warmup:
                 out[n]["wall"].append(wall)
                 out[n]["cpu"].append(cpu)

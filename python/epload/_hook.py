@@ -92,6 +92,21 @@ class _Loader:
         return None if create is None else create(spec)
 
     def exec_module(self, module):
+        # Under EPLOAD_TRACE the host's whole import (its body and the
+        # autoload) is one `total` span "import <host>": `epload profile`
+        # tells the backends loaded during it from those loaded on first use.
+        t0 = 0
+        if os.environ.get('EPLOAD_TRACE'):
+            from time import monotonic_ns
+            t0 = monotonic_ns()
+        try:
+            self._exec_and_autoload(module)
+        finally:
+            if t0:
+                from epload import _trace
+                _trace.record('total', f'import {module.__name__}', t0, _trace.now())
+
+    def _exec_and_autoload(self, module):
         group = self._epload_group
         mode = os.environ.get('EPLOAD_MODE') or None
         if group == _TORCH_GROUP:

@@ -5,6 +5,7 @@
 // backends loaded.  With --eager-estimate it runs COMMAND again with
 // EPLOAD_MODE=eager and reports what the additional backend loads cost: measured, since a command's backends are
 // not known to this process.
+#include <algorithm>      // find_if, any_of
 #include <string>         // output
 #include <unordered_set>  // loaded set
 #include <vector>         // arguments
@@ -28,6 +29,97 @@ int run_traced(const Options& o, const TempDir& dir, bool eager, std::int64_t& w
   return rc;
 }
 
+/// One line of a traced run's timeline.
+struct Step {
+  const prof::Event* event = nullptr;
+  int depth = 0;      ///< 1 inside a host import
+  std::string note;   ///< "at start" / "first use" for loads, "discovery" ...
+};
+
+bool is_host_import(const prof::Event& e) {
+  return e.phase == prof::Phase::total && e.detail.rfind("import ", 0) == 0;
+}
+
+/// The steps of a traced run, in start order: host imports (the `total`
+/// span "import <host>" that epload's .pth hook records around the host's
+/// import and its autoload), and the `total` (discovery, matching) and
+/// `load` spans that are at top level or directly inside a host import.  A
+/// load inside a host import happened at start; any other load, on the first
+/// use of a device.
+std::vector<Step> timeline(const prof::Trace& trace) {
+  std::vector<Step> steps;
+  // Open total/load spans per (pid, tid), innermost last.
+  std::vector<std::pair<std::pair<std::int32_t, std::uint32_t>, std::vector<const prof::Event*>>> open;
+  for (const prof::Event& e : trace.events) {
+    if (e.phase != prof::Phase::total && e.phase != prof::Phase::load) continue;
+    const auto key = std::make_pair(e.pid, e.tid);
+    auto it = std::find_if(open.begin(), open.end(), [&](const auto& o) { return o.first == key; });
+    if (it == open.end()) it = open.insert(open.end(), {key, {}});
+    auto& stack = it->second;
+    while (!stack.empty() && stack.back()->start_ns + stack.back()->dur_ns <= e.start_ns) stack.pop_back();
+    const bool in_host = std::any_of(stack.begin(), stack.end(), [](const prof::Event* o) { return is_host_import(*o); });
+    const bool shown = std::all_of(stack.begin(), stack.end(), [](const prof::Event* o) { return is_host_import(*o); });
+    stack.push_back(&e);
+    if (!shown) continue;
+    Step s{&e, static_cast<int>(stack.size()) - 1, {}};
+    if (e.phase == prof::Phase::load) {
+      s.note = in_host ? "at start" : "first use";
+    } else if (e.detail == "entry_points query" || e.detail == "open_index") {
+      const bool scanned = std::any_of(trace.events.begin(), trace.events.end(), [&](const prof::Event& x) {
+        return x.pid == e.pid && x.phase == prof::Phase::scan && x.start_ns >= e.start_ns &&
+               x.start_ns < e.start_ns + e.dur_ns;
+      });
+      s.note = scanned ? "discovery (cold scan)" : "discovery (cached index)";
+    }
+    steps.push_back(std::move(s));
+  }
+  return steps;
+}
+
+/// When each backend was first loaded ("at start" / "first use").
+std::string when_loaded(const std::vector<Step>& steps, const std::string& backend) {
+  for (const Step& s : steps) {
+    if (s.event->phase == prof::Phase::load && s.event->detail == backend) return s.note;
+  }
+  return "";
+}
+
+void timeline_text(std::string& out, const prof::Trace& trace, const std::vector<Step>& steps) {
+  if (steps.empty()) return;
+  out += "\ntimeline (ms from the process's first span; host imports, discovery, backend loads):\n";
+  for (const std::int32_t pid : trace.pids) {
+    std::int64_t t0 = -1;
+    for (const prof::Event& e : trace.events) {
+      if (e.pid == pid && (t0 < 0 || e.start_ns < t0)) t0 = e.start_ns;
+    }
+    bool header = false;
+    for (const Step& s : steps) {
+      const prof::Event& e = *s.event;
+      if (e.pid != pid) continue;
+      if (!header && trace.pids.size() > 1) add_line(out, "  pid %d\n", pid);
+      header = true;
+      const std::string name = (e.phase == prof::Phase::load ? "load " : "") + e.detail;
+      add_line(out, "  %10s %10s  %*s%-32s %s\n", ms(e.start_ns - t0).c_str(), ms(e.dur_ns).c_str(),
+               2 * s.depth, "", name.c_str(), s.note.c_str());
+    }
+  }
+}
+
+void timeline_json(std::string& out, const std::vector<Step>& steps) {
+  out += ",\"timeline\":[";
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const prof::Event& e = *steps[k].event;
+    out += k ? ",\n{\"pid\":" : "\n{\"pid\":";
+    out += std::to_string(e.pid) + ",\"phase\":\"" + prof::phase_name(e.phase) + "\",\"name\":";
+    append_json_string(out, e.detail);
+    out += ",\"start_us\":" + us(e.start_ns) + ",\"dur_us\":" + us(e.dur_ns) + ",\"depth\":" +
+           std::to_string(steps[k].depth) + ",\"note\":";
+    append_json_string(out, steps[k].note);
+    out += "}";
+  }
+  out += "]";
+}
+
 std::string kind_of(const prof::BackendTotal& b) {
   if (b.import_ns > 0 || b.call_ns > 0) return "python";
   if (b.dlopen_ns > 0 || b.init_ns > 0) return "native";
@@ -46,6 +138,7 @@ int run_command(const Options& o) {
   std::vector<std::string> problems;
   prof::Trace trace = dir.collect(problems);
   const prof::Summary summary = prof::summarize(trace.events);
+  const std::vector<Step> steps = timeline(trace);
 
   std::unordered_set<std::string> loaded;
   for (const auto& b : summary.backends) loaded.insert(b.name);
@@ -86,12 +179,15 @@ int run_command(const Options& o) {
     }
     out += "]";
     json_phases(out, summary, trace.counters);
+    timeline_json(out, steps);
     out += ",\"loaded\":[";
     for (std::size_t k = 0; k < summary.backends.size(); ++k) {
       const auto& b = summary.backends[k];
       out += k ? ",\n{\"backend\":" : "\n{\"backend\":";
       append_json_string(out, b.name);
-      out += ",\"kind\":\"" + kind_of(b) + "\",\"loads\":" + std::to_string(b.loads) +
+      out += ",\"kind\":\"" + kind_of(b) + "\",\"when\":";
+      append_json_string(out, when_loaded(steps, b.name));
+      out += ",\"loads\":" + std::to_string(b.loads) +
              ",\"resolve_us\":" + us(b.resolve_ns) + ",\"dlopen_us\":" + us(b.dlopen_ns) + ",\"init_us\":" +
              us(b.init_ns) + ",\"import_us\":" + us(b.import_ns) + ",\"call_us\":" + us(b.call_ns) +
              ",\"load_us\":" + us(b.load_ns) + "}";
@@ -125,21 +221,23 @@ int run_command(const Options& o) {
       add_line(out, "; traced span %s ms\n", ms(summary.wall_ns).c_str());
       counters_line(out, trace.counters);
       phase_table(out, summary);
+      timeline_text(out, trace, steps);
       add_line(out, "\nbackends loaded: %zu (costliest first; ms)\n", summary.backends.size());
       if (!summary.backends.empty()) {
-        add_line(out, "  %-32s %-7s %9s %12s %11s %9s\n", "backend", "kind", "resolve", "dlopen/import",
-                 "init/call", "load");
+        add_line(out, "  %-32s %-7s %9s %12s %11s %9s  %s\n", "backend", "kind", "resolve", "dlopen/import",
+                 "init/call", "load", "when");
       }
       for (const auto& b : summary.backends) {
         const bool py = kind_of(b) == "python";
-        add_line(out, "  %-32s %-7s %9s %12s %11s %9s\n", b.name.c_str(), kind_of(b).c_str(),
+        add_line(out, "  %-32s %-7s %9s %12s %11s %9s  %s\n", b.name.c_str(), kind_of(b).c_str(),
                  cell(b.resolve_ns).c_str(), cell(py ? b.import_ns : b.dlopen_ns).c_str(),
-                 cell(py ? b.call_ns : b.init_ns).c_str(), cell(b.load_ns).c_str());
+                 cell(py ? b.call_ns : b.init_ns).c_str(), cell(b.load_ns).c_str(),
+                 when_loaded(steps, b.name).c_str());
       }
     }
     if (est.ran) {
       add_line(out,
-               "\neager loading would have loaded %zu more backend(s), costing %s ms more (measured: the\n"
+               "\neager loading (stock autoload's behaviour) would have loaded %zu more backend(s), costing %s ms\nmore (measured: the "
                "command ran again with EPLOAD_MODE=eager in %s ms wall)\n",
                est.backends, ms(est.extra_ns).c_str(), ms(eager_wall).c_str());
     } else if (!est.error.empty()) {

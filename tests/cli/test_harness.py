@@ -343,7 +343,8 @@ def demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
     args = ["--out", out, "--build", BUILD_DIR, "--backends", "6", "--noise", "15",
             "--rounds", "2", "--warmup", "0", "--phase-runs", "1",
-            "--startup-sizes", "2", "--startup-noise", "8", "--startup-rounds", "1"]
+            "--startup-sizes", "2", "--startup-noise", "8", "--startup-rounds", "1",
+            "--no-torch"]  # step 4 (real torch) is tested in tests/torch/test_demo_torch.py
     proc = run(DEMO, *args)
     assert proc.returncode == 0, proc.stderr
     return out, proc, args
@@ -383,6 +384,7 @@ def test_demo_outputs(demo):
         png_size(out / "startup.png")
     for name in ("demo.md", "demo.json", "startup.md", "startup.json", "startup.png"):
         assert str(out / name) in proc.stdout
+    assert "Real-PyTorch comparison skipped (--no-torch or EPLOAD_SKIP_TORCH=1)." in proc.stdout
 
 
 def test_demo_reuses_its_environment(demo):

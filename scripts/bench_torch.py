@@ -1,0 +1,764 @@
+#!/usr/bin/python3
+"""Real PyTorch start-up harness: what `import torch` costs with its device
+backends, stock autoload against epload, in a venv holding a real torch.
+
+The interpreter (--python) is a venv's with torch (2.13.0 here), epload with
+its `.pth` hook, and the fixture backends of tests/torch/backends (among
+them `foo`, a working PrivateUse1 backend).  For each number of generated
+backends (--sizes, default 10, 100 and 1,000; 0 = the fixtures alone) one
+environment is generated with `scripts/gen_env.py --kind python
+--import-cost-ms 20` (each backend's import burns 20 ms of CPU) among --noise
+ordinary distributions (default 5,000), and these variants are timed as whole
+processes, interleaved round by round in shuffled order
+(scripts/harness_common.py):
+
+  floor          `import torch` with TORCH_DEVICE_BACKEND_AUTOLOAD=0: no
+                 discovery, no backend: the floor under every other variant
+  floor-native   the floor + `import _epload_floor` (build/bench): an empty
+                 extension linked like epload._native, the libraries any
+                 module on epload's stack loads (skipped when not built)
+  stock          `import torch`, stock autoload: importlib.metadata finds the
+                 torch.backends entry points, every backend is imported and
+                 called
+  epload-eager   EPLOAD_AUTOLOAD_HOSTS=torch EPLOAD_MODE=eager: the .pth hook
+                 turns torch's own loop off and epload loads every backend,
+                 in torch's order, discovery from epload's index
+  epload-lazy    EPLOAD_MODE=lazy: no backend with a known device is
+                 imported (hooks still run); `full` validation
+  epload-lazy-paths  the same with EPLOAD_VALIDATE=paths
+  lazy-first-foo epload-lazy, then `torch.ones(2).to("foo")`
+  foo-by-hand    autoload off, foo's entry point imported and called by hand,
+                 then `torch.ones(2).to("foo")`
+
+Every command is `PY -I -c "import sys; sys.path += [SITE]; <body>"`: -I
+keeps PYTHON* variables, the user site and the current directory out, the
+venv's site-packages (torch, epload's hook, the fixtures) are processed as
+usual, the generated site-packages goes after them.  The variants differ only
+in their body and in the EPLOAD_* / TORCH_* variables of their environment
+(which the .pth hook reads at interpreter start); every process gets the same
+clean base environment with XDG_CACHE_HOME in the run's temporary directory
+(epload's index and learned devices).
+
+Before timing, each size is warmed (epload eager learns every backend's
+devices) and every variant is checked once with a probe appended: stock and
+eager must have imported every generated backend and foo; lazy none of them
+(and lazy-first-foo exactly foo, with the tensor on device foo); the epload
+variants must hit their index cache (EPLOAD_DEBUG=1, in the check only).  A
+variant that does not do its job stops the run with what was wrong.
+
+Time to the first `to("foo")` is also measured inside the processes, at the
+largest size (--first-runs pairs, alternating): in a lazy process, the time
+of the first `torch.ones(2).to("foo")` (foo is imported by it); by hand
+(autoload off), the time of importing and calling foo's entry point plus the
+same `to("foo")`: foo's own import cost and the operation.
+
+Reported per size and variant: wall median, IQR, CPU median, the marginal
+cost over the floor (median − floor's median) as ms and % of the floor, and
+the median of the per-round paired differences with a 95% bootstrap interval
+("within noise" when it holds 0).  The targets of issue 26 are set beside the
+figures: lazy at the largest size ≤ 1% above the floor (`full`), and within
+noise with `paths`; stock's marginal ÷ lazy's ≥ 100× at 100 backends; first
+`to("foo")` ≤ foo's own import cost + 1 ms.  Each target's budget is set
+beside the floor under it (floor-native's marginal, plus for `full` the bare
+cost of its stat calls from epload_bench shared by the CPUs).
+
+Output: Markdown on stdout (and --md-out), JSON (--json-out), a PNG of the
+marginal cost against the number of backends (--plot, matplotlib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness_common import (  # noqa: E402
+    SOURCE_DIR, BenchError, capture, clean_env, ensure_env, fmt_ms, interleaved, log, machine,
+    remove_tree, summarize)
+
+GROUP = "torch.backends"
+VERIFY_MARK = "EPLOAD-BENCH-TORCH "
+TIME_MARK = "EPLOAD-BENCH-FIRST-NS "
+
+# name -> (label, environment variables)
+VARIANTS = {
+    "floor": ("`import torch`, autoload off: the floor", {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}),
+    "floor-native": ("floor + empty module linked like `epload._native`",
+                     {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}),
+    "stock": ("stock autoload (importlib.metadata, every backend)", {}),
+    "epload-eager": ("epload eager", {"EPLOAD_AUTOLOAD_HOSTS": "torch", "EPLOAD_MODE": "eager"}),
+    "epload-lazy": ("epload lazy, `full`", {"EPLOAD_AUTOLOAD_HOSTS": "torch",
+                                            "EPLOAD_MODE": "lazy"}),
+    "epload-lazy-paths": ("epload lazy, `paths`", {"EPLOAD_AUTOLOAD_HOSTS": "torch",
+                                                   "EPLOAD_MODE": "lazy",
+                                                   "EPLOAD_VALIDATE": "paths"}),
+    "lazy-first-foo": ("epload lazy + first `to(\"foo\")`", {"EPLOAD_AUTOLOAD_HOSTS": "torch",
+                                                            "EPLOAD_MODE": "lazy"}),
+    "foo-by-hand": ("autoload off, foo by hand + `to(\"foo\")`",
+                    {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}),
+}
+EPLOAD_VARIANTS = ("epload-eager", "epload-lazy", "epload-lazy-paths", "lazy-first-foo")
+LAZY_FULL_MAX_PCT = 1.0     # lazy (`full`) at the largest size: at most 1% above the floor
+STOCK_OVER_LAZY = 100.0     # stock's marginal ÷ lazy's, at RATIO_SIZE backends
+RATIO_SIZE = 100
+FIRST_USE_SLACK_MS = 1.0    # first to("foo") ≤ foo's own import cost + 1 ms
+
+
+# ---------------------------------------------------------------- venv ---
+
+FIXTURE_DIR = os.path.join(SOURCE_DIR, "tests", "torch", "backends")
+# The fixture backends that load cleanly under stock autoload (common: the
+# module they share).
+DEFAULT_FIXTURES = ("common", "foo", "hook", "bar")
+TORCH_ENV = os.path.join(SOURCE_DIR, "scripts", "torch_env.py")
+
+
+def torch_env_python(build, error):
+    """The venv's python from scripts/torch_env.py (created once, reused)."""
+    if not os.path.isfile(TORCH_ENV):
+        error(f"pass --python: {TORCH_ENV}, which makes the venv, is absent")
+    proc = subprocess.run([sys.executable, TORCH_ENV, "--build", build, "--python"],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if proc.returncode != 0:
+        error(f"no venv with torch: scripts/torch_env.py failed (exit {proc.returncode}):\n"
+              f"{proc.stderr.strip()[-2000:]}")
+    return proc.stdout.strip().splitlines()[-1]
+
+def describe_python(python, env, fixtures):
+    """torch's version and location, epload's, the hook, and the backends
+    the venv and the fixture directories hold (torch.backends entry points
+    without the generated environment)."""
+    code = ("import json, os, sys, importlib.metadata as m, importlib.util as u\n"
+            f"sys.path += {fixtures!r}\n"
+            "import torch\n"
+            "eps = [[e.name, e.value, e.dist.name if e.dist else None]"
+            " for e in m.entry_points(group='torch.backends')]\n"
+            "ep = u.find_spec('epload')\n"
+            "hook = [os.path.join(p, 'epload-autoload.pth') for p in sys.path"
+            " if os.path.isfile(os.path.join(p, 'epload-autoload.pth'))]\n"
+            "print(json.dumps({'torch': torch.__version__,"
+            " 'torch_dir': os.path.dirname(torch.__file__),"
+            " 'python': sys.version.split()[0], 'executable': sys.executable,"
+            " 'prefix': sys.prefix,"
+            " 'epload': ep.origin if ep else None, 'hook': hook[0] if hook else None,"
+            " 'backends': eps}))\n")
+    e = dict(env, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    try:
+        proc = capture([python, "-I", "-c", code], e)
+    except BenchError as err:
+        raise BenchError(f"{python} cannot `import torch`: {err}\nThe harness needs a venv "
+                         "with torch==2.13.0, epload and the fixture backends (see --help)")
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    if not info["epload"]:
+        raise BenchError(f"{python}: epload is not installed in it")
+    if not info["hook"]:
+        raise BenchError(f"{python}: epload-autoload.pth is not on its sys.path (epload's "
+                         ".pth hook): EPLOAD_AUTOLOAD_HOSTS would do nothing")
+    return info
+
+
+# ------------------------------------------------------------ variants ---
+
+class Size:
+    """The variants' commands and environments for one generated environment
+    (``manifest`` None: the fixture backends alone)."""
+
+    def __init__(self, args, info, manifest, work):
+        self.args = args
+        self.python = args.python
+        self.work = work
+        self.base = clean_env(work)
+        self.manifest = manifest
+        self.site = manifest["search_path"] if manifest else None
+        self.paths = args.fixtures + ([self.site] if self.site else [])
+        self.gen = manifest["backends"] if manifest else []
+        self.n = len(self.gen)
+        foo = [b for b in info["backends"] if b[0] == args.foo_backend]
+        if not foo:
+            raise BenchError(f"the venv holds no torch.backends entry point named "
+                             f"{args.foo_backend!r} (found: "
+                             f"{', '.join(b[0] for b in info['backends']) or 'none'}); install "
+                             "the fixture backends or pass --foo-backend")
+        self.fixtures = info["backends"]
+        module, _, attr = foo[0][1].partition(":")
+        self.foo_module = module.strip()
+        call = (f"from {self.foo_module} import {attr.strip()} as _f; _f()" if attr.strip()
+                else f"import {self.foo_module}")
+        to_foo = f"torch.ones(2).to({args.device!r})"
+        body = {
+            "floor": "import torch",
+            "floor-native": (f"import torch; sys.path.insert(0, {args.floor_dir!r}); "
+                             "import _epload_floor") if args.floor_dir else None,
+            "stock": "import torch",
+            "epload-eager": "import torch",
+            "epload-lazy": "import torch",
+            "epload-lazy-paths": "import torch",
+            "lazy-first-foo": f"import torch; x = {to_foo}",
+            "foo-by-hand": f"import torch; {call}; x = {to_foo}",
+        }
+        self.variants = [v for v in VARIANTS if body.get(v) is not None]
+        self.body = {v: body[v] for v in self.variants}
+        self.envs = {v: dict(self.base, **VARIANTS[v][1]) for v in self.variants}
+        broken = args.break_variant
+        if broken in self.envs:
+            # Test-only sabotage (--break-variant): the verification must
+            # catch it.  Loading variants: the generated backends look for a
+            # host that does not exist (no device attribute on torch); lazy
+            # ones run eagerly; by hand: foo is never called.
+            if broken in ("stock", "epload-eager"):
+                self.envs[broken]["EPLOAD_GEN_HOST"] = "no_such_host_module"
+            elif broken in ("epload-lazy", "epload-lazy-paths"):
+                self.envs[broken]["EPLOAD_MODE"] = "eager"
+            elif broken == "foo-by-hand":
+                self.body[broken] = f"import torch; import {self.foo_module}; x = {to_foo}"
+        self.commands = {v: self.argv(self.body[v]) for v in self.variants}
+        # In-process time to the first to("foo"), lazy and by hand.
+        timed = ("import time as _t; _t0 = _t.perf_counter_ns(); {work}; "
+                 f"x = {to_foo}; print({TIME_MARK!r} + str(_t.perf_counter_ns() - _t0))")
+        self.first = {
+            "lazy": self.argv("import torch; " + timed.format(work="pass")),
+            "by-hand": self.argv("import torch; " + timed.format(work=call)),
+        }
+
+    def argv(self, body, suffix=""):
+        return [self.python, "-I", "-c", f"import sys; sys.path += {self.paths!r}; {body}{suffix}"]
+
+    # -- warming and verification --
+
+    def check(self, v):
+        probe = (
+            "\nimport json as _j\n"
+            "_t = sys.modules.get('torch')\n"
+            "_x = globals().get('x')\n"
+            "_r = {'modules': sum(1 for k in list(sys.modules) if k.startswith('gen_backend_')),\n"
+            "      'devices': sum(1 for k in list(vars(_t)) if k.startswith('dev')"
+            " and k[3:].isdigit()),\n"
+            f"      'foo': {self.foo_module!r} in sys.modules,\n"
+            "      'epload': 'epload' in sys.modules,\n"
+            "      'x': None if _x is None else [_x.device.type, _x.cpu().tolist()]}\n"
+            f"print({VERIFY_MARK!r} + _j.dumps(_r))\n")
+        env = dict(self.envs[v])
+        if v in EPLOAD_VARIANTS:
+            env["EPLOAD_DEBUG"] = "1"
+        try:
+            proc = capture(self.argv(self.body[v], probe), env)
+        except BenchError as e:
+            raise BenchError(f"variant {v} ({VARIANTS[v][0]}) failed at {self.n} generated "
+                             f"backends; its code: {self.body[v]}\n{e}")
+        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(VERIFY_MARK)), None)
+        if line is None:
+            raise BenchError(f"{v}: the check printed nothing\n{proc.stdout[-1000:]}")
+        return json.loads(line[len(VERIFY_MARK):]), proc.stderr
+
+    def problems(self, v, r, stderr):
+        n, out = self.n, []
+        loads_all = v in ("stock", "epload-eager")
+        if loads_all:
+            if r["modules"] != n or r["devices"] != n:
+                out.append(f"imported {r['modules']} of the {n} generated backends, "
+                           f"{r['devices']} device attributes on torch")
+            if not r["foo"]:
+                out.append(f"did not import {self.foo_module}")
+        else:
+            if r["modules"] or r["devices"]:
+                out.append(f"imported {r['modules']} generated backend(s) ({r['devices']} device "
+                           "attributes on torch); expected none")
+        if v in ("floor", "floor-native", "epload-lazy", "epload-lazy-paths") and r["foo"]:
+            out.append(f"imported {self.foo_module}; expected not")
+        if v in ("lazy-first-foo", "foo-by-hand"):
+            if r["x"] is None or r["x"][0] != self.args.device or r["x"][1] != [1.0, 1.0]:
+                out.append(f"torch.ones(2).to({self.args.device!r}) gave {r['x']}")
+        if (v in EPLOAD_VARIANTS) != r["epload"]:
+            out.append("imported epload" if r["epload"] else "did not import epload")
+        if v in EPLOAD_VARIANTS and "index hit" not in stderr:
+            status = [ln for ln in stderr.splitlines() if "epload: index" in ln]
+            out.append("no index cache hit (" + (status[-1] if status else "no index status")
+                       + ")")
+        return out
+
+    def warm_and_verify(self, attempts=40):
+        """Warms epload's caches (index, learned devices) and checks every
+        variant; retries the epload ones while their caches settle (a cache
+        written in the clock tick of a change is not trusted at first).  The
+        first run is lazy, as a user's first lazy run: it loads every backend
+        whose devices are not known yet and learns them, foo's PrivateUse1
+        name included (an eager run learns the devices, not that name)."""
+        capture(self.commands["epload-lazy"], self.envs["epload-lazy"])
+        report = {}
+        for v in self.variants:
+            tries = attempts if v in EPLOAD_VARIANTS else 1
+            for attempt in range(tries):
+                r, err = self.check(v)
+                bad = self.problems(v, r, err)
+                if not bad:
+                    break
+                time.sleep(0.05)
+            if bad:
+                tail = "\n".join(err.strip().splitlines()[-8:])
+                raise BenchError(f"variant {v} ({VARIANTS[v][0]}) did not do its job at "
+                                 f"{self.n} generated backends: " + "; ".join(bad)
+                                 + f"\nits code: {self.body[v]}" + (f"\n{tail}" if tail else ""))
+            report[v] = dict(r, attempts=attempt + 1)
+        return report
+
+    def traced_lazy(self, runs):
+        """epload's own time inside `import torch` of lazy processes, from
+        their traces (EPLOAD_TRACE): [(import torch ns, epload ns)]."""
+        out = []
+        for k in range(runs):
+            path = os.path.join(self.work, f"lazy-trace-{k}.json")
+            capture(self.commands["epload-lazy"], dict(self.envs["epload-lazy"],
+                                                       EPLOAD_TRACE=path))
+            out.append(epload_share(path))
+        return out
+
+    def first_use(self, runs):
+        """In-process ns of the first to("foo"), lazy and by hand, alternating."""
+        out = {"lazy": [], "by-hand": []}
+        env = {"lazy": self.envs["lazy-first-foo"], "by-hand": self.envs["foo-by-hand"]}
+        for _ in range(runs):
+            for k in ("lazy", "by-hand"):
+                proc = capture(self.first[k], env[k])
+                line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(TIME_MARK)),
+                            None)
+                if line is None:
+                    raise BenchError(f"first use ({k}) printed no time:\n{proc.stdout[-500:]}")
+                out[k].append(int(line[len(TIME_MARK):]))
+        return out
+
+
+# ------------------------------------------------------------- analysis ---
+
+def paired_ci(a, b, resamples=2000, seed=0):
+    """Median of the per-round differences a[i] - b[i] (ns) with a 95%
+    bootstrap interval, in ms."""
+    d = [x - y for x, y in zip(a, b)]
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(d, k=len(d))) for _ in range(resamples))
+    lo, hi = meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]
+    return statistics.median(d) / 1e6, lo / 1e6, hi / 1e6
+
+
+def analyse(raw):
+    stats = {}
+    floor = raw["floor"]
+    for v, d in raw.items():
+        s = summarize(d["wall"])
+        s["cpu_median_ms"] = statistics.median(d["cpu"]) / 1e6
+        stats[v] = s
+    f, fc = stats["floor"]["median_ms"], stats["floor"]["cpu_median_ms"]
+    for v, s in stats.items():
+        s["marginal_ms"] = s["median_ms"] - f
+        s["marginal_cpu_ms"] = s["cpu_median_ms"] - fc
+        s["marginal_pct"] = 100.0 * s["marginal_ms"] / f
+        if v != "floor":
+            med, lo, hi = paired_ci(raw[v]["wall"], floor["wall"])
+            s["paired"] = {"median_ms": med, "ci95_ms": [lo, hi], "within_noise": lo <= 0 <= hi}
+            med, lo, hi = paired_ci(raw[v]["cpu"], floor["cpu"])
+            s["paired_cpu"] = {"median_ms": med, "ci95_ms": [lo, hi],
+                               "within_noise": lo <= 0 <= hi}
+    return stats
+
+
+def epload_share(trace_path):
+    """From one lazy process's trace: the `import torch` span the .pth hook
+    records, and the time of epload's own spans directly inside it
+    (discovery, matching, the hook backends' loads), ns."""
+    with open(trace_path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"
+                  and e.get("cat") in ("total", "load")]
+    host = [e for e in events if e["cat"] == "total" and e["name"] == "import torch"]
+    if len(host) != 1:
+        raise BenchError(f"{trace_path}: no single `import torch` span")
+    h = host[0]
+    inside = sorted((e for e in events if e is not h and h["ts"] <= e["ts"]
+                     and e["ts"] + e["dur"] <= h["ts"] + h["dur"] + 0.002),
+                    key=lambda e: (e["ts"], -e["dur"]))
+    top, end = 0.0, -1.0
+    for e in inside:  # only spans not nested in an earlier one
+        if e["ts"] >= end:
+            top += e["dur"]
+            end = e["ts"] + e["dur"]
+    return int(h["dur"] * 1e3), int(top * 1e3)
+
+
+def judge(sizes, first, stat_base, traced=None):
+    """Issue 26's targets, each with its budget and the floor under it.
+    Wall time decides "met"; CPU time (less disturbed by other load on the
+    machine) and, for lazy, epload's own spans inside `import torch`
+    (``traced``) are set beside it."""
+    out = []
+    big = max(sizes, key=lambda r: (r["distributions"], r["backends"]))
+    st = big["stats"]
+    floor_ms = st["floor"]["median_ms"]
+    lib_floor = st["floor-native"]["marginal_ms"] if "floor-native" in st else None
+    stats_floor = stat_base["cpu_ms"] / stat_base["cpus"] if stat_base else None
+    where = f"{big['backends']:,} generated backends, {big['distributions']:,} distributions"
+    lazy = st["epload-lazy"]
+    t = {"target": f"lazy `import torch` (`full`) ≤ {LAZY_FULL_MAX_PCT:g}% above the floor",
+         "where": where, "measured": f"{fmt_ms(lazy['marginal_ms'])} ms "
+                                     f"({lazy['marginal_pct']:+.2f}%); CPU "
+                                     f"{fmt_ms(lazy['marginal_cpu_ms'])} ms ("
+                                     f"{100 * lazy['marginal_cpu_ms'] / st['floor']['cpu_median_ms']:+.2f}%"
+                                     " of the floor's CPU)",
+         "met": lazy["marginal_ms"] <= floor_ms * LAZY_FULL_MAX_PCT / 100,
+         "budget_ms": floor_ms * LAZY_FULL_MAX_PCT / 100}
+    if lib_floor is not None and stats_floor is not None:
+        t["floor_ms"] = lib_floor + stats_floor
+    out.append(t)
+    if traced:
+        e = traced["epload"]["median_ms"]
+        out.append({"target": f"the same, in-process: epload's spans inside lazy `import torch` "
+                              f"≤ {LAZY_FULL_MAX_PCT:g}% of the floor",
+                    "where": where + f", {traced['runs']} traced runs",
+                    "measured": f"{e:.2f} ms ({100 * e / floor_ms:.2f}% of the floor's "
+                                f"{fmt_ms(floor_ms)} ms)",
+                    "met": e <= floor_ms * LAZY_FULL_MAX_PCT / 100,
+                    "budget_ms": floor_ms * LAZY_FULL_MAX_PCT / 100})
+    paths = st["epload-lazy-paths"]
+    p = paths["paired"]
+    out.append({"target": "lazy `import torch` (`paths`) within noise of the floor",
+                "where": where,
+                "measured": f"{fmt_ms(paths['marginal_ms'])} ms ({paths['marginal_pct']:+.2f}%); "
+                            f"paired median {p['median_ms']:+.2f} ms, 95% CI "
+                            f"[{p['ci95_ms'][0]:+.2f}, {p['ci95_ms'][1]:+.2f}]",
+                "met": p["within_noise"]})
+    if lib_floor is not None:
+        out[-1]["floor_ms"] = lib_floor
+    row = next((r for r in sizes if r["backends"] == RATIO_SIZE), None)
+    if row is None:
+        out.append({"target": f"stock's added cost ÷ lazy's ≥ {STOCK_OVER_LAZY:g}× at "
+                              f"{RATIO_SIZE} backends", "where": "not measured (size absent)",
+                    "measured": "n/a", "met": None})
+    else:
+        s, lz = row["stats"]["stock"], row["stats"]["epload-lazy"]
+        ratio = s["marginal_ms"] / lz["marginal_ms"] if lz["marginal_ms"] > 0 else None
+        t = {"target": f"stock's added cost ÷ lazy's ≥ {STOCK_OVER_LAZY:g}×",
+             "where": f"{row['backends']:,} generated backends, {row['distributions']:,} "
+                      "distributions",
+             "measured": (f"{ratio:,.0f}×" if ratio is not None else "lazy within noise of 0")
+                         + f" ({fmt_ms(s['marginal_ms'])} ÷ {fmt_ms(lz['marginal_ms'])} ms); CPU "
+                         + (f"{s['marginal_cpu_ms'] / lz['marginal_cpu_ms']:,.0f}×"
+                            if lz["marginal_cpu_ms"] > 0 else "lazy within noise of 0")
+                         + f" ({fmt_ms(s['marginal_cpu_ms'])} ÷ {fmt_ms(lz['marginal_cpu_ms'])} ms)",
+             "met": ratio is None or ratio >= STOCK_OVER_LAZY,
+             "budget_ms": s["marginal_ms"] / STOCK_OVER_LAZY}
+        if "floor-native" in row["stats"] and stat_base:
+            t["floor_ms"] = row["stats"]["floor-native"]["marginal_ms"] + stats_floor
+        out.append(t)
+    if first:
+        lz, bh = first["lazy_ms"], first["by_hand_ms"]
+        out.append({"target": f"first `to(\"foo\")` ≤ foo's own import cost + "
+                              f"{FIRST_USE_SLACK_MS:g} ms", "where": where + ", in-process",
+                    "measured": f"{lz:.2f} ms against {bh:.2f} ms by hand ({lz - bh:+.2f} ms)",
+                    "met": lz <= bh + FIRST_USE_SLACK_MS, "budget_ms": bh + FIRST_USE_SLACK_MS})
+    for t in out:
+        if "floor_ms" in t and "budget_ms" in t:
+            t["reachable"] = t["budget_ms"] >= t["floor_ms"]
+    return out
+
+
+# --------------------------------------------------------------- report ---
+
+def markdown(result):
+    cfg, info = result["config"], result["torch"]
+    L = [f"### Real PyTorch {info['torch']}: `import torch` with "
+         f"{', '.join(f'{n:,}' for n in cfg['sizes'])} generated backends among "
+         f"{cfg['noise']:,} ordinary distributions\n"]
+    la, lb = cfg["load_average_before"], cfg.get("load_average_after")
+    L.append(f"torch {info['torch']} from `{info['torch_dir']}` (Python {info['python']}, "
+             f"`{cfg['python']}`); epload from `{info['epload']}`; fixture backends: "
+             f"{', '.join(b[0] for b in info['backends'])}. Each generated backend's import "
+             f"burns {cfg['import_cost_ms']:g} ms. {cfg['rounds']} interleaved rounds after "
+             f"{cfg['warmup']} warm-up, whole-process medians; {cfg['machine']['cpus']} CPUs, "
+             f"1-minute load average {la[0]:.2f} before"
+             + (f" and {lb[0]:.2f} after" if lb else "") + ".\n")
+    for row in result["sizes"]:
+        st = row["stats"]
+        L.append(f"#### {row['backends']:,} generated backends + {row['fixtures']} fixtures "
+                 f"({row['distributions']:,} distributions)\n")
+        L.append("| variant | median ms | IQR ms | CPU ms | over floor ms | over floor % | "
+                 "paired median ms [95% CI] | CPU over floor ms [95% CI] |")
+        L.append("|---|---:|---:|---:|---:|---:|---|---|")
+        for v in VARIANTS:
+            if v not in st:
+                continue
+            s = st[v]
+            p = s.get("paired")
+            pc = "" if p is None else (f"{p['median_ms']:+.2f} [{p['ci95_ms'][0]:+.2f}, "
+                                       f"{p['ci95_ms'][1]:+.2f}]"
+                                       + (" within noise" if p["within_noise"] else ""))
+            over = "" if v == "floor" else fmt_ms(s["marginal_ms"])
+            pct = "" if v == "floor" else f"{s['marginal_pct']:+.2f}%"
+            c = s.get("paired_cpu")
+            cc = "" if c is None else (f"{c['median_ms']:+.2f} [{c['ci95_ms'][0]:+.2f}, "
+                                       f"{c['ci95_ms'][1]:+.2f}]")
+            L.append(f"| {VARIANTS[v][0]} | {fmt_ms(s['median_ms'])} | {fmt_ms(s['q1_ms'])}–"
+                     f"{fmt_ms(s['q3_ms'])} | {fmt_ms(s['cpu_median_ms'])} | {over} | {pct} | "
+                     f"{pc} | {cc} |")
+        L.append("")
+    f = result.get("first_use")
+    if f:
+        L.append(f"#### First `torch.ones(2).to(\"foo\")`, in-process ({f['runs']} pairs, "
+                 f"{f['backends']:,} generated backends)\n")
+        L.append("| process | median ms | IQR ms |")
+        L.append("|---|---:|---:|")
+        L.append(f"| lazy: the first `to(\"foo\")` (imports foo) | {f['lazy_ms']:.2f} | "
+                 f"{f['lazy']['q1_ms']:.2f}–{f['lazy']['q3_ms']:.2f} |")
+        L.append(f"| autoload off: foo's entry point by hand, then `to(\"foo\")` | "
+                 f"{f['by_hand_ms']:.2f} | {f['by_hand']['q1_ms']:.2f}–"
+                 f"{f['by_hand']['q3_ms']:.2f} |")
+        L.append("")
+    tr = result.get("lazy_traced")
+    if tr:
+        L.append(f"In-process, lazy at {tr['backends']:,} generated backends ({tr['runs']} runs "
+                 f"with EPLOAD_TRACE): `import torch` {fmt_ms(tr['import_torch']['median_ms'])} ms, "
+                 f"of which epload's own spans (discovery, matching, the hook backend's load) "
+                 f"{tr['epload']['median_ms']:.2f} ms (IQR {tr['epload']['q1_ms']:.2f}–"
+                 f"{tr['epload']['q3_ms']:.2f}).\n")
+    L.append("#### Targets (issue 26)\n")
+    L.append("| target | where | measured | met | budget ms | floor ms | reachable here |")
+    L.append("|---|---|---|---|---:|---:|---|")
+    for t in result["targets"]:
+        met = "n/a" if t["met"] is None else ("yes" if t["met"] else "**no**")
+        budget = fmt_ms(t["budget_ms"]) if "budget_ms" in t else ""
+        floor = fmt_ms(t["floor_ms"]) if "floor_ms" in t else ""
+        reach = "" if "reachable" not in t else (
+            "yes" if t["reachable"] else "**no**: the budget is below the floor")
+        L.append(f"| {t['target']} | {t['where']} | {t['measured']} | {met} | {budget} | "
+                 f"{floor} | {reach} |")
+    L.append("")
+    L.append("Over floor: the variant's median − the floor's median (same run). Paired: the "
+             "median of the per-round differences from the floor, with a 95% bootstrap "
+             "interval; within noise when it holds 0. Floor under a target: floor-native's "
+             "marginal (the libraries epload's module loads), plus for `full` the bare cost "
+             "of its stat calls (epload_bench BM_CacheStatBaseline, CPU time ÷ CPUs).\n")
+    return "\n".join(L) + "\n"
+
+
+def plot(result, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(10, 5.5), dpi=110)
+    rows = [r for r in result["sizes"] if r["backends"] > 0]
+    for v in VARIANTS:
+        if v == "floor":
+            continue
+        pts = [(r["backends"], r["stats"][v]["marginal_ms"]) for r in rows
+               if v in r["stats"] and r["stats"][v]["marginal_ms"] > 0]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts],
+                    "--" if v.startswith(("epload", "lazy")) else "-", marker="o",
+                    label=VARIANTS[v][0].replace("`", ""))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"generated Python backends ({result['config']['import_cost_ms']:g} ms import "
+                  f"each) among {result['config']['noise']:,} other distributions")
+    ax.set_ylabel("cost over `import torch` with autoload off (ms, median)")
+    ax.set_title(f"Real PyTorch {result['torch']['torch']}: what backends add to import torch "
+                 f"(floor {fmt_ms(result['sizes'][-1]['stats']['floor']['median_ms'])} ms)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------- main ---
+
+def parse_args(argv):
+    doc = __doc__
+    p = argparse.ArgumentParser(prog="bench_torch.py", description=doc.split("\n\n")[0],
+                                epilog=doc.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--python",
+                   help="the interpreter of a venv with torch and epload (with its .pth hook) "
+                        "installed (default: the venv scripts/torch_env.py makes under the "
+                        "build directory, as the torch.* tests do)")
+    p.add_argument("--fixtures", default=",".join(DEFAULT_FIXTURES),
+                   help="directories put on sys.path before the generated environment: the "
+                        "fixture backends (default: tests/torch/backends/ "
+                        + ", ".join(DEFAULT_FIXTURES) + ")")
+    p.add_argument("--sizes", default="10,100,1000",
+                   help="generated Python backends, comma-separated; 0 = fixtures alone "
+                        "(10,100,1000)")
+    p.add_argument("--noise", type=int, default=5000, help="ordinary distributions (5000)")
+    p.add_argument("--import-cost-ms", type=float, default=20.0,
+                   help="CPU time each generated backend's import burns (20)")
+    p.add_argument("--rounds", type=int, help="timed rounds per size (11; --quick: 3)")
+    p.add_argument("--warmup", type=int, help="untimed rounds first (1; --quick: 0)")
+    p.add_argument("--first-runs", type=int, help="in-process first-use pairs (15; --quick: 3)")
+    p.add_argument("--quick", action="store_true", help="few rounds, no stat baseline")
+    p.add_argument("--foo-backend", default="foo",
+                   help="entry-point name of the PrivateUse1 fixture backend (foo)")
+    p.add_argument("--device", default="foo", help="its device name (foo)")
+    p.add_argument("--build", default=os.environ.get("EPLOAD_BUILD_DIR",
+                                                     os.path.join(SOURCE_DIR, "build")),
+                   help="epload build directory, for build/bench (floors)")
+    p.add_argument("--env-dir", metavar="DIR",
+                   help="keep the generated environments here and reuse them (default: a "
+                        "temporary directory)")
+    p.add_argument("--json-out", metavar="FILE")
+    p.add_argument("--md-out", metavar="FILE")
+    p.add_argument("--plot", metavar="PNG")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    p.add_argument("--break-variant", metavar="NAME",
+                   choices=("stock", "epload-eager", "epload-lazy", "epload-lazy-paths",
+                            "foo-by-hand"),
+                   help="TEST ONLY: sabotage one variant to show the verification stops the run")
+    args = p.parse_args(argv)
+    if args.rounds is None:
+        args.rounds = 3 if args.quick else 11
+    if args.warmup is None:
+        args.warmup = 0 if args.quick else 1
+    if args.first_runs is None:
+        args.first_runs = 3 if args.quick else 15
+    try:
+        args.sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
+    except ValueError:
+        p.error(f"--sizes must be comma-separated integers, got {args.sizes!r}")
+    if not args.sizes or any(n < 0 for n in args.sizes):
+        p.error("--sizes: each size must be 0 or more")
+    if args.noise < 0 or args.import_cost_ms < 0:
+        p.error("--noise and --import-cost-ms must be >= 0")
+    if args.rounds < 2 or args.warmup < 0 or args.first_runs < 1:
+        p.error("--rounds must be >= 2 (paired intervals), --warmup >= 0, --first-runs >= 1")
+    args.build = os.path.abspath(args.build)
+    if args.env_dir:
+        args.env_dir = os.path.abspath(args.env_dir)
+    args.fixtures = [os.path.abspath(os.path.join(FIXTURE_DIR, d)) for d in
+                     args.fixtures.split(",") if d.strip()]
+    for d in args.fixtures:
+        if not os.path.isdir(d):
+            p.error(f"--fixtures: no directory {d}")
+    if args.python is None:
+        args.python = torch_env_python(args.build, p.error)
+    if not os.access(args.python, os.X_OK):
+        p.error(f"interpreter not found: {args.python}")
+    args.python = os.path.abspath(args.python)  # a venv's python: never resolve the symlink
+    fdir = os.path.join(args.build, "bench")
+    args.floor_dir = fdir if os.path.isdir(fdir) and any(
+        n.startswith("_epload_floor.") for n in os.listdir(fdir)) else None
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            p.error(f"--plot needs matplotlib in {sys.executable} (apt-get install "
+                    "python3-matplotlib)")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    tmp = tempfile.mkdtemp(prefix="epload-bench-torch-")
+    try:
+        # The fixtures are copied: their imports write __pycache__ there, not
+        # into the source tree.
+        fixtures = []
+        for d in args.fixtures:
+            fixtures.append(os.path.join(tmp, "fixtures", os.path.basename(d)))
+            shutil.copytree(d, fixtures[-1], ignore=shutil.ignore_patterns("__pycache__"))
+        args.fixtures = fixtures
+        info = describe_python(args.python, clean_env(tmp), args.fixtures)
+        log(f"bench_torch: torch {info['torch']} in {info['torch_dir']}")
+        result = {"config": {
+            "sizes": args.sizes, "noise": args.noise, "import_cost_ms": args.import_cost_ms,
+            "rounds": args.rounds, "warmup": args.warmup, "first_runs": args.first_runs,
+            "python": args.python, "machine": machine(),
+            "load_average_before": os.getloadavg(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}, "torch": info, "sizes": []}
+        largest = args.sizes[-1]
+        first = None
+        for n in args.sizes:
+            work = os.path.join(tmp, f"size-{n}")
+            os.makedirs(work)
+            manifest = None
+            if n > 0:
+                where = os.path.join(args.env_dir or os.path.join(tmp, "envs"),
+                                     f"python-{n}-{args.noise}-cost{args.import_cost_ms:g}")
+                log(f"bench_torch: {n:,} generated backends among {args.noise:,} distributions "
+                    f"in {where} ...")
+                manifest, reused = ensure_env(
+                    "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else
+                    sys.executable, where, n, args.noise, GROUP, kind="python",
+                    extra=("--import-cost-ms", args.import_cost_ms))
+                if reused:
+                    log("bench_torch:   (reusing the environment generated earlier)")
+            size = Size(args, info, manifest, work)
+            log(f"bench_torch: {n:,} backends: warming, verifying {len(size.variants)} "
+                "variants ...")
+            verified = size.warm_and_verify()
+            log(f"bench_torch: {n:,} backends: {len(size.variants)} variants x "
+                f"{args.warmup + args.rounds} interleaved rounds ...")
+            raw = interleaved(size.commands, size.base, args.rounds, args.warmup, work,
+                              envs=size.envs)
+            row = {"backends": n, "fixtures": len(size.fixtures),
+                   "distributions": n + (args.noise if n else 0),
+                   "stats": analyse(raw), "verified": verified,
+                   "commands": size.commands, "environments": {
+                       v: VARIANTS[v][1] for v in size.variants}}
+            result["sizes"].append(row)
+            if n == largest:
+                log(f"bench_torch: first to({args.device!r}), in-process, {args.first_runs} "
+                    "pairs ...")
+                f = size.first_use(args.first_runs)
+                first = {"backends": n, "runs": args.first_runs,
+                         "lazy": summarize(f["lazy"]), "by_hand": summarize(f["by-hand"]),
+                         "commands": size.first}
+                first["lazy_ms"] = first["lazy"]["median_ms"]
+                first["by_hand_ms"] = first["by_hand"]["median_ms"]
+                result["first_use"] = first
+                log(f"bench_torch: epload's spans in lazy `import torch`, {args.first_runs} "
+                    "traced runs ...")
+                t = size.traced_lazy(args.first_runs)
+                result["lazy_traced"] = {
+                    "backends": n, "runs": len(t),
+                    "import_torch": summarize([a for a, _ in t]),
+                    "epload": summarize([b for _, b in t])}
+        stat_base = None
+        bench_exe = os.path.join(args.build, "bench", "epload_bench")
+        if not args.quick and largest > 0 and os.access(bench_exe, os.X_OK):
+            log("bench_torch: the bare cost of `full`'s stat calls (epload_bench) ...")
+            from bench_index import stat_baseline
+            b = stat_baseline(bench_exe, largest + args.noise, clean_env(tmp), tmp, False,
+                              which="StatBaseline")["StatBaseline"]
+            stat_base = {"cpu_ms": b["cpu_ms"], "stats": b.get("stats", 0),
+                         "cpus": os.cpu_count() or 1}
+            result["stat_baseline"] = stat_base
+        result["targets"] = judge(result["sizes"], first, stat_base,
+                                  result.get("lazy_traced"))
+        result["config"]["load_average_after"] = os.getloadavg()
+        report = markdown(result)
+        sys.stdout.write(report)
+        sys.stdout.flush()
+        if args.md_out:
+            with open(args.md_out, "w") as fh:
+                fh.write(report)
+        if args.json_out:
+            with open(args.json_out, "w") as fh:
+                json.dump(result, fh, indent=1)
+                fh.write("\n")
+        if args.plot:
+            plot(result, args.plot)
+        return 0
+    except BenchError as e:
+        print(f"bench_torch.py: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if args.keep:
+            print(f"kept {tmp}", file=sys.stderr)
+        else:
+            remove_tree(tmp)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
