@@ -9,7 +9,8 @@ reused, re-created when one of its inputs changes.
 Inputs: a CPython 3.11 (``/usr/bin/python3`` when it is 3.11, else
 ``python3.11`` on PATH; the version PyTorch 2.13.0's local wheel is built
 for), ``torch==2.13.0`` (pinned exactly: an unpinned ``torch`` makes pip take a
-CUDA build of several GB) and epload, installed by ``install_epload()``.
+CUDA build of several GB) and epload, installed from the checkout by pip (``install_epload()``), again
+whenever a file it is built from changed.
 
 When torch cannot be installed (offline, no wheel for this interpreter) this
 exits with status 2 and a message saying so; ``EPLOAD_SKIP_TORCH=1`` is the
@@ -18,6 +19,7 @@ documented way to skip the torch.* tests then.  Nothing is skipped silently.
 
 import argparse
 import fcntl
+import hashlib
 import json
 import os
 import pathlib
@@ -70,33 +72,36 @@ def venv_python(build):
 
 
 def install_epload(python, build, source=SOURCE):
-    """Makes epload importable in the venv of ``python``, with its ``.pth``
-    hook: the build's ``python/`` directory on the path (a ``.pth`` named to
-    sort before the hook's) and a copy of ``python/epload-autoload.pth``.
+    """Installs epload from the checkout into the venv of ``python`` with pip,
+    as a user does (``pip install <checkout>``).  scikit-build-core's build
+    tree is kept under the build directory, so a re-install after a change
+    recompiles only what changed."""
+    tree = pathlib.Path(build) / 'torch-venv-skbuild'
+    _pip_install(python, '--no-deps', '--force-reinstall', '-C', f'build-dir={tree}', str(source))
 
-    This is the one place that says how epload gets into the venv; once the
-    package builds with pip, it becomes ``pip install <source>``."""
-    site = _ask(str(python), 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    if site is None:
-        raise TorchEnvError(f'{python} cannot tell its site-packages')
-    package = pathlib.Path(build) / 'python'
-    suffix = _ask(str(python), 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-    if not list((package / 'epload').glob(f'_native{suffix}')):
-        raise TorchEnvError(f'{package}/epload has no _native{suffix} for {python} '
-                            '(build epload for this interpreter first: scripts/setup.sh); '
-                            f'{SKIP_HINT}')
-    site = pathlib.Path(site)
-    (site / '_epload_build_path.pth').write_text(f'{package}\n')
-    shutil.copyfile(pathlib.Path(source) / 'python' / 'epload-autoload.pth',
-                    site / 'epload-autoload.pth')
-    return f'path:{package}'
+
+# What an installed epload is built from: a change to any of these makes
+# ensure() install it again.
+_EPLOAD_INPUTS = ('CMakeLists.txt', 'pyproject.toml', 'cmake', 'include', 'src', 'python')
+
+
+def epload_digest(source=SOURCE):
+    """A digest of the files epload is built from (names, sizes, contents)."""
+    h = hashlib.sha256()
+    for top in _EPLOAD_INPUTS:
+        root = pathlib.Path(source) / top
+        files = [root] if root.is_file() else sorted(p for p in root.rglob('*')
+                                                     if p.is_file() and '__pycache__' not in p.parts)
+        for f in files:
+            h.update(str(f.relative_to(source)).encode() + b'\0' + f.read_bytes() + b'\0')
+    return h.hexdigest()
 
 
 def inputs(base, build):
     """What the venv is made from; a venv whose stamp differs is made again."""
     version = _ask(base, 'import sys; print(sys.version)')
     return {'env_version': ENV_VERSION, 'base': os.path.realpath(base), 'base_version': version,
-            'torch': TORCH_PIN, 'epload': f'path:{pathlib.Path(build) / "python"}'}
+            'torch': TORCH_PIN}
 
 
 def up_to_date(stamp, wanted):
@@ -130,7 +135,14 @@ def ensure(build, log=None):
         fcntl.flock(lock, fcntl.LOCK_EX)
         base = find_python311()
         wanted = inputs(base, build)
-        if up_to_date(stamp, wanted) and _ask(str(python), 'import torch, epload; print(torch.__version__)'):
+        epload_stamp = venv / 'epload-installed.json'
+        epload_wanted = {'source': str(SOURCE), 'digest': epload_digest()}
+        if up_to_date(stamp, wanted) and _ask(str(python), 'import torch; print(torch.__version__)'):
+            if not up_to_date(epload_stamp, epload_wanted):
+                if log:
+                    log(f'installing epload from {SOURCE} into {venv} (pip)')
+                install_epload(python, build)
+                epload_stamp.write_text(json.dumps(epload_wanted) + '\n')
             return python
         if log:
             log(f'creating {venv} from {base} with {TORCH_PIN} (once; reused after)')
@@ -146,6 +158,7 @@ def ensure(build, log=None):
             raise TorchEnvError(f'the venv {venv} cannot import torch 2.13.0 and epload '
                                 f'(got {got!r}); {SKIP_HINT}')
         stamp.write_text(json.dumps(wanted, indent=1, sort_keys=True) + '\n')
+        epload_stamp.write_text(json.dumps(epload_wanted) + '\n')
         return python
 
 

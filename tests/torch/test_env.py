@@ -53,7 +53,7 @@ def test_a_changed_input_makes_the_venv_again(torch_python, tmp_path):
     wanted = torch_env.inputs(torch_env.find_python311(), build)
     assert torch_env.up_to_date(stamp, wanted)
     for key, value in (('torch', 'torch==2.12.0'), ('base_version', '3.11.0'),
-                       ('epload', 'path:/elsewhere')):
+                       ('env_version', 0)):
         changed = tmp_path / f'{key}.json'
         changed.write_text(json.dumps({**wanted, key: value}))
         assert not torch_env.up_to_date(changed, wanted), key
@@ -61,3 +61,23 @@ def test_a_changed_input_makes_the_venv_again(torch_python, tmp_path):
     corrupt.write_text('{"torch": ')
     assert not torch_env.up_to_date(corrupt, wanted)
     assert not torch_env.up_to_date(tmp_path / 'missing.json', wanted)
+
+
+def test_epload_is_pip_installed_in_the_venv_and_reinstalled_when_its_sources_change(torch_python,
+                                                                                     tmp_path):
+    got = subprocess.run([torch_python, '-I', '-c',
+                          'import epload, importlib.metadata as m, sysconfig; '
+                          'print(m.version("epload")); print(epload.__file__); '
+                          'print(sysconfig.get_paths()["platlib"])'],
+                         capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr
+    version, where, site = got.stdout.split('\n')[:3]
+    assert version and where.startswith(site)  # a real distribution, not a path into the build
+    sys.path.insert(0, str(SOURCE / 'scripts'))
+    import torch_env
+    tree = tmp_path / 'src'
+    (tree / 'src').mkdir(parents=True)
+    (tree / 'src' / 'a.cpp').write_text('int a;')
+    before = torch_env.epload_digest(tree)
+    (tree / 'src' / 'a.cpp').write_text('int b;')
+    assert torch_env.epload_digest(tree) != before
