@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test.sh — the README's test command: install what is missing, build, and
-# run every test (unit.*, cli.*, python.*, bench.smoke) with ctest.
+# run every test (unit.*, fuzz.*, cli.*, python.*, package.*, bench.smoke) with ctest.
 # Extra arguments go to ctest, e.g. scripts/test.sh -R '^unit\.'
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
