@@ -35,6 +35,7 @@ def clean_env(**extra):
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONHOME", "VIRTUAL_ENV")
            and not k.startswith("EPLOAD_")}
+    env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", "2")  # pip's build: ninja would take cores + 2
     env.update(extra)
     return env
 
@@ -110,7 +111,7 @@ def run(cmd, timeout=1800, check=True, **kw):
 def pip_build_options(f, what):
     """scikit-build-core's build tree for this interpreter, kept under the
     build directory, so that a second install recompiles only what changed."""
-    return ["-C", f"build-dir={WORK / 'skbuild' / (what + '-' + slug(f))}"]
+    return [f"--config-settings=build-dir={WORK / 'skbuild' / (what + '-' + slug(f))}"]
 
 
 def fresh_venv(f, name):
@@ -130,4 +131,18 @@ def tree(root):
     for dirpath, dirnames, filenames in os.walk(root):
         rel = os.path.relpath(dirpath, root)
         out.update(os.path.normpath(os.path.join(rel, n)) for n in dirnames + filenames)
+    return out
+
+
+def source_tree():
+    """The checkout's files with their sizes and times, less git's, the
+    build trees and generated output: what a build must not change."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(SOURCE_DIR):
+        if dirpath == str(SOURCE_DIR):
+            dirnames[:] = [d for d in dirnames if d not in (".git", "out") and not d.startswith("build")]
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        for n in dirnames + filenames:
+            st = os.lstat(os.path.join(dirpath, n))
+            out[os.path.relpath(os.path.join(dirpath, n), SOURCE_DIR)] = (st.st_size, st.st_mtime_ns)
     return out

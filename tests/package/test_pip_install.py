@@ -2,7 +2,8 @@
 interpreter on the machine (pkgenv.interpreters()): the package imports and
 says its version, the `epload` command is on the venv's PATH and answers as
 importlib does, the .pth hook is active in a fresh interpreter of the venv,
-and `pip uninstall` leaves no file behind."""
+and `pip uninstall` leaves no file behind.  The build writes nothing into the
+checkout."""
 
 import json
 import os
@@ -11,7 +12,7 @@ import subprocess
 import pytest
 
 from pkgenv import (SOURCE_DIR, clean_env, fresh_venv, interpreters, pip_build_options,
-                    project_version, run, tree)
+                    project_version, run, slug, source_tree, tree)
 
 INTERPRETERS = interpreters()
 
@@ -41,16 +42,18 @@ print(json.dumps(sorted([ep.name, ep.value] for ep in importlib.metadata.entry_p
 '''
 
 
-@pytest.fixture(scope="module", params=INTERPRETERS, ids=lambda f: "python%d.%d" % f["version"])
+@pytest.fixture(scope="module", params=INTERPRETERS, ids=slug)
 def installed(request):
     """A fresh venv of the interpreter, the checkout pip-installed into it;
     the venv's file list from before the install."""
     f = request.param
     venv = fresh_venv(f, "venv")
     before = tree(venv)
+    sources = source_tree()
     proc = run([venv / "bin" / "python", "-m", "pip", "install", *pip_build_options(f, "install"),
                 SOURCE_DIR])
     assert "Successfully installed epload-" in proc.stdout, proc.stdout
+    assert source_tree() == sources, "the build wrote into the checkout"
     return f, venv, before
 
 
