@@ -18,7 +18,7 @@ from ._entry_points import (
     entry_points,
 )
 
-__version__ = '0.1.0'
+from ._version import __version__  # written by the build from project(... VERSION)
 
 __all__ = [
     'BackendError',

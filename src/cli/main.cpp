@@ -73,7 +73,7 @@ int run(int argc, char** argv) {
     return k_ok;
   }
   if (name == "--version") {
-    std::printf("epload 0.1.0 (%s)\n", EPLOAD_BUILD_DESCRIPTION);  // see CMakeLists.txt
+    std::printf("epload %s (%s)\n", EPLOAD_VERSION, EPLOAD_BUILD_DESCRIPTION);  // see CMakeLists.txt
     return k_ok;
   }
   for (const auto& c : commands()) {

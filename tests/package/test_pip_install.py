@@ -21,6 +21,7 @@ import importlib.machinery, importlib.metadata, json, os, sys, sysconfig
 import epload, epload._native
 print(json.dumps({
     "version": importlib.metadata.version("epload"),
+    "module_version": epload.__version__,
     "package": os.path.dirname(epload.__file__),
     "native": epload._native.__file__,
     "suffix": importlib.machinery.EXTENSION_SUFFIXES[0],
@@ -64,7 +65,7 @@ def test_there_are_interpreters_to_install_into():
 def test_the_package_imports_with_its_version_and_extension(installed):
     f, venv, _ = installed
     out = json.loads(run([venv / "bin" / "python", "-c", PROBE], cwd="/").stdout)
-    assert out["version"] == project_version()
+    assert out["version"] == out["module_version"] == project_version()
     assert out["package"] == os.path.join(out["platlib"], "epload")
     # Built for this interpreter: its own extension suffix, not another's.
     assert out["native"] == os.path.join(out["package"], "_native" + out["suffix"])
