@@ -17,8 +17,8 @@
 
 #include <algorithm>      // count, fill_n, min, stable_sort
 #include <atomic>         // the stat calls' shared counter
-#include <cstdlib>        // getenv
 #include <cstring>        // memcpy
+#include <map>            // epload.devices declarations
 #include <unordered_map>  // store lookup fallback
 #include <utility>        // pair
 
@@ -26,6 +26,7 @@
 #include "epload/backend.h"
 #include "epload/cache.hpp"
 #include "epload/profile.hpp"
+#include "epload/switches.hpp"
 #include "loader_impl.hpp"
 #include "parallel.hpp"
 #include "resolve.hpp"
@@ -62,6 +63,15 @@ const char* to_string(BackendKind kind) {
   return "?";
 }
 
+const char* to_string(DeviceSource source) {
+  switch (source) {
+    case DeviceSource::declared: return "declared";
+    case DeviceSource::learned: return "learned";
+    case DeviceSource::section: return "section";
+  }
+  return "?";
+}
+
 const char* to_string(BackendState state) {
   switch (state) {
     case BackendState::unloaded: return "unloaded";
@@ -74,37 +84,6 @@ const char* to_string(BackendState state) {
 }
 
 namespace {
-
-std::vector<std::string> split_list(const char* text) {
-  std::vector<std::string> out;
-  std::string_view s = text;
-  while (!s.empty()) {
-    std::size_t comma = s.find(',');
-    std::string_view item = s.substr(0, comma);
-    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
-    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
-    if (!item.empty()) out.emplace_back(item);
-    if (comma == std::string_view::npos) break;
-    s.remove_prefix(comma + 1);
-  }
-  return out;
-}
-
-// PEP 503 normalization: lower case, runs of "-_." become "-".
-std::string normalize_name(std::string_view s) {
-  std::string out;
-  bool sep = false;
-  for (char c : s) {
-    if (c == '-' || c == '_' || c == '.') {
-      sep = true;
-      continue;
-    }
-    if (sep && !out.empty()) out.push_back('-');
-    sep = false;
-    out.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
-  }
-  return out;
-}
 
 // `full` relative to directory `base` when it lies inside it, else `full`.
 std::string_view relative_to(std::string_view full, std::string_view base) {
@@ -137,86 +116,91 @@ std::string_view attr_of(std::string_view value) {
 
 }  // namespace
 
-Result<void> apply_environment(LoaderOptions& options) {
-  if (const char* m = std::getenv("EPLOAD_MODE"); m != nullptr && *m != '\0') {
-    auto mode = parse_load_mode(m);
-    if (!mode) {
-      return Error{Errc::invalid_argument, std::string("EPLOAD_MODE='") + m +
-                                               "' is not one of lazy, eager, off"};
-    }
-    options.mode = *mode;
-  }
-  // PyTorch's switch: unset or exactly "1" enables autoloading.
-  if (const char* a = std::getenv("TORCH_DEVICE_BACKEND_AUTOLOAD");
-      a != nullptr && std::string_view(a) != "1") {
-    options.mode = LoadMode::off;
-  }
-  if (const char* e = std::getenv("EPLOAD_ENABLE"); e != nullptr) options.enable = split_list(e);
-  if (const char* d = std::getenv("EPLOAD_DISABLE"); d != nullptr) {
-    for (std::string& name : split_list(d)) options.disable.push_back(std::move(name));
-  }
-  return {};
+std::vector<std::string> apply_environment(LoaderOptions& options) {
+  Switches s = read_switches(options.group);
+  options.mode = s.off_by.empty() ? s.mode : LoadMode::off;
+  options.enable = std::move(s.enable);
+  options.disable = std::move(s.disable);
+  return std::move(s.warnings);
 }
 
 // ---------------------------------------------------------------------------
 // Setup.
 
 bool Loader::Impl::is_disabled(const EntryPoint& ep, const char** by) const {
-  auto matches = [&](const std::string& want) {
-    return want == ep.name || normalize_name(want) == normalize_name(ep.dist->name);
-  };
-  for (const std::string& d : options.disable) {
-    if (matches(d)) {
-      *by = "EPLOAD_DISABLE";
-      return true;
-    }
-  }
-  if (!options.enable.empty()) {
-    for (const std::string& e : options.enable) {
-      if (matches(e)) return false;
-    }
-    *by = "EPLOAD_ENABLE";
-    return true;
-  }
-  return false;
+  *by = disabled_by(options.enable, options.disable, ep.name, ep.dist->name);
+  return *by != nullptr;
 }
 
 void Loader::Impl::set_devices(Slot& s, const std::vector<std::string_view>& declared,
-                               const std::vector<std::string_view>& learned) {
-  std::size_t n = 0;
-  for (std::string_view d : declared) n += d.size() + 3;
-  for (std::string_view d : learned) n += d.size() + 3;
-  if (n == 0) {
+                               const std::vector<detail::LearnedDevice>& learned) {
+  if (s.meta_devices.empty() && declared.empty() && learned.empty()) {
     s.devices = {};
     return;
   }
+  std::size_t n = s.meta_devices.size() + 1;
+  for (std::string_view d : declared) n += d.size() + 3;
+  for (const auto& [d, kind] : learned) n += d.size() + kind.size() + 4;
   char* p = arena.allocate(n);
   std::size_t at = 0;
-  auto put = [&](char tag, std::string_view d) {
+  auto put = [&](char tag, std::string_view d, std::string_view kind) {
     if (at) p[at++] = ' ';
     p[at++] = tag;
     p[at++] = ':';
     std::memcpy(p + at, d.data(), d.size());
     at += d.size();
+    if (!kind.empty()) {
+      p[at++] = '=';
+      std::memcpy(p + at, kind.data(), kind.size());
+      at += kind.size();
+    }
   };
-  for (std::string_view d : declared) put('d', d);
-  for (std::string_view d : learned) put('l', d);
+  if (!s.meta_devices.empty()) {
+    std::memcpy(p, s.meta_devices.data(), s.meta_devices.size());
+    at = s.meta_devices.size();
+  }
+  for (std::string_view d : declared) put('d', d, {});
+  for (const auto& [d, kind] : learned) put('l', d, kind);
   s.devices = {p, at};
 }
 
+void Loader::Impl::set_devices_after_meta(Slot& s, std::string_view rest) {
+  if (s.meta_devices.empty() || rest.empty()) {
+    s.devices = s.meta_devices.empty() ? rest : s.meta_devices;
+    return;
+  }
+  char* p = arena.allocate(s.meta_devices.size() + 1 + rest.size());
+  std::memcpy(p, s.meta_devices.data(), s.meta_devices.size());
+  p[s.meta_devices.size()] = ' ';
+  std::memcpy(p + s.meta_devices.size() + 1, rest.data(), rest.size());
+  s.devices = {p, s.meta_devices.size() + 1 + rest.size()};
+}
+
 void Loader::Impl::claim_known_devices(Slot& s) {
-  detail::for_each_device(s.devices, [&](std::string_view name, bool declared) {
+  detail::for_each_device_entry(s.devices, [&](std::string_view name, char tag, std::string_view) {
     if (!detail::valid_device_name(name)) return;
     DeviceEntry* e = table->insert(name);
     if (e->owner == k_no_slot) {
       e->owner = s.index;
-      e->source = declared ? DeviceSource::declared : DeviceSource::learned;
+      e->source = tag == 'm' ? DeviceSource::declared : tag == 'd' ? DeviceSource::section : DeviceSource::learned;
     } else if (e->owner != s.index) {
       s.outcome().conflicts.push_back("device '" + std::string(name) + "' is also provided by backend '" +
                                       std::string(slots[e->owner].ep->name) +
                                       "', which comes first in index order and wins");
     }
   });
+}
+
+std::map<std::pair<const Distribution*, std::string_view>, std::string> Loader::Impl::declared_by_distributions()
+    const {
+  std::map<std::pair<const Distribution*, std::string_view>, std::string> out;
+  for (const EntryPoint& d : index->group(k_devices_group)) {
+    if (!detail::valid_device_name(d.name)) continue;
+    std::string& list = out[{d.dist, d.value}];
+    if (!list.empty()) list += ' ';
+    list.append("m:").append(d.name);
+  }
+  return out;
 }
 
 void Loader::Impl::setup() {
@@ -285,12 +269,19 @@ void Loader::Impl::setup() {
 
   detail::ResolveOptions ro;
   ro.ext_suffixes = options.ext_suffixes;
+  // The Python layer loads every backend as PyTorch does (ep.load()()):
+  // a library is a Python extension module there, not a backend.h one.
+  ro.read_declared = !options.python_loader;
+  const std::map<std::pair<const Distribution*, std::string_view>, std::string> meta = declared_by_distributions();
   // Finds slot s's file and what it declares, from the files themselves.
   auto resolve_fresh = [&](Slot& s) {
     const EntryPoint& ep = *s.ep;
     const std::int64_t t = detail::coarse_now_ns();
     profile::Span span(profile::Phase::resolve, ep.name);
     detail::Resolved r = detail::resolve_backend(ep, search_paths[ep.dist->search_path], ro);
+    // A module found elsewhere than beside its distribution is imported as
+    // importlib finds it; nothing is remembered for it (no file, no stamp).
+    if (options.python_loader) r.kind = BackendKind::python;
     s.kind = r.kind;
     s.library = arena.copy(r.file);
     s.library_base = detail::k_no_slot;
@@ -300,7 +291,7 @@ void Loader::Impl::setup() {
     s.verified = true;
     s.abi = -1;
     s.learned = false;
-    s.devices = {};
+    s.devices = s.meta_devices;
     if (r.kind == BackendKind::unresolved) {
       s.state.store(BackendState::failed, std::memory_order_relaxed);
       fail(s, r.error);
@@ -373,17 +364,20 @@ void Loader::Impl::setup() {
       const EntryPoint& ep = eps[i];
       s.ep = &ep;
       s.index = i;
+      if (!meta.empty()) {
+        if (auto it = meta.find({ep.dist, ep.name}); it != meta.end()) s.meta_devices = arena.copy(it->second);
+      }
       const char* disabled_by = nullptr;
       if (is_disabled(ep, &disabled_by)) s.enabled = false;
       bool known = false;
       if (const detail::LearnedRecord* r = record_for(ep)) {
-        s.kind = r->kind == 'p' ? BackendKind::python : BackendKind::native;
+        s.kind = r->kind == 'p' || options.python_loader ? BackendKind::python : BackendKind::native;
         s.library = r->library;  // a view into the store buffer
         if (r->library[0] != '/') s.library_base = r->search_path;  // spelled whole when used
         s.stamp = r->stamp;
         s.abi = static_cast<std::int32_t>(r->abi);
         s.learned = r->learned;
-        s.devices = r->devices;
+        set_devices_after_meta(s, r->devices);
         s.symbol = attr_of(ep.value);
         known = true;
       }
@@ -626,7 +620,13 @@ void Loader::Impl::save_store() {
       r.stamp = s.stamp;
       r.abi = s.abi;
       r.learned = s.learned;
-      r.devices = s.devices;  // arena or store: outlives this call
+      // Arena or store: outlives this call.  The epload.devices names are
+      // the index's to say, never stored.
+      r.devices = s.devices;
+      if (!s.meta_devices.empty()) {
+        r.devices = r.devices.size() > s.meta_devices.size() ? r.devices.substr(s.meta_devices.size() + 1)
+                                                              : std::string_view();
+      }
       records.push_back(r);
     }
     if (relative) {
@@ -702,7 +702,11 @@ BackendStatus Loader::backend(std::size_t index) const {
     b.library.assign(m->library_of(s).view());
     b.devices_known = s.devices_known();
     b.hook = s.hook();
-    detail::for_each_device(s.devices, [&](std::string_view d, bool) { b.devices.emplace_back(d); });
+    detail::for_each_device_entry(s.devices, [&](std::string_view d, char tag, std::string_view kind) {
+      b.devices.emplace_back(d);
+      b.sources.push_back(tag == 'm' ? DeviceSource::declared : tag == 'd' ? DeviceSource::section : DeviceSource::learned);
+      b.kinds.emplace_back(kind);
+    });
     return b;
   }
 }

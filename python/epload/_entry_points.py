@@ -49,12 +49,26 @@ def _debug(message):
 
 
 def _validation():
-    v = os.environ.get('EPLOAD_VALIDATE') or 'full'
-    if v not in ('full', 'paths'):
-        raise ValueError(
-            f"EPLOAD_VALIDATE must be 'full' or 'paths', not {v!r} "
-            f"(unset it for the default, full validation)")
+    """EPLOAD_VALIDATE as the core reads it ('full' or 'paths'); a bad value
+    is warned about and the default used."""
+    v, warnings = _native_module().validation()
+    if warnings:
+        _warn_switches(warnings)
     return v
+
+
+_warned = set()
+
+
+def _warn_switches(texts, stacklevel=4):
+    """Shows each warning about a bad switch value once per process (the
+    core's text: it names the variable, the accepted values and the default
+    used), as a RuntimeWarning."""
+    for text in texts:
+        if text not in _warned:
+            _warned.add(text)
+            import warnings
+            warnings.warn(text, RuntimeWarning, stacklevel=stacklevel)
 
 
 def _foreign_finder():
@@ -164,22 +178,20 @@ def _entry_point_list(groups):
     return rows if dists is None else _build(dists, rows)
 
 
-def _discovery(groups):
-    """The lazy autoload's query: a ``_native.Discovery`` of ``groups``
-    (the autoload group first) whose rows stay native; None when importlib
-    must answer.  (Where paths are not UTF-8 on disk, what ``_query(groups,
-    want_stamps=True)`` returns instead.)"""
-    if sys.getfilesystemencoding() != 'utf-8':
-        return _query(groups, want_stamps=True)
+def _open_loader(group, mode, python_loader):
+    """The core's Loader (``_native.Loader``) for the backends of ``group``,
+    over the index of ``sys.path`` as it is now; None when importlib must
+    answer (then the autoload discovers through it)."""
     prepared = _prepared()
     if prepared is None:
         return None
-    paths, cwd = prepared
-    status, reason, file, problem, found = _native_module().discover(
-        paths, groups, _validation(), '', _use_cache(), _INTERPRETER, cwd)
+    paths, _ = prepared
+    suffixes = list(sys.modules['_frozen_importlib_external'].EXTENSION_SUFFIXES)
+    status, reason, file, problem, loader = _native_module().open_loader(
+        paths, _validation(), _use_cache(), _INTERPRETER, group, mode, suffixes, python_loader)
     if not _answered(status, reason, file, problem):
         return None
-    return found
+    return loader
 
 
 def _importlib_entry_points(**params):

@@ -111,7 +111,7 @@ class _Loader:
         if spec is not None:
             spec.loader = self._epload_loader
         import epload
-        epload.autoload(group=group, host=module, mode=os.environ.get('EPLOAD_MODE') or None)
+        epload.autoload(group=group, host=module)  # EPLOAD_MODE: read by the core
 
 
 _installed = None
@@ -130,7 +130,7 @@ def install():
         module = sys.modules.get(name)
         if module is not None:
             import epload
-            epload.autoload(group=group, host=module, mode=os.environ.get('EPLOAD_MODE') or None)
+            epload.autoload(group=group, host=module)  # EPLOAD_MODE: read by the core
     return _installed
 
 

@@ -16,8 +16,8 @@
 //      a side table that entry points refer to by position, so a query for
 //      1,000 entry points creates ~3,000 strings, not 6,000.
 //
-// The lazy autoload asks discover() instead (discovery.cpp): the same query,
-// with the rows kept native and matched against the learned devices there.
+// The autoload asks open_loader() instead (autoload.cpp): the same query,
+// then the core's Loader over the group's entry points.
 //
 // Strings that come from entry_points.txt were validated as UTF-8 by the
 // scanner and are decoded strictly; paths are bytes on Linux and are decoded
@@ -25,6 +25,7 @@
 // would give them to importlib.
 #include <Python.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>  // the switches' lists
 
 #include <charconv>
 #include <memory>
@@ -38,11 +39,11 @@
 #include "epload/entry_point.hpp"
 #include "epload/index.hpp"
 #include "epload/profile.hpp"
+#include "epload/switches.hpp"
 #include "big_buffer.hpp"  // src/
-#include "discovery.hpp"
+#include "autoload.hpp"
 #include "objects.hpp"
 #include "query.hpp"
-#include "store.hpp"
 
 namespace py = pybind11;
 
@@ -409,12 +410,37 @@ PYBIND11_MODULE(_native, m) {
       py::arg("entry_point"), py::arg("dist_ref"),
       "Lets query(objects=True) make EntryPoint and _DistRef objects itself; False when their "
       "layout is not the one it writes (see objects.hpp).");
-  register_discovery(m);
-  m.def("match_store", &match_store, py::arg("path"), py::arg("rows"), py::arg("dists"),
-        "The lazy autoload's discovery loop against a learned-device store (see store.hpp).");
+  register_autoload(m);
+  // The environment switches, read by the core for every front
+  // (epload/switches.hpp): the Python layer never parses them itself.
+  m.def(
+      "switches",
+      [](const std::string& group) {
+        epload::Switches s = epload::read_switches(group);
+        return py::make_tuple(epload::to_string(s.mode), s.off_by, s.enable, s.disable, s.warnings);
+      },
+      py::arg("group"),
+      "(mode, off_by, enable, disable, warnings) for autoload group `group`: EPLOAD_MODE, the "
+      "variable turning autoload off ('' if none), EPLOAD_ENABLE, EPLOAD_DISABLE, bad values.");
+  m.def(
+      "validation",
+      [] {
+        std::vector<std::string> warnings;
+        const auto v = epload::read_validation(&warnings);
+        return py::make_tuple(v == epload::Validation::paths ? "paths" : "full", warnings);
+      },
+      "(validation, warnings): EPLOAD_VALIDATE ('full' or 'paths') and a bad value's warning.");
+  m.def(
+      "disabled_by",
+      [](const std::vector<std::string>& enable, const std::vector<std::string>& disable, const std::string& name,
+         const std::string& dist) -> py::object {
+        const char* by = epload::disabled_by(enable, disable, name, dist);
+        return by ? py::object(py::str(by)) : py::object(py::none());
+      },
+      py::arg("enable"), py::arg("disable"), py::arg("name"), py::arg("dist"),
+      "'EPLOAD_DISABLE', 'EPLOAD_ENABLE' or None: what keeps backend `name` of distribution "
+      "`dist` from loading (names match the entry point or the distribution, normalized).");
   m.def("default_cache_dir", [] { return epload::resolve_cache_dir(epload::CacheOptions{}); });
-  m.def("read_store", &read_store, py::arg("path"),
-        "Reads a learned-device store; None when missing, unsafe or malformed.");
   // The profiler (EPLOAD_TRACE): the Python layer times backend imports and
   // calls with time.monotonic_ns() (CLOCK_MONOTONIC, the native clock too)
   // and hands each span to the native recorder, which writes the trace.

@@ -18,6 +18,21 @@
 
 namespace epload::python {
 
+/// Owns one reference; keeps the error paths of the C-API code short.
+struct Ref {
+  PyObject* p = nullptr;
+  Ref() = default;
+  explicit Ref(PyObject* o) : p(o) {}
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+  ~Ref() { Py_XDECREF(p); }
+  PyObject* release() {
+    PyObject* o = p;
+    p = nullptr;
+    return o;
+  }
+};
+
 /// str from UTF-8 already validated by the scanner (new reference, or
 /// nullptr with an error set).
 PyObject* text(std::string_view s);

@@ -4,6 +4,8 @@
 #include "cli/cli.hpp"
 
 #include "cli/heap_pages.hpp"
+#include "cli/host_options.hpp"  // warn_switches
+#include "epload/switches.hpp"
 
 #include <spawn.h>     // posix_spawnp: ask the interpreter for sys.path
 #include <sys/wait.h>  // waitpid
@@ -108,6 +110,7 @@ int parse_index_option(std::string_view command, std::vector<std::string_view>& 
     if (options.cache_dir.empty()) return usage_error(command, "--cache-dir needs a directory"), -1;
   } else if (matches(a, "--validate")) {
     if (!take_value(command, args, i, "--validate", value)) return -1;
+    options.validation_given = true;
     if (value == "full") {
       options.validation = Validation::full;
     } else if (value == "paths") {
@@ -211,7 +214,13 @@ bool resolve_cache_options(const IndexOptions& options, CacheOptions& co) {
   }
   co.cache_dir = options.cache_dir;
   co.use_cache = !options.no_cache;
-  co.validation = options.validation;
+  if (options.validation_given) {
+    co.validation = options.validation;
+  } else {
+    std::vector<std::string> warnings;
+    co.validation = read_validation(&warnings);  // EPLOAD_VALIDATE, as in Python
+    warn_switches(warnings);
+  }
   co.groups = options.groups;
   co.map_files = true;  // a short-lived process (CacheOptions::map_files)
   return true;

@@ -6,6 +6,7 @@
 #include <string>  // output buffer
 
 #include "cli/cli.hpp"
+#include "cli/host_options.hpp"
 #include "epload/loader.hpp"
 
 namespace epload::cli {
@@ -15,18 +16,20 @@ const char k_help[] =
     "usage: epload devices [index options] [--group G] [--json]\n\n"
     "Lists the devices provided by the backends of group G (default\n"
     "torch.backends) without loading any backend: device, backend, how it is\n"
-    "known (declared: in the library's epload_devices section; learned: the\n"
-    "backend registered it when an earlier run loaded it) and the backend's\n"
-    "state.  Then the backends whose devices are not known until they load,\n"
+    "known (declared: by its distribution's epload.devices entry points;\n"
+    "section: in the library's epload_devices ELF section; learned: the backend\n"
+    "registered it when an earlier run loaded it, the CLI's or a Python\n"
+    "program's) and the backend's state.  Then the backends whose devices are\n"
+    "not known until they load,\n"
     "hooks, and backends that cannot load, with the reason.\n"
     "EPLOAD_ENABLE / EPLOAD_DISABLE apply (disabled backends are listed as such).\n\n"
     "Options:\n"
     "  --group G           the autoload group (default: torch.backends)\n"
-    "  --json              {\"devices\": [{\"device\",\"backend\",\"dist\",\"how\",\"state\"}],\n"
+    "  --json              {\"devices\": [{\"device\",\"backend\",\"dist\",\"how\",\"kind\",\"state\"}],\n"
     "                       \"backends\": [{\"backend\",\"dist\",\"kind\",\"library\",\"state\",\n"
     "                       \"devices_known\",\"hook\",\"devices\",\"alias_of\",\"error\",\"conflicts\"}]}\n";
 
-const char* how(DeviceSource s) { return s == DeviceSource::declared ? "declared" : "learned"; }
+const char* how(DeviceSource s) { return to_string(s); }
 
 int run(std::vector<std::string_view>& args) {
   IndexOptions options;
@@ -47,15 +50,12 @@ int run(std::vector<std::string_view>& args) {
     }
   }
   CacheOptions co;
-  options.groups = {group};  // the loader needs its group only
+  options.groups = {group, std::string(k_devices_group)};  // the loader needs these only
   auto index = open_index_or_report(options, &co);
   if (!index) return k_error;
-  LoaderOptions lo;
-  if (auto env = apply_environment(lo); !env) return fail(env.error().message);
-  lo.group = group;
-  lo.cache_dir = co.cache_dir;
-  lo.use_store = co.use_cache;
-  lo.map_files = co.map_files;
+  auto options_of_host = host_loader_options(co, group, "");
+  if (!options_of_host) return fail(options_of_host.error().message);
+  LoaderOptions lo = std::move(options_of_host.value());
   lo.check_libraries = true;  // a listing must be current: stat every library
   auto loader = Loader::create(index, lo);
   if (!loader) return fail(loader.error().message);
@@ -80,7 +80,13 @@ int run(std::vector<std::string_view>& args) {
       append_json_string(out, b.dist);
       out += ",\"how\":\"";
       out += how(d.source);
-      out += "\",\"state\":\"";
+      out += "\",\"kind\":";
+      std::string kind;  // how the backend provided it, when learned with a kind
+      for (std::size_t j = 0; j < b.devices.size(); ++j) {
+        if (b.devices[j] == d.name) kind = b.kinds[j];
+      }
+      append_json_string(out, kind);
+      out += ",\"state\":\"";
       out += to_string(b.state);
       out += "\"}";
     }
