@@ -170,6 +170,14 @@ struct LoadKnowledge {
   std::int32_t abi = -1;
 };
 
+/// `full` relative to directory `base` when it lies inside it, else `full`.
+inline std::string_view relative_to(std::string_view full, std::string_view base) {
+  if (base.empty() || full.size() <= base.size() || !full.starts_with(base)) return full;
+  if (base.back() == '/') return full.substr(base.size());
+  if (full[base.size()] != '/') return full;
+  return full.substr(base.size() + 1);
+}
+
 /// Monotonic ns (vDSO: no system call).
 std::int64_t loader_now_ns();
 

@@ -1179,6 +1179,7 @@ std::string add_python_backend(BackendEnv& env, const std::string& name) {
   testing::make_dirs(env.site() + "/" + name);
   testing::write_file(env.site() + "/" + name + "/__init__.py", "def _autoload(): pass\n");
   env.add_entry_point(name, name, name + ":_autoload");
+  testing::let_clock_tick();  // a stamp of the same tick as the write is not remembered (racy)
   return env.site() + "/" + name + "/__init__.py";
 }
 

@@ -149,10 +149,10 @@ def _answered(status, reason, file, problem):
     return True
 
 
-def _query(groups, want_stamps=False, objects=False):
+def _query(groups, objects=False):
     """Asks the index for the entry points of ``groups`` (None: all, in
     importlib's order; else a tuple of names).  Returns ``(dists, rows)``:
-    ``dists`` = ``(name, version, metadata_dir, stamp)`` tuples with
+    ``dists`` = ``(name, version, metadata_dir, '')`` tuples with
     ``metadata_dir`` absolute, and ``rows`` = ``(name, value, group,
     dist_position)`` tuples; or None when importlib must answer.  With
     ``objects``, ``dists`` may be None and ``rows`` then a list of
@@ -162,7 +162,7 @@ def _query(groups, want_stamps=False, objects=False):
         return None
     paths, cwd = prepared
     status, reason, file, problem, dists, rows = _native_module().query(
-        paths, groups, _validation(), '', _use_cache(), _INTERPRETER, want_stamps, cwd, objects)
+        paths, groups, _validation(), '', _use_cache(), _INTERPRETER, cwd, objects)
     if not _answered(status, reason, file, problem):
         return None
     return dists, rows

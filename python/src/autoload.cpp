@@ -167,7 +167,7 @@ py::tuple open_loader(py::list paths, const std::string& validation, bool use_ca
   const std::vector<std::string> groups = {group, std::string(k_devices_group)};
   QueryAnswer a = [&] {
     profile::Span span(profile::Phase::total, "entry_points query");
-    return run_query(paths, &groups, validation, "", use_cache, interpreter, false);
+    return run_query(paths, &groups, validation, "", use_cache, interpreter);
   }();
   if (!a.index) return py::make_tuple(a.status, a.reason, a.file, a.problem, py::none());
   LoaderOptions lo;

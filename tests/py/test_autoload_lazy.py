@@ -528,29 +528,3 @@ def test_store_keys_with_escapes_and_non_ascii_are_read_back(tmp_path):
     assert env.run()['at_import'] == ['be_a']
     out = env.run('state["dev"] = fakehost.be_adev.__name__')
     assert out['at_import'] == [] and out['dev'] == 'be_a.be_adev'
-
-
-@pytest.mark.parametrize('validation', ['full', 'paths'])
-def test_index_gives_each_backend_the_stamp_of_its_entry_points_file(tmp_path, validation):
-    # The learned store is checked against these stamps, for absolute,
-    # relative and '' search paths alike.
-    make_backend(tmp_path / 'site', 'be_a')
-    make_backend(tmp_path / 'site', 'be_b')
-    got = run_json(tmp_path, '''
-import json, os, sys
-from epload import _entry_points as E
-out = []
-for entry, cwd in ((os.path.abspath('site'), None), ('site', None), ('', 'site')):
-    if cwd:
-        os.chdir(cwd)
-    sys.path.append(entry)
-    dists, rows = E._query(('torch.backends',), want_stamps=True)
-    sys.path.remove(entry)
-    for name, version, path, stamp in dists:
-        st = os.stat(os.path.join(path, 'entry_points.txt'))
-        out.append([entry, name, os.path.isabs(path),
-                    stamp == f'{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}'])
-print(json.dumps(out))
-''', env={'EPLOAD_VALIDATE': validation})
-    assert sorted(got) == sorted([entry, name, True, True] for entry in (str(tmp_path / 'site'),
-                                 'site', '') for name in ('be_a', 'be_b'))
