@@ -55,21 +55,6 @@ namespace {
 
 using detail::loader_now_ns;
 
-int host_register(void* ctx, const char* name, void* device_table);
-void host_set_error(void* ctx, const char* message);
-int host_lookup(void* ctx, const char* device, void** device_table);
-
-EploadHost make_host(InitContext* ctx) {
-  EploadHost h;
-  h.abi_version = EPLOAD_ABI_VERSION;
-  h.size = static_cast<std::uint32_t>(sizeof(EploadHost));
-  h.ctx = ctx;
-  h.register_device = host_register;
-  h.set_error = host_set_error;
-  h.lookup = host_lookup;
-  return h;
-}
-
 bool loadable(const Slot& s, const LoaderOptions& o) {
   return s.alias_of == k_no_slot && s.enabled &&
          (s.kind == BackendKind::native || (s.kind == BackendKind::python && o.python_loader));
@@ -432,7 +417,7 @@ bool Loader::Impl::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
     return false;
   }
   auto init = reinterpret_cast<EploadBackendInit>(sym);
-  EploadHost host = make_host(&ctx);
+  EploadHost host = detail::make_host(&ctx);
   int rc = EPLOAD_ERR;
   std::string thrown;
   {
@@ -497,7 +482,7 @@ bool Loader::Impl::load_python(Slot& s, InitContext& ctx) {
                          std::all_of(d.kind.begin(), d.kind.end(), [](char c) {
                            return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
                          });
-    if (!kind_ok || host_register(&ctx, d.name.c_str(), &k_python_device) != EPLOAD_OK) continue;
+    if (!kind_ok || detail::host_register(&ctx, d.name.c_str(), &k_python_device) != EPLOAD_OK) continue;
     ctx.for_each_registered([&](detail::Registered& reg) {
       if (reg.view() == d.name) std::memcpy(reg.kind, d.kind.c_str(), d.kind.size() + 1);
     });
@@ -584,88 +569,6 @@ void Loader::Impl::publish(Slot& s, InitContext& ctx) {
   }
   s.learned = true;
 }
-
-// ---------------------------------------------------------------------------
-// Host table functions (C ABI; ctx is an InitContext).
-
-namespace {
-
-int host_register(void* ctx, const char* name, void* device_table) {
-  auto* c = static_cast<InitContext*>(ctx);
-  if (c == nullptr || name == nullptr || device_table == nullptr) return EPLOAD_ERR_INVALID;
-  if (std::this_thread::get_id() != c->thread) return EPLOAD_ERR_INVALID;
-  const std::string_view n = name;
-  if (!detail::valid_device_name(n)) {
-    if (c->message.empty()) c->message = "registered an invalid device name";
-    return EPLOAD_ERR_INVALID;
-  }
-  Loader::Impl& impl = *c->impl;
-  {
-    // Refuse early what an earlier backend owns, so the backend can react.
-    std::lock_guard<std::mutex> lock(impl.registry);
-    const DeviceEntry* e = impl.table->find(n);
-    if (e != nullptr && e->owner != k_no_slot && e->owner != c->slot) {
-      const Slot& o = impl.slots[e->owner];
-      const BackendState os = o.state.load(std::memory_order_acquire);
-      if (e->table.load(std::memory_order_relaxed) != nullptr ||
-          (o.index < c->slot && (os == BackendState::unloaded || os == BackendState::loading))) {
-        impl.slots[c->slot].outcome().conflicts.push_back(
-            "device '" + std::string(n) + "' is also provided by backend '" + std::string(o.ep->name) +
-            "', which comes first in index order and wins");
-        if (std::find(c->refused.begin(), c->refused.end(), n) == c->refused.end()) c->refused.emplace_back(n);
-        return EPLOAD_ERR_CONFLICT;
-      }
-    }
-  }
-  bool replaced = false;
-  c->for_each_registered([&](detail::Registered& r) {
-    if (!replaced && r.view() == n) {
-      r.table = device_table;
-      replaced = true;
-    }
-  });
-  if (replaced) return EPLOAD_OK;
-  detail::Registered r;
-  std::memcpy(r.name, n.data(), n.size());  // valid names are at most 63 bytes
-  r.name[n.size()] = '\0';
-  r.size = n.size();
-  r.table = device_table;
-  if (c->inline_count < std::size(c->inline_registered)) {
-    c->inline_registered[c->inline_count++] = r;
-  } else {
-    c->more_registered.push_back(r);
-  }
-  return EPLOAD_OK;
-}
-
-void host_set_error(void* ctx, const char* message) {
-  auto* c = static_cast<InitContext*>(ctx);
-  if (c == nullptr || std::this_thread::get_id() != c->thread) return;
-  c->message = message ? message : "";
-}
-
-int host_lookup(void* ctx, const char* device, void** device_table) {
-  auto* c = static_cast<InitContext*>(ctx);
-  if (c == nullptr || device == nullptr) return EPLOAD_ERR_INVALID;
-  if (std::this_thread::get_id() != c->thread) return EPLOAD_ERR_INVALID;
-  Loader::Impl& impl = *c->impl;
-  const std::string_view n = device;
-  if (const DeviceEntry* e = impl.table->find(n)) {
-    if (void* t = e->table.load(std::memory_order_acquire)) {
-      if (device_table) *device_table = t;
-      return EPLOAD_OK;
-    }
-  }
-  auto r = impl.lookup_slow(n);
-  if (!r) {
-    c->last_lookup_error = r.error().message;
-    return r.error().code == Errc::backend ? EPLOAD_ERR_FAILED : EPLOAD_ERR_INVALID;
-  }
-  if (device_table) *device_table = r.value();
-  return EPLOAD_OK;
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------
 // Loader: the public entry points that load.

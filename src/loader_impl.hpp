@@ -178,6 +178,13 @@ inline std::string_view relative_to(std::string_view full, std::string_view base
   return full.substr(base.size() + 1);
 }
 
+/// The host table handed to an init for the load `ctx` describes, and its
+/// functions (loader_host.cpp; C ABI, ctx is an InitContext).
+EploadHost make_host(InitContext* ctx);
+int host_register(void* ctx, const char* name, void* device_table);
+void host_set_error(void* ctx, const char* message);
+int host_lookup(void* ctx, const char* device, void** device_table);
+
 /// Monotonic ns (vDSO: no system call).
 std::int64_t loader_now_ns();
 
