@@ -21,7 +21,7 @@ enum class CacheFileKind {
   other,    ///< not ours: never touched
   index,    ///< index-<hash>.json — the entry-point index (cache_store.cpp)
   learned,  ///< learned-<hash>.txt — the loader's learned devices (learned.cpp)
-  devices,  ///< devices-<group>-<host>.json — the Python autoload's learned devices
+  devices,  ///< devices-<group>-<host>.json — the Python autoload's store of earlier versions (now learned-*), cleared
   temp,     ///< .index-*, .learned-*, .devices-* containing ".tmp.": a write in progress or abandoned
 };
 CacheFileKind cache_file_kind(std::string_view name);
