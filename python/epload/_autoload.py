@@ -47,7 +47,7 @@ from . import _entry_points as _eps
 from . import _trace
 
 TORCH_GROUP = 'torch.backends'
-DEVICES_GROUP = 'epload.devices'
+DEVICES_GROUP = 'epload.devices'  # where a distribution declares its backends' devices
 MODES = ('lazy', 'eager', 'off')
 
 _MISSING = object()
@@ -137,9 +137,6 @@ def _added(host, host_name, size, last):
 
 # ---- backends -----------------------------------------------------------------
 
-_SOURCE = {'declared': 'declared', 'learned': 'learned', 'section': 'section'}
-
-
 class Backend:
     """One backend: an entry point of the autoload group, as the core
     describes it (BackendStatus), read when asked.
@@ -193,7 +190,7 @@ class Backend:
         st = self._status()
         if not st[4] or not st[6]:
             return None
-        return _SOURCE.get(st[6][0][1])
+        return st[6][0][1]
 
     @property
     def cause(self):
