@@ -367,7 +367,10 @@ class Session:
                 return value
         if previous is not None:
             return previous(name)
-        failed = [b for b in self.backends if b.state == 'failed' and b.devices is None]
+        # Only a backend that was tried can have failed: the load order, not
+        # every backend (attribute misses are frequent: hasattr probes).
+        failed = [b for b in map(self._backend, self.loader.load_order())
+                  if b.state == 'failed' and b.devices is None]
         message = f'module {self.host_name!r} has no attribute {name!r}'
         if failed:
             names = ', '.join(repr(b.name) for b in failed)
