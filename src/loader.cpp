@@ -120,17 +120,22 @@ Result<void*> Loader::Impl::lookup_slow(std::string_view name) {
   // Unknown: load the backends whose devices are not known yet, in index
   // order, one at a time, until one provides it.  One being loaded by
   // another thread counts too: wait for it, it may provide the name.
-  for (std::uint32_t i = 0; i < count; ++i) {
-    Slot& s = slots[i];
-    if (!loadable(s, options) || !pending(s)) continue;
-    bool known;
-    {
-      std::lock_guard<std::mutex> lock(registry);
-      known = s.devices_known();
+  // The candidates are picked under one lock (a miss, e.g. a host's
+  // hasattr probe, must not take it once per backend).
+  std::vector<std::uint32_t> candidates;
+  {
+    std::lock_guard<std::mutex> lock(registry);
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const Slot& s = slots[i];
+      if (!loadable(s, options) || !pending(s)) continue;
+      // Known devices of a backend that another thread is loading right
+      // now may not be in the table yet: wait for it too.
+      if (s.devices_known() && s.state.load(std::memory_order_acquire) != BackendState::loading) continue;
+      candidates.push_back(i);
     }
-    // Known devices of a backend that another thread is loading right now
-    // may not be in the table yet: wait for it too.
-    if (known && s.state.load(std::memory_order_acquire) != BackendState::loading) continue;
+  }
+  for (const std::uint32_t i : candidates) {
+    if (!pending(slots[i])) continue;
     (void)ensure_loaded(i, name);  // a failure is kept in the slot and reported below
     if (void* t = provided()) return t;
   }
