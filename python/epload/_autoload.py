@@ -72,6 +72,14 @@ _lock = _thread.allocate_lock()  # the registries below; never held while import
 _sessions = {}  # (group, host name, id(host)) -> Session
 _session_order = []
 
+# Host name -> a probe for devices a backend provides other than as host
+# attributes (the PyTorch front sets one for "torch": the PrivateUse1 name).
+# ``probe(None)`` is called before a backend runs and ``probe(token)``, with
+# what that returned, after it: the second call returns (device, kind)
+# pairs, learned with the backend (kind: [a-z0-9_]{1,15}, e.g.
+# "privateuse1").  Set it before the host's autoload starts.
+probes = {}
+
 
 def _switches(group):
     """(mode, off_by, enable, disable) for ``group``, as the core reads the
@@ -297,6 +305,8 @@ class Session:
                 mark = (len(d), next(reversed(d), _MISSING))
         # Lazy mode tries again later; eager is PyTorch's loop, which fails.
         initializing = self.mode == 'lazy' and _module_initializing(ep)
+        probe = probes.get(self.host_name)
+        token = probe(None) if probe is not None else None
         _eps._debug(f'loading backend {b.name!r} ({b.value})')
         try:
             # The core records the `load` span around this call; the import
@@ -313,12 +323,13 @@ class Session:
             self._causes[i] = err
             _eps._debug(f'backend {b.name!r} failed: {type(err).__name__}: {err}')
             return f'{type(err).__name__}: {err}'
+        extra = tuple(probe(token)) if probe is not None else ()
         if mark is None:
-            return ((), False)
+            return (extra, False)
         added = _added(host, self.host_name, *mark)
         if added is None:
-            return ((), False)
-        return (tuple((name, 'attr') for name in added), True)
+            return (extra, False)
+        return (tuple((name, 'attr') for name in added) + extra, True)
 
     # -- discovery and modes --
 

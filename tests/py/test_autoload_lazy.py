@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from pyfixtures import BUILD_DIR, HOST_STYLES, make_backend, make_host, run_json, run_py, write
+from pyfixtures import BUILD_DIR, HOST_STYLES, PYTHON, env_for, make_backend, make_host, run_json, run_py, write
 
 HOST_STYLES.setdefault('epload-auto', '''
 import epload
@@ -528,3 +528,30 @@ def test_store_keys_with_escapes_and_non_ascii_are_read_back(tmp_path):
     assert env.run()['at_import'] == ['be_a']
     out = env.run('state["dev"] = fakehost.be_adev.__name__')
     assert out['at_import'] == [] and out['dev'] == 'be_a.be_adev'
+
+
+def test_a_probe_learns_devices_of_another_kind_and_the_cli_lists_them(tmp_path):
+    # What the PyTorch front does for PrivateUse1: a probe around each load
+    # reports a device that is not a host attribute, with its kind; it is
+    # learned in the core's store, and `epload devices` lists it.
+    HOST_STYLES['probed'] = '''
+import epload, epload._autoload as A
+def _probe(token):
+    if token is None:
+        return len(_events)
+    return [("pu1_" + e[1], "privateuse1") for e in _events[token:] if e[0] == "call"]
+A.probes[__name__] = _probe
+epload.autoload(group="torch.backends", host=__name__)
+'''
+    env = Env(tmp_path, style='probed')
+    env.backend('be_a')
+    env.run()
+    out = env.run('state["b"] = [(b.name, list(b.devices), list(b.kinds)) for b in epload.backends()]')
+    assert out['at_import'] == []
+    assert out['b'] == [['be_a', ['be_adev', 'pu1_be_a'], ['attr', 'privateuse1']]]
+    proc = subprocess.run([os.path.join(BUILD_DIR, 'epload'), 'devices', '--json', '--python', PYTHON],
+                          env=env_for(tmp_path, pythonpath=[env.host_dir, *env.sites]),
+                          cwd=str(tmp_path), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    listed = {d['device']: (d['backend'], d['how'], d['kind']) for d in json.loads(proc.stdout)['devices']}
+    assert listed == {'be_adev': ('be_a', 'learned', 'attr'), 'pu1_be_a': ('be_a', 'learned', 'privateuse1')}
