@@ -534,7 +534,7 @@ void Loader::Impl::publish(Slot& s, InitContext& ctx) {
       }
     }
     const char tag = declared_tag(name);
-    e->source = tag == 'm' ? DeviceSource::declared : tag == 'd' ? DeviceSource::section : DeviceSource::learned;
+    e->source = detail::source_of(tag);
     e->owner = s.index;
     e->table.store(reg.table, std::memory_order_release);
   });

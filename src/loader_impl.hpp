@@ -178,6 +178,11 @@ inline std::string_view relative_to(std::string_view full, std::string_view base
   return full.substr(base.size() + 1);
 }
 
+/// How a device list's tag (for_each_device_entry) says a device is known.
+inline DeviceSource source_of(char tag) {
+  return tag == 'm' ? DeviceSource::declared : tag == 'd' ? DeviceSource::section : DeviceSource::learned;
+}
+
 /// The host table handed to an init for the load `ctx` describes, and its
 /// functions (loader_host.cpp; C ABI, ctx is an InitContext).
 EploadHost make_host(InitContext* ctx);

@@ -130,7 +130,7 @@ void Loader::Impl::claim_known_devices(Slot& s) {
     DeviceEntry* e = table->insert(name);
     if (e->owner == k_no_slot) {
       e->owner = s.index;
-      e->source = tag == 'm' ? DeviceSource::declared : tag == 'd' ? DeviceSource::section : DeviceSource::learned;
+      e->source = detail::source_of(tag);
     } else if (e->owner != s.index) {
       s.outcome().conflicts.push_back("device '" + std::string(name) + "' is also provided by backend '" +
                                       std::string(slots[e->owner].ep->name) +

@@ -252,7 +252,7 @@ BackendStatus Loader::backend(std::size_t index) const {
     b.hook = s.hook();
     detail::for_each_device_entry(s.devices, [&](std::string_view d, char tag, std::string_view kind) {
       b.devices.emplace_back(d);
-      b.sources.push_back(tag == 'm' ? DeviceSource::declared : tag == 'd' ? DeviceSource::section : DeviceSource::learned);
+      b.sources.push_back(detail::source_of(tag));
       b.kinds.emplace_back(kind);
     });
     return b;
