@@ -559,9 +559,11 @@ void Loader::Impl::publish(Slot& s, InitContext& ctx) {
   });
   // Names live as long as the table: inserted above, or (a refused name) by
   // the backend that owns it; kinds are copied into the arena.
+  // A declared device is learned only for a kind beyond a plain
+  // registration ("attr": a host attribute), e.g. "privateuse1".
   auto learn = [&](std::string_view name, std::string_view kind) {
     const std::string_view stored = table->find(name)->name;
-    if (declared_here(stored)) return;
+    if (declared_here(stored) && (kind.empty() || kind == "attr")) return;
     for (const auto& l : learned) {
       if (l.first == stored) return;
     }

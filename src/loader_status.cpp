@@ -251,6 +251,12 @@ BackendStatus Loader::backend(std::size_t index) const {
     b.devices_known = s.devices_known();
     b.hook = s.hook();
     detail::for_each_device_entry(s.devices, [&](std::string_view d, char tag, std::string_view kind) {
+      // A declared device learned with a kind is listed once: declared, of that kind.
+      for (std::size_t k = 0; k < b.devices.size(); ++k) {
+        if (b.devices[k] != d) continue;
+        if (b.kinds[k].empty()) b.kinds[k].assign(kind);
+        return;
+      }
       b.devices.emplace_back(d);
       b.sources.push_back(detail::source_of(tag));
       b.kinds.emplace_back(kind);

@@ -477,6 +477,29 @@ TEST(LoaderPython, DistributionDeclaresDevicesInEntryPoints) {
   }
 }
 
+// A declared device registered with a kind beyond "attr" (a PrivateUse1
+// name) is learned with it, and listed once: declared, of that kind.
+TEST(LoaderPython, DeclaredDeviceLearnsItsKind) {
+  BackendEnv env;
+  add_python_backend(env, "pyback");
+  env.add_entry_point("pyback", "pdev", "pyback", std::string(k_devices_group));
+  env.add_entry_point("pyback", "adev", "pyback", std::string(k_devices_group));
+  LoaderOptions o = options_for(env);
+  o.python_loader = [&](const PythonBackend&) -> Result<PythonLoaded> {
+    return PythonLoaded{{{"pdev", "privateuse1"}, {"adev", "attr"}}, true};
+  };
+  {
+    auto loader = make_loader(env, o);
+    EXPECT_TRUE(loader->lookup("pdev").ok());
+  }
+  testing::let_clock_tick();
+  auto listing = make_loader(env, options_for(env));
+  const BackendStatus b = listing->backend(0);
+  EXPECT_EQ(b.devices, (std::vector<std::string>{"pdev", "adev"}));
+  EXPECT_EQ(b.sources, (std::vector<DeviceSource>{DeviceSource::declared, DeviceSource::declared}));
+  EXPECT_EQ(b.kinds, (std::vector<std::string>{"privateuse1", ""}));
+}
+
 // Lazy start with start_unknown loads the backends whose devices are
 // unknown; a "not now" (Errc::unsupported) leaves one unloaded, to be tried
 // at the next lookup; a load that cannot tell what it provided learns nothing.
