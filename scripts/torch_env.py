@@ -77,7 +77,7 @@ def install_epload(python, build, source=SOURCE):
     tree is kept under the build directory, so a re-install after a change
     recompiles only what changed."""
     tree = pathlib.Path(build) / 'torch-venv-skbuild'
-    _pip_install(python, '--no-deps', '--force-reinstall', '-C', f'build-dir={tree}', str(source))
+    _pip_install(python, "--no-deps", "--force-reinstall", f"--config-settings=build-dir={tree}", str(source))
 
 
 # What an installed epload is built from: a change to any of these makes
