@@ -613,6 +613,27 @@ Result<void> Loader::load(std::size_t index) {
   return m->ensure_loaded(static_cast<std::uint32_t>(index), "");
 }
 
+Result<void> Loader::verify(std::size_t index) {
+  if (index >= m->count) return Error{Errc::invalid_argument, "Loader::verify: no backend " + std::to_string(index)};
+  const auto i = static_cast<std::uint32_t>(index);
+  FileStamp was;
+  {
+    std::lock_guard<std::mutex> lock(m->registry);
+    const Slot& s = m->slots[i];
+    if (s.verified || !s.devices_known() || s.state.load(std::memory_order_acquire) != BackendState::unloaded) {
+      return {};
+    }
+    was = s.stamp;
+  }
+  const FileStamp now = m->stamp_libraries(std::span<const std::uint32_t>(&i, 1))[0];
+  {
+    std::lock_guard<std::mutex> lock(m->registry);
+    Slot& s = m->slots[i];
+    if (now == was && s.stamp == was) s.verified = true;
+  }
+  return now == was ? Result<void>{} : load(index);
+}
+
 Result<void*> Loader::lookup(std::string_view device) {
   if (const DeviceEntry* e = m->table->find(device)) {
     if (void* t = e->table.load(std::memory_order_acquire)) return t;

@@ -500,6 +500,34 @@ TEST(LoaderPython, DeclaredDeviceLearnsItsKind) {
   EXPECT_EQ(b.kinds, (std::vector<std::string>{"privateuse1", ""}));
 }
 
+// verify() stats a known backend's file: unchanged, nothing loads; changed,
+// the backend is loaded now.
+TEST(LoaderPython, VerifyLoadsABackendWhoseFileChanged) {
+  BackendEnv env;
+  const std::string file = add_python_backend(env, "pyback");
+  int calls = 0;
+  LoaderOptions o = options_for(env);
+  o.python_loader = [&](const PythonBackend&) -> Result<PythonLoaded> {
+    ++calls;
+    return PythonLoaded{{{"pdev", "privateuse1"}}, true};
+  };
+  EXPECT_TRUE(make_loader(env, o)->lookup("pdev").ok());
+  testing::let_clock_tick();
+  {
+    auto loader = make_loader(env, o);
+    EXPECT_TRUE(loader->verify(0).ok());
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(loader->backend(0).state, BackendState::unloaded);
+  }
+  testing::write_file(file, "def _autoload(): return 2\n");
+  testing::let_clock_tick();
+  auto loader = make_loader(env, o);
+  EXPECT_TRUE(loader->verify(0).ok());
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(loader->backend(0).state, BackendState::ready);
+  EXPECT_FALSE(loader->verify(1).ok());
+}
+
 // Lazy start with start_unknown loads the backends whose devices are
 // unknown; a "not now" (Errc::unsupported) leaves one unloaded, to be tried
 // at the next lookup; a load that cannot tell what it provided learns nothing.

@@ -221,6 +221,12 @@ class Loader {
   /// success for a name: no allocation, no system call, no lock.
   Result<void*> lookup(std::string_view device);
 
+  /// Checks backend `index`'s file against what the store says of it (one
+  /// stat, once per process); a changed backend is loaded now, to learn what
+  /// it provides.  For an irreversible use of what the store says (the
+  /// PyTorch front registering a learned PrivateUse1 name ahead).
+  Result<void> verify(std::size_t index);
+
   /// The table of `device` if it is already loaded, else nullptr.  Never
   /// loads anything.  Allocation-free and lock-free.
   void* find(std::string_view device) const noexcept;

@@ -123,11 +123,11 @@ def probe(token):
 
 def claims(session):
     """(backend, PrivateUse1 name) for every enabled backend known to claim
-    one: a learned device of kind ``privateuse1`` (the core forgets it when
-    the backend's files change)."""
+    one: a device learned with kind ``privateuse1`` (declared devices are
+    learned with their kind too)."""
     loader = session.loader
     found = []
-    for i in sorted({i for _, i, source in loader.devices() if source == 'learned'}):
+    for i in sorted({i for _, i, _ in loader.devices()}):
         state, _, _, _, _, _, devices = loader.status(i)
         if state == 'disabled':
             continue
@@ -149,6 +149,14 @@ def attach(session):
         return  # none, or two: registration is irreversible, the first loaded wins
     b, name = found[0]
     if b.state != 'unloaded' or b.name in _names(NO_PREREGISTER):
+        return
+    # Registration is irreversible: the backend's file must be the one that
+    # registered the name (a changed one is loaded now, and learned again).
+    got = session.loader.verify(b.index)
+    if got is not None and got[0] != 'later':
+        import warnings
+        warnings.warn(b.message(), RuntimeWarning, stacklevel=2)
+    if b.state != 'unloaded':
         return
     torch.utils.rename_privateuse1_backend(name)
     _finder().add(f'{torch.__name__}.{name}', b, name)

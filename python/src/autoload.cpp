@@ -64,6 +64,18 @@ class PyLoader {
     return r ? py::object(py::none()) : outcome(r.error());
   }
 
+  /// None when backend `i`'s file is as the store knows it (or it was
+  /// loaded now, having changed), else (error code name, message).
+  py::object verify(std::size_t i) {
+    if (i >= m_eps.size()) throw py::index_error("no such backend");
+    Result<void> r;
+    {
+      py::gil_scoped_release release;
+      r = m_loader->verify(i);
+    }
+    return r ? py::object(py::none()) : outcome(r.error());
+  }
+
   bool ready(const std::string& device) const { return m_loader->find(device) != nullptr; }
 
   py::object provider(const std::string& device) const {
@@ -201,6 +213,7 @@ void register_autoload(py::module_& m) {
       .def("start", &PyLoader::start)
       .def("load", &PyLoader::load, py::arg("index"))
       .def("lookup", &PyLoader::lookup, py::arg("device"))
+      .def("verify", &PyLoader::verify, py::arg("index"))
       .def("ready", &PyLoader::ready, py::arg("device"))
       .def("provider", &PyLoader::provider, py::arg("device"))
       .def("entry", &PyLoader::entry, py::arg("index"))
