@@ -16,7 +16,7 @@ enum class CacheFileKind {
   other,    ///< not ours: never touched
   index,    ///< index-<hash>.json — the entry-point index (cache_store.cpp)
   learned,  ///< learned-<hash>.txt — the loader's learned devices (learned.cpp)
-  devices,  ///< devices-<group>-<host>.json — the Python autoload's learned devices
+  devices,  ///< devices-<group>-<host>.json — the Python autoload's store of earlier versions (now learned-*), cleared
   python,   ///< python-<hash>.txt — an interpreter's remembered sys.path (cli/python_memo.cpp)
   temp,     ///< .index-*, .learned-*, .devices-*, .python-* containing ".tmp.": a write in progress or abandoned
 };

@@ -3,7 +3,7 @@
 // Format (text, one record per line, fields separated by TAB; '\\', TAB, LF
 // and CR inside a field are escaped as \\ \t \n \r):
 //
-//   epload-learned 1
+//   epload-learned 2
 //   <search path #> <metadata_dir> <name> <value> <kind> <library> <dev>:<ino>:<size>:<mtime_ns>:<ctime_ns>:<mode> <abi> <learned> <devices>
 //   ...
 //   end <record count>
@@ -11,8 +11,9 @@
 // <metadata_dir> and <library> are relative to the search path unless
 // absolute; <kind> is n (native library) or p (Python module: <library> is its file),
 // <abi> is the declared ABI tag or -1 (no section), <learned> 0 or 1,
-// <devices> space-separated "d:<name>" / "l:<name>" (device names never need
-// escaping: they are validated).  The trailer makes truncation detectable.
+// <devices> space-separated "d:<name>" / "l:<name>" / "l:<name>=<kind>" (device
+// names and kinds never need escaping: they are validated).  Every front (the
+// CLI, C++ hosts, the Python package) reads and writes this one file.  The trailer makes truncation detectable.
 //
 // Why this shape: a warm start reads this one file instead of opening every
 // backend library (1,000 libraries would cost thousands of system calls), so
@@ -44,7 +45,7 @@ namespace epload::detail {
 
 namespace {
 
-constexpr std::string_view k_magic = "epload-learned 1";
+constexpr std::string_view k_magic = "epload-learned 2";
 constexpr std::size_t k_max_file = 64u << 20;
 
 std::uint64_t fnv(std::uint64_t h, std::string_view s) {

@@ -28,7 +28,10 @@ struct LearnedRecord {
   FileStamp stamp;           ///< of `library` when this was recorded
   std::int64_t abi = -1;     ///< the declared ABI tag; -1: no epload_devices section
   bool learned = false;      ///< the backend was loaded with this stamp: 'l' devices are complete
-  /// Space-separated "d:<name>" (declared) and "l:<name>" (learned) entries.
+  /// Space-separated "d:<name>" (declared in the library's ELF section) and
+  /// "l:<name>" or "l:<name>=<kind>" (learned; the kind says how the backend
+  /// provided it, e.g. "attr": an attribute of the Python host module,
+  /// "privateuse1": PyTorch's PrivateUse1 name) entries.
   std::string_view devices;
 };
 
@@ -95,16 +98,33 @@ class LearnedFile {
 /// mode 0600, creating the directory (0700) if needed.
 Result<void> write_learned(const std::string& path, std::span<const LearnedRecord> records);
 
-/// Calls `fn(name, declared)` for each entry of a record's `devices`.
+/// Calls `fn(name, tag, kind)` for each entry of a device list: tag 'd'
+/// (the ELF section declares it), 'm' (the distribution declares it in its
+/// epload.devices entry points; never stored: read from the index) or 'l'
+/// (learned); `kind` is what follows '=' ("" when nothing does).
 template <class Fn>
-void for_each_device(std::string_view devices, Fn&& fn) {
+void for_each_device_entry(std::string_view devices, Fn&& fn) {
   while (!devices.empty()) {
     std::size_t end = devices.find(' ');
     std::string_view item = devices.substr(0, end);
-    if (item.size() > 2) fn(item.substr(2), item[0] == 'd');
+    if (item.size() > 2) {
+      std::string_view name = item.substr(2), kind;
+      if (const std::size_t eq = name.find('='); eq != std::string_view::npos) {
+        kind = name.substr(eq + 1);
+        name = name.substr(0, eq);
+      }
+      fn(name, item[0], kind);
+    }
     if (end == std::string_view::npos) break;
     devices.remove_prefix(end + 1);
   }
+}
+
+/// Calls `fn(name, declared)` for each entry of a device list (declared:
+/// in the ELF section or the epload.devices entry points).
+template <class Fn>
+void for_each_device(std::string_view devices, Fn&& fn) {
+  for_each_device_entry(devices, [&](std::string_view name, char tag, std::string_view) { fn(name, tag != 'l'); });
 }
 
 }  // namespace epload::detail

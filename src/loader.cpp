@@ -56,21 +56,6 @@ namespace {
 
 using detail::loader_now_ns;
 
-int host_register(void* ctx, const char* name, void* device_table);
-void host_set_error(void* ctx, const char* message);
-int host_lookup(void* ctx, const char* device, void** device_table);
-
-EploadHost make_host(InitContext* ctx) {
-  EploadHost h;
-  h.abi_version = EPLOAD_ABI_VERSION;
-  h.size = static_cast<std::uint32_t>(sizeof(EploadHost));
-  h.ctx = ctx;
-  h.register_device = host_register;
-  h.set_error = host_set_error;
-  h.lookup = host_lookup;
-  return h;
-}
-
 bool loadable(const Slot& s, const LoaderOptions& o) {
   return s.alias_of == k_no_slot && s.enabled &&
          (s.kind == BackendKind::native || (s.kind == BackendKind::python && o.python_loader));
@@ -136,17 +121,22 @@ Result<void*> Loader::Impl::lookup_slow(std::string_view name) {
   // Unknown: load the backends whose devices are not known yet, in index
   // order, one at a time, until one provides it.  One being loaded by
   // another thread counts too: wait for it, it may provide the name.
-  for (std::uint32_t i = 0; i < count; ++i) {
-    Slot& s = slots[i];
-    if (!loadable(s, options) || !pending(s)) continue;
-    bool known;
-    {
-      std::lock_guard<std::mutex> lock(registry);
-      known = s.devices_known();
+  // The candidates are picked under one lock (a miss, e.g. a host's
+  // hasattr probe, must not take it once per backend).
+  std::vector<std::uint32_t> candidates;
+  {
+    std::lock_guard<std::mutex> lock(registry);
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const Slot& s = slots[i];
+      if (!loadable(s, options) || !pending(s)) continue;
+      // Known devices of a backend that another thread is loading right
+      // now may not be in the table yet: wait for it too.
+      if (s.devices_known() && s.state.load(std::memory_order_acquire) != BackendState::loading) continue;
+      candidates.push_back(i);
     }
-    // Known devices of a backend that another thread is loading right now
-    // may not be in the table yet: wait for it too.
-    if (known && s.state.load(std::memory_order_acquire) != BackendState::loading) continue;
+  }
+  for (const std::uint32_t i : candidates) {
+    if (!pending(slots[i])) continue;
     (void)ensure_loaded(i, name);  // a failure is kept in the slot and reported below
     if (void* t = provided()) return t;
   }
@@ -254,7 +244,11 @@ Result<void> Loader::Impl::ensure_loaded(std::uint32_t i, std::string_view devic
   s.loader_thread.store(std::thread::id{}, std::memory_order_release);
   lock.unlock();
   wait_cv.notify_all();
-  if (s.state.load(std::memory_order_acquire) == BackendState::failed) return Error{Errc::backend, s.out->error};
+  const BackendState now = s.state.load(std::memory_order_acquire);
+  if (now == BackendState::failed) return Error{Errc::backend, s.out->error};
+  if (now == BackendState::unloaded) {
+    return Error{Errc::unsupported, describe(s) + "its module is still being imported: try again later"};
+  }
   return {};
 }
 
@@ -341,6 +335,15 @@ void Loader::Impl::load(Slot& s) {
   ctx.thread = std::this_thread::get_id();
   bool ok = refresh_knowledge(s, k);
   if (ok) ok = s.kind == BackendKind::native ? load_native(s, ctx, k.abi) : load_python(s, ctx);
+  if (ctx.deferred) {
+    // Not now: as if it had never been tried.
+    {
+      std::lock_guard<std::mutex> lock(registry);
+      s.out.reset();
+    }
+    s.state.store(BackendState::unloaded, std::memory_order_release);
+    return;
+  }
   bool save = false;
   {
     std::lock_guard<std::mutex> lock(registry);
@@ -420,7 +423,7 @@ bool Loader::Impl::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
     return false;
   }
   auto init = reinterpret_cast<EploadBackendInit>(sym);
-  EploadHost host = make_host(&ctx);
+  EploadHost host = detail::make_host(&ctx);
   int rc = EPLOAD_ERR;
   std::string thrown;
   {
@@ -456,16 +459,16 @@ bool Loader::Impl::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
 
 bool Loader::Impl::load_python(Slot& s, InitContext& ctx) {
   PythonBackend b;
+  b.index = s.index;
   b.name = s.ep->name;
   b.value = s.ep->value;
   b.attr = s.symbol;
   if (auto parts = split_value(s.ep->value)) b.module = parts->module;
   b.dist = s.ep->dist->name;
-  EploadHost host = make_host(&ctx);
   const std::int64_t t = loader_now_ns();
-  Result<void> r = Error{Errc::backend, "not run"};
+  Result<PythonLoaded> r = Error{Errc::backend, "not run"};
   try {
-    r = options.python_loader(b, &host);
+    r = options.python_loader(b);
   } catch (const std::exception& ex) {
     r = Error{Errc::backend, std::string("the Python loader threw: ") + ex.what()};
   } catch (...) {
@@ -473,8 +476,22 @@ bool Loader::Impl::load_python(Slot& s, InitContext& ctx) {
   }
   s.out->dlopen_ns = loader_now_ns() - t;
   if (!r) {
+    ctx.deferred = r.error().code == Errc::unsupported;
     fail(s, r.error().message);
     return false;
+  }
+  ctx.devices_unknown = !r.value().known;
+  // Registered as a native init would, with a table no one dereferences.
+  static char k_python_device;
+  for (const PythonDevice& d : r.value().devices) {
+    const bool kind_ok = d.kind.size() < sizeof(detail::Registered::kind) &&
+                         std::all_of(d.kind.begin(), d.kind.end(), [](char c) {
+                           return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+                         });
+    if (!kind_ok || detail::host_register(&ctx, d.name.c_str(), &k_python_device) != EPLOAD_OK) continue;
+    ctx.for_each_registered([&](detail::Registered& reg) {
+      if (reg.view() == d.name) std::memcpy(reg.kind, d.kind.c_str(), d.kind.size() + 1);
+    });
   }
   return true;
 }
@@ -482,13 +499,15 @@ bool Loader::Impl::load_python(Slot& s, InitContext& ctx) {
 // Called with the registry mutex held (by load(), which appends to the load
 // order under the same lock).
 void Loader::Impl::publish(Slot& s, InitContext& ctx) {
-  auto declared_here = [&](std::string_view n) {
-    bool found = false;
-    detail::for_each_device(s.devices, [&](std::string_view d, bool is_declared) {
-      found = found || (is_declared && d == n);
+  // 'd' (ELF section), 'm' (epload.devices) or 0: how `n` is declared.
+  auto declared_tag = [&](std::string_view n) {
+    char found = 0;
+    detail::for_each_device_entry(s.devices, [&](std::string_view d, char tag, std::string_view) {
+      if (!found && tag != 'l' && d == n) found = tag;
     });
     return found;
   };
+  auto declared_here = [&](std::string_view n) { return declared_tag(n) != 0; };
   bool all_declared = true;
   ctx.for_each_registered([&](detail::Registered& reg) {
     const std::string_view name = reg.view();
@@ -515,10 +534,12 @@ void Loader::Impl::publish(Slot& s, InitContext& ctx) {
                                         std::string(s.ep->name) + "', which was loaded first and got it");
       }
     }
-    e->source = is_declared ? DeviceSource::declared : DeviceSource::learned;
+    const char tag = declared_tag(name);
+    e->source = detail::source_of(tag);
     e->owner = s.index;
     e->table.store(reg.table, std::memory_order_release);
   });
+  if (ctx.devices_unknown) return;  // registered, not learned: its devices stay unknown
   for (const std::string& name : ctx.refused) all_declared = all_declared && declared_here(name);
   // The common case, a declared backend registering just what it declared,
   // teaches the store nothing and allocates nothing here.
@@ -530,108 +551,32 @@ void Loader::Impl::publish(Slot& s, InitContext& ctx) {
     s.learned = true;
     return;
   }
-  std::vector<std::string_view> declared, before, learned;
-  detail::for_each_device(s.devices, [&](std::string_view d, bool is_declared) {
-    (is_declared ? declared : before).push_back(d);
+  std::vector<std::string_view> declared;
+  std::vector<detail::LearnedDevice> before, learned;
+  detail::for_each_device_entry(s.devices, [&](std::string_view d, char tag, std::string_view kind) {
+    if (tag == 'd') declared.push_back(d);
+    if (tag == 'l') before.emplace_back(d, kind);
   });
   // Names live as long as the table: inserted above, or (a refused name) by
-  // the backend that owns it.
-  auto learn = [&](std::string_view name) {
+  // the backend that owns it; kinds are copied into the arena.
+  // A declared device is learned only for a kind beyond a plain
+  // registration ("attr": a host attribute), e.g. "privateuse1".
+  auto learn = [&](std::string_view name, std::string_view kind) {
     const std::string_view stored = table->find(name)->name;
-    if (!declared_here(stored) && std::find(learned.begin(), learned.end(), stored) == learned.end()) {
-      learned.push_back(stored);
+    if (declared_here(stored) && (kind.empty() || kind == "attr")) return;
+    for (const auto& l : learned) {
+      if (l.first == stored) return;
     }
+    learned.emplace_back(stored, kind.empty() ? std::string_view() : arena.copy(kind));
   };
-  ctx.for_each_registered([&](detail::Registered& reg) { learn(reg.view()); });
-  for (const std::string& name : ctx.refused) learn(name);
+  ctx.for_each_registered([&](detail::Registered& reg) { learn(reg.view(), reg.kind); });
+  for (const std::string& name : ctx.refused) learn(name, {});
   if (learned != before || (!s.learned && s.abi < 0)) {
     store_dirty = true;
     set_devices(s, declared, learned);
   }
   s.learned = true;
 }
-
-// ---------------------------------------------------------------------------
-// Host table functions (C ABI; ctx is an InitContext).
-
-namespace {
-
-int host_register(void* ctx, const char* name, void* device_table) {
-  auto* c = static_cast<InitContext*>(ctx);
-  if (c == nullptr || name == nullptr || device_table == nullptr) return EPLOAD_ERR_INVALID;
-  if (std::this_thread::get_id() != c->thread) return EPLOAD_ERR_INVALID;
-  const std::string_view n = name;
-  if (!detail::valid_device_name(n)) {
-    if (c->message.empty()) c->message = "registered an invalid device name";
-    return EPLOAD_ERR_INVALID;
-  }
-  Loader::Impl& impl = *c->impl;
-  {
-    // Refuse early what an earlier backend owns, so the backend can react.
-    std::lock_guard<std::mutex> lock(impl.registry);
-    const DeviceEntry* e = impl.table->find(n);
-    if (e != nullptr && e->owner != k_no_slot && e->owner != c->slot) {
-      const Slot& o = impl.slots[e->owner];
-      const BackendState os = o.state.load(std::memory_order_acquire);
-      if (e->table.load(std::memory_order_relaxed) != nullptr ||
-          (o.index < c->slot && (os == BackendState::unloaded || os == BackendState::loading))) {
-        impl.slots[c->slot].outcome().conflicts.push_back(
-            "device '" + std::string(n) + "' is also provided by backend '" + std::string(o.ep->name) +
-            "', which comes first in index order and wins");
-        if (std::find(c->refused.begin(), c->refused.end(), n) == c->refused.end()) c->refused.emplace_back(n);
-        return EPLOAD_ERR_CONFLICT;
-      }
-    }
-  }
-  bool replaced = false;
-  c->for_each_registered([&](detail::Registered& r) {
-    if (!replaced && r.view() == n) {
-      r.table = device_table;
-      replaced = true;
-    }
-  });
-  if (replaced) return EPLOAD_OK;
-  detail::Registered r;
-  std::memcpy(r.name, n.data(), n.size());  // valid names are at most 63 bytes
-  r.name[n.size()] = '\0';
-  r.size = n.size();
-  r.table = device_table;
-  if (c->inline_count < std::size(c->inline_registered)) {
-    c->inline_registered[c->inline_count++] = r;
-  } else {
-    c->more_registered.push_back(r);
-  }
-  return EPLOAD_OK;
-}
-
-void host_set_error(void* ctx, const char* message) {
-  auto* c = static_cast<InitContext*>(ctx);
-  if (c == nullptr || std::this_thread::get_id() != c->thread) return;
-  c->message = message ? message : "";
-}
-
-int host_lookup(void* ctx, const char* device, void** device_table) {
-  auto* c = static_cast<InitContext*>(ctx);
-  if (c == nullptr || device == nullptr) return EPLOAD_ERR_INVALID;
-  if (std::this_thread::get_id() != c->thread) return EPLOAD_ERR_INVALID;
-  Loader::Impl& impl = *c->impl;
-  const std::string_view n = device;
-  if (const DeviceEntry* e = impl.table->find(n)) {
-    if (void* t = e->table.load(std::memory_order_acquire)) {
-      if (device_table) *device_table = t;
-      return EPLOAD_OK;
-    }
-  }
-  auto r = impl.lookup_slow(n);
-  if (!r) {
-    c->last_lookup_error = r.error().message;
-    return r.error().code == Errc::backend ? EPLOAD_ERR_FAILED : EPLOAD_ERR_INVALID;
-  }
-  if (device_table) *device_table = r.value();
-  return EPLOAD_OK;
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------
 // Loader: the public entry points that load.
@@ -645,15 +590,48 @@ void Loader::start() {
   for (std::uint32_t i = 0; i < m->count; ++i) {
     Slot& s = m->slots[i];
     if (!loadable(s, m->options)) continue;
-    bool hook;
+    bool hook, unknown;
     {
       std::lock_guard<std::mutex> lock(m->registry);
       hook = s.hook();
+      unknown = !s.devices_known();
     }
-    if (mode == LoadMode::eager || hook) (void)m->ensure_loaded(i, "");
+    if (mode == LoadMode::eager || hook || (unknown && m->options.start_unknown)) {
+      auto r = m->ensure_loaded(i, "");
+      if (!r && r.error().code == Errc::backend && mode == LoadMode::eager && m->options.stop_at_failure) break;
+    }
   }
   m->batch.fetch_sub(1, std::memory_order_acq_rel);
   m->save_store();  // a no-op unless something new was learned
+}
+
+Result<void> Loader::load(std::size_t index) {
+  if (index >= m->count) return Error{Errc::invalid_argument, "Loader::load: no backend " + std::to_string(index)};
+  if (m->options.mode == LoadMode::off) {
+    return Error{Errc::not_found, m->describe(m->slots[index]) + "not loaded: backend autoload is off"};
+  }
+  return m->ensure_loaded(static_cast<std::uint32_t>(index), "");
+}
+
+Result<void> Loader::verify(std::size_t index) {
+  if (index >= m->count) return Error{Errc::invalid_argument, "Loader::verify: no backend " + std::to_string(index)};
+  const auto i = static_cast<std::uint32_t>(index);
+  FileStamp was;
+  {
+    std::lock_guard<std::mutex> lock(m->registry);
+    const Slot& s = m->slots[i];
+    if (s.verified || !s.devices_known() || s.state.load(std::memory_order_acquire) != BackendState::unloaded) {
+      return {};
+    }
+    was = s.stamp;
+  }
+  const FileStamp now = m->stamp_libraries(std::span<const std::uint32_t>(&i, 1))[0];
+  {
+    std::lock_guard<std::mutex> lock(m->registry);
+    Slot& s = m->slots[i];
+    if (now == was && s.stamp == was) s.verified = true;
+  }
+  return now == was ? Result<void>{} : load(index);
 }
 
 Result<void*> Loader::lookup(std::string_view device) {

@@ -5,6 +5,7 @@
 #include <atomic>              // slot state
 #include <condition_variable>  // waiting for a slot
 #include <cstring>             // memcpy
+#include <map>                 // declarations
 #include <memory>              // outcome, table
 #include <mutex>               // registry, waits
 #include <span>                // slot lists
@@ -60,14 +61,18 @@ struct Slot {
   // Knowledge: guarded by the registry mutex once create() returns.
   bool verified = false;  ///< stamp checked against the file in this process
   bool learned = false;   ///< the 'l' devices are complete for this stamp
+  /// "m:<name> ..." — the devices its distribution declares (epload.devices
+  /// entry points; from the index, never stored): the head of `devices`.
+  std::string_view meta_devices;
   std::int32_t abi = -1;  ///< declared ABI tag; -1: no epload_devices section
-  /// "d:<name> l:<name> ..." — declared and learned devices (store text or
-  /// arena); see detail::for_each_device.
+  /// "m:<name> d:<name> l:<name>[=<kind>] ..." — declared (entry points,
+  /// ELF section) and learned devices (store text or arena); see
+  /// detail::for_each_device_entry.
   std::string_view devices;
   FileStamp stamp;
   std::int64_t stamped_at = 0;  ///< coarse clock before `stamp` was taken; 0: from the store
 
-  bool devices_known() const { return abi >= 0 || learned; }
+  bool devices_known() const { return abi >= 0 || learned || !meta_devices.empty(); }
   bool hook() const { return devices_known() && devices.empty(); }
 
   // Life cycle.  `state` changes under the loader's wait mutex (except the
@@ -123,8 +128,12 @@ struct Registered {
   char name[EPLOAD_MAX_DEVICE_NAME_ + 1];
   std::size_t size = 0;
   void* table = nullptr;
+  char kind[16] = {};  ///< a Python device's kind (PythonDevice::kind), NUL-terminated
   std::string_view view() const { return {name, size}; }
 };
+
+/// A learned device and its kind ("" for none), views that outlive the store write.
+using LearnedDevice = std::pair<std::string_view, std::string_view>;
 
 /// The ctx of one init call.
 struct InitContext {
@@ -147,6 +156,8 @@ struct InitContext {
   /// for a hook (one that provides nothing and is loaded at every start).
   std::vector<std::string> refused;
   std::string message;            ///< set_error
+  bool deferred = false;          ///< the Python loader said "not now"
+  bool devices_unknown = false;   ///< the Python loader cannot tell what it provided
   std::string last_lookup_error;  ///< host->lookup failures, for the report
 };
 
@@ -158,6 +169,26 @@ struct LoadKnowledge {
   FileStamp stamp;
   std::int32_t abi = -1;
 };
+
+/// `full` relative to directory `base` when it lies inside it, else `full`.
+inline std::string_view relative_to(std::string_view full, std::string_view base) {
+  if (base.empty() || full.size() <= base.size() || !full.starts_with(base)) return full;
+  if (base.back() == '/') return full.substr(base.size());
+  if (full[base.size()] != '/') return full;
+  return full.substr(base.size() + 1);
+}
+
+/// How a device list's tag (for_each_device_entry) says a device is known.
+inline DeviceSource source_of(char tag) {
+  return tag == 'm' ? DeviceSource::declared : tag == 'd' ? DeviceSource::section : DeviceSource::learned;
+}
+
+/// The host table handed to an init for the load `ctx` describes, and its
+/// functions (loader_host.cpp; C ABI, ctx is an InitContext).
+EploadHost make_host(InitContext* ctx);
+int host_register(void* ctx, const char* name, void* device_table);
+void host_set_error(void* ctx, const char* message);
+int host_lookup(void* ctx, const char* device, void** device_table);
 
 /// Monotonic ns (vDSO: no system call).
 std::int64_t loader_now_ns();
@@ -194,10 +225,17 @@ struct Loader::Impl {
 
   // ---- loader_setup.cpp ----------------------------------------------------
   void setup();
+  /// (distribution, backend name) -> "m:<device> ..." from the index's
+  /// epload.devices group.
+  std::map<std::pair<const Distribution*, std::string_view>, std::string> declared_by_distributions() const;
   bool is_disabled(const EntryPoint& ep, const char** by) const;
   void claim_known_devices(detail::Slot& s);
+  /// Sets s.devices to its epload.devices names, then `declared` (the ELF
+  /// section's) and `learned` (with their kinds), in the arena.
   void set_devices(detail::Slot& s, const std::vector<std::string_view>& declared,
-                   const std::vector<std::string_view>& learned);
+                   const std::vector<detail::LearnedDevice>& learned);
+  /// s.devices = its epload.devices names followed by `rest` (a stored list).
+  void set_devices_after_meta(detail::Slot& s, std::string_view rest);
   std::string describe(const detail::Slot& s) const;
   /// Slot `s`'s library path, whole and NUL-terminated (see Slot::library).
   detail::CString library_of(const detail::Slot& s) const {

@@ -105,13 +105,15 @@ class BackendEnv {
     return lib;
   }
 
-  /// Adds an entry point without any file.
-  void add_entry_point(const std::string& dist, const std::string& name, const std::string& value) {
+  /// Adds an entry point without any file, in `group` (empty: the group
+  /// index() is asked for).
+  void add_entry_point(const std::string& dist, const std::string& name, const std::string& value,
+                       const std::string& group = "") {
     const std::string meta = m_site + "/" + dist + "-1.0.dist-info";
     make_dirs(meta);
     // What an installer writes; a scan names the distribution by it.
     write_file(meta + "/METADATA", "Metadata-Version: 2.1\nName: " + dist + "\nVersion: 1.0\n");
-    m_eps.push_back({dist, name, value, meta});
+    m_eps.push_back({dist, name, value, meta, group});
   }
 
   /// The Index of everything added, in order.
@@ -132,14 +134,14 @@ class BackendEnv {
         d = b.add_distribution(ep.dist, "1.0", ep.meta, sp);
         dists.emplace_back(ep.dist, d);
       }
-      b.add_entry_point(d, group, ep.name, ep.value);
+      b.add_entry_point(d, ep.group.empty() ? group : ep.group, ep.name, ep.value);
     }
     return std::make_shared<const Index>(b.build());
   }
 
  private:
   struct Ep {
-    std::string dist, name, value, meta;
+    std::string dist, name, value, meta, group;
   };
   std::string m_root, m_site;
   std::vector<Ep> m_eps;

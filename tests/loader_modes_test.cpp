@@ -17,6 +17,7 @@
 #include "epload/backend.h"
 #include "epload/loader.hpp"
 #include "epload/profile.hpp"
+#include "epload/switches.hpp"
 #include "loader_test_util.hpp"
 
 namespace epload {
@@ -87,30 +88,73 @@ TEST(LoaderModes, TorchAutoloadVariableKeepsPyTorchMeaning) {
                  Case{"1 ", LoadMode::off}, Case{"yes", LoadMode::off}}) {
     ScopedEnv v("TORCH_DEVICE_BACKEND_AUTOLOAD", c.value);
     LoaderOptions o;
-    ASSERT_TRUE(apply_environment(o).ok());
+    EXPECT_TRUE(apply_environment(o).empty());
     EXPECT_EQ(o.mode, c.expected) << (c.value ? c.value : "(unset)");
   }
   {
     ScopedEnv v("TORCH_DEVICE_BACKEND_AUTOLOAD", "0");
     ScopedEnv m("EPLOAD_MODE", "eager");
     LoaderOptions o;
-    ASSERT_TRUE(apply_environment(o).ok());
+    EXPECT_TRUE(apply_environment(o).empty());
     EXPECT_EQ(o.mode, LoadMode::off);  // PyTorch's switch wins
   }
   {
     ScopedEnv v("TORCH_DEVICE_BACKEND_AUTOLOAD", nullptr);
     ScopedEnv m("EPLOAD_MODE", "eager");
     LoaderOptions o;
-    ASSERT_TRUE(apply_environment(o).ok());
+    EXPECT_TRUE(apply_environment(o).empty());
     EXPECT_EQ(o.mode, LoadMode::eager);
   }
   {
+    // A bad value is a warning naming the variable and the accepted values;
+    // the default applies.
     ScopedEnv m("EPLOAD_MODE", "sometimes");
     LoaderOptions o;
-    auto r = apply_environment(o);
-    ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.error().message.find("sometimes"), std::string::npos);
+    o.mode = LoadMode::eager;
+    const auto warnings = apply_environment(o);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_EQ(warnings[0], "EPLOAD_MODE='sometimes' is not one of lazy, eager, off: using lazy");
+    EXPECT_EQ(o.mode, LoadMode::lazy);
   }
+}
+
+// PyTorch's switch governs its own group only; EPLOAD_AUTOLOAD every group.
+TEST(LoaderModes, AutoloadSwitchesGovernTheirGroups) {
+  ScopedEnv mode("EPLOAD_MODE", nullptr);
+  struct Case {
+    const char* torch;
+    const char* epload;
+    const char* group;
+    LoadMode expected;
+  };
+  for (Case c : {Case{"0", nullptr, "torch.backends", LoadMode::off},
+                 Case{"0", nullptr, "other.backends", LoadMode::lazy},
+                 Case{nullptr, "0", "torch.backends", LoadMode::off},
+                 Case{nullptr, "0", "other.backends", LoadMode::off},
+                 Case{"1", "1", "other.backends", LoadMode::lazy}}) {
+    ScopedEnv t("TORCH_DEVICE_BACKEND_AUTOLOAD", c.torch);
+    ScopedEnv e("EPLOAD_AUTOLOAD", c.epload);
+    LoaderOptions o;
+    o.group = c.group;
+    EXPECT_TRUE(apply_environment(o).empty());
+    EXPECT_EQ(o.mode, c.expected) << c.group;
+    const Switches s = read_switches(c.group);
+    EXPECT_EQ(s.off_by.empty(), c.expected != LoadMode::off);
+  }
+}
+
+TEST(LoaderModes, BadValidateValueIsAWarning) {
+  {
+    ScopedEnv v("EPLOAD_VALIDATE", "x");
+    std::vector<std::string> w;
+    EXPECT_EQ(read_validation(&w), Validation::full);
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0], "EPLOAD_VALIDATE='x' is not one of full, paths: using full");
+  }
+  ScopedEnv v("EPLOAD_VALIDATE", "paths");
+  std::vector<std::string> w;
+  EXPECT_EQ(read_validation(&w), Validation::paths);
+  EXPECT_TRUE(w.empty());
 }
 
 TEST(LoaderModes, DisableAndEnableLists) {
@@ -121,7 +165,7 @@ TEST(LoaderModes, DisableAndEnableLists) {
     ScopedEnv d("EPLOAD_DISABLE", " npu , unrelated");
     ScopedEnv e("EPLOAD_ENABLE", nullptr);
     LoaderOptions o = options_for(env);
-    ASSERT_TRUE(apply_environment(o).ok());
+    EXPECT_TRUE(apply_environment(o).empty());
     auto loader = make_loader(env, o);
     const std::string err = error_of(*loader, "tnpu");
     EXPECT_NE(err.find("backend 'npu'"), std::string::npos) << err;
@@ -134,7 +178,7 @@ TEST(LoaderModes, DisableAndEnableLists) {
     ScopedEnv d("EPLOAD_DISABLE", nullptr);
     ScopedEnv e("EPLOAD_ENABLE", "NPU_Dist");  // a distribution name, normalized
     LoaderOptions o = options_for(env);
-    ASSERT_TRUE(apply_environment(o).ok());
+    EXPECT_TRUE(apply_environment(o).empty());
     auto loader = make_loader(env, o);
     EXPECT_NE(device_of(*loader, "tnpu"), nullptr);
     const std::string err = error_of(*loader, "tundecl");

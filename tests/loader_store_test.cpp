@@ -335,7 +335,7 @@ TEST(LoaderIdentity, DisabledEntryPointStandsForNoOther) {
   ScopedEnv d("EPLOAD_DISABLE", "one");
   ScopedEnv e("EPLOAD_ENABLE", nullptr);
   LoaderOptions o = options_for(env);
-  ASSERT_TRUE(apply_environment(o).ok());
+  EXPECT_TRUE(apply_environment(o).empty());
   auto loader = make_loader(env, o);
   auto b = loader->backends();
   EXPECT_EQ(b[0].state, BackendState::disabled);
@@ -406,30 +406,186 @@ TEST(LoaderPython, PythonBackendResolutionIsRemembered) {
   EXPECT_EQ(b[0].library, env.site() + "/pyback/__init__.py");
 }
 
+// A Python backend under a loader with a Python loader: `pyback`, its module
+// file, and an environment for it.
+std::string add_python_backend(BackendEnv& env, const std::string& name) {
+  testing::make_dirs(env.site() + "/" + name);
+  testing::write_file(env.site() + "/" + name + "/__init__.py", "def _autoload(): pass\n");
+  env.add_entry_point(name, name, name + ":_autoload");
+  testing::let_clock_tick();  // a stamp of the same tick as the write is not remembered (racy)
+  return env.site() + "/" + name + "/__init__.py";
+}
+
 TEST(LoaderPython, PythonLoaderCallbackRegistersDevices) {
   BackendEnv env;
-  testing::make_dirs(env.site() + "/pyback");
-  testing::write_file(env.site() + "/pyback/__init__.py", "def _autoload(): pass\n");
-  env.add_entry_point("pyback", "pyback", "pyback:_autoload");
-  static int table = 7;
+  add_python_backend(env, "pyback");
   std::atomic<int> calls{0};
   LoaderOptions o = options_for(env);
-  o.python_loader = [&](const PythonBackend& b, const EploadHost* host) -> Result<void> {
+  o.python_loader = [&](const PythonBackend& b) -> Result<PythonLoaded> {
     calls.fetch_add(1);
     EXPECT_EQ(b.module, "pyback");
     EXPECT_EQ(b.attr, "_autoload");
-    if (host->register_device(host->ctx, "pydev", &table) != EPLOAD_OK) {
-      return Error{Errc::backend, "register failed"};
+    EXPECT_EQ(b.index, 0u);
+    return PythonLoaded{{{"pydev", "attr"}, {"pu1", "privateuse1"}}, true};
+  };
+  {
+    auto loader = make_loader(env, o);
+    auto r = loader->lookup("pydev");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_NE(r.value(), nullptr);
+    EXPECT_EQ(calls.load(), 1);
+    EXPECT_TRUE(loader->lookup("pu1").ok());
+    EXPECT_EQ(calls.load(), 1);
+  }
+  // The kinds are remembered in the one store, and read by a loader without
+  // a Python loader (the CLI's).
+  testing::let_clock_tick();
+  LoaderOptions plain = options_for(env);
+  auto listing = make_loader(env, plain);
+  const BackendStatus b = listing->backend(0);
+  EXPECT_TRUE(b.devices_known);
+  EXPECT_EQ(b.devices, (std::vector<std::string>{"pydev", "pu1"}));
+  EXPECT_EQ(b.kinds, (std::vector<std::string>{"attr", "privateuse1"}));
+  EXPECT_EQ(b.sources, (std::vector<DeviceSource>{DeviceSource::learned, DeviceSource::learned}));
+}
+
+// Devices a distribution declares in its epload.devices entry points are
+// known before the backend loads, for native and Python backends alike.
+TEST(LoaderPython, DistributionDeclaresDevicesInEntryPoints) {
+  BackendEnv env;
+  add_python_backend(env, "pyback");
+  env.add_entry_point("pyback", "pdev", "pyback", std::string(k_devices_group));
+  env.add_entry_point("pyback", "bad name", "pyback", std::string(k_devices_group));
+  int calls = 0;
+  LoaderOptions o = options_for(env);
+  o.start_unknown = true;
+  o.python_loader = [&](const PythonBackend&) -> Result<PythonLoaded> {
+    ++calls;
+    return PythonLoaded{{{"pdev", "attr"}}, true};
+  };
+  for (int run = 0; run < 2; ++run) {
+    auto loader = make_loader(env, o);
+    loader->start();
+    EXPECT_EQ(calls, run);  // known: not loaded at start
+    const BackendStatus b = loader->backend(0);
+    EXPECT_EQ(b.devices, (std::vector<std::string>{"pdev"}));
+    EXPECT_EQ(b.sources, (std::vector<DeviceSource>{DeviceSource::declared}));
+    ASSERT_EQ(loader->devices().size(), 1u);
+    EXPECT_EQ(loader->devices()[0].source, DeviceSource::declared);
+    EXPECT_TRUE(loader->lookup("pdev").ok());
+    EXPECT_EQ(calls, run + 1);
+  }
+}
+
+// A declared device registered with a kind beyond "attr" (a PrivateUse1
+// name) is learned with it, and listed once: declared, of that kind.
+TEST(LoaderPython, DeclaredDeviceLearnsItsKind) {
+  BackendEnv env;
+  add_python_backend(env, "pyback");
+  env.add_entry_point("pyback", "pdev", "pyback", std::string(k_devices_group));
+  env.add_entry_point("pyback", "adev", "pyback", std::string(k_devices_group));
+  LoaderOptions o = options_for(env);
+  o.python_loader = [&](const PythonBackend&) -> Result<PythonLoaded> {
+    return PythonLoaded{{{"pdev", "privateuse1"}, {"adev", "attr"}}, true};
+  };
+  {
+    auto loader = make_loader(env, o);
+    EXPECT_TRUE(loader->lookup("pdev").ok());
+  }
+  testing::let_clock_tick();
+  auto listing = make_loader(env, options_for(env));
+  const BackendStatus b = listing->backend(0);
+  EXPECT_EQ(b.devices, (std::vector<std::string>{"pdev", "adev"}));
+  EXPECT_EQ(b.sources, (std::vector<DeviceSource>{DeviceSource::declared, DeviceSource::declared}));
+  EXPECT_EQ(b.kinds, (std::vector<std::string>{"privateuse1", ""}));
+}
+
+// verify() stats a known backend's file: unchanged, nothing loads; changed,
+// the backend is loaded now.
+TEST(LoaderPython, VerifyLoadsABackendWhoseFileChanged) {
+  BackendEnv env;
+  const std::string file = add_python_backend(env, "pyback");
+  int calls = 0;
+  LoaderOptions o = options_for(env);
+  o.python_loader = [&](const PythonBackend&) -> Result<PythonLoaded> {
+    ++calls;
+    return PythonLoaded{{{"pdev", "privateuse1"}}, true};
+  };
+  EXPECT_TRUE(make_loader(env, o)->lookup("pdev").ok());
+  testing::let_clock_tick();
+  {
+    auto loader = make_loader(env, o);
+    EXPECT_TRUE(loader->verify(0).ok());
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(loader->backend(0).state, BackendState::unloaded);
+  }
+  testing::write_file(file, "def _autoload(): return 2\n");
+  testing::let_clock_tick();
+  auto loader = make_loader(env, o);
+  EXPECT_TRUE(loader->verify(0).ok());
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(loader->backend(0).state, BackendState::ready);
+  EXPECT_FALSE(loader->verify(1).ok());
+}
+
+// Lazy start with start_unknown loads the backends whose devices are
+// unknown; a "not now" (Errc::unsupported) leaves one unloaded, to be tried
+// at the next lookup; a load that cannot tell what it provided learns nothing.
+TEST(LoaderPython, StartUnknownDeferralAndUnknownOutcome) {
+  BackendEnv env;
+  add_python_backend(env, "later");
+  add_python_backend(env, "vague");
+  std::atomic<int> later_calls{0}, vague_calls{0};
+  LoaderOptions o = options_for(env);
+  o.start_unknown = true;
+  o.python_loader = [&](const PythonBackend& b) -> Result<PythonLoaded> {
+    if (b.name == "later") {
+      if (later_calls.fetch_add(1) == 0) return Error{Errc::unsupported, "mid-import"};
+      return PythonLoaded{{{"ldev", "attr"}}, true};
     }
-    return {};
+    vague_calls.fetch_add(1);
+    return PythonLoaded{{{"vdev", "attr"}}, false};
+  };
+  {
+    auto loader = make_loader(env, o);
+    loader->start();
+    EXPECT_EQ(later_calls.load(), 1);
+    EXPECT_EQ(vague_calls.load(), 1);
+    EXPECT_EQ(loader->backend(0).state, BackendState::unloaded);
+    EXPECT_EQ(loader->backend(1).state, BackendState::ready);
+    EXPECT_FALSE(loader->backend(1).devices_known);
+    EXPECT_TRUE(loader->lookup("vdev").ok());  // registered all the same
+    EXPECT_TRUE(loader->lookup("ldev").ok());  // tried again
+    EXPECT_EQ(later_calls.load(), 2);
+  }
+  testing::let_clock_tick();
+  auto again = make_loader(env, o);
+  again->start();
+  EXPECT_EQ(later_calls.load(), 2);  // learned: not loaded at start
+  EXPECT_EQ(vague_calls.load(), 2);  // still unknown: loaded at start
+}
+
+// Eager with stop_at_failure is PyTorch's loop: nothing after a failure.
+TEST(LoaderPython, EagerStopsAtTheFirstFailure) {
+  BackendEnv env;
+  add_python_backend(env, "a");
+  add_python_backend(env, "b");
+  add_python_backend(env, "c");
+  std::vector<std::string> ran;
+  LoaderOptions o = options_for(env, LoadMode::eager);
+  o.stop_at_failure = true;
+  o.python_loader = [&](const PythonBackend& b) -> Result<PythonLoaded> {
+    ran.emplace_back(b.name);
+    if (b.name == "b") return Error{Errc::backend, "ValueError: no"};
+    return PythonLoaded{};
   };
   auto loader = make_loader(env, o);
-  auto r = loader->lookup("pydev");
-  ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r.value(), &table);
-  EXPECT_EQ(calls.load(), 1);
-  EXPECT_EQ(loader->lookup("pydev").value(), &table);
-  EXPECT_EQ(calls.load(), 1);
+  loader->start();
+  EXPECT_EQ(ran, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(loader->backend(1).state, BackendState::failed);
+  EXPECT_NE(loader->backend(1).error.find("ValueError: no"), std::string::npos);
+  EXPECT_TRUE(loader->load(2).ok());  // asked for explicitly
+  EXPECT_FALSE(loader->load(1).ok());  // sticky
 }
 
 }  // namespace

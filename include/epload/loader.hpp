@@ -7,7 +7,8 @@
 // nothing: it learns which devices each backend provides from the library's
 // declared-devices section or from what earlier processes learned (a small
 // store file next to the index cache).  start() runs the hooks (backends that
-// provide no device) or, in eager mode, every backend.  lookup("npu") loads
+// provide no device) and the backends whose devices are not known yet (they
+// may be hooks), or, in eager mode, every backend.  lookup("npu") loads
 // the backend providing "npu" on first use; afterwards it touches memory only
 // (no allocation, no system call, no lock).
 //
@@ -59,17 +60,43 @@ const char* to_string(BackendState state);
 
 /// How a device name is known without loading its backend.
 enum class DeviceSource : std::uint8_t {
-  declared,  ///< the library's epload_devices section says so
+  declared,  ///< the backend's distribution declares it (entry-point group epload.devices)
   learned,   ///< the backend registered it when it was loaded (now or earlier)
+  section,   ///< the library's epload_devices ELF section says so
 };
+
+const char* to_string(DeviceSource source);  ///< "declared", "learned", "section"
+
+/// The entry-point group in which a distribution declares its backends'
+/// devices: `<device> = <backend entry-point name>`.
+inline constexpr std::string_view k_devices_group = "epload.devices";
 
 /// A Python backend, as handed to LoaderOptions::python_loader.
 struct PythonBackend {
+  std::size_t index = 0;    ///< its position in backends()
   std::string_view name;    ///< entry point name
   std::string_view value;   ///< "module:attr"
   std::string_view module;
   std::string_view attr;
   std::string_view dist;    ///< distribution name
+};
+
+/// A device a Python backend provided when the Python layer loaded it.
+struct PythonDevice {
+  std::string name;
+  /// How it provided it, remembered with the device: "attr" (an attribute
+  /// of the host module), "privateuse1" (PyTorch's PrivateUse1 name), ...;
+  /// [a-z0-9_]{0,15}.
+  std::string kind;
+};
+
+/// What LoaderOptions::python_loader reports for a backend it ran.
+struct PythonLoaded {
+  std::vector<PythonDevice> devices;
+  /// false: what the backend provided cannot be told (it was imported
+  /// before, or it removed a host attribute): `devices` are registered but
+  /// nothing is learned, so its devices stay unknown.
+  bool known = true;
 };
 
 /// How a Loader behaves.  apply_environment() fills it from the environment.
@@ -92,23 +119,35 @@ struct LoaderOptions {
   /// false (default): trust the store until a backend is loaded, which is
   /// when its library is checked; a stale name is corrected then.
   bool check_libraries = false;
+  /// Lazy start() also loads the backends whose devices are not known yet
+  /// (they may be hooks, and their devices are learned for the next run):
+  /// for a host that cannot route every use of a device through lookup()
+  /// (the Python layer: PyTorch uses devices from C++).
+  bool start_unknown = false;
   /// Extension-module suffixes in importlib's order: the target
   /// interpreter's importlib.machinery.EXTENSION_SUFFIXES (the CLI passes
   /// --python's; a Python host its own).  Empty: ".abi3.so", ".so" only.
   std::vector<std::string> ext_suffixes;
   /// Loads a Python backend (the Python layer sets this): imports it, calls
-  /// it and registers its devices through `host` (valid during the call).
-  /// Null: Python backends are listed but not loaded by the Loader.
-  std::function<Result<void>(const PythonBackend& backend, const EploadHost* host)> python_loader;
+  /// it and returns the devices it provided, which the Loader registers and
+  /// remembers.  Null: Python backends are listed but not loaded by the
+  /// Loader.  With it set, a backend whose module file is not found under
+  /// its distribution's search path is a Python backend too (the Python
+  /// layer imports it as importlib finds it; nothing is remembered for it).
+  /// An error with code Errc::unsupported means "not now" (its module is
+  /// itself being imported): the backend stays unloaded, to be tried again.
+  using PythonLoaderFn = std::function<Result<PythonLoaded>(const PythonBackend& backend)>;
+  PythonLoaderFn python_loader;
+  /// Eager start() stops at the first backend that fails (PyTorch's loop).
+  bool stop_at_failure = false;
 };
 
-/// Applies the environment to `options`:
-///   TORCH_DEVICE_BACKEND_AUTOLOAD  unset or exactly "1": autoload enabled;
-///                                  anything else: mode off (PyTorch's rule)
-///   EPLOAD_MODE=lazy|eager|off  the mode (when autoload is enabled)
-///   EPLOAD_ENABLE=a,b   only these backends;  EPLOAD_DISABLE=a,b  never these
-/// Fails (Errc::invalid_argument) on an unknown EPLOAD_MODE value.
-Result<void> apply_environment(LoaderOptions& options);
+/// Applies the environment switches (epload/switches.hpp) for
+/// `options.group` (set it first) to `options`: EPLOAD_MODE, then mode off
+/// when TORCH_DEVICE_BACKEND_AUTOLOAD (torch.backends) or EPLOAD_AUTOLOAD
+/// turns autoload off, EPLOAD_ENABLE / EPLOAD_DISABLE.  Never fails: returns
+/// one warning per bad value (the default was used), for the caller to show.
+std::vector<std::string> apply_environment(LoaderOptions& options);
 
 /// A snapshot of one backend.
 struct BackendStatus {
@@ -123,8 +162,11 @@ struct BackendStatus {
   /// cause, how to disable it).  Empty otherwise.
   std::string error;
   /// The devices it provides as far as known (declared, learned, or
-  /// registered in this process), in its order.
+  /// registered in this process), in its order; how each is known and its
+  /// kind ("" unless learned with one) at the same positions.
   std::vector<std::string> devices;
+  std::vector<DeviceSource> sources;
+  std::vector<std::string> kinds;
   bool devices_known = false;  ///< false: only loading it will tell
   bool hook = false;           ///< known to provide no device: runs at start
   /// Another backend that is the same file and init (two paths, one file);
@@ -161,10 +203,15 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  /// Call when the host has finished importing: runs the hooks (lazy), every
-  /// backend in index order (eager) or nothing (off).  Backend failures do
+  /// Call when the host has finished importing: runs the hooks and the
+  /// backends whose devices are unknown (lazy), every backend in index order
+  /// (eager) or nothing (off).  Backend failures do
   /// not stop it; they show in backends().  Later calls do nothing.
   void start();
+
+  /// Loads backend `index` (an index into backends()) if it is not loaded
+  /// yet; its failure (Errc::backend) names it, the cause and the remedy.
+  Result<void> load(std::size_t index);
 
   /// The device table `device` was registered with, loading its backend if
   /// needed.  An unknown name loads the backends whose devices are not yet
@@ -173,6 +220,12 @@ class Loader {
   /// backend, library and cause, or list the known devices.  After the first
   /// success for a name: no allocation, no system call, no lock.
   Result<void*> lookup(std::string_view device);
+
+  /// Checks backend `index`'s file against what the store says of it (one
+  /// stat, once per process); a changed backend is loaded now, to learn what
+  /// it provides.  For an irreversible use of what the store says (the
+  /// PyTorch front registering a learned PrivateUse1 name ahead).
+  Result<void> verify(std::size_t index);
 
   /// The table of `device` if it is already loaded, else nullptr.  Never
   /// loads anything.  Allocation-free and lock-free.

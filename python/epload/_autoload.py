@@ -3,34 +3,40 @@
 A *backend* is one entry point of the autoload group (``torch.backends`` by
 default) whose value names a callable, PyTorch's contract: loading it means
 ``ep.load()()``.  Backends register *devices* on a *host* module (``torch.npu``
-after ``torch_npu`` ran).  Modes:
+after ``torch_npu`` ran).
+
+What loads and when is decided by the core's Loader (include/epload/
+loader.hpp, through ``_native.open_loader``), the same code the ``epload``
+command and C++ hosts run: the switches (epload/switches.hpp), the
+learned-devices store (one file format, src/learned.cpp, that ``epload
+devices`` reads too), and what is known of each backend.  This module only
+imports and calls a backend when the Loader asks, and tells it which public
+attributes the backend added to the host (its devices, kind "attr").  Modes:
 
 * ``eager``: PyTorch's loop (discovery order, import then call, the first
   failure raises RuntimeError with PyTorch's text, chained from the cause).
-* ``lazy``: a backend whose devices are known is not imported until the
-  first ``host.<device>``, ``epload.device(<device>)`` or
-  ``epload.load(<backend>)``.  Devices are known from a declaration (group
-  ``epload.devices`` of the backend's own distribution: ``<device> =
-  <backend entry-point name>``) or were learned (the public attributes a
-  backend added to its host on an earlier load, kept in
-  ``<cache dir>/devices-<group>-<host>.json`` and forgotten when the backend's distribution
-  changes: its ``entry_points.txt`` is rewritten on every install).  A backend with no known devices is loaded at once and
-  its devices learned; a backend that registers none is a *hook* and runs at
-  once.  A failure never breaks ``import host``: it is recorded, warned about,
-  and raised at the first lookup that needs the backend.
+* ``lazy``: a backend whose devices are known (declared in its
+  distribution's ``epload.devices`` entry points, or learned by an earlier
+  run) is not imported until the first ``host.<device>``,
+  ``epload.device(<device>)`` or ``epload.load(<backend>)``.  A backend with
+  no known devices is loaded at once and its devices learned; a backend that
+  registers none is a *hook* and runs at once.  A failure never breaks
+  ``import host``: it is warned about and raised at the first lookup that
+  needs the backend.
 * ``off``: nothing.
 
-Every backend is a small state machine (unloaded -> loading -> ready |
-failed) behind its own lock: concurrent lookups run its init exactly once, no
-lock shared between backends is held while one imports, and a lookup made by
-the backend's own init (or an import cycle through the host) returns "not
-there yet" instead of deadlocking.  Failures are sticky for the process.
+Each backend loads at most once however many threads ask (the Loader's
+state machine); a lookup made by the backend's own init (or an import cycle
+through the host) gets "not there yet" instead of a deadlock.  Failures are
+sticky until the backend's file changes.
 
-Switches: ``TORCH_DEVICE_BACKEND_AUTOLOAD`` (group torch.backends) and
+Switches (read by the core, the same for every front):
+``TORCH_DEVICE_BACKEND_AUTOLOAD`` (group torch.backends) and
 ``EPLOAD_AUTOLOAD`` (every group) -- unset or exactly ``1`` enables, anything
 else turns autoload off; ``EPLOAD_DISABLE=a,b`` skips the named backends,
-``EPLOAD_ENABLE=a,b`` loads only those; ``EPLOAD_MODE`` is the mode when the
-caller gives none.
+``EPLOAD_ENABLE=a,b`` loads only those (entry-point or distribution names);
+``EPLOAD_MODE`` is the mode when the caller gives none (a bad value is a
+warning, and lazy applies).
 """
 
 import _thread
@@ -41,13 +47,10 @@ from . import _entry_points as _eps
 from . import _trace
 
 TORCH_GROUP = 'torch.backends'
-DEVICES_GROUP = 'epload.devices'
+DEVICES_GROUP = 'epload.devices'  # where a distribution declares its backends' devices
 MODES = ('lazy', 'eager', 'off')
 
-_STORE_FORMAT = 'epload-devices'
-_STORE_VERSION = 1
 _MISSING = object()
-_DEFERRED = 'deferred'
 _ModuleType = type(sys)
 
 
@@ -73,33 +76,23 @@ _loading_depth = {}
 _sessions = {}  # (group, host name, id(host)) -> Session
 _session_order = []
 
-
-# ---- switches ---------------------------------------------------------------
-
-def _switch_off(group):
-    """The variable that turns autoload off for ``group``, or None."""
-    if group == TORCH_GROUP and os.getenv('TORCH_DEVICE_BACKEND_AUTOLOAD', '1') != '1':
-        return 'TORCH_DEVICE_BACKEND_AUTOLOAD'
-    if os.getenv('EPLOAD_AUTOLOAD', '1') != '1':
-        return 'EPLOAD_AUTOLOAD'
-    return None
+# Host name -> a probe for devices a backend provides other than as host
+# attributes (the PyTorch front sets one for "torch": the PrivateUse1 name).
+# ``probe(None)`` is called before a backend runs and ``probe(token)``, with
+# what that returned, after it: the second call returns (device, kind)
+# pairs, learned with the backend (kind: [a-z0-9_]{1,15}, e.g.
+# "privateuse1").  Set it before the host's autoload starts.
+probes = {}
 
 
-def _names(variable):
-    value = os.environ.get(variable)
-    if value is None:
-        return None
-    names = {n.strip() for n in value.split(',')}
-    names.discard('')
-    return names
-
-
-def _disabled_by(name, disable, enable):
-    if disable is not None and name in disable:
-        return 'EPLOAD_DISABLE'
-    if enable and name not in enable:
-        return 'EPLOAD_ENABLE'
-    return None
+def _switches(group):
+    """(mode, off_by, enable, disable) for ``group``, as the core reads the
+    environment for every front (epload/switches.hpp); a bad value is
+    warned about once and its default used."""
+    mode, off_by, enable, disable, warnings = _eps._native_module().switches(group)
+    if warnings:
+        _eps._warn_switches(warnings, stacklevel=5)
+    return mode, off_by, enable, disable
 
 
 def _how_to_disable(group, name):
@@ -116,114 +109,6 @@ def _pytorch_message(group, name):
                 f"You can disable extension auto-loading with TORCH_DEVICE_BACKEND_AUTOLOAD=0.")
     return (f"Failed to load the backend extension: {name}. "
             f"You can disable extension auto-loading with EPLOAD_AUTOLOAD=0.")
-
-
-# ---- the learned-device store -------------------------------------------------
-
-def _file_part(text):
-    return ''.join(c if c.isascii() and (c.isalnum() or c in '._-') else '_' for c in text)
-
-
-class _Store:
-    """What was learned for one (group, host): the file
-    ``<cache dir>/devices-<group>-<host>.json`` holding
-    ``{"format": "epload-devices", "version": 1, "group": G, "host": H,
-    "backends": {"<name>\\u001f<value>\\u001f<dist dir>": [stamp, device...]}}``.
-    Read natively (no ``json`` import at start-up); written with ``json``
-    only when something new was learned."""
-
-    def __init__(self, group, host):
-        self.group = group
-        self.host = host
-        self._entries = None  # read on first use: match() needs no dict
-        self.updates = {}
-        try:
-            directory = _eps._native_module().default_cache_dir()
-        except Exception:  # no usable cache directory: learn every time
-            directory = ''
-        self.path = None
-        if directory and host:
-            self.path = os.path.join(directory, f'devices-{_file_part(group)}-{_file_part(host)}.json')
-
-    @property
-    def entries(self):
-        """The store's backends as a dict (key -> [stamp, device...])."""
-        if self._entries is None:
-            self._entries = self._read() if self.path else {}
-        return self._entries
-
-    def _ours(self, data):
-        """True when the top level of a store document is one of ours for
-        this group and host (its "backends" is checked by the caller)."""
-        return (type(data) is dict and data.get('format') == _STORE_FORMAT
-                and data.get('version') == _STORE_VERSION and data.get('group') == self.group
-                and data.get('host') == self.host)
-
-    def _read(self):
-        data = _eps._native_module().read_store(self.path)
-        if not self._ours(data) or type(data.get('backends')) is not dict:
-            return {}
-        return data['backends']
-
-    def match(self, rows, dists):
-        """The discovery loop against the stored entries, natively, without
-        building the dict: (known, device_map, unknown, at_start, restat) as
-        for ``entries`` (see _native.match_store), or None when the store is
-        missing or not usable (then ``entries`` is empty)."""
-        if not self.path:
-            return None
-        got = _eps._native_module().match_store(self.path, rows, dists)
-        if got is None or not self._ours(got[0]) or got[1] is None:
-            self._entries = {}
-            return None
-        return got[1]
-
-    def learn(self, key, stamp, devices):
-        entry = [stamp, *devices]
-        with _lock:
-            if self.entries.get(key) == entry:
-                return
-            self.entries[key] = entry
-            self.updates[key] = entry
-
-    def save(self):
-        with _lock:
-            updates, self.updates = self.updates, {}
-        if not updates or not self.path:
-            return
-        import json
-        directory = os.path.dirname(self.path)
-        # The temporary name is one `epload index clear` and the pruning of
-        # stale temporary files know (src/cache_files.hpp).
-        tmp = os.path.join(directory, f'.{os.path.basename(self.path)}.tmp.'
-                                      f'{os.getpid()}.{_thread.get_ident()}')
-        try:
-            os.makedirs(directory, mode=0o700, exist_ok=True)
-            # Never into a directory another user could write (its paths
-            # decide what is imported): as the native writers (make_safe_dir).
-            st = os.stat(directory)
-            unsafe = (f'owned by uid {st.st_uid}, not by uid {os.geteuid()}' if st.st_uid != os.geteuid()
-                      else f'writable by group or others (mode {st.st_mode & 0o777:o})'
-                      if st.st_mode & 0o022 else '')
-            if unsafe:
-                _eps._debug(f'not writing {self.path}: unsafe: cache directory {directory} is {unsafe} '
-                            '(devices will be learned again)')
-                return
-            entries = self._read()  # merge with what other processes learned
-            entries.update(updates)
-            text = json.dumps({'format': _STORE_FORMAT, 'version': _STORE_VERSION,
-                               'group': self.group, 'host': self.host, 'backends': entries},
-                              separators=(',', ':'), sort_keys=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, 'w', encoding='utf-8') as f:
-                f.write(text)
-            os.replace(tmp, self.path)
-        except OSError as err:
-            _eps._debug(f'cannot write {self.path}: {err} (devices will be learned again)')
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 def _added(host, host_name, size, last):
@@ -262,135 +147,154 @@ def _added(host, host_name, size, last):
     return tuple(added)
 
 
-def _store_devices(entry, stamp):
-    """The devices a store entry ``[stamp, device...]`` holds for ``stamp``;
-    None if it is for another stamp or malformed."""
-    if type(entry) is not list or not entry or entry[0] != stamp:
-        return None
-    for d in entry:
-        if type(d) is not str:
-            return None
-    return tuple(entry[1:])
-
-
-def _stamp_of(dist_path):
-    """The stamp of ``<dist_path>/entry_points.txt`` (when the index gave
-    none): "dev:ino:mtime_ns:ctime_ns", or '' if it cannot be read."""
-    if not dist_path:
-        return ''
-    try:
-        st = os.stat(os.path.join(dist_path, 'entry_points.txt'))
-    except OSError:
-        return ''
-    return f'{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}'
-
-
 # ---- backends -----------------------------------------------------------------
 
 class Backend:
-    """One backend: an entry point of the autoload group and its state.
+    """One backend: an entry point of the autoload group, as the core
+    describes it (BackendStatus), read when asked.
 
     Public, read-only: ``name``, ``value``, ``group``, ``host`` (name),
-    ``dist_path``, ``devices`` (tuple, or None while unknown), ``source``
-    ("declared", "learned" or None), ``state`` ("unloaded", "loading",
-    "ready", "failed", "disabled"), ``cause`` (the exception of a failure).
+    ``dist``, ``dist_path``, ``devices`` (tuple, or None while unknown),
+    ``source`` ("declared", "learned", "section" or None), ``kinds`` (per
+    device: "attr", "privateuse1", ... or ""), ``state`` ("unloaded",
+    "loading", "ready", "failed", "disabled"), ``cause`` (the exception of a
+    failure), ``error`` (the core's message).
     """
 
-    __slots__ = ('name', 'value', 'group', 'host', 'entry_point', 'dist_path', 'stamp',
-                 'key', 'devices', 'source', 'state', 'cause', 'disabled_by', 'session',
-                 '_lock', '_owner', '_index')
+    __slots__ = ('session', 'index', 'name', 'value', 'group', 'host', 'dist', 'version',
+                 'dist_path', '_ep')
 
-    def __init__(self, session, ep, dist_path, stamp, devices=None, source=None,
-                 disabled_by=None):
+    def __init__(self, session, index):
         self.session = session
-        self.entry_point = ep
-        self.name = ep.name
-        self.value = ep.value
-        self.group = ep.group
+        self.index = index
+        self.name, self.value, self.dist, self.version, self.dist_path = session.loader.entry(index)
+        self.group = session.group
         self.host = session.host_name
-        self.dist_path = dist_path
-        self.stamp = stamp
-        self.key = '\x1f'.join((self.name, self.value, dist_path or ''))
-        self.devices = devices
-        self.source = source
-        self.state = 'unloaded' if disabled_by is None else 'disabled'
-        self.cause = None
-        self.disabled_by = disabled_by
-        self._lock = _thread.allocate_lock()
-        self._owner = None
+        self._ep = None
 
     def __repr__(self):
         return (f'<epload backend {self.name!r} ({self.value}) state={self.state} '
                 f'devices={self.devices!r} source={self.source}>')
 
-    # -- loading --
+    def _status(self):
+        return self.session.loader.status(self.index)
 
-    def _module_initializing(self):
-        try:
-            module = sys.modules.get(self.entry_point.module)
-        except Exception:
-            return False
-        spec = getattr(module, '__spec__', None)
-        return bool(getattr(spec, '_initializing', False))
+    @property
+    def state(self):
+        return self._status()[0]
 
-    def _load(self, defer_if_initializing=False):
-        """Runs the backend once.  Returns None when it is ready (or is being
-        loaded by this very thread: a re-entrant lookup), 'deferred', or the
-        exception it raised."""
-        state = self.state
-        if state == 'ready':
+    @property
+    def error(self):
+        return self._status()[3]
+
+    @property
+    def devices(self):
+        st = self._status()
+        return tuple(d[0] for d in st[6]) if st[4] else None
+
+    @property
+    def kinds(self):
+        st = self._status()
+        return tuple(d[2] for d in st[6]) if st[4] else None
+
+    @property
+    def source(self):
+        st = self._status()
+        if not st[4] or not st[6]:
             return None
-        if state == 'failed':
-            return self.cause
-        me = _thread.get_ident()
-        if self._owner == me:
-            return None
-        with self._lock:
-            if self.state == 'ready':
-                return None
-            if self.state == 'failed':
-                return self.cause
-            if (self.session.mode == 'lazy' and not defer_if_initializing
-                    and self._module_initializing()):
-                # A lookup while the user imports the backend's module
-                # explicitly (its registration looks its own device up):
-                # not there yet.  (Eager runs it, as PyTorch's loop does.)
-                return None
-            self._owner = me
-            self.state = 'loading'
-            try:
-                initializing = defer_if_initializing and self._module_initializing()
-                t0 = _trace.now() if _trace.ON else 0
-                _loading_depth[me] = _loading_depth.get(me, 0) + 1
-                try:
-                    self._run()
-                except Exception as err:
-                    if initializing:
-                        # The backend module is itself mid-import (it imported
-                        # the host first): try again at the first lookup.
-                        self.state = 'unloaded'
-                        return _DEFERRED
-                    self.cause = err
-                    self.state = 'failed'
-                    _eps._debug(f'backend {self.name!r} failed: {type(err).__name__}: {err}')
-                    return err
-                except BaseException:
-                    self.state = 'unloaded'
-                    raise
-                finally:
-                    depth = _loading_depth.pop(me) - 1
-                    if depth:
-                        _loading_depth[me] = depth
-                    if _trace.ON:
-                        _trace.record('load', self.name, t0, _trace.now())
-                self.state = 'ready'
-                return None
-            finally:
-                self._owner = None
+        return st[6][0][1]
 
-    def _run(self):
-        host = self.session.host
-        ep = self.entry_point
+    @property
+    def cause(self):
+        return self.session._causes.get(self.index)
+
+    @property
+    def disabled_by(self):
+        err = self.error
+        for variable in ('EPLOAD_DISABLE', 'EPLOAD_ENABLE'):
+            if f'disabled by {variable}' in err:
+                return variable
+        return None
+
+    @property
+    def entry_point(self):
+        if self._ep is None:
+            ref = _eps._DistRef(self.dist_path, self.dist, self.version, '')
+            self._ep = _eps._entry_point(self.name, self.value, self.group, ref)
+        return self._ep
+
+    def message(self, device=None):
+        err = self.cause
+        where = f'{self.value!r}' + (f' from {self.dist_path}' if self.dist_path else '')
+        head = (f"Device {device!r} of module {self.host!r} is unavailable: "
+                if device is not None else '')
+        cause = f'{type(err).__name__}: {err}' if err is not None else self.error
+        return (f'{head}Failed to load the backend extension: {self.name} ({where}): '
+                f'{cause}. {_how_to_disable(self.group, self.name)}')
+
+    def ensure(self, error=BackendError, device=None):
+        """Loads the backend if needed; raises ``error`` (chained from the
+        cause) if it failed or is disabled."""
+        got = self.session.loader.load(self.index)
+        if got is None or got[0] == 'later':
+            return
+        if self.state == 'disabled':
+            raise error(f'backend {self.name!r} ({self.group}) is disabled by '
+                        f'{self.disabled_by}; unset it or remove {self.name!r} from it')
+        raise error(self.message(device)) from self.cause
+
+
+# ---- sessions -----------------------------------------------------------------
+
+class Session:
+    """The backends of one group for one host: the core's Loader and what
+    the Python side keeps of it (the exceptions backends raised)."""
+
+    def __init__(self, group, host, host_name, mode):
+        self.group = group
+        self.host = host
+        self.host_name = host_name
+        self.mode = mode
+        self.error = None  # a discovery failure in lazy mode
+        self.loader = None  # _native.Loader, once discovered
+        self._causes = {}  # backend index -> the exception it raised
+        self._objs = {}
+        self._starting = None  # the thread running the Loader's start()
+
+    def __repr__(self):
+        n = self.loader.count if self.loader is not None else 0
+        return (f'<epload autoload group={self.group!r} host={self.host_name!r} '
+                f'mode={self.mode} backends={n}>')
+
+    @property
+    def backends(self):
+        """Every backend, in discovery order."""
+        if self.loader is None:
+            return []
+        return [self._backend(i) for i in range(self.loader.count)]
+
+    def _backend(self, i):
+        b = self._objs.get(i)
+        if b is None:
+            b = self._objs.setdefault(i, Backend(self, i))
+        return b
+
+    @property
+    def devices(self):
+        """Every known device name (declared, learned or registered)."""
+        if self.loader is None:
+            return ()
+        return [d[0] for d in self.loader.devices()]
+
+    # -- the Loader's Python loader --
+
+    def _run(self, i):
+        """Imports and calls backend ``i`` for the Loader: ((device, kind),
+        ...), known) or the failure as a str ("later:..." while its module is
+        itself being imported)."""
+        b = self._backend(i)
+        ep = b.entry_point
+        host = self.host
         mark = None
         if host is not None:
             try:
@@ -400,308 +304,86 @@ class Backend:
             # Devices are what the backend adds to the host; if its module
             # ran before (imported explicitly), that is no longer visible.
             # Dicts keep insertion order, so what the backend adds is the
-            # tail after the host's last key of now: remembering that key
-            # and the size costs O(1), where a copy of every name (and a
-            # walk over all of them afterwards) made loading n backends
-            # cost O(n^2).
+            # tail after the host's last key of now.
             if fresh:
                 d = host.__dict__
                 mark = (len(d), next(reversed(d), _MISSING))
-        _eps._debug(f'loading backend {self.name!r} ({self.value})')
+        # Lazy mode tries again later; eager is PyTorch's loop, which fails.
+        me = _thread.get_ident()
+        initializing = self.mode == 'lazy' and _module_initializing(ep)
+        if initializing and self._starting != me:
+            # A lookup while the user imports the backend's module explicitly
+            # (its registration looks its own device up): not there yet.
+            # (Eager runs it, as PyTorch's loop does.)
+            return f'later:{b.value} is being imported'
+        probe = probes.get(self.host_name)
+        token = probe(None) if probe is not None else None
+        _eps._debug(f'loading backend {b.name!r} ({b.value})')
         # A backend may turn torch's autoload switch off while it imports
         # (torch_npu does); a lazy load happens at any time, so it is put back.
-        restore = self.group == TORCH_GROUP and self.session.mode == 'lazy'
+        restore = self.group == TORCH_GROUP and self.mode == 'lazy'
         switch = os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD')
+        _loading_depth[me] = _loading_depth.get(me, 0) + 1
         try:
+            # The core records the `load` span around this call; the import
+            # and the call are recorded here.
             if _trace.ON:
-                _trace.import_and_call(self.name, ep)
+                _trace.import_and_call(b.name, ep)
             else:
                 ep.load()()
+        except Exception as err:
+            if initializing:
+                # The backend module is itself mid-import (it imported the
+                # host first): try again at the first lookup.
+                return f'later:{type(err).__name__}: {err}'
+            self._causes[i] = err
+            _eps._debug(f'backend {b.name!r} failed: {type(err).__name__}: {err}')
+            return f'{type(err).__name__}: {err}'
         finally:
+            depth = _loading_depth.pop(me) - 1
+            if depth:
+                _loading_depth[me] = depth
             if restore and os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD') != switch:
                 if switch is None:
                     del os.environ['TORCH_DEVICE_BACKEND_AUTOLOAD']
                 else:
                     os.environ['TORCH_DEVICE_BACKEND_AUTOLOAD'] = switch
-        if mark is not None:
-            added = _added(host, self.session.host_name, *mark)
-            if added is not None:
-                self.session._learned(self, added)
+        extra = tuple(probe(token)) if probe is not None else ()
+        if mark is None:
+            return (extra, False)
+        added = _added(host, self.host_name, *mark)
+        if added is None:
+            return (extra, False)
+        # A probed device that is an attribute too (torch.<PrivateUse1 name>)
+        # is one device, of the probe's kind.
+        probed = {name for name, _ in extra}
+        return (tuple((name, 'attr') for name in added if name not in probed) + extra, True)
 
-    def message(self, device=None):
-        err = self.cause
-        where = f'{self.value!r}' + (f' from {self.dist_path}' if self.dist_path else '')
-        head = (f"Device {device!r} of module {self.host!r} is unavailable: "
-                if device is not None else '')
-        return (f'{head}Failed to load the backend extension: {self.name} ({where}): '
-                f'{type(err).__name__}: {err}. {_how_to_disable(self.group, self.name)}')
+    # -- discovery and modes --
 
-    def ensure(self, error=BackendError, device=None):
-        """Loads the backend if needed; raises ``error`` (chained from the
-        cause) if it failed or is disabled."""
-        if self.state == 'disabled':
-            raise error(f'backend {self.name!r} ({self.group}) is disabled by '
-                        f'{self.disabled_by}; unset it or remove {self.name!r} from it')
-        if self._load() is not None:
-            raise error(self.message(device)) from self.cause
-
-
-# ---- sessions -----------------------------------------------------------------
-
-class Session:
-    """The backends of one group for one host, and its device map.
-
-    Discovery keeps what it found as the native query's plain rows plus one
-    small value per backend (its known devices); a ``Backend`` object (with
-    its entry point, lock and key) is created only when that backend is
-    needed: loaded, looked up, or listed.  A lazy start with 1,000 backends
-    whose devices are known therefore creates no per-backend object."""
-
-    def __init__(self, group, host, host_name, mode):
-        self.group = group
-        self.host = host
-        self.host_name = host_name
-        self.mode = mode
-        self.devices = {}  # device -> [backend index, ...] in discovery order
-        self.error = None  # a discovery failure in lazy mode
-        self.store = None  # _Store, once discovered
-        self._n = 0
-        self._objs = []  # Backend or None (not created yet), by index
-        self._rows = ()  # native rows (name, value, group, dist position) ...
-        self._dists = ()  # ... and their distributions (name, version, path, stamp)
-        self._found = ()  # or, from importlib: (EntryPoint, dist path, '')
-        self._native = None  # or all of it kept native: a _native.Discovery
-        self._known = []  # devices per index: tuple, or None while unknown
-        self._declared = set()  # indices whose devices were declared
-        self._disabled = {}  # index -> the variable disabling it
-        self._refs = {}  # dist position -> _DistRef shared by its backends
-        # Backends whose devices were unknown at discovery: the only ones a
-        # lookup of an unknown name may need (host attribute misses are
-        # frequent, e.g. hasattr probes, so they must not scan all backends).
-        self.unknown = []  # indices
-        self._at_start = []  # indices loaded at start in lazy mode: unknown or hooks
-
-    def __repr__(self):
-        return (f'<epload autoload group={self.group!r} host={self.host_name!r} '
-                f'mode={self.mode} backends={self._n}>')
-
-    @property
-    def backends(self):
-        """Every backend, in discovery order (creating the objects)."""
-        return [self._backend(i) for i in range(self._n)]
-
-    def _backend(self, i):
-        b = self._objs[i]
-        if b is None:
-            with _lock:
-                b = self._objs[i]
-                if b is None:
-                    b = self._objs[i] = self._make(i)
-        return b
-
-    def _make(self, i):
-        native = self._native
-        if self._found:
-            ep, path, stamp = self._found[i]
-        else:
-            name, value, group, pos = self._rows[i] if native is None else native.row(i)
-            ref = self._refs.get(pos)
-            if ref is None:
-                dname, version, path, stamp = (self._dists[pos] if native is None
-                                               else native.dist(pos))
-                ref = self._refs[pos] = _eps._DistRef(path, dname, version, stamp)
-            ep = _eps._entry_point(name, value, group, ref)
-            path, stamp = ref.path, ref.stamp
-        devices = self._known[i] if native is None else native.known(i)
-        source = None
-        if devices is not None:
-            source = 'declared' if i in self._declared else 'learned'
-        b = Backend(self, ep, path, stamp, devices, source, self._disabled.get(i))
-        b._index = i
-        return b
-
-    def _index_of(self, name):
-        if self._native is not None:
-            return self._native.index_of(name)
-        if self._found:
-            for i, (ep, _, _) in enumerate(self._found):
-                if ep.name == name:
-                    return i
-            return None
-        for i, row in enumerate(self._rows):
-            if row[0] == name:
-                return i
-        return None
-
-    # -- discovery --
-
-    def _discover(self):
-        group = self.group
-        if self.mode == 'lazy' and self.host is not None:
-            got = _eps._discovery((group, DEVICES_GROUP))
-            if got is not None and type(got) is not tuple:
-                if self._discover_native(got):
-                    return
-                got = got.export()
-        else:
-            got = _eps._query((group, DEVICES_GROUP), want_stamps=True)
-        if got is None:
-            from importlib.metadata import entry_points
-            found = self._found = [(ep, _dist_path(ep), '')
-                                   for ep in entry_points(group=group)]
-            names = [ep.name for ep, _, _ in found]
-            declared = [(ep.name, ep.value, _dist_path(ep))
-                        for ep in entry_points(group=DEVICES_GROUP)]
-        else:
-            dists, rows = got
-            self._dists = dists
-            found = self._rows = [r for r in rows if r[2] == group]
-            names = [r[0] for r in found]
-            declared = [(r[0], r[1], dists[r[3]][2]) for r in rows if r[2] != group]
-        n = self._n = len(found)
-        self._objs = [None] * n
-        declarations = {}
-        for name, value, path in declared:
-            declarations.setdefault((path, value.strip()), []).append(name)
-        disable, enable = _names('EPLOAD_DISABLE'), _names('EPLOAD_ENABLE')
-        if disable is not None or enable:
-            for i, name in enumerate(names):
-                by = _disabled_by(name, disable, enable)
-                if by is not None:
-                    self._disabled[i] = by
-        store = self.store = _Store(group, self.host_name)
-        known = self._known = [None] * n
-        device_map = self.devices
-        unknown, at_start = self.unknown, self._at_start
-        indices = range(n)
-        matched = None
-        if self.host is not None and not declarations and not self._found:
-            # The common case, in C: learned devices only, matched straight
-            # from the store file (no Python object per stored backend).
-            matched = store.match(found, dists)
-        if matched is not None:
-            known, device_map, unknown, at_start, indices = matched
-            self._known, self.devices, self.unknown, self._at_start = (
-                known, device_map, unknown, at_start)
-            # `indices` now lists the backends whose distribution had no stamp
-            # from the index (rare): they go through the loop below, and the
-            # lists are put back in discovery order after it.
-        entries = store.entries if self.host is not None and indices else {}
-        for i in indices:
-            if self._found:
-                ep, path, stamp = found[i]
-                name, value = ep.name, ep.value
-            else:
-                name, value, _, pos = found[i]
-                d = dists[pos]
-                path, stamp = d[2], d[3]
-            devices = None
-            if declarations:
-                names_declared = declarations.get((path, name))
-                if names_declared:
-                    devices = tuple(names_declared)
-                    self._declared.add(i)
-            if devices is None and entries:
-                entry = entries.get(f'{name}\x1f{value}\x1f{path or ""}')
-                if entry is not None:
-                    devices = _store_devices(entry, stamp or _stamp_of(path))
-            if devices:
-                known[i] = devices
-                for dev in devices:
-                    lst = device_map.get(dev)
-                    if lst is None:
-                        device_map[dev] = [i]
-                    else:
-                        lst.append(i)
-            else:
-                if devices is None:
-                    unknown.append(i)
-                else:
-                    known[i] = devices  # a hook: () learned
-                at_start.append(i)
-        if indices and type(indices) is list:
-            unknown.sort()
-            at_start.sort()
-            for lst in device_map.values():
-                lst.sort()
-
-    def _discover_native(self, found):
-        """The common lazy start kept native: every backend's devices
-        learned for its very stamp are matched in C++ and no Python object is
-        made per backend (see python/src/discovery.cpp).  False when the case
-        is not the common one (declared devices, EPLOAD_DISABLE/ENABLE, no
-        usable store, a backend without a stamp): then the loop in _discover
-        decides, from the same rows."""
-        if found.declared:
-            return False
-        if _names('EPLOAD_DISABLE') is not None or _names('EPLOAD_ENABLE'):
-            return False
-        store = _Store(self.group, self.host_name)
-        if not store.path:
-            return False
-        got = found.match(store.path)
-        if got is None or not store._ours(got[0]) or got[1] is None:
-            return False
-        unknown, at_start, restat = got[1]
-        if restat:
-            return False
-        self.store = store
-        self._native = found
-        self._n = found.count
-        self._objs = [None] * self._n
-        self.unknown, self._at_start = unknown, at_start
-        self.devices = _DeviceMap(found)
-        return True
-
-    def _learned(self, b, devices):
-        i = b._index
-        with _lock:
-            # Devices known from the store (or learned before in this
-            # process) for this very stamp: the store already says so, and
-            # reading it into a dict to compare (~4 ms at 1,000 backends)
-            # would make the first lookup of a device cost more than the
-            # whole lazy start.
-            known = (b.source == 'learned' and bool(b.stamp) and b.devices == devices)
-            for d in devices:
-                lst = self.devices.setdefault(d, [])
-                if i not in lst:
-                    lst.append(i)
-            if b.source != 'declared':
-                b.devices, b.source = devices, 'learned'
-        if known:
-            return
-        if not b.stamp:
-            b.stamp = _stamp_of(b.dist_path)
-        self.store.learn(b.key, b.stamp, devices)
-
-    # -- modes --
+    def _open(self):
+        self.loader = _eps._open_loader(self.group, self.mode, self._run)
+        return self.loader is not None
 
     def _eager(self):
-        try:
-            for i in range(self._n):
+        self.loader.start()
+        for i in self.loader.load_order():
+            if self.loader.status(i)[0] == 'failed':
                 b = self._backend(i)
-                if b.state == 'disabled':
-                    continue
-                err = b._load()
-                if err is not None:
-                    raise RuntimeError(_pytorch_message(self.group, b.name)) from err
-        finally:
-            self.store.save()
+                raise RuntimeError(_pytorch_message(self.group, b.name)) from self._causes.get(i)
 
     def _lazy(self):
-        if self.host is not None and self._n:
+        if self.host is not None and self.loader.count:
             self._install_getattr()
+        self._starting = _thread.get_ident()
         try:
-            for i in self._at_start:
-                b = self._backend(i)
-                if b.state != 'unloaded' or b.devices:
-                    continue  # disabled, or deferred until its devices are used
-                err = b._load(defer_if_initializing=True)
-                if err is not None and err is not _DEFERRED:
-                    import warnings
-                    warnings.warn(b.message(), RuntimeWarning, stacklevel=4)
+            self.loader.start()
         finally:
-            self.store.save()
+            self._starting = None
+        for i in self.loader.load_order():
+            if self.loader.status(i)[0] == 'failed':
+                import warnings
+                warnings.warn(self._backend(i).message(), RuntimeWarning, stacklevel=4)
 
     def _install_getattr(self):
         host = self.host
@@ -716,32 +398,21 @@ class Session:
 
     # -- lookups --
 
+    def _value(self, name):
+        if self.host is None:
+            return None if self.loader.ready(name) else _MISSING
+        return self.host.__dict__.get(name, _MISSING)
+
     def _getattr(self, name, previous):
-        host_dict = self.host.__dict__
         if not name.startswith('__'):
-            candidates = self.devices.get(name)
-            if candidates:
-                disabled = None
-                for i in list(candidates):
-                    b = self._backend(i)
-                    if b.state == 'disabled':
-                        disabled = b
-                        continue
-                    b.ensure(_BackendAttributeError, name)
-                    value = host_dict.get(name, _MISSING)
-                    if value is not _MISSING:
-                        self.store.save()
-                        return value
-                if disabled is not None and previous is None:
-                    raise AttributeError(
-                        f'module {self.host_name!r} has no attribute {name!r} (its backend '
-                        f'{disabled.name!r} is disabled by {disabled.disabled_by})')
-            value = self._load_unknown(name)
+            value = self._lookup(name, _BackendAttributeError, previous is None)
             if value is not _MISSING:
                 return value
         if previous is not None:
             return previous(name)
-        failed = [b for b in map(self._backend, self.unknown)
+        # Only a backend that was tried can have failed: the load order, not
+        # every backend (attribute misses are frequent: hasattr probes).
+        failed = [b for b in map(self._backend, self.loader.load_order())
                   if b.state == 'failed' and b.devices is None]
         message = f'module {self.host_name!r} has no attribute {name!r}'
         if failed:
@@ -751,72 +422,47 @@ class Session:
                 f'see epload.load({failed[0].name!r}))') from failed[0].cause
         raise AttributeError(message)
 
-    def _load_unknown(self, name):
-        """Loads backends whose devices are not known yet, in discovery
-        order, until one provides ``name`` (on the host)."""
-        if _loading_depth.get(_thread.get_ident()):
-            return _MISSING
-        for i in self.unknown:
-            b = self._backend(i)
-            if b.devices is None and b.state == 'unloaded':
-                b._load()
-                self.store.save()
-                if self.host is not None:
-                    value = self.host.__dict__.get(name, _MISSING)
-                    if value is not _MISSING:
-                        return value
+    def _lookup(self, name, error, raise_disabled=True):
+        """The host's ``name`` after the Loader looked it up (loading its
+        backend); _MISSING when no backend provides it.  Raises ``error``
+        when its backend failed."""
+        loader = self.loader
+        owner = loader.provider(name)
+        if owner is None and _loading_depth.get(_thread.get_ident()):
+            return self._value(name)  # asked from inside an init: no other backend runs
+        got = loader.lookup(name)
+        value = self._value(name)
+        if got is None or got[0] == 'later' or value is not _MISSING:
+            return value
+        if owner is not None:
+            b = self._backend(owner)
+            if b.state == 'failed':
+                raise error(b.message(name)) from b.cause
+        elif 'disabled by EPLOAD_' in got[1]:
+            # A disabled backend claims nothing; the core names it.
+            for b in self.backends:
+                if b.state == 'disabled' and b.devices and name in b.devices:
+                    if not raise_disabled:
+                        return _MISSING
+                    if error is BackendError:
+                        raise error(f'backend {b.name!r} ({self.group}) is disabled by '
+                                    f'{b.disabled_by}; unset it or remove {b.name!r} from it')
+                    raise AttributeError(
+                        f'module {self.host_name!r} has no attribute {name!r} (its backend '
+                        f'{b.name!r} is disabled by {b.disabled_by})')
         return _MISSING
 
     def device(self, name):
-        for i in list(self.devices.get(name, ())):
-            b = self._backend(i)
-            b.ensure(BackendError, name)
-            if self.host is None:
-                return None
-            value = self.host.__dict__.get(name, _MISSING)
-            if value is not _MISSING:
-                self.store.save()
-                return value
-        return _MISSING
+        return self._lookup(name, BackendError)
 
 
-class _DeviceMap:
-    """A session's ``devices`` (device -> [backend index, ...]) when its
-    discovery stayed native: a device's list is made on first use, from the
-    native match, and then kept (learning appends to it)."""
-
-    __slots__ = ('_found', '_lists')
-
-    def __init__(self, found):
-        self._found = found
-        self._lists = {}
-
-    def get(self, name, default=None):
-        lst = self._lists.get(name)
-        if lst is None:
-            lst = self._found.candidates(name)
-            if lst is None:
-                return default
-            lst = self._lists.setdefault(name, lst)  # atomic: one list wins
-        return lst
-
-    def __contains__(self, name):
-        return self.get(name) is not None
-
-    def setdefault(self, name, default):
-        lst = self.get(name)
-        return self._lists.setdefault(name, default) if lst is None else lst
-
-    def __iter__(self):
-        names = self._found.device_names()
-        seen = set(names)
-        names += [d for d in self._lists if d not in seen]
-        return iter(names)
-
-
-def _dist_path(ep):
-    path = getattr(ep.dist, '_path', None)
-    return None if path is None else os.fspath(path)
+def _module_initializing(ep):
+    try:
+        module = sys.modules.get(ep.module)
+    except Exception:
+        return False
+    spec = getattr(module, '__spec__', None)
+    return bool(getattr(spec, '_initializing', False))
 
 
 def _resolve_host(host):
@@ -833,14 +479,36 @@ def _resolve_host(host):
     return host, host.__name__
 
 
+def _importlib_loop(session):
+    """When importlib must answer discovery (a finder or path epload's index
+    cannot answer for): PyTorch's loop over importlib's entry points, every
+    backend at once; in lazy mode a failure is a warning."""
+    from importlib.metadata import entry_points
+    _, _, enable, disable = _switches(session.group)
+    disabled_by = _eps._native_module().disabled_by
+    for ep in entry_points(group=session.group):
+        if disabled_by(enable, disable, ep.name, ep.dist.name if ep.dist else ''):
+            continue
+        try:
+            ep.load()()
+        except Exception as err:
+            if session.mode == 'eager':
+                raise RuntimeError(_pytorch_message(session.group, ep.name)) from err
+            import warnings
+            warnings.warn(f'Failed to load the backend extension: {ep.name}: '
+                          f'{type(err).__name__}: {err}. {_how_to_disable(session.group, ep.name)}',
+                          RuntimeWarning, stacklevel=4)
+
+
 # ---- the API ------------------------------------------------------------------
 
 def autoload(group=TORCH_GROUP, host=None, mode=None):
+    env_mode, switch, _, _ = _switches(group)
     if mode is None:
-        mode = os.environ.get('EPLOAD_MODE') or 'lazy'
+        mode = env_mode
     if mode not in MODES:
         raise ValueError(f"autoload mode must be one of {', '.join(MODES)}, not {mode!r} "
-                         f"(argument mode= or EPLOAD_MODE)")
+                         f"(argument mode=)")
     module, host_name = _resolve_host(host)
     if mode == 'lazy' and module is None:
         raise ValueError('lazy autoload needs a host module (host=...) to register devices on')
@@ -852,52 +520,54 @@ def autoload(group=TORCH_GROUP, host=None, mode=None):
         session = Session(group, module, host_name, mode)
         _sessions[key] = session
         _session_order.append(session)
-    switch = _switch_off(group)
-    if mode == 'off' or switch is not None:
+    if mode == 'off' or switch:
         session.mode = 'off'
         _eps._debug(f'autoload of {group!r} is off'
                     + (f' ({switch} is set)' if switch and mode != 'off' else ''))
         return session
+    torch = group == TORCH_GROUP and host_name == 'torch'
+    if torch:
+        from . import _torch_lazy  # the PrivateUse1 name, torch.<device> imports
+        probes.setdefault(host_name, _torch_lazy.probe)
     if mode == 'eager':
         # As PyTorch: a discovery error propagates unchanged.
-        session._discover()
-        session._eager()
+        if session._open():
+            session._eager()
+        else:
+            _importlib_loop(session)
         return session
     try:
-        session._discover()
+        opened = session._open()
     except Exception as err:
         session.error = err
         import warnings
         warnings.warn(f'epload: cannot discover the {group!r} backends: '
                       f'{type(err).__name__}: {err}', RuntimeWarning, stacklevel=3)
         return session
-    session._lazy()
-    if group == TORCH_GROUP and host_name == 'torch':
-        from . import _torch_lazy  # device strings, torch.<device> imports
-        _torch_lazy.attach(session)
+    if opened:
+        session._lazy()
+        if torch:
+            _torch_lazy.attach(session)
+        if _eps._debug_enabled():
+            note = session.loader.store_note()
+            if note:
+                _eps._debug(f'learned-devices store: {note}')
+    else:
+        _importlib_loop(session)
     return session
 
 
 def _sessions_snapshot():
     with _lock:
-        return list(_session_order)
+        return [s for s in _session_order if s.loader is not None]
 
 
 def device(name):
     sessions = _sessions_snapshot()
     for s in sessions:
-        if name in s.devices:
-            value = s.device(name)
-            if value is not _MISSING:
-                return value
-    for s in sessions:
-        value = s._load_unknown(name)
+        value = s.device(name)
         if value is not _MISSING:
             return value
-        if name in s.devices:
-            value = s.device(name)
-            if value is not _MISSING:
-                return value
     known = sorted({d for s in sessions for d in s.devices})
     failed = [b for s in sessions for b in s.backends if b.state == 'failed']
     message = f'no backend provides device {name!r}; known devices: {", ".join(known) or "none"}'
@@ -907,7 +577,7 @@ def device(name):
     disabled = [b.name for s in sessions for b in s.backends if b.state == 'disabled']
     if disabled:
         message += '; disabled backends: ' + ', '.join(disabled)
-    errors = [s.error for s in sessions if s.error is not None]
+    errors = [s.error for s in _session_order if s.error is not None]
     if errors:
         raise DeviceNotFoundError(message) from errors[0]
     raise DeviceNotFoundError(message)
@@ -915,10 +585,9 @@ def device(name):
 
 def load(name):
     for s in _sessions_snapshot():
-        i = s._index_of(name)
+        i = s.loader.index_of(name)
         if i is not None:
             s._backend(i).ensure(BackendError)
-            s.store.save()
             return None
     known = [b.name for s in _sessions_snapshot() for b in s.backends]
     raise LookupError(f'no backend named {name!r} in any autoload session; known: '

@@ -52,12 +52,26 @@ def _debug(message):
 
 
 def _validation():
-    v = os.environ.get('EPLOAD_VALIDATE') or 'full'
-    if v not in ('full', 'paths'):
-        raise ValueError(
-            f"EPLOAD_VALIDATE must be 'full' or 'paths', not {v!r} "
-            f"(unset it for the default, full validation)")
+    """EPLOAD_VALIDATE as the core reads it ('full' or 'paths'); a bad value
+    is warned about and the default used."""
+    v, warnings = _native_module().validation()
+    if warnings:
+        _warn_switches(warnings)
     return v
+
+
+_warned = set()
+
+
+def _warn_switches(texts, stacklevel=4):
+    """Shows each warning about a bad switch value once per process (the
+    core's text: it names the variable, the accepted values and the default
+    used), as a RuntimeWarning."""
+    for text in texts:
+        if text not in _warned:
+            _warned.add(text)
+            import warnings
+            warnings.warn(text, RuntimeWarning, stacklevel=stacklevel)
 
 
 def _foreign_finder():
@@ -138,10 +152,10 @@ def _answered(status, reason, file, problem):
     return True
 
 
-def _query(groups, want_stamps=False, objects=False):
+def _query(groups, objects=False):
     """Asks the index for the entry points of ``groups`` (None: all, in
     importlib's order; else a tuple of names).  Returns ``(dists, rows)``:
-    ``dists`` = ``(name, version, metadata_dir, stamp)`` tuples with
+    ``dists`` = ``(name, version, metadata_dir, '')`` tuples with
     ``metadata_dir`` absolute, and ``rows`` = ``(name, value, group,
     dist_position)`` tuples; or None when importlib must answer.  With
     ``objects``, ``dists`` may be None and ``rows`` then a list of
@@ -151,7 +165,7 @@ def _query(groups, want_stamps=False, objects=False):
         return None
     paths, cwd = prepared
     status, reason, file, problem, dists, rows = _native_module().query(
-        paths, groups, _validation(), '', _use_cache(), _INTERPRETER, want_stamps, cwd, objects)
+        paths, groups, _validation(), '', _use_cache(), _INTERPRETER, cwd, objects)
     if not _answered(status, reason, file, problem):
         return None
     return dists, rows
@@ -167,22 +181,20 @@ def _entry_point_list(groups):
     return rows if dists is None else _build(dists, rows)
 
 
-def _discovery(groups):
-    """The lazy autoload's query: a ``_native.Discovery`` of ``groups``
-    (the autoload group first) whose rows stay native; None when importlib
-    must answer.  (Where paths are not UTF-8 on disk, what ``_query(groups,
-    want_stamps=True)`` returns instead.)"""
-    if sys.getfilesystemencoding() != 'utf-8':
-        return _query(groups, want_stamps=True)
+def _open_loader(group, mode, python_loader):
+    """The core's Loader (``_native.Loader``) for the backends of ``group``,
+    over the index of ``sys.path`` as it is now; None when importlib must
+    answer (then the autoload discovers through it)."""
     prepared = _prepared()
     if prepared is None:
         return None
-    paths, cwd = prepared
-    status, reason, file, problem, found = _native_module().discover(
-        paths, groups, _validation(), '', _use_cache(), _INTERPRETER, cwd)
+    paths, _ = prepared
+    suffixes = list(sys.modules['_frozen_importlib_external'].EXTENSION_SUFFIXES)
+    status, reason, file, problem, loader = _native_module().open_loader(
+        paths, _validation(), _use_cache(), _INTERPRETER, group, mode, suffixes, python_loader)
     if not _answered(status, reason, file, problem):
         return None
-    return found
+    return loader
 
 
 _original_entry_points = None  # importlib.metadata's own, once needed

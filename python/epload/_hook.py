@@ -108,12 +108,11 @@ class _Loader:
 
     def _exec_and_autoload(self, module):
         group = self._epload_group
-        mode = os.environ.get('EPLOAD_MODE') or None
         if group == _TORCH_GROUP:
             # Torch's own loop off while its body runs, TORCH_LOGS after the
             # autoload: python/epload/_torch_lazy.py.
             from . import _torch_lazy
-            _torch_lazy.exec_torch(self._epload_loader, module, group, mode)
+            _torch_lazy.exec_torch(self._epload_loader, module, group)
             return
         self._epload_loader.exec_module(module)
         # The host is complete: it behaves as if its __init__ ended with the call.
@@ -122,7 +121,7 @@ class _Loader:
         if spec is not None:
             spec.loader = self._epload_loader
         import epload
-        epload.autoload(group=group, host=module, mode=mode)
+        epload.autoload(group=group, host=module)  # EPLOAD_MODE: read by the core
 
 
 _installed = None
@@ -141,7 +140,7 @@ def install():
         module = sys.modules.get(name)
         if module is not None:
             import epload
-            epload.autoload(group=group, host=module, mode=os.environ.get('EPLOAD_MODE') or None)
+            epload.autoload(group=group, host=module)  # EPLOAD_MODE: read by the core
     return _installed
 
 

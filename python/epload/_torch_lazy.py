@@ -9,14 +9,16 @@ backend of ``foo``).  Torch adds three things (see TORCH.md):
 
 * A device string such as ``"foo"`` parses only once ``foo`` is the
   PrivateUse1 name, and the first tensor on it makes torch's C++ import the
-  module ``torch.foo``.  So, when exactly one backend is known to claim
-  PrivateUse1 (learned: ``devices-torch.backends-torch.privateuse1.json``, a
-  learned store of its own whose entries are ``key -> [stamp, name]``), its
-  name is registered at the end of ``import torch`` and a finder on
-  ``sys.meta_path`` answers ``torch.<name>`` until the backend is loaded: its
-  loader's ``exec_module`` (never ``find_spec``, which runs under the import
-  lock) loads the backend and hands the import system the module the backend
-  registered.  ``EPLOAD_NO_PRIVATEUSE1=a,b`` keeps backends a and b from being
+  module ``torch.foo``.  So a probe around every backend load
+  (``_autoload.probes["torch"]``) records the PrivateUse1 name a backend
+  registers as one of its devices, of kind ``privateuse1``, in the core's
+  learned-devices store (``epload devices`` lists it).  When exactly one
+  backend is known to claim PrivateUse1, its name is registered at the end
+  of ``import torch`` and a finder on ``sys.meta_path`` answers
+  ``torch.<name>`` until the backend is loaded: its loader's ``exec_module``
+  (never ``find_spec``, which runs under the import lock) loads the backend
+  and hands the import system the module the backend registered.
+  ``EPLOAD_NO_PRIVATEUSE1=a,b`` keeps backends a and b from being
   registered ahead (registration is irreversible and visible:
   ``torch.accelerator.current_accelerator()`` reports it).
 * Torch's own loop runs before ``torch._logging._init_logs()``, so a
@@ -27,7 +29,7 @@ backend of ``foo``).  Torch adds three things (see TORCH.md):
   fails ``import torch`` exactly as stock torch does).
 * A backend may set ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` while it imports
   (torch_npu does); the lazy session restores it after each load
-  (``_autoload.Backend._run``).
+  (``_autoload.Session._run``).
 """
 
 import os
@@ -35,7 +37,7 @@ import sys
 
 from . import _autoload
 
-PRIVATEUSE1_HOST = 'torch.privateuse1'  # the host name of the PrivateUse1 store
+PRIVATEUSE1 = 'privateuse1'  # the kind of a learned PrivateUse1 device
 NO_PREREGISTER = 'EPLOAD_NO_PRIVATEUSE1'
 _DEFAULT_NAME = 'privateuseone'
 _SWITCH = 'TORCH_DEVICE_BACKEND_AUTOLOAD'
@@ -43,7 +45,7 @@ _LOGS = 'TORCH_LOGS'
 _MISSING = object()
 
 
-def exec_torch(loader, module, group, mode):
+def exec_torch(loader, module, group):
     """Runs torch's module body (``loader.exec_module``) with its own loop
     off and ``TORCH_LOGS`` masked, then epload's autoload, then torch's logs
     with the user's ``TORCH_LOGS``."""
@@ -63,7 +65,7 @@ def exec_torch(loader, module, group, mode):
     spec = getattr(module, '__spec__', None)
     if spec is not None:
         spec.loader = loader
-    session = _autoload.autoload(group=group, host=module, mode=mode)
+    session = _autoload.autoload(group=group, host=module)  # EPLOAD_MODE: read by the core
     if saved[_LOGS] is not None and '_logging' in module.__dict__:  # a real torch
         _init_logs(module, session, saved[_LOGS])
     return session
@@ -79,10 +81,12 @@ def _init_logs(torch, session, value):
             # A name only a backend registers (or `help`): stock torch has
             # loaded every backend by now.
             for b in session.backends:
-                if b.state == 'unloaded' and b._load() is not None:
+                if b.state != 'unloaded':
+                    continue
+                got = session.loader.load(b.index)
+                if got is not None and got[0] != 'later':
                     import warnings
                     warnings.warn(b.message(), RuntimeWarning, stacklevel=2)
-            session.store.save()
     torch._logging._init_logs()
 
 
@@ -92,34 +96,6 @@ def _names(variable):
     return {n.strip() for n in os.environ.get(variable, '').split(',')} - {''}
 
 
-def _store(session):
-    store = getattr(session, '_privateuse1_store', None)
-    if store is None:
-        store = session._privateuse1_store = _autoload._Store(session.group, PRIVATEUSE1_HOST)
-    return store
-
-
-def _stamp(b):
-    return b.stamp or _autoload._stamp_of(b.dist_path)
-
-
-def claims(session):
-    """(backend, PrivateUse1 name) for every enabled backend known to claim
-    one: learned for its current stamp, and still among its devices."""
-    found = []
-    for key, entry in _store(session).entries.items():
-        i = session._index_of(key.partition('\x1f')[0])
-        if i is None:
-            continue
-        b = session._backend(i)
-        if b.key != key or b.state == 'disabled':
-            continue
-        names = _autoload._store_devices(entry, _stamp(b))
-        if names and len(names) == 1 and b.devices and names[0] in b.devices:
-            found.append((b, names[0]))
-    return found
-
-
 def _privateuse1_name(torch):
     """Torch's PrivateUse1 name; None for a module that is not a real torch
     (read from ``__dict__``: a miss must not reach the lazy ``__getattr__``)."""
@@ -127,39 +103,61 @@ def _privateuse1_name(torch):
     return None if get is None else get()
 
 
-def learn(session):
-    """Records which loaded backend registered the current PrivateUse1 name
-    (the one that added ``torch.<name>``)."""
-    name = _privateuse1_name(session.host)
+def probe(token):
+    """``_autoload.probes["torch"]``: ``probe(None)`` before a backend load
+    returns the PrivateUse1 name and whether ``torch.<name>`` exists;
+    ``probe(token)`` after it returns ``((name, "privateuse1"),)`` when the
+    backend registered the name, or registered its module (the name was
+    registered ahead, from the store)."""
+    torch = sys.modules.get('torch')
+    name = None if torch is None else _privateuse1_name(torch)
+    if token is None:
+        return (name, name is not None and name in torch.__dict__)
     if name is None or name == _DEFAULT_NAME:
-        return
-    for i in list(session.devices.get(name) or ()):
-        b = session._backend(i)
-        if b.state == 'ready' and b.devices and name in b.devices:
-            store = _store(session)
-            store.learn(b.key, _stamp(b), (name,))
-            store.save()
-            return
+        return ()
+    before, had_module = token
+    if name != before or (not had_module and name in torch.__dict__):
+        return ((name, PRIVATEUSE1),)
+    return ()
+
+
+def claims(session):
+    """(backend, PrivateUse1 name) for every enabled backend known to claim
+    one: a device learned with kind ``privateuse1`` (declared devices are
+    learned with their kind too)."""
+    loader = session.loader
+    found = []
+    for i in sorted({i for _, i, _ in loader.devices()}):
+        state, _, _, _, _, _, devices = loader.status(i)
+        if state == 'disabled':
+            continue
+        for name, _, kind in devices:
+            if kind == PRIVATEUSE1:
+                found.append((session._backend(i), name))
+    return found
 
 
 def attach(session):
     """Called at the end of a lazy autoload of ``torch.backends`` on torch:
-    learns what the start loaded, then registers the one PrivateUse1 name
-    ahead and answers ``torch.<name>`` until its backend is loaded."""
+    registers the one PrivateUse1 name ahead and answers ``torch.<name>``
+    until its backend is loaded."""
     torch = session.host
-    if _privateuse1_name(torch) is None:
-        return
-    learn(session)
-    import atexit
-    atexit.register(learn, session)  # a backend first loaded later in the run
+    if _privateuse1_name(torch) != _DEFAULT_NAME:
+        return  # not a real torch, or a backend loaded at the start took PrivateUse1
     found = claims(session)
     if len(found) != 1:
         return  # none, or two: registration is irreversible, the first loaded wins
     b, name = found[0]
     if b.state != 'unloaded' or b.name in _names(NO_PREREGISTER):
         return
-    if _privateuse1_name(torch) != _DEFAULT_NAME:
-        return  # a backend loaded at the start took PrivateUse1
+    # Registration is irreversible: the backend's file must be the one that
+    # registered the name (a changed one is loaded now, and learned again).
+    got = session.loader.verify(b.index)
+    if got is not None and got[0] != 'later':
+        import warnings
+        warnings.warn(b.message(), RuntimeWarning, stacklevel=2)
+    if b.state != 'unloaded':
+        return
     torch.utils.rename_privateuse1_backend(name)
     _finder().add(f'{torch.__name__}.{name}', b, name)
     _autoload._eps._debug(f'PrivateUse1 is {name!r}: backend {b.name!r} loads at its first use')
@@ -205,7 +203,6 @@ class _DeviceModuleFinder:
         # The module the backend registered, whatever the import system put
         # in its place meanwhile.
         sys.modules[fullname] = value
-        learn(b.session)
 
 
 _the_finder = None

@@ -16,8 +16,8 @@
 //      a side table that entry points refer to by position, so a query for
 //      1,000 entry points creates ~3,000 strings, not 6,000.
 //
-// The lazy autoload asks discover() instead (discovery.cpp): the same query,
-// with the rows kept native and matched against the learned devices there.
+// The autoload asks open_loader() instead (autoload.cpp): the same query,
+// then the core's Loader over the group's entry points.
 //
 // Strings that come from entry_points.txt were validated as UTF-8 by the
 // scanner and are decoded strictly; paths are bytes on Linux and are decoded
@@ -25,8 +25,8 @@
 // would give them to importlib.
 #include <Python.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>  // the switches' lists
 
-#include <charconv>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,10 +38,10 @@
 #include "epload/entry_point.hpp"
 #include "epload/index.hpp"
 #include "epload/profile.hpp"
-#include "discovery.hpp"
+#include "epload/switches.hpp"
+#include "autoload.hpp"
 #include "objects.hpp"
 #include "query.hpp"
-#include "store.hpp"
 
 namespace py = pybind11;
 
@@ -79,7 +79,6 @@ std::string catalog_key(const CacheOptions& o) {
   field(o.cache_dir);
   field(o.validation == Validation::full ? "f" : "p");
   field(o.use_cache ? "c" : "n");
-  field(o.group_stamps ? "s" : "-");
   k += std::to_string(o.groups.size());
   k += ':';
   for (const std::string& g : o.groups) field(g);
@@ -127,63 +126,6 @@ bool encode_path(PyObject* item, std::string& out) {
 
 }  // namespace
 
-/// Only the wanted distributions are looked up, in one pass over the stamped
-/// files: after a rebuild the index has the stamp of every file of every
-/// distribution (~6,200 for 6,000 distributions), and formatting a table of
-/// all of them cost more than the rest of the autoload's query.  The stamp
-/// lets the learned-device store notice a reinstalled or upgraded backend
-/// without a stat of its own.
-StampFiles entry_points_stamps(const Index& index,
-                               const std::vector<std::span<const EntryPoint>>& parts) {
-  constexpr std::string_view k_file = "/entry_points.txt";
-  auto paths = index.search_paths();
-  // Per search path: metadata directory relative to it -> distribution.
-  std::vector<std::unordered_map<std::string_view, const Distribution*>> wanted(paths.size());
-  std::size_t count = 0;
-  for (const auto& span : parts) {
-    for (const EntryPoint& ep : span) {
-      const Distribution* d = ep.dist;
-      if (d == nullptr || d->search_path >= paths.size()) continue;
-      std::string_view sp = paths[d->search_path];
-      std::string_view dir = d->metadata_dir;
-      if (!dir.starts_with(sp)) continue;
-      dir.remove_prefix(sp.size());
-      if (!sp.empty() && sp.back() != '/') {
-        if (!dir.starts_with('/')) continue;
-        dir.remove_prefix(1);
-      }
-      if (wanted[d->search_path].emplace(dir, d).second) ++count;
-    }
-  }
-  StampFiles out;
-  if (count == 0) return out;
-  out.reserve(count);
-  for (const WatchedFile& w : index.stamped_files()) {
-    if (w.search_path >= wanted.size() || !w.rel_path.ends_with(k_file) || !w.stamp.exists()) {
-      continue;
-    }
-    const auto& m = wanted[w.search_path];
-    if (m.empty()) continue;
-    auto it = m.find(w.rel_path.substr(0, w.rel_path.size() - k_file.size()));
-    if (it == m.end()) continue;
-    out.emplace(it->second, &w.stamp);
-  }
-  return out;
-}
-
-std::string_view format_stamp(const FileStamp& st, char (&buf)[k_stamp_chars]) {
-  char* p = buf;
-  char* const end = buf + k_stamp_chars;
-  p = std::to_chars(p, end, st.dev).ptr;
-  *p++ = ':';
-  p = std::to_chars(p, end, st.ino).ptr;
-  *p++ = ':';
-  p = std::to_chars(p, end, st.mtime_ns).ptr;
-  *p++ = ':';
-  p = std::to_chars(p, end, st.ctime_ns).ptr;
-  return {buf, static_cast<std::size_t>(p - buf)};
-}
-
 void append_dir(std::string& out, std::string_view cwd, std::string_view dir) {
   if (!dir.starts_with('/') && !cwd.empty()) {
     out.append(cwd);
@@ -192,8 +134,7 @@ void append_dir(std::string& out, std::string_view cwd, std::string_view dir) {
   out.append(dir);
 }
 
-PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts, const StampFiles* stamps,
-                  std::string_view cwd) {
+PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts, std::string_view cwd) {
   std::size_t total = 0;
   for (const auto& s : parts) total += s.size();
   Ref eps(PyTuple_New(static_cast<Py_ssize_t>(total)));
@@ -211,20 +152,13 @@ PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts, const S
       auto [it, fresh] = dist_pos.try_emplace(ep.dist, PyList_GET_SIZE(dists_list.p));
       if (fresh) {
         const Distribution& d = *ep.dist;
-        std::string_view stamp;
-        char buf[k_stamp_chars];
-        if (stamps != nullptr) {
-          auto found = stamps->find(&d);
-          if (found != stamps->end()) stamp = format_stamp(*found->second, buf);
-        }
         std::string joined;
         std::string_view dir = d.metadata_dir;
         if (!cwd.empty() && !dir.starts_with('/')) {
           append_dir(joined, cwd, dir);
           dir = joined;
         }
-        Ref row(Py_BuildValue("(NNNN)", text(d.name), text(d.version), fs_path(dir),
-                              fs_path(stamp)));
+        Ref row(Py_BuildValue("(NNNN)", text(d.name), text(d.version), fs_path(dir), text("")));
         if (row.p == nullptr || PyList_Append(dists_list.p, row.p) != 0) return nullptr;
       }
       Ref name(text(ep.name));
@@ -248,8 +182,7 @@ PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts, const S
 
 QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
                       const std::string& validation, const std::string& cache_dir, bool use_cache,
-                      py::bytes interpreter, bool want_stamps,
-                      const WhileValidating& while_validating) {
+                      py::bytes interpreter, const WhileValidating& while_validating) {
   CacheOptions options;
   options.search_paths.resize(static_cast<std::size_t>(PyList_GET_SIZE(paths.ptr())));
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(paths.ptr()); ++i) {
@@ -272,10 +205,8 @@ QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
   options.cache_dir = cache_dir;
   if (use_cache) options.cache_dir = resolve_cache_dir(options);
   options.interpreter = std::string(interpreter);
-  // A cache hit then reads only these groups (and, for the stamps, only the
-  // watched files inside their distributions).
+  // A cache hit then reads only these groups.
   if (groups != nullptr) options.groups = *groups;
-  options.group_stamps = want_stamps;
 
   CacheReport report;
   std::shared_ptr<const Index> index;
@@ -321,21 +252,21 @@ QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
 
 namespace {
 
-/// query(paths, groups, validation, cache_dir, use_cache, interpreter, want_stamps, cwd)
+/// query(paths, groups, validation, cache_dir, use_cache, interpreter, cwd, objects)
 ///   paths:      list of str (sys.path as it is now; relative entries allowed)
 ///   groups:     None (all groups, importlib order), or a tuple of group names
 ///   validation: "full" or "paths"
 ///   cwd:        the current directory's bytes when a path is relative (the
 ///               metadata directories are returned joined to it), else b""
 ///   objects:    True: eps is a list of EntryPoint objects and dists None,
-///               when bind_classes() succeeded and no stamps are wanted
+///               when bind_classes() succeeded
 /// Returns (status, reason, cache_file, problem, dists, eps); `problem` is
 /// None or (kind, message) when the answer must come from importlib instead:
 /// a distribution importlib would raise for (kind "error"), input the
 /// scanner cannot answer exactly (kind "unsupported"), or any other failure.
 py::object query(py::list paths, py::object groups, const std::string& validation,
                  const std::string& cache_dir, bool use_cache, py::bytes interpreter,
-                 bool want_stamps, py::bytes cwd, bool objects) {
+                 py::bytes cwd, bool objects) {
   epload::profile::Span span(epload::profile::Phase::total, "entry_points query");
   std::vector<std::string> wanted;
   const bool all_groups = groups.is_none();
@@ -351,7 +282,7 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
     }
     return parts;
   };
-  const bool make_objects = objects && !want_stamps && classes_bound();
+  const bool make_objects = objects && classes_bound();
   const std::string_view cwd_bytes(cwd);
   // On a cache hit under `full`, the objects are made while the stat calls
   // run on the other CPU (CacheOptions::while_validating), not after them:
@@ -372,7 +303,7 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
     };
   }
   QueryAnswer a = run_query(paths, all_groups ? nullptr : &wanted, validation, cache_dir,
-                            use_cache, interpreter, want_stamps, make_early);
+                            use_cache, interpreter, make_early);
   if (!a.index) return py::make_tuple(a.status, a.reason, a.file, a.problem, py::tuple(), py::tuple());
   if (make_objects) {
     if (!made || made_for != a.index) {
@@ -382,9 +313,7 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
     return py::make_tuple(a.status, a.reason, a.file, py::none(), py::none(), made);
   }
   const auto parts = parts_of(*a.index);
-  StampFiles stamps;
-  if (want_stamps) stamps = entry_points_stamps(*a.index, parts);
-  auto converted = py::reinterpret_steal<py::tuple>(convert(parts, want_stamps ? &stamps : nullptr, cwd_bytes));
+  auto converted = py::reinterpret_steal<py::tuple>(convert(parts, cwd_bytes));
   if (!converted) throw py::error_already_set();
   return py::make_tuple(a.status, a.reason, a.file, py::none(), converted[0], converted[1]);
 }
@@ -398,19 +327,44 @@ PYBIND11_MODULE(_native, m) {
   m.doc() = "epload's native core: the cached entry-point index (see docs/python.md)";
   m.def("query", &query, py::arg("paths"), py::arg("groups"), py::arg("validation"),
         py::arg("cache_dir"), py::arg("use_cache"), py::arg("interpreter"),
-        py::arg("want_stamps") = false, py::arg("cwd") = py::bytes(), py::arg("objects") = false);
+        py::arg("cwd") = py::bytes(), py::arg("objects") = false);
   m.def(
       "bind_classes",
       [](py::handle entry_point, py::handle dist_ref) { return bind_classes(entry_point.ptr(), dist_ref.ptr()); },
       py::arg("entry_point"), py::arg("dist_ref"),
       "Lets query(objects=True) make EntryPoint and _DistRef objects itself; False when their "
       "layout is not the one it writes (see objects.hpp).");
-  register_discovery(m);
-  m.def("match_store", &match_store, py::arg("path"), py::arg("rows"), py::arg("dists"),
-        "The lazy autoload's discovery loop against a learned-device store (see store.hpp).");
+  register_autoload(m);
+  // The environment switches, read by the core for every front
+  // (epload/switches.hpp): the Python layer never parses them itself.
+  m.def(
+      "switches",
+      [](const std::string& group) {
+        epload::Switches s = epload::read_switches(group);
+        return py::make_tuple(epload::to_string(s.mode), s.off_by, s.enable, s.disable, s.warnings);
+      },
+      py::arg("group"),
+      "(mode, off_by, enable, disable, warnings) for autoload group `group`: EPLOAD_MODE, the "
+      "variable turning autoload off ('' if none), EPLOAD_ENABLE, EPLOAD_DISABLE, bad values.");
+  m.def(
+      "validation",
+      [] {
+        std::vector<std::string> warnings;
+        const auto v = epload::read_validation(&warnings);
+        return py::make_tuple(v == epload::Validation::paths ? "paths" : "full", warnings);
+      },
+      "(validation, warnings): EPLOAD_VALIDATE ('full' or 'paths') and a bad value's warning.");
+  m.def(
+      "disabled_by",
+      [](const std::vector<std::string>& enable, const std::vector<std::string>& disable, const std::string& name,
+         const std::string& dist) -> py::object {
+        const char* by = epload::disabled_by(enable, disable, name, dist);
+        return by ? py::object(py::str(by)) : py::object(py::none());
+      },
+      py::arg("enable"), py::arg("disable"), py::arg("name"), py::arg("dist"),
+      "'EPLOAD_DISABLE', 'EPLOAD_ENABLE' or None: what keeps backend `name` of distribution "
+      "`dist` from loading (names match the entry point or the distribution, normalized).");
   m.def("default_cache_dir", [] { return epload::resolve_cache_dir(epload::CacheOptions{}); });
-  m.def("read_store", &read_store, py::arg("path"),
-        "Reads a learned-device store; None when missing, unsafe or malformed.");
   // The profiler (EPLOAD_TRACE): the Python layer times backend imports and
   // calls with time.monotonic_ns() (CLOCK_MONOTONIC, the native clock too)
   // and hands each span to the native recorder, which writes the trace.

@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "query.hpp"
-#include "store.hpp"  // Ref
+#include "query.hpp"  // Ref
 
 namespace epload::python {
 

@@ -18,6 +18,21 @@
 
 namespace epload::python {
 
+/// Owns one reference; keeps the error paths of the C-API code short.
+struct Ref {
+  PyObject* p = nullptr;
+  Ref() = default;
+  explicit Ref(PyObject* o) : p(o) {}
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+  ~Ref() { Py_XDECREF(p); }
+  PyObject* release() {
+    PyObject* o = p;
+    p = nullptr;
+    return o;
+  }
+};
+
 /// str from UTF-8 already validated by the scanner (new reference, or
 /// nullptr with an error set).
 PyObject* text(std::string_view s);
@@ -63,25 +78,13 @@ struct QueryAnswer {
 /// CacheOptions::while_validating for this query (called without the GIL).
 QueryAnswer run_query(pybind11::list paths, const std::vector<std::string>* groups,
                       const std::string& validation, const std::string& cache_dir, bool use_cache,
-                      pybind11::bytes interpreter, bool want_stamps,
-                      const WhileValidating& while_validating = {});
+                      pybind11::bytes interpreter, const WhileValidating& while_validating = {});
 
-/// The stamp of each wanted distribution's entry_points.txt.
-using StampFiles = std::unordered_map<const Distribution*, const FileStamp*>;
-StampFiles entry_points_stamps(const Index& index,
-                               const std::vector<std::span<const EntryPoint>>& parts);
-
-/// "dev:ino:mtime_ns:ctime_ns", the stamp the learned-device store keys on,
-/// written into `buf` (no allocation).
-constexpr std::size_t k_stamp_chars = 4 * 21;
-std::string_view format_stamp(const FileStamp& st, char (&buf)[k_stamp_chars]);
-
-/// (dists, eps): dists = ((name, version, metadata_dir, stamp), ...) in order
+/// (dists, eps): dists = ((name, version, metadata_dir, ""), ...) in order
 /// of first use, eps = ((name, value, group, dist_position), ...); new
-/// reference, or nullptr with an error set.  `stamps` null: no stamps ("").
-/// `cwd` non-empty: relative metadata directories are joined to it.
-PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts, const StampFiles* stamps,
-                  std::string_view cwd = {});
+/// reference, or nullptr with an error set.  `cwd` non-empty: relative
+/// metadata directories are joined to it.
+PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts, std::string_view cwd = {});
 
 /// Appends metadata directory `dir` to `out`, joined to `cwd` (as
 /// os.path.join does) when it is relative and `cwd` is not empty.

@@ -4,8 +4,10 @@
 #include "cli/cli.hpp"
 
 #include "cli/heap_pages.hpp"
+#include "cli/host_options.hpp"  // warn_switches
 #include "cli/python_memo.hpp"
 #include "epload/metadata.hpp"  // find_invalid_utf8
+#include "epload/switches.hpp"
 
 #include <cerrno>    // errno
 #include <cstdio>    // fprintf, fwrite
@@ -105,6 +107,7 @@ int parse_index_option(std::string_view command, std::vector<std::string_view>& 
     if (options.cache_dir.empty()) return usage_error(command, "--cache-dir needs a directory"), -1;
   } else if (matches(a, "--validate")) {
     if (!take_value(command, args, i, "--validate", value)) return -1;
+    options.validation_given = true;
     if (value == "full") {
       options.validation = Validation::full;
     } else if (value == "paths") {
@@ -173,7 +176,13 @@ bool resolve_cache_options(const IndexOptions& options, CacheOptions& co) {
   }
   co.cache_dir = options.cache_dir;
   co.use_cache = !options.no_cache;
-  co.validation = options.validation;
+  if (options.validation_given) {
+    co.validation = options.validation;
+  } else {
+    std::vector<std::string> warnings;
+    co.validation = read_validation(&warnings);  // EPLOAD_VALIDATE, as in Python
+    warn_switches(warnings);
+  }
   co.groups = options.groups;
   return true;
 }

@@ -71,6 +71,7 @@ struct IndexOptions {
   std::string cache_dir;
   bool no_cache = false;
   Validation validation = Validation::full;
+  bool validation_given = false;  ///< --validate was given (else EPLOAD_VALIDATE decides)
   bool verbose = false;
   /// The groups the command needs (set by the command, not an option); a
   /// cache hit then reads only those groups' share of the index.  Empty:

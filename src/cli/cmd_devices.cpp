@@ -6,6 +6,7 @@
 #include <string>  // output buffer
 
 #include "cli/cli.hpp"
+#include "cli/host_options.hpp"
 #include "epload/loader.hpp"
 
 namespace epload::cli {
@@ -15,18 +16,129 @@ const char k_help[] =
     "usage: epload devices [index options] [--group G] [--json]\n\n"
     "Lists the devices provided by the backends of group G (default\n"
     "torch.backends) without loading any backend: device, backend, how it is\n"
-    "known (declared: in the library's epload_devices section; learned: the\n"
-    "backend registered it when an earlier run loaded it) and the backend's\n"
-    "state.  Then the backends whose devices are not known until they load,\n"
+    "known (declared: by its distribution's epload.devices entry points;\n"
+    "section: in the library's epload_devices ELF section; learned: the backend\n"
+    "registered it when an earlier run loaded it, the CLI's or a Python\n"
+    "program's) and the backend's state.  Then the backends whose devices are\n"
+    "not known until they load,\n"
     "hooks, and backends that cannot load, with the reason.\n"
     "EPLOAD_ENABLE / EPLOAD_DISABLE apply (disabled backends are listed as such).\n\n"
     "Options:\n"
     "  --group G           the autoload group (default: torch.backends)\n"
-    "  --json              {\"devices\": [{\"device\",\"backend\",\"dist\",\"how\",\"state\"}],\n"
+    "  --json              {\"devices\": [{\"device\",\"backend\",\"dist\",\"how\",\"kind\",\"state\"}],\n"
     "                       \"backends\": [{\"backend\",\"dist\",\"kind\",\"library\",\"state\",\n"
     "                       \"devices_known\",\"hook\",\"devices\",\"alias_of\",\"error\",\"conflicts\"}]}\n";
 
-const char* how(DeviceSource s) { return s == DeviceSource::declared ? "declared" : "learned"; }
+const char* how(DeviceSource s) { return to_string(s); }
+
+// The listing as JSON (see k_help).
+std::string json_listing(const std::vector<BackendStatus>& backends, const std::vector<DeviceStatus>& devices) {
+  std::string out;
+  out += "{\"devices\":[";
+  for (std::size_t k = 0; k < devices.size(); ++k) {
+    const DeviceStatus& d = devices[k];
+    const BackendStatus& b = backends[d.backend];
+    out += k ? ",\n" : "\n";
+    out += "{\"device\":";
+    append_json_string(out, d.name);
+    out += ",\"backend\":";
+    append_json_string(out, b.name);
+    out += ",\"dist\":";
+    append_json_string(out, b.dist);
+    out += ",\"how\":\"";
+    out += how(d.source);
+    out += "\",\"kind\":";
+    std::string kind;  // how the backend provided it, when learned with a kind
+    for (std::size_t j = 0; j < b.devices.size(); ++j) {
+      if (b.devices[j] == d.name) kind = b.kinds[j];
+    }
+    append_json_string(out, kind);
+    out += ",\"state\":\"";
+    out += to_string(b.state);
+    out += "\"}";
+  }
+  out += "],\n\"backends\":[";
+  for (std::size_t k = 0; k < backends.size(); ++k) {
+    const BackendStatus& b = backends[k];
+    out += k ? ",\n" : "\n";
+    out += "{\"backend\":";
+    append_json_string(out, b.name);
+    out += ",\"dist\":";
+    append_json_string(out, b.dist);
+    out += ",\"kind\":\"";
+    out += to_string(b.kind);
+    out += "\",\"library\":";
+    append_json_string(out, b.library);
+    out += ",\"state\":\"";
+    out += to_string(b.state);
+    out += b.devices_known ? "\",\"devices_known\":true" : "\",\"devices_known\":false";
+    out += b.hook ? ",\"hook\":true,\"devices\":[" : ",\"hook\":false,\"devices\":[";
+    for (std::size_t j = 0; j < b.devices.size(); ++j) {
+      if (j) out += ',';
+      append_json_string(out, b.devices[j]);
+    }
+    out += "],\"alias_of\":";
+    if (b.alias_of.empty()) {
+      out += "null";
+    } else {
+      append_json_string(out, b.alias_of);
+    }
+    out += ",\"error\":";
+    if (b.error.empty()) {
+      out += "null";
+    } else {
+      append_json_string(out, b.error);
+    }
+    out += ",\"conflicts\":[";
+    for (std::size_t j = 0; j < b.conflicts.size(); ++j) {
+      if (j) out += ',';
+      append_json_string(out, b.conflicts[j]);
+    }
+    out += "]}";
+  }
+  out += "]}\n";
+  return out;
+}
+
+// The listing as text: a table of devices, then notes on the other backends.
+std::string text_listing(const std::vector<BackendStatus>& backends, const std::vector<DeviceStatus>& devices) {
+  std::string out;
+  std::size_t w_dev = 6, w_backend = 7;
+  for (const DeviceStatus& d : devices) {
+    w_dev = std::max(w_dev, d.name.size());
+    w_backend = std::max(w_backend, backends[d.backend].name.size());
+  }
+  char line[1024];
+  std::snprintf(line, sizeof line, "%-*s  %-*s  %-8s  %s\n", static_cast<int>(w_dev), "DEVICE",
+                static_cast<int>(w_backend), "BACKEND", "HOW", "STATE");
+  out += line;
+  for (const DeviceStatus& d : devices) {
+    const BackendStatus& b = backends[d.backend];
+    std::snprintf(line, sizeof line, "%-*s  %-*s  %-8s  %s\n", static_cast<int>(w_dev), d.name.c_str(),
+                  static_cast<int>(w_backend), b.name.c_str(), how(d.source), to_string(b.state));
+    out += line;
+  }
+  std::string unknown, hooks, broken, other;
+  for (const BackendStatus& b : backends) {
+    if (!b.alias_of.empty()) {
+      other += "  " + b.name + ": the same library as " + b.alias_of + "\n";
+    } else if (b.state == BackendState::failed || b.state == BackendState::disabled) {
+      broken += "  " + b.error + "\n";
+    } else if (b.kind == BackendKind::python && !b.devices_known) {
+      other += "  " + b.name + ": Python backend (" + b.library + "); the Python layer loads it\n";
+    } else if (b.hook) {
+      hooks += "  " + b.name + " (" + b.library + ")\n";
+    } else if (!b.devices_known) {
+      unknown += "  " + b.name + " (" + b.library + ")\n";
+    }
+    for (const std::string& c : b.conflicts) other += "  " + b.name + ": " + c + "\n";
+  }
+  if (!unknown.empty()) out += "\nbackends whose devices are known only after loading them:\n" + unknown;
+  if (!hooks.empty()) out += "\nhooks (no device; run at start):\n" + hooks;
+  if (!other.empty()) out += "\nnotes:\n" + other;
+  if (!broken.empty()) out += "\nbackends that cannot load:\n" + broken;
+  return out;
+}
 
 int run(std::vector<std::string_view>& args) {
   IndexOptions options;
@@ -47,15 +159,12 @@ int run(std::vector<std::string_view>& args) {
     }
   }
   CacheOptions co;
-  options.groups = {group};  // the loader needs its group only
+  options.groups = {group, std::string(k_devices_group)};  // the loader needs these only
   auto index = open_index_or_report(options, &co);
   if (!index) return k_error;
-  LoaderOptions lo;
-  if (auto env = apply_environment(lo); !env) return fail(env.error().message);
-  lo.group = group;
-  lo.cache_dir = co.cache_dir;
-  lo.use_store = co.use_cache;
-  lo.ext_suffixes = target_ext_suffixes();
+  auto options_of_host = host_loader_options(co, group, "");
+  if (!options_of_host) return fail(options_of_host.error().message);
+  LoaderOptions lo = std::move(options_of_host.value());
   lo.check_libraries = true;  // a listing must be current: stat every library
   auto loader = Loader::create(index, lo);
   if (!loader) return fail(loader.error().message);
@@ -65,101 +174,7 @@ int run(std::vector<std::string_view>& args) {
   const auto backends = loader.value()->backends();
   const auto devices = loader.value()->devices();
 
-  std::string out;
-  if (json) {
-    out += "{\"devices\":[";
-    for (std::size_t k = 0; k < devices.size(); ++k) {
-      const DeviceStatus& d = devices[k];
-      const BackendStatus& b = backends[d.backend];
-      out += k ? ",\n" : "\n";
-      out += "{\"device\":";
-      append_json_string(out, d.name);
-      out += ",\"backend\":";
-      append_json_string(out, b.name);
-      out += ",\"dist\":";
-      append_json_string(out, b.dist);
-      out += ",\"how\":\"";
-      out += how(d.source);
-      out += "\",\"state\":\"";
-      out += to_string(b.state);
-      out += "\"}";
-    }
-    out += "],\n\"backends\":[";
-    for (std::size_t k = 0; k < backends.size(); ++k) {
-      const BackendStatus& b = backends[k];
-      out += k ? ",\n" : "\n";
-      out += "{\"backend\":";
-      append_json_string(out, b.name);
-      out += ",\"dist\":";
-      append_json_string(out, b.dist);
-      out += ",\"kind\":\"";
-      out += to_string(b.kind);
-      out += "\",\"library\":";
-      append_json_string(out, b.library);
-      out += ",\"state\":\"";
-      out += to_string(b.state);
-      out += b.devices_known ? "\",\"devices_known\":true" : "\",\"devices_known\":false";
-      out += b.hook ? ",\"hook\":true,\"devices\":[" : ",\"hook\":false,\"devices\":[";
-      for (std::size_t j = 0; j < b.devices.size(); ++j) {
-        if (j) out += ',';
-        append_json_string(out, b.devices[j]);
-      }
-      out += "],\"alias_of\":";
-      if (b.alias_of.empty()) {
-        out += "null";
-      } else {
-        append_json_string(out, b.alias_of);
-      }
-      out += ",\"error\":";
-      if (b.error.empty()) {
-        out += "null";
-      } else {
-        append_json_string(out, b.error);
-      }
-      out += ",\"conflicts\":[";
-      for (std::size_t j = 0; j < b.conflicts.size(); ++j) {
-        if (j) out += ',';
-        append_json_string(out, b.conflicts[j]);
-      }
-      out += "]}";
-    }
-    out += "]}\n";
-  } else {
-    std::size_t w_dev = 6, w_backend = 7;
-    for (const DeviceStatus& d : devices) {
-      w_dev = std::max(w_dev, d.name.size());
-      w_backend = std::max(w_backend, backends[d.backend].name.size());
-    }
-    char line[1024];
-    std::snprintf(line, sizeof line, "%-*s  %-*s  %-8s  %s\n", static_cast<int>(w_dev), "DEVICE",
-                  static_cast<int>(w_backend), "BACKEND", "HOW", "STATE");
-    out += line;
-    for (const DeviceStatus& d : devices) {
-      const BackendStatus& b = backends[d.backend];
-      std::snprintf(line, sizeof line, "%-*s  %-*s  %-8s  %s\n", static_cast<int>(w_dev), d.name.c_str(),
-                    static_cast<int>(w_backend), b.name.c_str(), how(d.source), to_string(b.state));
-      out += line;
-    }
-    std::string unknown, hooks, broken, other;
-    for (const BackendStatus& b : backends) {
-      if (!b.alias_of.empty()) {
-        other += "  " + b.name + ": the same library as " + b.alias_of + "\n";
-      } else if (b.state == BackendState::failed || b.state == BackendState::disabled) {
-        broken += "  " + b.error + "\n";
-      } else if (b.kind == BackendKind::python && !b.devices_known) {
-        other += "  " + b.name + ": Python backend (" + b.library + "); the Python layer loads it\n";
-      } else if (b.hook) {
-        hooks += "  " + b.name + " (" + b.library + ")\n";
-      } else if (!b.devices_known) {
-        unknown += "  " + b.name + " (" + b.library + ")\n";
-      }
-      for (const std::string& c : b.conflicts) other += "  " + b.name + ": " + c + "\n";
-    }
-    if (!unknown.empty()) out += "\nbackends whose devices are known only after loading them:\n" + unknown;
-    if (!hooks.empty()) out += "\nhooks (no device; run at start):\n" + hooks;
-    if (!other.empty()) out += "\nnotes:\n" + other;
-    if (!broken.empty()) out += "\nbackends that cannot load:\n" + broken;
-  }
+  const std::string out = json ? json_listing(backends, devices) : text_listing(backends, devices);
   write_out(out);
   return k_ok;
 }

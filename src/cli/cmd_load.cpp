@@ -83,7 +83,7 @@ int run(std::vector<std::string_view>& args) {
   if (std::string why = detail::device_name_problem(device); !why.empty()) return usage_error("load", why);
 
   CacheOptions co;
-  options.groups = {group};  // the loader needs its group only
+  options.groups = {group, std::string(k_devices_group)};  // the loader needs these only
   // On a cache hit under `full`, the loader is created while the index's
   // stat calls run on the other CPU; it is kept only if the index is.
   std::shared_ptr<const Index> prepared_for;

@@ -86,7 +86,7 @@ std::vector<std::string> index_args(const IndexOptions& o) {
   if (o.paths.empty()) a.insert(a.end(), {"--python", o.python});
   if (!o.cache_dir.empty()) a.insert(a.end(), {"--cache-dir", o.cache_dir});
   if (o.no_cache) a.push_back("--no-cache");
-  a.insert(a.end(), {"--validate", o.validation == Validation::paths ? "paths" : "full"});
+  if (o.validation_given) a.insert(a.end(), {"--validate", o.validation == Validation::paths ? "paths" : "full"});
   return a;
 }
 
@@ -157,7 +157,7 @@ int run_native(const Options& o) {
       prof::Span span(prof::Phase::cache_key, o.index.paths.empty() ? "sys.path of " + o.index.python : "");
       if (!resolve_cache_options(o.index, co)) return k_error;
     }
-    co.groups = {o.group};  // the loader needs its group only
+    co.groups = {o.group, std::string(k_devices_group)};  // the loader needs these only
     t_paths = prof::now_ns();
     auto opened = open_index(co, &report);
     if (!opened) return fail(opened.error().message);

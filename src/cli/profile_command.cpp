@@ -43,9 +43,9 @@ bool is_host_import(const prof::Event& e) {
 /// The steps of a traced run, in start order: host imports (the `total`
 /// span "import <host>" that epload's .pth hook records around the host's
 /// import and its autoload), and the `total` (discovery, matching) and
-/// `load` spans that are at top level or directly inside a host import.  A
-/// load inside a host import happened at start; any other load, on the first
-/// use of a device.
+/// `load` spans that are at top level or directly inside a host import or
+/// the Loader's start.  A load inside either happened at start; any other
+/// load, on the first use of a device.
 std::vector<Step> timeline(const prof::Trace& trace) {
   std::vector<Step> steps;
   // Open total/load spans per (pid, tid), innermost last.
@@ -57,8 +57,14 @@ std::vector<Step> timeline(const prof::Trace& trace) {
     if (it == open.end()) it = open.insert(open.end(), {key, {}});
     auto& stack = it->second;
     while (!stack.empty() && stack.back()->start_ns + stack.back()->dur_ns <= e.start_ns) stack.pop_back();
-    const bool in_host = std::any_of(stack.begin(), stack.end(), [](const prof::Event* o) { return is_host_import(*o); });
-    const bool shown = std::all_of(stack.begin(), stack.end(), [](const prof::Event* o) { return is_host_import(*o); });
+    // The Loader's start (a `total` span) holds the loads it makes: at start.
+    auto starting = [](const prof::Event* o) { return o->detail == "loader start"; };
+    const bool in_host = std::any_of(stack.begin(), stack.end(), [&](const prof::Event* o) {
+      return is_host_import(*o) || starting(o);
+    });
+    const bool shown = std::all_of(stack.begin(), stack.end(), [&](const prof::Event* o) {
+      return is_host_import(*o) || starting(o);
+    });
     stack.push_back(&e);
     if (!shown) continue;
     Step s{&e, static_cast<int>(stack.size()) - 1, {}};

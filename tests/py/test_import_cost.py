@@ -60,32 +60,6 @@ assert ep.extras == ["x"] and ep.dist.version == "3.1"
         'importlib.metadata', 're']
 
 
-def test_store_reader_parses_json_and_rejects_anything_else(tmp_path):
-    cases = {
-        '{"a": [1, -2.5e3, true, false, null, "x\\u00e9\\ud83d\\ude00\\n"], "b": {}}':
-            {'a': [1, -2500.0, True, False, None, 'x\u00e9\U0001F600\n'], 'b': {}},
-        ' [ ] ': [],
-        '"just a string"': 'just a string',
-        '{"a": 1,}': None,
-        '{"a": 1} trailing': None,
-        '{"a": "\\ud83d"}': None,       # lone surrogate
-        '{"a": "tab\tinside"}': None,   # raw control character
-        '[' * 100 + ']' * 100: None,    # too deep
-        '': None,
-        '01x': None,
-    }
-    code = 'import json, epload._native as n\nout = []\n'
-    for i, text in enumerate(cases):
-        path = tmp_path / f'store{i}.json'
-        path.write_text(text, encoding='utf-8')
-        path.chmod(0o600)
-        code += f'out.append(n.read_store({str(path)!r}))\n'
-    code += f'out.append(n.read_store({str(tmp_path / "absent.json")!r}))\nprint(json.dumps(out))\n'
-    got = run_json(tmp_path, code)
-    assert got[:-1] == [json.loads(json.dumps(v)) for v in cases.values()]
-    assert got[-1] is None
-
-
 def test_with_dash_s_a_query_does_not_import_warnings(tmp_path):
     # A normal interpreter imports warnings at start-up; one started with -S
     # does not, and epload must not make it pay for it on the success path.

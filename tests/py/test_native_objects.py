@@ -187,7 +187,7 @@ import epload._entry_points as E
 
 N = E._native_module()
 status, reason, file, problem, dists, rows = N.query(
-    list(sys.path), ("torch.backends",), "full", "", True, E._INTERPRETER, False, b"", True)
+    list(sys.path), ("torch.backends",), "full", "", True, E._INTERPRETER, b"", True)
 assert problem is None, problem
 assert dists is None, "the objects were not made natively"
 oracle = entry_points(group="torch.backends")

@@ -2,6 +2,11 @@
 EPLOAD_AUTOLOAD_HOSTS=torch): what loads when, exactly once, and what the
 user sees when a backend fails."""
 
+import json
+import os
+import pathlib
+import subprocess
+
 import pytest
 
 # Each trigger of the PrivateUse1 device foo, and a check of its answer.
@@ -54,6 +59,20 @@ out(modules=[m for m in ('torch_foo', 'torch_bar', 'torch_hook') if m in sys.mod
     # torch.device, current_accelerator and find_spec load nothing
     assert got['still'] == []
     assert got['events'] == ['hook import', 'hook entry_point']
+
+
+def test_the_privateuse1_name_is_a_learned_device_the_cli_lists(learned):
+    # One store: the PrivateUse1 name foo is backend foo's device of kind
+    # privateuse1 (it is torch.foo too), listed by `epload devices`.
+    build = pathlib.Path(os.environ.get('EPLOAD_BUILD_DIR', pathlib.Path(__file__).parents[2] / 'build'))
+    proc = subprocess.run([str(build / 'epload'), 'devices', '--json', '--python', learned.python],
+                          env=learned.environ(), cwd=str(learned.root), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    listed = {d['device']: (d['backend'], d['how'], d['kind'])
+              for d in json.loads(proc.stdout)['devices']}
+    assert listed['foo'] == ('foo', 'learned', 'privateuse1')
+    assert listed['bar'] == ('bar', 'learned', 'attr')
+    assert [p.name for p in learned.cache.iterdir() if p.name.startswith('devices-')] == []
 
 
 @pytest.mark.parametrize('trigger', sorted(TRIGGERS))

@@ -1,0 +1,59 @@
+// epload/switches.hpp — the environment switches, read in one place for every
+// front (the CLI, C++ hosts and the Python package), so that they all obey
+// the same rules.
+//
+//   EPLOAD_MODE=lazy|eager|off       when backends load (default lazy)
+//   TORCH_DEVICE_BACKEND_AUTOLOAD    PyTorch's switch, for group torch.backends
+//                                    only: unset or exactly "1" enables, any
+//                                    other value turns autoload off
+//   EPLOAD_AUTOLOAD                  the same rule, for every group
+//   EPLOAD_ENABLE=a,b                only these backends may load
+//   EPLOAD_DISABLE=a,b               these backends never load
+//   EPLOAD_VALIDATE=full|paths       how the index cache is validated (default full)
+//
+// A backend is named in EPLOAD_ENABLE / EPLOAD_DISABLE by its entry-point
+// name or by its distribution's name (compared as importlib normalizes
+// names: case-insensitive, runs of "-_." equal).  A bad value never fails:
+// it is a warning that names the variable and the accepted values, and the
+// default applies.
+#pragma once
+
+#include <string>       // warnings
+#include <string_view>  // group, names
+#include <vector>       // lists
+
+#include "epload/cache.hpp"   // Validation
+#include "epload/loader.hpp"  // LoadMode
+
+namespace epload {
+
+/// What the environment says, for one autoload group.
+struct Switches {
+  LoadMode mode = LoadMode::lazy;  ///< EPLOAD_MODE (default lazy)
+  /// Non-empty: the variable that turns autoload off for the group
+  /// ("TORCH_DEVICE_BACKEND_AUTOLOAD" or "EPLOAD_AUTOLOAD"); then nothing loads.
+  std::string off_by;
+  std::vector<std::string> enable;   ///< EPLOAD_ENABLE's names; empty: no restriction
+  std::vector<std::string> disable;  ///< EPLOAD_DISABLE's names
+  /// One line per bad value: "EPLOAD_MODE='lazzy' is not one of lazy, eager,
+  /// off: using lazy".  The fronts show them (CLI: stderr; Python: a warning).
+  std::vector<std::string> warnings;
+};
+
+/// Reads the loader's switches from the environment for autoload group `group`.
+Switches read_switches(std::string_view group);
+
+/// EPLOAD_VALIDATE (the index's switch, read by every command and query
+/// that opens the index); a bad value appends a warning to `*warnings`.
+Validation read_validation(std::vector<std::string>* warnings);
+
+/// The variable that keeps a backend from loading ("EPLOAD_DISABLE" or
+/// "EPLOAD_ENABLE"), or nullptr: `name` is its entry-point name, `dist` its
+/// distribution's name.
+const char* disabled_by(const std::vector<std::string>& enable, const std::vector<std::string>& disable,
+                        std::string_view name, std::string_view dist);
+
+/// importlib's normalized distribution name: lower case, runs of "-_." -> "-".
+std::string normalize_dist_name(std::string_view name);
+
+}  // namespace epload
