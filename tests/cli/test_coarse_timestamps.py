@@ -2,7 +2,7 @@
 inodes, loop-mounted) truncates every time it stores: a same-size rewrite of
 `entry_points.txt` in the second the cache was written leaves the file's
 stamp exactly as the cache recorded it.  The racy rule must still catch it
-(ARCHITECTURE.md, "Invalidation rule"), through the CLI's cache file and the
+(ARCHITECTURE.md, "The cache rule"), through the CLI's cache file and the
 Python API's in-process re-validation; and once the second is over, the cache
 must hit again.
 
