@@ -105,6 +105,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness_common import (  # noqa: E402
+    write_report,
     SOURCE_DIR, BenchError, capture, clean_env, ensure_env, fmt_ms, generate, hyperfine_pass,
     interleaved, log, machine, remove_tree, stevedore_location, strace_counts, summarize)
 
@@ -773,18 +774,7 @@ def main(argv=None):
             result["stat_baseline"] = sb
         result["targets"] = judge(result["sizes"], sb)
         result["config"]["load_average_after"] = os.getloadavg()
-        report = markdown(result)
-        sys.stdout.write(report)
-        sys.stdout.flush()
-        if args.md_out:
-            with open(args.md_out, "w") as f:
-                f.write(report)
-        if args.json_out:
-            with open(args.json_out, "w") as f:
-                json.dump(result, f, indent=1)
-                f.write("\n")
-        if args.plot:
-            plot(result, args.plot)
+        write_report(result, markdown(result), args.md_out, args.json_out, args.plot, plot)
         return 0
     except BenchError as e:
         print(f"bench_startup.py: {e}", file=sys.stderr)

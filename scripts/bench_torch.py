@@ -81,6 +81,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness_common import (  # noqa: E402
+    write_report,
     SOURCE_DIR, BenchError, capture, clean_env, ensure_env, fmt_ms, interleaved, log, machine,
     remove_tree, summarize)
 
@@ -737,18 +738,7 @@ def main(argv=None):
         result["targets"] = judge(result["sizes"], first, stat_base,
                                   result.get("lazy_traced"))
         result["config"]["load_average_after"] = os.getloadavg()
-        report = markdown(result)
-        sys.stdout.write(report)
-        sys.stdout.flush()
-        if args.md_out:
-            with open(args.md_out, "w") as fh:
-                fh.write(report)
-        if args.json_out:
-            with open(args.json_out, "w") as fh:
-                json.dump(result, fh, indent=1)
-                fh.write("\n")
-        if args.plot:
-            plot(result, args.plot)
+        write_report(result, markdown(result), args.md_out, args.json_out, args.plot, plot)
         return 0
     except BenchError as e:
         print(f"bench_torch.py: {e}", file=sys.stderr)

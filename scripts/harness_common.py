@@ -305,3 +305,19 @@ def fmt_ms(v):
 
 def log(message):
     print(message, file=sys.stderr, flush=True)
+
+
+def write_report(result, report, md_out=None, json_out=None, plot_to=None, plot=None):
+    """A harness's outputs: the Markdown report on stdout (and in md_out),
+    the result as JSON in json_out, and plot(result, plot_to) if asked."""
+    sys.stdout.write(report)
+    sys.stdout.flush()
+    if md_out:
+        with open(md_out, "w") as f:
+            f.write(report)
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump(result, f, indent=1)
+            f.write("\n")
+    if plot_to:
+        plot(result, plot_to)
