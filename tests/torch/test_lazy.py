@@ -302,3 +302,22 @@ def test_torch_logs_loading_a_failing_backend_warns_and_imports(make_env):
     assert got['foo'] == 'torch_foo.runtime'
     assert 'RuntimeWarning' in got['stderr'] and 'backend extension: broken' in got['stderr']
     assert got['events'].count('broken import') == 1
+
+
+def test_a_first_eager_run_learns_the_privateuse1_name_for_lazy_runs(make_env):
+    # An eager run loads every backend in PyTorch's loop; what it learns
+    # must include foo's PrivateUse1 name, or a later lazy run cannot parse
+    # "foo" until foo is loaded (and nothing would load it: t.to("foo")
+    # fails to parse first).
+    env = make_env('foo')
+    first = env.run('import torch\nout()', EPLOAD_MODE='eager')
+    assert first['events'].count('foo import') == 1
+    got = env.run('''
+import torch
+before = 'torch_foo' in sys.modules
+x = torch.ones(2).to("foo")
+out(before=before, device=str(x.device), values=x.cpu().tolist())
+''')
+    assert got['before'] is False
+    assert got['device'] == 'foo:0' and got['values'] == [1.0, 1.0]
+    assert got['events'].count('foo import') == 1
