@@ -507,8 +507,11 @@ def test_difftree_case_matches_importlib(tmp_path, monkeypatch, name):
 def test_cache_switches_and_debug_report(tmp_path):
     s = tmp_path / 's'
     make_dist(s, 'one', entry_points={'g1': ['a = m:f']})
+    # importlib.metadata imported before sys.path loses the standard library:
+    # on Python 3.12+ a selection-less entry_points() is importlib's answer.
     code = f'''
 import sys
+import importlib.metadata
 import epload
 sys.path[:] = [{str(s)!r}]
 print([e.value for e in epload.entry_points(group="g1")])
@@ -602,8 +605,11 @@ def test_unusable_shipped_index_is_said_once_and_work_goes_on(tmp_path, kind):
     elif kind == 'foreign':
         shipped.write_text('{}\n')
         os.chmod(shipped, 0o666)  # writable by anyone: never trusted
+    # importlib.metadata imported before sys.path loses the standard library:
+    # on Python 3.12+ a selection-less entry_points() is importlib's answer.
     code = f'''
 import sys
+import importlib.metadata
 import epload
 sys.path[:] = [{str(s)!r}]
 print([e.value for e in epload.entry_points(group="g1")])
