@@ -4,6 +4,7 @@ holds the package, the extension, the command and the .pth file and nothing
 of the C++ development files, and pip of another Python version refuses it."""
 
 import os
+import struct
 import zipfile
 
 import pytest
@@ -40,6 +41,29 @@ def test_the_wheel_holds_package_extension_command_and_hook(wheel):
     assert not [n for n in names if "/_native" in n and n != "epload/_native" + BUILDER["ext_suffix"]]
     info = zipfile.ZipFile(wheel).getinfo(f"{data}/scripts/epload")
     assert (info.external_attr >> 16) & 0o111, "the command is not executable"
+
+
+def elf_section_names(data):
+    """The section names of a 64-bit little-endian ELF image."""
+    assert data[:6] == b"\x7fELF\x02\x01", "not a 64-bit little-endian ELF file"
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    def header(i):
+        return struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize)
+    strtab = header(shstrndx)
+    names = data[strtab[4]:strtab[4] + strtab[5]]
+    return {names[header(i)[0]:names.index(b"\0", header(i)[0])].decode() for i in range(shnum)}
+
+
+def test_the_wheel_binaries_carry_no_debug_info(wheel):
+    # RelWithDebInfo builds with -g; the install strips (pyproject.toml,
+    # install.strip): a 2 MB extension, not 30 MB.
+    data = f"epload-{project_version()}.data"
+    with zipfile.ZipFile(wheel) as z:
+        for name in ("epload/_native" + BUILDER["ext_suffix"], f"{data}/scripts/epload"):
+            sections = elf_section_names(z.read(name))
+            assert ".text" in sections, (name, sorted(sections))
+            assert not [s for s in sections if s.startswith(".debug")], (name, sorted(sections))
 
 
 def test_pip_of_another_python_version_refuses_the_wheel(wheel, tmp_path):
