@@ -35,7 +35,7 @@ backend of ``foo``).  Torch adds three things (see TORCH.md):
 import os
 import sys
 
-from . import _autoload
+from . import _autoload, _trace
 
 PRIVATEUSE1 = 'privateuse1'  # the kind of a learned PrivateUse1 device
 NO_PREREGISTER = 'EPLOAD_NO_PRIVATEUSE1'
@@ -53,7 +53,7 @@ def exec_torch(loader, module, group):
     os.environ[_SWITCH] = '0'
     os.environ.pop(_LOGS, None)
     try:
-        loader.exec_module(module)
+        _trace.run_body(loader, module)
     finally:
         for name, value in saved.items():
             if value is None:

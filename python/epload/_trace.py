@@ -21,6 +21,21 @@ def record(phase, name, start_ns, end_ns):
     _entry_points._native_module().trace_record(phase, name, start_ns, end_ns - start_ns)
 
 
+def run_body(loader, module):
+    """``loader.exec_module(module)``: a host's own body, which the .pth hook
+    runs before the autoload, recorded as a ``total`` span "body of <host>"
+    inside the hook's "import <host>" span, so that a profile tells the
+    host's own import from what epload added to it."""
+    if not ON:
+        loader.exec_module(module)
+        return
+    t0 = now()
+    try:
+        loader.exec_module(module)
+    finally:
+        record('total', f'body of {module.__name__}', t0, now())
+
+
 def import_and_call(name, ep):
     """``ep.load()()``, recorded as py_import and py_call spans of ``name``.
     Exceptions pass through unchanged."""

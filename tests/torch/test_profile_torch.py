@@ -61,6 +61,13 @@ def test_report_shows_import_discovery_and_each_load(profiled):
     assert len(host) == 1 and host[0]['depth'] == 0 and host[0]['phase'] == 'total'
     discovery = [s for s in steps if s['note'].startswith('discovery')]
     assert discovery and all(s['depth'] == 1 for s in discovery)
+    # torch's own body is a step of its own, before epload's discovery: the
+    # rest of `import torch` is what epload added.
+    body = [s for s in steps if s['name'] == 'body of torch']
+    assert len(body) == 1 and body[0]['depth'] == 1 and body[0]['phase'] == 'total'
+    assert body[0]['start_us'] >= host[0]['start_us']
+    assert body[0]['start_us'] + body[0]['dur_us'] <= min(s['start_us'] for s in discovery)
+    assert 0 < body[0]['dur_us'] < host[0]['dur_us']
     loads = {s['name']: s for s in steps if s['phase'] == 'load'}
     # The hook loads inside import torch, in the Loader's start.
     start = [s for s in steps if s['name'] == 'loader start']
