@@ -9,8 +9,8 @@ import zipfile
 
 import pytest
 
-from pkgenv import (PYTHON, SOURCE_DIR, WORK, facts, other_versions, pip_build_options,
-                    project_version, run)
+from pkgenv import (PYTHON, SOURCE_DIR, WORK, facts, fresh_venv, other_versions,
+                    pip_build_options, project_version, run)
 
 BUILDER = facts(PYTHON)
 
@@ -20,7 +20,10 @@ def wheel():
     out = WORK / "wheelhouse"
     for old in out.glob("epload-*.whl") if out.exists() else ():
         old.unlink()
-    run([BUILDER["executable"], "-m", "pip", "wheel", "--no-deps", "-w", out,
+    # In a venv, as a user builds one: Debian's own interpreter may have no
+    # pip outside a venv (Debian 13 without python3-pip).
+    venv = fresh_venv(BUILDER, "wheel-venv")
+    run([venv / "bin" / "python", "-m", "pip", "wheel", "--no-deps", "-w", out,
          *pip_build_options(BUILDER, "wheel"), SOURCE_DIR])
     wheels = list(out.glob("epload-*.whl"))
     assert len(wheels) == 1, wheels
