@@ -54,6 +54,14 @@ in_root() {
 }
 in_root sh -c 'dpkg-query -W -f="\${Status}" git 2>/dev/null | grep -q "ok installed" ||
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git ca-certificates >/dev/null; }'
+# The host's own certificate authorities (a proxy's, under
+# /usr/local/share/ca-certificates) go into the root's store, so that pip
+# reaches PyPI from the root as it does from the host.
+if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  in_root update-ca-certificates >/dev/null
+fi
 
 # The checkout's HEAD, cloned as a user would have it (by the host's git: a
 # worktree's .git points outside the checkout, where the root cannot see).
@@ -63,6 +71,9 @@ git -C "$root/src" fetch -q "$here" "$head"
 git -C "$root/src" checkout -q --force --detach "$head"
 echo "debian13_check: Debian $(cat "$root/etc/debian_version"), epload $(git -C "$here" log -1 --format='%h %s' "$head")" >&2
 
+# pip's bundled certificates know nothing of the host's authorities: the
+# root's store does (above).
 in_root EPLOAD_JOBS="${EPLOAD_JOBS:-2}" EPLOAD_TEST_JOBS="${EPLOAD_TEST_JOBS:-2}" \
+  PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
   ${EPLOAD_SKIP_TORCH:+EPLOAD_SKIP_TORCH=$EPLOAD_SKIP_TORCH} \
   bash -c 'cd /src && scripts/test.sh "$@"' test.sh "$@"
