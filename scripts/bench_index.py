@@ -50,7 +50,8 @@ target cannot be reached on this machine, whatever epload does.
 If hyperfine is installed, a confirmation pass runs the main commands under
 `hyperfine -N --export-json` (not interleaved; reported alongside).
 
-Output: a Markdown report on stdout, everything as JSON with --json-out.
+Output: a Markdown report on stdout (written by scripts/index_report.py),
+everything as JSON with --json-out.
 """
 
 from __future__ import annotations
@@ -58,20 +59,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# Shared with the other harnesses; re-exported (scripts/bench_gate uses them
-# through this module).
+# Shared with the other harnesses; BenchError, generate and interleaved are
+# re-exported (scripts/bench_gate uses them through this module).
 from harness_common import (  # noqa: E402
-    GEN_ENV, HERE, SOURCE_DIR, BenchError, capture, fmt_ms, gbench_min_time, generate, hyperfine_pass,
-    importlib_same_output, interleaved, interpreter_path, norm, run_once, stevedore_location,
-    strace_counts, summarize)
+    SOURCE_DIR, BenchError, capture, clean_env, gbench_min_time, generate, hyperfine_pass,
+    importlib_same_output, harness_main, interleaved, interpreter_path, log, machine, norm,
+    stevedore_location, strace_counts, summarize_rounds, write_report)
+from index_report import markdown  # noqa: E402
 
 # The issue's targets (ratios of importlib's marginal cost to epload's cost).
 TARGETS = {"cold": 8.0, "full": 30.0, "paths": 200.0}
@@ -196,8 +196,7 @@ class Setup:
 # ------------------------------------------------------------- analysis ---
 
 def analyse(raw):
-    stats = {n: dict(summarize(v["wall"]), cpu_median_ms=statistics.median(v["cpu"]) / 1e6)
-             for n, v in raw.items()}
+    stats = summarize_rounds(raw)
     med = {n: s["median_ms"] for n, s in stats.items()}
     cpu = {n: s["cpu_median_ms"] for n, s in stats.items()}
     derived = {}
@@ -297,151 +296,6 @@ def floors(result):
     return out
 
 
-# --------------------------------------------------------------- report ---
-
-def markdown(result):
-    L = []
-    m = result["main"]
-    cfg = result["config"]
-    L.append(f"### Entry-point lookup, {cfg['distributions']:,} distributions "
-             f"({cfg['backends']:,} with `{cfg['group']}`), {cfg['runs']} interleaved rounds\n")
-    la, lb = cfg.get("load_average_before"), cfg.get("load_average_after")
-    if la and lb:
-        L.append(f"{cfg['machine']['cpus']} CPUs; 1-minute load average {la[0]:.2f} before, "
-                 f"{lb[0]:.2f} after.\n")
-    L.append("| command | median ms | IQR ms | CPU ms | syscalls | stat | openat | getdents64 |"
-             + (" hyperfine median ms |" if m.get("hyperfine") else ""))
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if m.get("hyperfine") else ""))
-    order = ["true", "bare", "importlib", "importlib-same", "stevedore", "floor-exe",
-             "floor-full", "epload-exe", "cold", "full", "paths"]
-    for n in order:
-        if n not in m["stats"]:
-            if n == "stevedore":
-                L.append("| stevedore (cached) | not installed | | | | | | |"
-                         + (" |" if m.get("hyperfine") else ""))
-            continue
-        s = m["stats"][n]
-        sc = m.get("strace", {}).get(n)
-        sys_cols = (f"{sc['total']:,} | {sc['stat']:,} | {sc['openat']:,} | {sc['getdents64']:,}"
-                    if sc else "| | |")
-        hf = ""
-        if m.get("hyperfine"):
-            h = m["hyperfine"].get(n)
-            hf = f" {fmt_ms(h['median_ms'])} |" if h else " |"
-        L.append(f"| {LABELS[n]} | {fmt_ms(s['median_ms'])} | {fmt_ms(s['q1_ms'])}–"
-                 f"{fmt_ms(s['q3_ms'])} | {fmt_ms(s['cpu_median_ms'])} | {sys_cols} |{hf}")
-    d = m["derived"]
-    L.append("")
-    L.append(f"importlib.metadata marginal cost (importlib − bare): "
-             f"**{fmt_ms(d['importlib_marginal_ms'])} ms** for the lookup alone"
-             + (f", **{fmt_ms(d['importlib_same_marginal_ms'])} ms** for the same output as "
-                "`epload entry-points`" if "importlib_same_marginal_ms" in d else "")
-             + (f"; stevedore cached marginal: {fmt_ms(d['stevedore_marginal_ms'])} ms"
-                if "stevedore_marginal_ms" in d else "; stevedore: not installed") + ".\n")
-    L.append("| epload mode | epload ms (whole process) | importlib lookup marginal ÷ epload | "
-             "paired-round IQR | same in CPU time | ÷ epload marginal over `--version` | "
-             "importlib same-output marginal ÷ epload | target | met (lookup; same output) |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
-    for mode in ("cold", "full", "paths"):
-        r = m["ratios"][mode]
-        vm = f"{r['ratio_vs_marginal']:.0f}×" if r["ratio_vs_marginal"] else "n/a"
-        met = "yes" if r["met"] else f"**NO** ({r['ratio']:.1f}× of {r['target']:.0f}×)"
-        same = f"**{r['ratio_same_output']:.1f}×**" if "ratio_same_output" in r else "n/a"
-        if "met_same_output" in r:
-            met += "; " + ("yes" if r["met_same_output"] else "**NO**")
-        L.append(f"| {LABELS[mode]} | {fmt_ms(r['epload_ms'])} | **{r['ratio']:.1f}×** | "
-                 f"{r['paired_ratio_q1']:.1f}–{r['paired_ratio_q3']:.1f}× | {r['ratio_cpu']:.1f}× | {vm} | "
-                 f"{same} | ≥ {r['target']:.0f}× | {met} |")
-    if result.get("stat_baseline"):
-        sb = result["stat_baseline"]
-        bare = sb["StatBaseline"]
-        L.append("")
-        L.append(f"### Cached `full` validation against the bare cost of its {bare['stats']:,} "
-                 "stat calls (epload_bench, medians)\n")
-        L.append("| figure | wall ms | CPU ms | ÷ bare stats |")
-        L.append("|---|---:|---:|---:|")
-        L.append(f"| bare `fstatat` calls (BM_CacheStatBaseline) | {fmt_ms(bare['real_ms'])} | "
-                 f"{fmt_ms(bare['cpu_ms'])} | 1.00 |")
-        for key, label in (("ValidateFull", "epload validate `full` only (BM_CacheValidateFull)"),
-                           ("LoadValidateFull", "epload load + validate `full` "
-                            "(BM_CacheLoadValidateFull)"),
-                           ("LoadValidatePaths", "epload load + validate `paths` "
-                            "(BM_CacheLoadValidatePaths)")):
-            r = sb[key]
-            L.append(f"| {label} | {fmt_ms(r['real_ms'])} | {fmt_ms(r['cpu_ms'])} | "
-                     f"{r['real_ms'] / bare['real_ms']:.2f} |")
-        full = m["stats"]["full"]["median_ms"]
-        ok = sb["full_process_over_bare_stats"] <= sb["target"]
-        L.append(f"| whole process `epload entry-points` cached `full` (above) | {fmt_ms(full)} | "
-                 f"{fmt_ms(m['stats']['full']['cpu_median_ms'])} | "
-                 f"{sb['full_process_over_bare_stats']:.2f} |")
-        L.append("")
-        L.append(f"Target ≤ {sb['target']}× the bare stat cost: whole process "
-                 f"{'met' if ok else '**NOT met**'} ({sb['full_process_over_bare_stats']:.2f}×); "
-                 f"in-process load+validate {sb['full_inprocess_over_bare_stats']:.2f}×.")
-    if result.get("floors"):
-        fl = result["floors"]
-        L.append("")
-        L.append("### The targets' budgets against their floors (same rounds)\n")
-        L.append("| epload mode | target | budget: importlib lookup marginal ÷ target | floor | "
-                 "floor ms | epload ms | epload − floor | reachable here |")
-        L.append("|---|---:|---:|---|---:|---:|---:|---|")
-        what = {"floor-exe": "`epload_floor`: linked like epload, exits at once",
-                "floor-full": f"`epload_floor --stat`: the same {result['floor_stats']:,} stat "
-                              "calls on two CPUs, nothing else" if "floor_stats" in result
-                              else ""}
-        for mode in ("cold", "full", "paths"):
-            if mode not in fl:
-                continue
-            f = fl[mode]
-            reach = "yes" if f["reachable"] else "**no**: the budget is below the floor"
-            L.append(f"| {LABELS[mode]} | ≥ {m['ratios'][mode]['target']:.0f}× | "
-                     f"{fmt_ms(f['budget_ms'])} | {what[f['floor']]} | {fmt_ms(f['floor_ms'])} | "
-                     f"{fmt_ms(f['epload_ms'])} | {fmt_ms(f['epload_ms'] - f['floor_ms'])} | "
-                     f"{reach} |")
-    if result.get("scaling"):
-        sc = result["scaling"]
-        L.append("")
-        L.append(f"### Scaling ({sc['runs']} interleaved rounds per size; ms, median)\n")
-        L.append("| distributions | /bin/true | epload --version | paths | paths marginal | "
-                 "paths CPU | full | cold |")
-        L.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for row in sc["sizes"]:
-            s = row["stats"]
-            L.append(f"| {row['distributions']:,} | {fmt_ms(s['true']['median_ms'])} | "
-                     f"{fmt_ms(s['epload-exe']['median_ms'])} | "
-                     f"{fmt_ms(s['paths']['median_ms'])} | "
-                     f"{fmt_ms(s['paths']['median_ms'] - s['epload-exe']['median_ms'])} | "
-                     f"{fmt_ms(s['paths']['cpu_median_ms'])} | "
-                     f"{fmt_ms(s['full']['median_ms'])} | {fmt_ms(s['cold']['median_ms'])} |")
-        g = sc["paths_growth"]
-        L.append("")
-        gm = ("n/a (the smallest marginal is within noise of zero)" if g["marginal"] is None
-              else f"{g['marginal']:.2f}× ("
-              f"{'met' if g['marginal'] < SCALING_TARGET else '**not met**'})")
-        L.append(f"`paths` growth {sc['sizes'][0]['distributions']:,} → "
-                 f"{sc['sizes'][-1]['distributions']:,}: whole process **{g['whole']:.2f}×** "
-                 f"(target < {SCALING_TARGET:.0f}×: "
-                 f"{'met' if g['whole'] < SCALING_TARGET else '**NOT met**'}); "
-                 f"marginal over `epload --version`: {gm}; CPU time {g['cpu']:.2f}×.")
-    return "\n".join(L) + "\n"
-
-
-LABELS = {
-    "true": "process floor `/bin/true`",
-    "bare": "bare `python3 -I -S`",
-    "importlib": "importlib.metadata `entry_points(group=)`",
-    "importlib-same": "importlib.metadata, same output as epload (name, value, dist, version)",
-    "stevedore": "stevedore cached `get_group_all`",
-    "floor-exe": "floor: linked like epload, exits at once (`bench/epload_floor`)",
-    "floor-full": "floor under `full`: its stat calls alone (`bench/epload_floor --stat`)",
-    "epload-exe": "`epload --version`",
-    "cold": "epload `--no-cache` (cold scan)",
-    "full": "epload cached, `--validate full`",
-    "paths": "epload cached, `--validate paths`",
-}
-
-
 # ----------------------------------------------------------------- main ---
 
 def parse_args(argv):
@@ -512,98 +366,100 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    tmp = tempfile.mkdtemp(prefix="epload-bench-index-")
-    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", tmp), "LC_ALL": "C.UTF-8",
-           "XDG_CACHE_HOME": os.path.join(tmp, "xdg-cache")}
-    try:
-        stevedore_dir = stevedore_location(args.python, env)
-        result = {"config": {
-            "backends": args.backends, "distributions": args.backends + args.noise,
-            "group": args.group, "runs": args.runs, "warmup": args.warmup,
-            "python": args.python, "epload": args.epload,
-            "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
-                        "python": platform.python_version()},
-            "stevedore": stevedore_dir is not None,
-            "load_average_before": os.getloadavg()}}
+    return harness_main("bench_index.py", parse_args, run, argv)
 
-        print(f"generating {args.backends + args.noise} distributions ...", file=sys.stderr)
-        manifest = generate(args.python, os.path.join(tmp, "env"), args.backends, args.noise,
-                            args.group)
-        s = Setup(args, manifest["search_path"], tmp, env, stevedore_dir)
-        s.check_answers(args.python, env, args.backends)
-        s.warm(env)
-        commands = {**s.floor, **s.py, **s.epload}
-        if "floor-exe" in s.floor:
-            listed, result["floor_stats"] = s.stat_list(env, tmp)
-            commands["floor-full"] = s.floor["floor-exe"] + ["--stat", listed]
-        print(f"timing {len(commands)} commands x {args.runs} rounds ...", file=sys.stderr)
-        raw = interleaved(commands, env, args.runs, args.warmup, tmp)
-        stats, derived, ratios = analyse(raw)
-        main_res = {"commands": commands, "stats": stats, "derived": derived, "ratios": ratios,
-                    "search_path": s.search}
-        if not args.no_strace:
-            print("counting system calls ...", file=sys.stderr)
-            main_res["strace"] = {n: strace_counts(c, env, tmp) for n, c in commands.items()}
-        use_hf = args.hyperfine == "on" or (args.hyperfine == "auto" and shutil.which("hyperfine"))
-        if use_hf:
-            print("hyperfine confirmation pass ...", file=sys.stderr)
-            main_res["hyperfine"] = hyperfine_pass(commands, env, args.runs, args.warmup, tmp)
-        result["main"] = main_res
 
-        if args.bench_exe:
-            print("bare stat baseline (epload_bench) ...", file=sys.stderr)
-            sb = stat_baseline(args.bench_exe, args.backends + args.noise, env, tmp, args.quick)
-            bare = sb["StatBaseline"]
-            sb["full_process_over_bare_stats"] = stats["full"]["median_ms"] / bare["real_ms"]
-            sb["full_inprocess_over_bare_stats"] = sb["LoadValidateFull"]["real_ms"] / bare["real_ms"]
-            sb["validate_over_bare_stats"] = sb["ValidateFull"]["real_ms"] / bare["real_ms"]
-            sb["target"] = 1.5
-            result["stat_baseline"] = sb
-        result["floors"] = floors(result)
+def run(args, tmp):
+    """The main run, the stat baseline, the floors and the scaling run;
+    writes the report."""
+    env = clean_env(tmp)
+    stevedore_dir = stevedore_location(args.python, env)
+    result = {"config": {
+        "backends": args.backends, "distributions": args.backends + args.noise,
+        "group": args.group, "runs": args.runs, "warmup": args.warmup,
+        "python": args.python, "epload": args.epload, "machine": machine(),
+        "stevedore": stevedore_dir is not None,
+        "load_average_before": os.getloadavg()}}
+    measure_main(args, env, tmp, stevedore_dir, result)
+    if args.bench_exe:
+        log("bare stat baseline (epload_bench) ...")
+        result["stat_baseline"] = stat_figures(args, env, tmp, result["main"]["stats"])
+    result["floors"] = floors(result)
+    if args.sizes:
+        result["scaling"] = scaling(args, env, tmp)
+    result["config"]["load_average_after"] = os.getloadavg()
+    write_report(result, markdown(result), json_out=args.json_out)
+    return 0
 
-        if args.sizes:
-            rows = []
-            for n in args.sizes:
-                print(f"scaling: {n} distributions ...", file=sys.stderr)
-                b = max(1, n // 6)
-                d = os.path.join(tmp, f"scale-{n}")
-                man = generate(args.python, d, b, n - b, args.group)
-                ss = Setup(args, man["search_path"], os.path.join(d, "work"), env, None)
-                ss.check_answers(args.python, env, b)
-                ss.warm(env)
-                raw_n = interleaved({**ss.floor, **ss.epload}, env, args.scaling_runs, args.warmup, tmp)
-                st, _, _ = analyse(raw_n)
-                rows.append({"distributions": n, "backends": b, "stats": st})
-                shutil.rmtree(d, ignore_errors=True)
-            first, last = rows[0]["stats"], rows[-1]["stats"]
-            m0 = first["paths"]["median_ms"] - first["epload-exe"]["median_ms"]
-            m1 = last["paths"]["median_ms"] - last["epload-exe"]["median_ms"]
-            growth = {
-                "whole": last["paths"]["median_ms"] / first["paths"]["median_ms"],
-                # A marginal within noise of zero has no meaningful ratio.
-                "marginal": m1 / m0 if m0 > 0.05 else None,
-                "cpu": last["paths"]["cpu_median_ms"] / first["paths"]["cpu_median_ms"],
-            }
-            result["scaling"] = {"runs": args.scaling_runs, "sizes": rows, "paths_growth": growth,
-                                 "target": SCALING_TARGET}
 
-        result["config"]["load_average_after"] = os.getloadavg()
-        report = markdown(result)
-        sys.stdout.write(report)
-        if args.json_out:
-            with open(args.json_out, "w") as f:
-                json.dump(result, f, indent=1)
-                f.write("\n")
-        return 0
-    except BenchError as e:
-        print(f"bench_index.py: {e}", file=sys.stderr)
-        return 1
-    finally:
-        if args.keep:
-            print(f"kept {tmp}", file=sys.stderr)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+def measure_main(args, env, tmp, stevedore_dir, result):
+    """Every command at --backends + --noise distributions, checked, warmed
+    and timed interleaved; sets result["floor_stats"] (when epload_floor is
+    there) and result["main"]."""
+    log(f"generating {args.backends + args.noise} distributions ...")
+    manifest = generate(args.python, os.path.join(tmp, "env"), args.backends, args.noise,
+                        args.group)
+    s = Setup(args, manifest["search_path"], tmp, env, stevedore_dir)
+    s.check_answers(args.python, env, args.backends)
+    s.warm(env)
+    commands = {**s.floor, **s.py, **s.epload}
+    if "floor-exe" in s.floor:
+        listed, result["floor_stats"] = s.stat_list(env, tmp)
+        commands["floor-full"] = s.floor["floor-exe"] + ["--stat", listed]
+    log(f"timing {len(commands)} commands x {args.runs} rounds ...")
+    raw = interleaved(commands, env, args.runs, args.warmup, tmp)
+    stats, derived, ratios = analyse(raw)
+    main_res = {"commands": commands, "stats": stats, "derived": derived, "ratios": ratios,
+                "search_path": s.search}
+    if not args.no_strace:
+        log("counting system calls ...")
+        main_res["strace"] = {n: strace_counts(c, env, tmp) for n, c in commands.items()}
+    use_hf = args.hyperfine == "on" or (args.hyperfine == "auto" and shutil.which("hyperfine"))
+    if use_hf:
+        log("hyperfine confirmation pass ...")
+        main_res["hyperfine"] = hyperfine_pass(commands, env, args.runs, args.warmup, tmp)
+    result["main"] = main_res
+
+
+def stat_figures(args, env, tmp, stats):
+    """epload_bench's figures at this size, and the whole `full` process and
+    the in-process ones over the bare stat cost."""
+    sb = stat_baseline(args.bench_exe, args.backends + args.noise, env, tmp, args.quick)
+    bare = sb["StatBaseline"]
+    sb["full_process_over_bare_stats"] = stats["full"]["median_ms"] / bare["real_ms"]
+    sb["full_inprocess_over_bare_stats"] = sb["LoadValidateFull"]["real_ms"] / bare["real_ms"]
+    sb["validate_over_bare_stats"] = sb["ValidateFull"]["real_ms"] / bare["real_ms"]
+    sb["target"] = 1.5
+    return sb
+
+
+def scaling(args, env, tmp):
+    """The epload modes at each --scaling-sizes count (one distribution in six
+    a backend), and how `paths` grows from the first to the last."""
+    rows = []
+    for n in args.sizes:
+        log(f"scaling: {n} distributions ...")
+        b = max(1, n // 6)
+        d = os.path.join(tmp, f"scale-{n}")
+        man = generate(args.python, d, b, n - b, args.group)
+        ss = Setup(args, man["search_path"], os.path.join(d, "work"), env, None)
+        ss.check_answers(args.python, env, b)
+        ss.warm(env)
+        raw_n = interleaved({**ss.floor, **ss.epload}, env, args.scaling_runs, args.warmup, tmp)
+        st, _, _ = analyse(raw_n)
+        rows.append({"distributions": n, "backends": b, "stats": st})
+        shutil.rmtree(d, ignore_errors=True)
+    first, last = rows[0]["stats"], rows[-1]["stats"]
+    m0 = first["paths"]["median_ms"] - first["epload-exe"]["median_ms"]
+    m1 = last["paths"]["median_ms"] - last["epload-exe"]["median_ms"]
+    growth = {
+        "whole": last["paths"]["median_ms"] / first["paths"]["median_ms"],
+        # A marginal within noise of zero has no meaningful ratio.
+        "marginal": m1 / m0 if m0 > 0.05 else None,
+        "cpu": last["paths"]["cpu_median_ms"] / first["paths"]["cpu_median_ms"],
+    }
+    return {"runs": args.scaling_runs, "sizes": rows, "paths_growth": growth,
+            "target": SCALING_TARGET}
 
 
 if __name__ == "__main__":

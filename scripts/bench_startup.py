@@ -5,8 +5,9 @@ PyTorch's own autoload loop, and epload (eager, lazy, `paths` validation).
 
 For each number of backends (--sizes, default 10, 100 and 1,000) among
 --noise ordinary distributions (default 5,000), one environment is generated
-with `scripts/gen_env.py --kind python` and these variants are timed as
-whole processes, interleaved round by round (scripts/harness_common.py):
+with `scripts/gen_env.py --kind python` and these variants (their commands
+and checks: scripts/startup_variants.py) are timed as whole processes,
+interleaved round by round (scripts/harness_common.py):
 
   bare             the interpreter with the common prelude (below), nothing else
   importlib        + importlib.metadata.entry_points(group="torch.backends")
@@ -95,40 +96,18 @@ backends, one line per variant, log-scale y (matplotlib, Agg backend).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import statistics
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness_common import (  # noqa: E402
-    write_report,
-    SOURCE_DIR, BenchError, capture, clean_env, ensure_env, fmt_ms, generate, hyperfine_pass,
-    interleaved, log, machine, remove_tree, stevedore_location, strace_counts, summarize)
+    SOURCE_DIR, BenchError, clean_env, ensure_env, fmt_ms, generate, harness_main,
+    hyperfine_pass, interleaved, log, machine, parse_sizes, stevedore_location, strace_counts,
+    summarize_rounds, write_report)
+from startup_variants import GROUP, VARIANTS, Size, write_host  # noqa: E402
 
-GROUP = "torch.backends"
-HOST = "torch"
-HOST_SWITCH = "EPLOAD_BENCH_HOST_AUTOLOAD"  # the fixture host: "pytorch" (default) or "epload"
-VERIFY_MARK = "EPLOAD-BENCH-VERIFY "
-
-# Variant name -> (label, kind).  Order = report order.
-VARIANTS = {
-    "bare": ("bare interpreter (`python3 -I -S`)", "bare"),
-    "importlib": ("importlib.metadata `entry_points(group=)`", "lookup"),
-    "stevedore": ("stevedore cached `get_group_all`", "lookup"),
-    "pytorch-eager": ("PyTorch-style eager autoload (`import torch`)", "eager"),
-    "floor-native": ("floor: empty module linked like `epload._native`", "floor"),
-    "epload-import": ("`import epload`", "import"),
-    "epload-ep": ("epload `entry_points(group=)`, `full`", "lookup"),
-    "epload-ep-paths": ("epload `entry_points(group=)`, `paths`", "lookup"),
-    "epload-eager": ("epload eager autoload", "eager"),
-    "epload-lazy": ("epload lazy autoload, nothing used", "lazy"),
-    "epload-lazy-paths": ("epload lazy autoload, `paths`", "lazy"),
-    "epload-lazy-first": ("epload lazy + first device", "first"),
-}
 REFERENCES = ("importlib", "stevedore", "pytorch-eager")
 
 # Issue 4's targets: (variant, reference, minimum ratio reference ÷ variant).
@@ -144,249 +123,10 @@ IMPORT_TARGET_MS = 2.0
 # their floor includes the bare cost of those stats.
 FULL_CHECK = ("epload-ep", "epload-lazy")
 
-# The fixture host: PyTorch's functions verbatim (torch/__init__.py, 2.5+), and
-# at the end either PyTorch's call of them or the one line a framework that
-# adopted epload would have instead.
-HOST_INIT = '''\
-"""A PyTorch-like host package for scripts/bench_startup.py: its import ends
-by autoloading the torch.backends entry points, with PyTorch's own loop (the
-default) or, when {switch}=epload, with epload.autoload (mode from
-EPLOAD_MODE)."""
-import os
-import sys
-
-
-def _import_device_backends():
-    """
-    Leverage the Python plugin mechanism to load out-of-the-tree device extensions.
-    See this RFC: https://github.com/pytorch/pytorch/issues/122468
-    """
-    from importlib.metadata import entry_points
-
-    group_name = "torch.backends"
-    if sys.version_info < (3, 10):
-        backend_extensions = entry_points().get(group_name, ())
-    else:
-        backend_extensions = entry_points(group=group_name)
-
-    for backend_extension in backend_extensions:
-        try:
-            # Load the extension
-            entrypoint = backend_extension.load()
-            # Call the entrypoint
-            entrypoint()
-        except Exception as err:
-            raise RuntimeError(
-                f"Failed to load the backend extension: {{backend_extension.name}}. "
-                f"You can disable extension auto-loading with TORCH_DEVICE_BACKEND_AUTOLOAD=0."
-            ) from err
-
-
-def _is_device_backend_autoload_enabled():
-    # enabled by default
-    return os.getenv("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "1"
-
-
-if os.environ.get("{switch}", "pytorch") == "epload":
-    import epload
-    epload.autoload(group="torch.backends", host=__name__)
-elif _is_device_backend_autoload_enabled():
-    _import_device_backends()
-'''
-
-
-def write_host(hostdir):
-    d = os.path.join(hostdir, HOST)
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "__init__.py"), "w") as f:
-        f.write(HOST_INIT.format(switch=HOST_SWITCH))
-
-
-# ------------------------------------------------------------ variants ---
-
-class Size:
-    """The variants' command lines for one generated environment."""
-
-    def __init__(self, args, manifest, hostdir, stevedore_dir, work):
-        self.work = work
-        self.env = clean_env(work)
-        self.site = manifest["search_path"]
-        self.manifest = manifest
-        self.backends = [b["entry_point"] for b in manifest["backends"]]
-        self.devices = [b["device"] for b in manifest["backends"]]
-        self.packages = [b["package"] for b in manifest["backends"]]
-        mid = len(self.devices) // 2
-        self.first_device, self.first_package = self.devices[mid], self.packages[mid]
-        self.python = args.python
-        self.pkg = args.package_dir
-        self.hostdir = hostdir
-        self.broken = args.break_variant
-        self.order = None  # importlib's order of the backends, once verified
-        group = GROUP
-        ep = "import epload; eps = epload.entry_points(group={g!r})"
-        code = {
-            "bare": ({}, ""),
-            "importlib": ({}, "from importlib.metadata import entry_points; "
-                              "eps = entry_points(group={g!r})"),
-            "pytorch-eager": ({}, f"import {HOST}"),
-            "epload-import": ({}, "import epload"),
-            "floor-native": ({}, f"sys.path.insert(0, {args.floor_dir!r}); "
-                                 "import _epload_floor") if args.floor_dir else None,
-            "epload-ep": ({}, ep),
-            "epload-ep-paths": ({"EPLOAD_VALIDATE": "paths"}, ep),
-            "epload-eager": ({HOST_SWITCH: "epload", "EPLOAD_MODE": "eager"}, f"import {HOST}"),
-            "epload-lazy": ({HOST_SWITCH: "epload", "EPLOAD_MODE": "lazy"}, f"import {HOST}"),
-            "epload-lazy-paths": ({HOST_SWITCH: "epload", "EPLOAD_MODE": "lazy",
-                                   "EPLOAD_VALIDATE": "paths"}, f"import {HOST}"),
-            "epload-lazy-first": ({HOST_SWITCH: "epload", "EPLOAD_MODE": "lazy"},
-                                  f"import {HOST}; dev = {HOST}.{self.first_device}"),
-        }
-        if stevedore_dir:
-            code["stevedore"] = ({}, f"sys.path.append({stevedore_dir!r}); "
-                                     "import stevedore.extension; sys.path.pop(); "
-                                     "from stevedore import _cache; "
-                                     "eps = _cache.get_group_all({g!r})")
-        self.variants = [v for v in VARIANTS if code.get(v) is not None]
-        self.vars, self.code = {}, {}
-        for v in self.variants:
-            env, body = code[v]
-            env = dict(env)
-            g = group
-            if v == self.broken:
-                # Test-only sabotage (--break-variant): the verification must
-                # catch it.  Eager variants and the first use: the backends
-                # look for a host that does not exist, so they register no
-                # device; lazy: it runs eagerly; lookups: ask for a group
-                # nobody provides.
-                kind = VARIANTS[v][1]
-                if kind in ("eager", "first"):
-                    env["EPLOAD_GEN_HOST"] = "no_such_host_module"
-                elif kind == "lazy":
-                    env["EPLOAD_MODE"] = "eager"
-                else:
-                    g = group + ".broken"
-            self.vars[v] = env
-            self.code[v] = body.format(g=g)
-        self.commands = {v: self.argv(v) for v in self.variants}
-
-    def prelude(self, env):
-        return (f"import os, sys; os.environ.update({env!r}); "
-                f"sys.path[0:0] = [{self.pkg!r}]; sys.path += [{self.hostdir!r}, {self.site!r}]")
-
-    def argv(self, v, extra_env=None, suffix=""):
-        env = dict(self.vars[v], **(extra_env or {}))
-        body = self.code[v]
-        text = self.prelude(env) + (f"; {body}" if body else "") + suffix
-        return [self.python, "-I", "-S", "-c", text]
-
-    # -- warming and verification --
-
-    def check(self, v):
-        """Runs variant v once with a check appended; returns (report, stderr)."""
-        probe = (
-            "\nimport json as _j\n"
-            f"_h = sys.modules.get({HOST!r})\n"
-            "_e = globals().get('eps')\n"
-            "_r = {'modules': sorted(k for k in sys.modules if k.startswith('gen_backend_')),\n"
-            "      'devices': sorted(k for k in (vars(_h) if _h else {}) if k.startswith('dev')),\n"
-            "      'found': None if _e is None else\n"
-            "          [e[0] if isinstance(e, (list, tuple)) else e.name for e in _e],\n"
-            "      'epload': 'epload' in sys.modules,\n"
-            "      'floor': '_epload_floor' in sys.modules}\n"
-            f"print({VERIFY_MARK!r} + _j.dumps(_r))\n")
-        extra = {"EPLOAD_DEBUG": "1"} if v.startswith("epload-") else None
-        try:
-            proc = capture(self.argv(v, extra, probe), self.env)
-        except BenchError as e:
-            raise BenchError(f"variant {v} ({VARIANTS[v][0]}) failed at {len(self.backends)} "
-                             f"backends; its code: {self.code[v]}\n{e}")
-        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(VERIFY_MARK)), None)
-        if line is None:
-            raise BenchError(f"{v}: the check printed nothing\n{proc.stdout[-1000:]}")
-        return json.loads(line[len(VERIFY_MARK):]), proc.stderr
-
-    def problems(self, v, r, stderr):
-        """What is wrong with variant v's run (empty: it did its job)."""
-        kind = VARIANTS[v][1]
-        n = len(self.backends)
-        out = []
-        if kind == "lookup":
-            found = r["found"] or []
-            if sorted(found) != sorted(self.backends):
-                out.append(f"found {len(found)} entry points of {GROUP!r}, expected the "
-                           f"{n} generated backends")
-            elif self.order is not None and found != self.order:
-                out.append("found the backends in another order than importlib.metadata")
-            elif v == "importlib":
-                self.order = found  # discovery order: raw directory-listing order
-        if kind == "eager":
-            if len(r["modules"]) != n:
-                out.append(f"imported {len(r['modules'])} of the {n} backend modules")
-            if r["devices"] != sorted(self.devices):
-                out.append(f"the host has {len(r['devices'])} of the {n} device attributes "
-                           f"after `import {HOST}` (the backends did not register their devices)")
-        if kind == "lazy":
-            if r["modules"]:
-                out.append(f"imported {len(r['modules'])} backend module(s) at start "
-                           f"(e.g. {r['modules'][0]}); lazy must import none when devices "
-                           "are known")
-            if r["devices"]:
-                out.append(f"the host has {len(r['devices'])} device attribute(s) at start")
-        if kind == "first":
-            if r["modules"] != [self.first_package] or r["devices"] != [self.first_device]:
-                out.append(f"after using {HOST}.{self.first_device}: modules {r['modules'][:5]}, "
-                           f"devices {r['devices'][:5]} (expected exactly {self.first_package} "
-                           f"and {self.first_device})")
-        if kind == "floor" and not r.get("floor"):
-            out.append("did not import _epload_floor")
-        if kind in ("bare", "import", "floor") or v in ("importlib", "stevedore"):
-            if r["modules"] or r["devices"]:
-                out.append("imported backends although it should not")
-        if v.startswith("epload-") and v != "epload-import" and "index hit" not in stderr:
-            status = [ln for ln in stderr.splitlines() if "epload: index" in ln]
-            out.append("no index cache hit (" + (status[-1] if status else "no index status") + ")")
-        return out
-
-    def warm_and_verify(self, attempts=40):
-        """Warms every cache (epload's index and learned devices, stevedore's)
-        and verifies every variant; retries while caches settle (a cache
-        written in the clock tick of a change is not trusted at first)."""
-        # PyTorch's loop and epload's eager autoload first: the latter learns
-        # every backend's devices for the lazy variants.
-        for v in ("epload-eager", "stevedore"):
-            if v in self.commands:
-                capture(self.commands[v], self.env)
-        report = {}
-        for v in self.variants:
-            # Only caches can need another try: the index (epload variants)
-            # and the learned devices (lazy).  Anything else fails at once.
-            tries = attempts if v.startswith("epload-") else 1
-            for attempt in range(tries):
-                r, err = self.check(v)
-                bad = self.problems(v, r, err)
-                if not bad:
-                    break
-                time.sleep(0.05)
-            if bad:
-                tail = "\n".join(err.strip().splitlines()[-8:])
-                raise BenchError(
-                    f"variant {v} ({VARIANTS[v][0]}) did not do its job at "
-                    f"{len(self.backends)} backends: " + "; ".join(bad)
-                    + f"\nits code: {self.code[v]}" + (f"\n{tail}" if tail else ""))
-            report[v] = {"modules_imported": len(r["modules"]), "devices_set": len(r["devices"]),
-                         "found": None if r["found"] is None else len(r["found"]),
-                         "attempts": attempt + 1}
-        return report
-
-
 # ------------------------------------------------------------- analysis ---
 
 def analyse(raw):
-    stats = {}
-    for v, d in raw.items():
-        s = summarize(d["wall"])
-        s["cpu_median_ms"] = statistics.median(d["cpu"]) / 1e6
-        stats[v] = s
+    stats = summarize_rounds(raw)
     bare, bare_cpu = stats["bare"]["median_ms"], stats["bare"]["cpu_median_ms"]
     for v, s in stats.items():
         s["marginal_ms"] = s["median_ms"] - bare
@@ -465,104 +205,97 @@ def markdown(result):
                 else "")
              + f"; backends' import cost {cfg['import_cost_ms']:g} ms.\n")
     for row in result["sizes"]:
-        st, ra = row["stats"], row["ratios"]
-        L.append(f"#### {row['backends']:,} backends ({row['distributions']:,} distributions)\n")
-        L.append("| variant | median ms | IQR ms | CPU ms | marginal ms | marginal CPU ms | "
-                 "importlib ÷ | stevedore ÷ | PyTorch-eager ÷ |")
-        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for v in VARIANTS:
-            label = VARIANTS[v][0]
-            if v not in st:
-                why = "not built" if v == "floor-native" else "not installed"
-                L.append(f"| {label} | {why} | | | | | | | |")
-                continue
-            s = st[v]
-            cols = []
-            for ref in REFERENCES:
-                if v == ref:
-                    cols.append("1")
-                elif ref not in st:
-                    cols.append("not installed" if ref == "stevedore" else "")
-                elif v == "bare":
-                    cols.append("")
-                else:
-                    cols.append(fmt_ratio(ra[v][ref]["wall"]))
-            marg = "" if v == "bare" else fmt_ms(s["marginal_ms"])
-            margc = "" if v == "bare" else fmt_ms(s["marginal_cpu_ms"])
-            L.append(f"| {label} | {fmt_ms(s['median_ms'])} | {fmt_ms(s['q1_ms'])}–"
-                     f"{fmt_ms(s['q3_ms'])} | {fmt_ms(s['cpu_median_ms'])} | {marg} | {margc} | "
-                     + " | ".join(cols) + " |")
+        L += size_table(row)
         if row.get("strace") or row.get("hyperfine"):
-            sc, hf = row.get("strace") or {}, row.get("hyperfine") or {}
-            L.append("")
-            L.append(f"System calls at {row['backends']:,} backends (one run each under "
-                     "`strace -f -c`)" + (" and `hyperfine -N` medians (not interleaved)"
-                                          if hf else "") + ":\n")
-            L.append("| variant | syscalls | stat | openat | getdents64 |"
-                     + (" hyperfine ms |" if hf else ""))
-            L.append("|---|---:|---:|---:|---:|" + ("---:|" if hf else ""))
-            for v in VARIANTS:
-                if v not in st:
-                    continue
-                c = sc.get(v)
-                cols = (f"{c['total']:,} | {c['stat']:,} | {c['openat']:,} | "
-                        f"{c['getdents64']:,}" if c else " | | | ")
-                h = f" {fmt_ms(hf[v]['median_ms'])} |" if v in hf else (" |" if hf else "")
-                L.append(f"| {VARIANTS[v][0]} | {cols} |{h}")
+            L += syscall_table(row)
         L.append("")
     L.append("Ratios are the reference's marginal cost ÷ the variant's (marginal = median − "
              "bare median), wall time, same run; n/a when the variant's marginal is within "
              "noise of zero.\n")
     if len(result["sizes"]) > 1:
-        L.append("#### Marginal cost over the bare interpreter (ms, wall; CPU in parentheses)\n")
-        L.append("| variant | " + " | ".join(f"{r['backends']:,} backends"
-                                               for r in result["sizes"]) + " |")
-        L.append("|---|" + "---:|" * len(result["sizes"]))
-        for v in VARIANTS:
-            if v == "bare":
-                continue
-            cells = []
-            for r in result["sizes"]:
-                s = r["stats"].get(v)
-                cells.append("not installed" if s is None else
-                             f"{fmt_ms(s['marginal_ms'])} ({fmt_ms(s['marginal_cpu_ms'])})")
-            L.append(f"| {VARIANTS[v][0]} | " + " | ".join(cells) + " |")
-        L.append("")
+        L += marginal_table(result["sizes"])
+    L += targets_table(result)
+    return "\n".join(L) + "\n"
+
+
+def size_table(row):
+    """One size's table: every variant's times, marginals and ratios."""
+    st, ra = row["stats"], row["ratios"]
+    L = [f"#### {row['backends']:,} backends ({row['distributions']:,} distributions)\n",
+         "| variant | median ms | IQR ms | CPU ms | marginal ms | marginal CPU ms | "
+         "importlib ÷ | stevedore ÷ | PyTorch-eager ÷ |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for v in VARIANTS:
+        label = VARIANTS[v][0]
+        if v not in st:
+            why = "not built" if v == "floor-native" else "not installed"
+            L.append(f"| {label} | {why} | | | | | | | |")
+            continue
+        s = st[v]
+        cols = []
+        for ref in REFERENCES:
+            if v == ref:
+                cols.append("1")
+            elif ref not in st:
+                cols.append("not installed" if ref == "stevedore" else "")
+            elif v == "bare":
+                cols.append("")
+            else:
+                cols.append(fmt_ratio(ra[v][ref]["wall"]))
+        marg = "" if v == "bare" else fmt_ms(s["marginal_ms"])
+        margc = "" if v == "bare" else fmt_ms(s["marginal_cpu_ms"])
+        L.append(f"| {label} | {fmt_ms(s['median_ms'])} | {fmt_ms(s['q1_ms'])}–"
+                 f"{fmt_ms(s['q3_ms'])} | {fmt_ms(s['cpu_median_ms'])} | {marg} | {margc} | "
+                 + " | ".join(cols) + " |")
+    return L
+
+
+def syscall_table(row):
+    """The system-call counts and hyperfine medians taken at one size."""
+    st = row["stats"]
+    sc, hf = row.get("strace") or {}, row.get("hyperfine") or {}
+    L = ["", f"System calls at {row['backends']:,} backends (one run each under "
+             "`strace -f -c`)" + (" and `hyperfine -N` medians (not interleaved)"
+                                  if hf else "") + ":\n",
+         "| variant | syscalls | stat | openat | getdents64 |" + (" hyperfine ms |" if hf else ""),
+         "|---|---:|---:|---:|---:|" + ("---:|" if hf else "")]
+    for v in VARIANTS:
+        if v not in st:
+            continue
+        c = sc.get(v)
+        cols = (f"{c['total']:,} | {c['stat']:,} | {c['openat']:,} | "
+                f"{c['getdents64']:,}" if c else " | | | ")
+        h = f" {fmt_ms(hf[v]['median_ms'])} |" if v in hf else (" |" if hf else "")
+        L.append(f"| {VARIANTS[v][0]} | {cols} |{h}")
+    return L
+
+
+def marginal_table(sizes):
+    """Every variant's marginal cost at every size, side by side."""
+    L = ["#### Marginal cost over the bare interpreter (ms, wall; CPU in parentheses)\n",
+         "| variant | " + " | ".join(f"{r['backends']:,} backends" for r in sizes) + " |",
+         "|---|" + "---:|" * len(sizes)]
+    for v in VARIANTS:
+        if v == "bare":
+            continue
+        cells = []
+        for r in sizes:
+            s = r["stats"].get(v)
+            cells.append("not installed" if s is None else
+                         f"{fmt_ms(s['marginal_ms'])} ({fmt_ms(s['marginal_cpu_ms'])})")
+        L.append(f"| {VARIANTS[v][0]} | " + " | ".join(cells) + " |")
+    L.append("")
+    return L
+
+
+def targets_table(result):
+    """Issue 4's targets: measured, met, and each budget beside its floor."""
     t0 = result["targets"][0]
-    L.append(f"#### Targets (issue 4), at {t0['backends']:,} backends "
-             f"({t0['distributions']:,} distributions)\n")
-    L.append("| target | measured (wall) | CPU time | met | budget ms | floor ms | "
-             "reachable here |")
-    L.append("|---|---:|---:|---|---:|---:|---|")
-    for t in result["targets"]:
-        if t["reference"] is None:
-            meas = "n/a" if t["measured"] is None else f"{fmt_ms(t['measured'])} ms"
-            cpu = "n/a" if t["measured_cpu"] is None else f"{fmt_ms(t['measured_cpu'])} ms"
-        else:
-            meas = fmt_ratio(t["measured"]) if t["measured"] is not None else \
-                t.get("note", "n/a")
-            cpu = fmt_ratio(t["measured_cpu"])
-        if t["met"] is None:
-            met = t.get("note", "n/a")
-        elif t["met"]:
-            met = "yes"
-        elif t["reference"] is None:
-            met = f"**no** ({fmt_ms(t['measured'])} ms)"
-        else:
-            met = f"**no** ({fmt_ratio(t['measured'])} of {t['needed']:g}×)"
-        budget = fmt_ms(t["budget_ms"]) if "budget_ms" in t else ""
-        if "floor_ms" in t:
-            floor = fmt_ms(t["floor_ms"])
-            if "floor_stats_ms" in t:
-                floor += (f" ({fmt_ms(t['floor_libraries_ms'])} + "
-                          f"{fmt_ms(t['floor_stats_ms'])} stats)")
-            reach = "yes" if t["reachable"] else "**no**: the budget is below the floor"
-        elif "floor_libraries_ms" in t:
-            floor = f"≥ {fmt_ms(t['floor_libraries_ms'])} + stats"
-            reach = "n/a (no stat model: epload_bench absent)"
-        else:
-            floor = reach = ""
-        L.append(f"| {t['target']} | {meas} | {cpu} | {met} | {budget} | {floor} | {reach} |")
+    L = [f"#### Targets (issue 4), at {t0['backends']:,} backends "
+         f"({t0['distributions']:,} distributions)\n",
+         "| target | measured (wall) | CPU time | met | budget ms | floor ms | reachable here |",
+         "|---|---:|---:|---|---:|---:|---|"]
+    L += ["| " + " | ".join(target_cells(t)) + " |" for t in result["targets"]]
     L.append("")
     if any("floor_libraries_ms" in t for t in result["targets"]):
         sb = result.get("stat_baseline")
@@ -573,7 +306,37 @@ def markdown(result):
                     f"(epload_bench BM_CacheStatBaseline, {fmt_ms(sb['cpu_ms'])} ms of CPU in "
                     f"process) shared by {sb['cpus']} CPUs" if sb else "")
                  + ": a lower bound no implementation can beat on this machine.\n")
-    return "\n".join(L) + "\n"
+    return L
+
+
+def target_cells(t):
+    """One target's row: target, measured, CPU, met, budget, floor, reachable."""
+    if t["reference"] is None:
+        meas = "n/a" if t["measured"] is None else f"{fmt_ms(t['measured'])} ms"
+        cpu = "n/a" if t["measured_cpu"] is None else f"{fmt_ms(t['measured_cpu'])} ms"
+    else:
+        meas = fmt_ratio(t["measured"]) if t["measured"] is not None else t.get("note", "n/a")
+        cpu = fmt_ratio(t["measured_cpu"])
+    if t["met"] is None:
+        met = t.get("note", "n/a")
+    elif t["met"]:
+        met = "yes"
+    elif t["reference"] is None:
+        met = f"**no** ({fmt_ms(t['measured'])} ms)"
+    else:
+        met = f"**no** ({fmt_ratio(t['measured'])} of {t['needed']:g}×)"
+    budget = fmt_ms(t["budget_ms"]) if "budget_ms" in t else ""
+    if "floor_ms" in t:
+        floor = fmt_ms(t["floor_ms"])
+        if "floor_stats_ms" in t:
+            floor += f" ({fmt_ms(t['floor_libraries_ms'])} + {fmt_ms(t['floor_stats_ms'])} stats)"
+        reach = "yes" if t["reachable"] else "**no**: the budget is below the floor"
+    elif "floor_libraries_ms" in t:
+        floor = f"≥ {fmt_ms(t['floor_libraries_ms'])} + stats"
+        reach = "n/a (no stat model: epload_bench absent)"
+    else:
+        floor = reach = ""
+    return [t["target"], meas, cpu, met, budget, floor, reach]
 
 
 def plot(result, path):
@@ -664,12 +427,7 @@ def parse_args(argv):
         args.runs = 5 if args.quick else 15
     if args.warmup is None:
         args.warmup = 1 if args.quick else 2
-    try:
-        args.sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
-    except ValueError:
-        p.error(f"--sizes must be comma-separated integers, got {args.sizes!r}")
-    if not args.sizes or any(n < 1 for n in args.sizes):
-        p.error("--sizes: each size must be at least 1 backend")
+    args.sizes = parse_sizes(p, args.sizes, 1, "at least 1 backend")
     if args.noise < 0:
         p.error("--noise must be >= 0")
     if args.runs < 1 or args.warmup < 0:
@@ -704,86 +462,95 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    tmp = tempfile.mkdtemp(prefix="epload-bench-startup-")
-    try:
-        env0 = clean_env(tmp)
-        stevedore_dir = None
-        if not args.no_stevedore:
-            stevedore_dir = stevedore_location(args.python, env0)
-        hostdir = os.path.join(tmp, "host")
-        write_host(hostdir)
-        result = {"config": {
-            "sizes": args.sizes, "noise": args.noise, "group": GROUP,
-            "import_cost_ms": args.import_cost_ms, "runs": args.runs, "warmup": args.warmup,
-            "python": args.python, "package_dir": args.package_dir,
-            "stevedore": stevedore_dir, "machine": machine(),
-            "load_average_before": os.getloadavg(), "started": time.strftime(
-                "%Y-%m-%d %H:%M:%S %Z")}, "sizes": []}
-        if args.break_variant:
-            result["config"]["broken_variant"] = args.break_variant
-        largest = args.sizes[-1]
-        for n in args.sizes:
-            work = os.path.join(tmp, f"size-{n}")
-            extra = ("--import-cost-ms", args.import_cost_ms)
-            if args.env_dir:
-                where = os.path.join(args.env_dir, f"python-{n}-{args.noise}"
-                                     + (f"-cost{args.import_cost_ms:g}"
-                                        if args.import_cost_ms else ""))
-                log(f"bench_startup: {n:,} Python backends among {args.noise:,} distributions "
-                    f"in {where} ...")
-                manifest, reused = ensure_env(args.python, where, n, args.noise, GROUP,
-                                              kind="python", extra=extra)
-                if reused:
-                    log("bench_startup:   (reusing the environment generated earlier)")
-            else:
-                log(f"bench_startup: generating {n:,} Python backends among {args.noise:,} "
-                    "distributions ...")
-                manifest = generate(args.python, os.path.join(work, "env"), n, args.noise,
-                                    GROUP, kind="python", extra=extra)
-            size = Size(args, manifest, hostdir, stevedore_dir, work)
-            log(f"bench_startup: {n:,} backends: warming caches, verifying "
-                f"{len(size.variants)} variants ...")
-            verified = size.warm_and_verify()
-            log(f"bench_startup: {n:,} backends: {len(size.variants)} variants x "
-                f"{args.warmup + args.runs} interleaved rounds ...")
-            raw = interleaved(size.commands, size.env, args.runs, args.warmup, work,
-                              progress=progress_line)
-            stats, ratios = analyse(raw)
-            row = {"backends": n, "distributions": n + args.noise, "stats": stats,
-                   "ratios": ratios, "verified": verified, "commands": size.commands,
-                   "first_device": size.first_device}
-            if n == largest and args.strace:
-                log("bench_startup: counting system calls ...")
-                row["strace"] = {v: strace_counts(c, size.env, work)
-                                 for v, c in size.commands.items()}
-            if n == largest and args.hyperfine:
-                log("bench_startup: hyperfine pass ...")
-                row["hyperfine"] = hyperfine_pass(size.commands, size.env, args.runs,
-                                                  args.warmup, work)
-            result["sizes"].append(row)
-        sb = None
-        bench_exe = os.path.join(args.build, "bench", "epload_bench")
-        if "floor-native" in result["sizes"][-1]["stats"] and os.access(bench_exe, os.X_OK):
-            log("bench_startup: the bare cost of the stat calls (epload_bench) ...")
-            from bench_index import stat_baseline  # the same measurement as issue 2's harness
-            b = stat_baseline(bench_exe, largest + args.noise, clean_env(tmp), tmp, args.quick,
-                              which="StatBaseline")["StatBaseline"]
-            sb = {"cpu_ms": b["cpu_ms"], "real_ms": b["real_ms"], "stats": b.get("stats", 0),
-                  "cpus": os.cpu_count() or 1, "distributions": largest + args.noise}
-            result["stat_baseline"] = sb
-        result["targets"] = judge(result["sizes"], sb)
-        result["config"]["load_average_after"] = os.getloadavg()
-        write_report(result, markdown(result), args.md_out, args.json_out, args.plot, plot)
-        return 0
-    except BenchError as e:
-        print(f"bench_startup.py: {e}", file=sys.stderr)
-        return 1
-    finally:
-        if args.keep:
-            print(f"kept {tmp}", file=sys.stderr)
-        else:
-            remove_tree(tmp)
+    return harness_main("bench_startup.py", parse_args, run, argv)
+
+
+def run(args, tmp):
+    """Every size, then the stat baseline and the targets; writes the report."""
+    stevedore_dir = None
+    if not args.no_stevedore:
+        stevedore_dir = stevedore_location(args.python, clean_env(tmp))
+    hostdir = os.path.join(tmp, "host")
+    write_host(hostdir)
+    result = {"config": {
+        "sizes": args.sizes, "noise": args.noise, "group": GROUP,
+        "import_cost_ms": args.import_cost_ms, "runs": args.runs, "warmup": args.warmup,
+        "python": args.python, "package_dir": args.package_dir,
+        "stevedore": stevedore_dir, "machine": machine(),
+        "load_average_before": os.getloadavg(), "started": time.strftime(
+            "%Y-%m-%d %H:%M:%S %Z")}, "sizes": []}
+    if args.break_variant:
+        result["config"]["broken_variant"] = args.break_variant
+    for n in args.sizes:
+        result["sizes"].append(measure_size(args, n, tmp, hostdir, stevedore_dir))
+    sb = stat_cost(args, tmp) if "floor-native" in result["sizes"][-1]["stats"] else None
+    if sb:
+        result["stat_baseline"] = sb
+    result["targets"] = judge(result["sizes"], sb)
+    result["config"]["load_average_after"] = os.getloadavg()
+    write_report(result, markdown(result), args.md_out, args.json_out, args.plot, plot)
+    return 0
+
+
+def environment(args, n, work):
+    """The generated environment of n backends: kept in --env-dir (and reused
+    from there), else generated into work.  Returns its manifest."""
+    extra = ("--import-cost-ms", args.import_cost_ms)
+    if not args.env_dir:
+        log(f"bench_startup: generating {n:,} Python backends among {args.noise:,} "
+            "distributions ...")
+        return generate(args.python, os.path.join(work, "env"), n, args.noise, GROUP,
+                        kind="python", extra=extra)
+    where = os.path.join(args.env_dir, f"python-{n}-{args.noise}"
+                         + (f"-cost{args.import_cost_ms:g}" if args.import_cost_ms else ""))
+    log(f"bench_startup: {n:,} Python backends among {args.noise:,} distributions "
+        f"in {where} ...")
+    manifest, reused = ensure_env(args.python, where, n, args.noise, GROUP, kind="python",
+                                  extra=extra)
+    if reused:
+        log("bench_startup:   (reusing the environment generated earlier)")
+    return manifest
+
+
+def measure_size(args, n, tmp, hostdir, stevedore_dir):
+    """One size: generate, verify every variant, time them interleaved, and
+    at the largest size count system calls and run hyperfine."""
+    work = os.path.join(tmp, f"size-{n}")
+    size = Size(args, environment(args, n, work), hostdir, stevedore_dir, work)
+    log(f"bench_startup: {n:,} backends: warming caches, verifying "
+        f"{len(size.variants)} variants ...")
+    verified = size.warm_and_verify()
+    log(f"bench_startup: {n:,} backends: {len(size.variants)} variants x "
+        f"{args.warmup + args.runs} interleaved rounds ...")
+    raw = interleaved(size.commands, size.env, args.runs, args.warmup, work,
+                      progress=progress_line)
+    stats, ratios = analyse(raw)
+    row = {"backends": n, "distributions": n + args.noise, "stats": stats,
+           "ratios": ratios, "verified": verified, "commands": size.commands,
+           "first_device": size.first_device}
+    largest = n == args.sizes[-1]
+    if largest and args.strace:
+        log("bench_startup: counting system calls ...")
+        row["strace"] = {v: strace_counts(c, size.env, work) for v, c in size.commands.items()}
+    if largest and args.hyperfine:
+        log("bench_startup: hyperfine pass ...")
+        row["hyperfine"] = hyperfine_pass(size.commands, size.env, args.runs, args.warmup, work)
+    return row
+
+
+def stat_cost(args, tmp):
+    """The bare cost of `full`'s stat calls at the largest size (epload_bench's
+    BM_CacheStatBaseline), or None when epload_bench is not built."""
+    bench_exe = os.path.join(args.build, "bench", "epload_bench")
+    if not os.access(bench_exe, os.X_OK):
+        return None
+    log("bench_startup: the bare cost of the stat calls (epload_bench) ...")
+    from bench_index import stat_baseline  # the same measurement as issue 2's harness
+    distributions = args.sizes[-1] + args.noise
+    b = stat_baseline(bench_exe, distributions, clean_env(tmp), tmp, args.quick,
+                      which="StatBaseline")["StatBaseline"]
+    return {"cpu_ms": b["cpu_ms"], "real_ms": b["real_ms"], "stats": b.get("stats", 0),
+            "cpus": os.cpu_count() or 1, "distributions": distributions}
 
 
 if __name__ == "__main__":

@@ -60,13 +60,13 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness_common import (  # noqa: E402
-    HERE, SOURCE_DIR, BenchError, capture, clean_env, ensure_env, fmt_ms, importlib_same_output,
-    interleaved, interpreter_path, log, machine, norm, remove_tree, summarize)
+    HERE, SOURCE_DIR, BenchError, capture, clean_env, ensure_env, fmt_ms, harness_main,
+    importlib_same_output, interleaved, interpreter_path, log, machine, norm, summarize_rounds,
+    write_report)
 
 GROUP = "torch.backends"
 
@@ -284,6 +284,30 @@ def parse_args(argv):
     return args
 
 
+def harness(args, script, stem, extra):
+    """Runs scripts/SCRIPT --quick with EXTRA arguments, its outputs in
+    OUT/STEM.{md,json,png}; prints its report and returns its files."""
+    out = {k: os.path.join(args.out, f"{stem}.{k}") for k in ("json", "md", "png")}
+    cmd = [args.python, os.path.join(HERE, script), "--quick", *extra,
+           "--json-out", out["json"], "--md-out", out["md"], "--plot", out["png"]]
+    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise BenchError(f"{script} failed (exit {proc.returncode}); command: {' '.join(cmd)}")
+    sys.stdout.write("\n" + proc.stdout)
+    return [out["md"], out["json"], out["png"]]
+
+
+def python_backends(args):
+    """Step 3: scripts/bench_startup.py --quick; returns its files."""
+    log("demo: Python backends: scripts/bench_startup.py --quick ...")
+    extra = ["--build", args.build, "--python", args.python, "--sizes", args.startup_sizes,
+             "--noise", str(args.startup_noise),
+             "--env-dir", os.path.join(args.out, "startup-envs")]
+    if args.startup_rounds:
+        extra += ["--runs", str(args.startup_rounds)]
+    return harness(args, "bench_startup.py", "startup", extra)
+
+
 def real_torch(args):
     """Step 4: scripts/bench_torch.py --quick in the torch venv; returns its files."""
     log("demo: real PyTorch: the venv (scripts/torch_env.py; made once, reused) ...")
@@ -294,104 +318,80 @@ def real_torch(args):
         raise BenchError(f"the real-PyTorch comparison needs a venv with torch: {e}; "
                          "--no-torch skips it")
     log("demo: real PyTorch: scripts/bench_torch.py --quick ...")
-    out = {k: os.path.join(args.out, f"torch.{k}") for k in ("json", "md", "png")}
-    cmd = [args.python, os.path.join(HERE, "bench_torch.py"), "--quick", "--python", python,
-           "--build", args.build, "--sizes", args.torch_sizes,
-           "--env-dir", os.path.join(args.out, "torch-envs"),
-           "--json-out", out["json"], "--md-out", out["md"], "--plot", out["png"]]
+    extra = ["--python", python, "--build", args.build, "--sizes", args.torch_sizes,
+             "--env-dir", os.path.join(args.out, "torch-envs")]
     if args.torch_rounds:
-        cmd += ["--rounds", str(args.torch_rounds)]
-    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        raise BenchError(f"bench_torch.py failed (exit {proc.returncode}); command: "
-                         f"{' '.join(cmd)}")
-    sys.stdout.write("\n" + proc.stdout)
-    return [out["md"], out["json"], out["png"]]
+        extra += ["--rounds", str(args.torch_rounds)]
+    return harness(args, "bench_torch.py", "torch", extra)
+
+
+def start_up_table(args, tmp):
+    """Steps 1 and 2: the environment, every command checked and timed; writes
+    demo.md and demo.json and prints the table.  Returns the files."""
+    env_dir = os.path.join(args.out, "env")
+    log(f"demo: environment: {args.backends:,} native backends among {args.noise:,} "
+        f"distributions in {env_dir} ...")
+    manifest, reused = ensure_env(args.python, env_dir, args.backends, args.noise, GROUP,
+                                  kind="native")
+    if reused:
+        log("demo:   (reusing the environment generated earlier)")
+    d = Demo(args, manifest, tmp)
+    log("demo: checking and warming every command ...")
+    phases = d.verify()
+    log(f"demo: timing {len(d.commands)} commands x {args.warmup + args.rounds} "
+        "interleaved rounds ...")
+    la = os.getloadavg()
+    stats = summarize_rounds(interleaved(d.commands, d.env, args.rounds, args.warmup, tmp))
+    result = {"config": {"backends": args.backends, "noise": args.noise,
+                         "device": d.device, "rounds": args.rounds,
+                         "warmup": args.warmup, "phase_runs": args.phase_runs,
+                         "epload": args.epload, "python": args.python,
+                         "environment": env_dir, "machine": machine(),
+                         "load_average_before": la,
+                         "load_average_after": os.getloadavg()},
+              "commands": d.commands, "stats": stats, "phases": phases,
+              "derived": derive(stats)}
+    files = [os.path.join(args.out, n) for n in ("demo.md", "demo.json")]
+    sys.stdout.write("\n")
+    write_report(result, markdown(result), md_out=files[0], json_out=files[1])
+    return files
+
+
+def derive(stats):
+    """importlib's marginal costs, and eager over lazy and cached over cold."""
+    med = {n: s["median_ms"] for n, s in stats.items()}
+    return {
+        "importlib_marginal_ms": med["importlib"] - med["bare"],
+        "importlib_same_output_marginal_ms": med["importlib-same"] - med["bare"],
+        "eager_over_lazy_cold": med["eager-cold"] / med["lazy-cold"],
+        "eager_over_lazy_cached": med["eager-cached"] / med["lazy-cached"],
+        "eager_over_lazy_cached_cpu": stats["eager-cached"]["cpu_median_ms"]
+        / stats["lazy-cached"]["cpu_median_ms"],
+        "eager_over_lazy_paths": med["eager-paths"] / med["lazy-paths"],
+        "lazy_cached_over_cold": med["lazy-cached"] / med["lazy-cold"],
+    }
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    os.makedirs(args.out, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix="epload-demo-")
-    t_start = time.monotonic()
-    try:
-        env_dir = os.path.join(args.out, "env")
-        log(f"demo: environment: {args.backends:,} native backends among {args.noise:,} "
-            f"distributions in {env_dir} ...")
-        manifest, reused = ensure_env(args.python, env_dir, args.backends, args.noise, GROUP,
-                                      kind="native")
-        if reused:
-            log("demo:   (reusing the environment generated earlier)")
-        d = Demo(args, manifest, tmp)
-        log("demo: checking and warming every command ...")
-        phases = d.verify()
-        log(f"demo: timing {len(d.commands)} commands x {args.warmup + args.rounds} "
-            "interleaved rounds ...")
-        la = os.getloadavg()
-        raw = interleaved(d.commands, d.env, args.rounds, args.warmup, tmp)
-        stats = {n: dict(summarize(v["wall"]), cpu_median_ms=statistics.median(v["cpu"]) / 1e6)
-                 for n, v in raw.items()}
-        med = {n: s["median_ms"] for n, s in stats.items()}
-        derived = {
-            "importlib_marginal_ms": med["importlib"] - med["bare"],
-            "importlib_same_output_marginal_ms": med["importlib-same"] - med["bare"],
-            "eager_over_lazy_cold": med["eager-cold"] / med["lazy-cold"],
-            "eager_over_lazy_cached": med["eager-cached"] / med["lazy-cached"],
-            "eager_over_lazy_cached_cpu": stats["eager-cached"]["cpu_median_ms"]
-            / stats["lazy-cached"]["cpu_median_ms"],
-            "eager_over_lazy_paths": med["eager-paths"] / med["lazy-paths"],
-            "lazy_cached_over_cold": med["lazy-cached"] / med["lazy-cold"],
-        }
-        result = {"config": {"backends": args.backends, "noise": args.noise,
-                             "device": d.device, "rounds": args.rounds,
-                             "warmup": args.warmup, "phase_runs": args.phase_runs,
-                             "epload": args.epload, "python": args.python,
-                             "environment": env_dir, "machine": machine(),
-                             "load_average_before": la,
-                             "load_average_after": os.getloadavg()},
-                  "commands": d.commands, "stats": stats, "phases": phases,
-                  "derived": derived}
-        report = markdown(result)
-        with open(os.path.join(args.out, "demo.md"), "w") as f:
-            f.write(report)
-        with open(os.path.join(args.out, "demo.json"), "w") as f:
-            json.dump(result, f, indent=1)
-            f.write("\n")
-        sys.stdout.write("\n" + report)
-        sys.stdout.flush()
+    return harness_main("demo.py", parse_args, run, argv)
 
-        files = [os.path.join(args.out, n) for n in ("demo.md", "demo.json")]
-        if not args.no_startup:
-            log("demo: Python backends: scripts/bench_startup.py --quick ...")
-            out = {k: os.path.join(args.out, f"startup.{k}") for k in ("json", "md", "png")}
-            cmd = [args.python, os.path.join(HERE, "bench_startup.py"), "--quick",
-                   "--build", args.build, "--python", args.python,
-                   "--sizes", args.startup_sizes, "--noise", str(args.startup_noise),
-                   "--env-dir", os.path.join(args.out, "startup-envs"),
-                   "--json-out", out["json"], "--md-out", out["md"], "--plot", out["png"]]
-            if args.startup_rounds:
-                cmd += ["--runs", str(args.startup_rounds)]
-            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  text=True)
-            if proc.returncode != 0:
-                raise BenchError(f"bench_startup.py failed (exit {proc.returncode}); "
-                                 f"command: {' '.join(cmd)}")
-            sys.stdout.write("\n" + proc.stdout)
-            files += [out["md"], out["json"], out["png"]]
-        if args.no_torch:
-            print("\nReal-PyTorch comparison skipped (--no-torch or EPLOAD_SKIP_TORCH=1).")
-        else:
-            files += real_torch(args)
-        print(f"\nDone in {time.monotonic() - t_start:.0f} s. Files:")
-        for f in files:
-            print(f"  {f}")
-        print(f"  {env_dir}/ (the generated environment; reused by the next run)")
-        return 0
-    except BenchError as e:
-        print(f"demo.py: {e}", file=sys.stderr)
-        return 1
-    finally:
-        remove_tree(tmp)
+
+def run(args, tmp):
+    """Every step; prints where the files are."""
+    t_start = time.monotonic()
+    os.makedirs(args.out, exist_ok=True)
+    files = start_up_table(args, tmp)
+    if not args.no_startup:
+        files += python_backends(args)
+    if args.no_torch:
+        print("\nReal-PyTorch comparison skipped (--no-torch or EPLOAD_SKIP_TORCH=1).")
+    else:
+        files += real_torch(args)
+    print(f"\nDone in {time.monotonic() - t_start:.0f} s. Files:")
+    for f in files:
+        print(f"  {f}")
+    print(f"  {os.path.join(args.out, 'env')}/ (the generated environment; reused by the next run)")
+    return 0
 
 
 if __name__ == "__main__":

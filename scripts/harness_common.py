@@ -1,7 +1,9 @@
 """Shared machinery of epload's process-level harnesses (scripts/bench_index.py,
-scripts/bench_startup.py, scripts/demo.py): spawning and timing whole
-processes, interleaved rounds, summaries, system-call counts, a hyperfine
-cross-check, and generating environments with scripts/gen_env.py.
+scripts/bench_startup.py, scripts/bench_torch.py, scripts/demo.py): spawning
+and timing whole processes, interleaved rounds, summaries, system-call
+counts, a hyperfine cross-check, generating environments with
+scripts/gen_env.py, checking that a variant did its job, and a harness's
+main (harness_main: temporary directory, errors, exit status).
 
 How a command is timed: posix_spawn + wait4, stdout to /dev/null, stderr to a
 file (quoted if the command fails).  Wall time is measured around spawn and
@@ -35,6 +37,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -94,6 +97,13 @@ def summarize(samples):
     q = statistics.quantiles(s, n=4, method="inclusive") if len(s) > 1 else [s[0]] * 3
     return {"median_ms": statistics.median(s) / 1e6, "q1_ms": q[0] / 1e6, "q3_ms": q[2] / 1e6,
             "min_ms": s[0] / 1e6, "max_ms": s[-1] / 1e6, "runs": len(s)}
+
+
+def summarize_rounds(raw):
+    """interleaved()'s samples summarized: {name: summarize(wall times) plus
+    the median CPU time, cpu_median_ms}."""
+    return {n: dict(summarize(v["wall"]), cpu_median_ms=statistics.median(v["cpu"]) / 1e6)
+            for n, v in raw.items()}
 
 
 def interleaved(commands, env, runs, warmup, tmp, progress=None, seed=0, settle=0, envs=None):
@@ -295,6 +305,70 @@ def importlib_same_output(group):
 def norm(name):
     """A distribution name normalized as importlib compares them."""
     return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def harness_main(prog, parse_args, run, argv=None):
+    """A harness's main: parses its command line (``argv``, default
+    sys.argv[1:]), then returns run(args, tmp)'s exit status, tmp a fresh
+    temporary directory (epload-<prog>-*).  A BenchError is printed as
+    `prog: message` (status 1).  tmp is removed at the end, or kept and named
+    on stderr when args.keep is set."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    tmp = tempfile.mkdtemp(prefix=f"epload-{prog.removesuffix('.py').replace('_', '-')}-")
+    try:
+        return run(args, tmp)
+    except BenchError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if getattr(args, "keep", False):
+            print(f"kept {tmp}", file=sys.stderr)
+        else:
+            remove_tree(tmp)
+
+
+def parse_sizes(p, text, least, what):
+    """--sizes TEXT as a sorted list of distinct integers, each >= least;
+    p.error (exit 2) otherwise, ``what`` saying what a size must be."""
+    try:
+        sizes = sorted({int(s) for s in text.split(",") if s.strip()})
+    except ValueError:
+        p.error(f"--sizes must be comma-separated integers, got {text!r}")
+    if not sizes or any(n < least for n in sizes):
+        p.error(f"--sizes: each size must be {what}")
+    return sizes
+
+
+def checked_run(argv, env, mark, name, failure):
+    """Runs argv once (a variant with a check appended) and returns (the JSON
+    its check printed on the line starting with ``mark``, its stderr).  A
+    failed run raises BenchError(failure + the error); a run that printed no
+    such line, one naming ``name``."""
+    try:
+        proc = capture(argv, env)
+    except BenchError as e:
+        raise BenchError(f"{failure}\n{e}")
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(mark)), None)
+    if line is None:
+        raise BenchError(f"{name}: the check printed nothing\n{proc.stdout[-1000:]}")
+    return json.loads(line[len(mark):]), proc.stderr
+
+
+def retry_check(v, label, where, code, check, problems, tries):
+    """Runs check(v) -> (report, stderr) until problems(v, report, stderr) is
+    empty, at most ``tries`` times, 0.05 s apart (caches settling); returns
+    (report, attempts).  Still wrong after that: a BenchError naming variant
+    v (``label``, at ``where``), what was wrong, its ``code`` and the last
+    lines of its stderr."""
+    for attempt in range(tries):
+        r, err = check(v)
+        bad = problems(v, r, err)
+        if not bad:
+            return r, attempt + 1
+        time.sleep(0.05)
+    tail = "\n".join(err.strip().splitlines()[-8:])
+    raise BenchError(f"variant {v} ({label}) did not do its job at {where}: " + "; ".join(bad)
+                     + f"\nits code: {code}" + (f"\n{tail}" if tail else ""))
 
 
 # --------------------------------------------------------------- report ---

@@ -3,6 +3,11 @@
 #
 #   scripts/sanitize.sh            address,undefined then thread
 #   scripts/sanitize.sh thread     one sanitizer set
+#   scripts/sanitize.sh -h|--help  this text
+#
+# A set is a comma list of address, undefined, thread and leak (what
+# -DEPLOAD_SANITIZE passes to -fsanitize=); thread goes with neither address
+# nor leak.  Anything else is refused (exit 2) before anything is built.
 #
 # Each set builds into build-san-<set>/ (only the unit-test binary, the
 # test backends it loads, and the fuzz targets replaying their corpora:
@@ -17,9 +22,37 @@
 # does not free everything at exit.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$here/scripts/setup.sh" --deps-only
+
+# The header comment above, without its comment marks.
+usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+
+# Refuses (exit 2) a set that is not a comma list of known sanitizers, or
+# one the compiler refuses to combine.
+check_set() {
+  local s=$1 rest=$1, one
+  while [[ $rest ]]; do  # each comma-separated name, empty ones included
+    one=${rest%%,*}
+    rest=${rest#*,}
+    case $one in address|undefined|thread|leak) ;; *) bad_set "$s" ;; esac
+  done
+  if [[ ,$s, == *,thread,* && ( ,$s, == *,address,* || ,$s, == *,leak,* ) ]]; then
+    echo "sanitize.sh: '$s': thread cannot be combined with address or leak" >&2
+    exit 2
+  fi
+}
+bad_set() {
+  echo "sanitize.sh: unknown sanitizer set '$1': expected a comma list of address," \
+       "undefined, thread, leak (e.g. address,undefined); see --help" >&2
+  exit 2
+}
+
 sets=("$@")
+for s in "${sets[@]}"; do
+  [[ $s == -h || $s == --help ]] && { usage; exit 0; }
+done
+for s in "${sets[@]}"; do check_set "$s"; done
 ((${#sets[@]})) || sets=(address,undefined thread)
+"$here/scripts/setup.sh" --deps-only
 for s in "${sets[@]}"; do
   dir="$here/build-san-${s//,/-}"
   echo "== sanitizer build: $s ($dir)"

@@ -1,9 +1,9 @@
 """The start-up harness (scripts/bench_startup.py), the lookup harness
 (scripts/bench_index.py) and the main command's driver (scripts/demo.py,
-scripts/demo.sh) at tiny sizes: their outputs exist
-and are well-formed, every variant is verified to do its job, and a variant
-broken on purpose (--break-variant, test only) stops the run with a message
-saying what was wrong.  Real environments, real interpreters, real epload;
+scripts/demo.sh) at tiny sizes, scripts/ab.py, and scripts/sanitize.sh's
+argument checks: their outputs exist and are well-formed, every variant is
+verified to do its job, and a variant broken on purpose (--break-variant,
+test only) stops the run with a message saying what was wrong.  Real environments, real interpreters, real epload;
 no timing is asserted."""
 
 import json
@@ -432,6 +432,41 @@ def test_demo_sh_help_runs_nothing():
     assert proc.stdout.startswith("usage: scripts/demo.sh")
     assert "out/demo" in proc.stdout and "--startup-sizes" in proc.stdout
     assert "setup:" not in proc.stderr
+
+
+# ---- scripts/sanitize.sh -------------------------------------------------------
+
+SANITIZE = SOURCE_DIR / "scripts" / "sanitize.sh"
+
+
+def test_sanitize_help_prints_its_usage():
+    for flag in ("-h", "--help"):
+        proc = subprocess.run([str(SANITIZE), flag], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith("sanitize.sh — build the unit tests with sanitizers")
+        assert "scripts/sanitize.sh thread     one sanitizer set" in proc.stdout
+        assert "#" not in proc.stdout and "set -euo" not in proc.stdout
+        assert "==" not in proc.stdout and proc.stderr == ""
+
+
+@pytest.mark.parametrize("sets,message", [
+    (["--bogus"], "unknown sanitizer set '--bogus'"),
+    (["adress"], "unknown sanitizer set 'adress': expected a comma list of address, undefined, "
+                 "thread, leak"),
+    (["address,"], "unknown sanitizer set 'address,'"),
+    ([""], "unknown sanitizer set ''"),
+    (["thread", "address,undefined,memory"], "unknown sanitizer set 'address,undefined,memory'"),
+    (["thread,address"], "'thread,address': thread cannot be combined with address or leak"),
+])
+def test_sanitize_refuses_a_bad_set_before_building(sets, message):
+    before = sorted(p.name for p in SOURCE_DIR.glob("build-san-*"))
+    proc = subprocess.run([str(SANITIZE), *sets], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=600)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert message in proc.stderr
+    assert proc.stdout == ""
+    assert sorted(p.name for p in SOURCE_DIR.glob("build-san-*")) == before
 
 
 # ---- scripts/ab.py ------------------------------------------------------------
