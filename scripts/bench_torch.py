@@ -80,39 +80,30 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_report import LABELS, judge, markdown, plot  # noqa: E402
 from harness_common import (  # noqa: E402
-    write_report,
-    SOURCE_DIR, BenchError, capture, clean_env, ensure_env, fmt_ms, interleaved, log, machine,
-    remove_tree, summarize)
+    harness_main, write_report,
+    SOURCE_DIR, BenchError, capture, clean_env, ensure_env, interleaved, log, machine, summarize)
 
 GROUP = "torch.backends"
 VERIFY_MARK = "EPLOAD-BENCH-TORCH "
 TIME_MARK = "EPLOAD-BENCH-FIRST-NS "
 
-# name -> (label, environment variables)
+# The variants' environment variables (their labels: torch_report.LABELS).
+LAZY = {"EPLOAD_AUTOLOAD_HOSTS": "torch", "EPLOAD_MODE": "lazy"}
 VARIANTS = {
-    "floor": ("`import torch`, autoload off: the floor", {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}),
-    "stock": ("stock autoload (importlib.metadata, every backend)", {}),
-    "epload-eager": ("epload eager", {"EPLOAD_AUTOLOAD_HOSTS": "torch", "EPLOAD_MODE": "eager"}),
-    "epload-lazy": ("epload lazy, `full`", {"EPLOAD_AUTOLOAD_HOSTS": "torch",
-                                            "EPLOAD_MODE": "lazy"}),
-    "epload-lazy-paths": ("epload lazy, `paths`", {"EPLOAD_AUTOLOAD_HOSTS": "torch",
-                                                   "EPLOAD_MODE": "lazy",
-                                                   "EPLOAD_VALIDATE": "paths"}),
-    "lazy-first-foo": ("epload lazy + first `to(\"foo\")`", {"EPLOAD_AUTOLOAD_HOSTS": "torch",
-                                                            "EPLOAD_MODE": "lazy"}),
-    "foo-by-hand": ("autoload off, foo by hand + `to(\"foo\")`",
-                    {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}),
+    "floor": {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+    "stock": {},
+    "epload-eager": {"EPLOAD_AUTOLOAD_HOSTS": "torch", "EPLOAD_MODE": "eager"},
+    "epload-lazy": LAZY,
+    "epload-lazy-paths": dict(LAZY, EPLOAD_VALIDATE="paths"),
+    "lazy-first-foo": LAZY,
+    "foo-by-hand": {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
 }
 EPLOAD_VARIANTS = ("epload-eager", "epload-lazy", "epload-lazy-paths", "lazy-first-foo")
-LAZY_FULL_MAX_PCT = 1.0     # lazy (`full`) at the largest size: at most 1% above the floor
-STOCK_OVER_LAZY = 100.0     # stock's marginal ÷ lazy's, at RATIO_SIZE backends
-RATIO_SIZE = 100
-FIRST_USE_SLACK_MS = 1.0    # first to("foo") ≤ foo's own import cost + 1 ms
 
 
 # ---------------------------------------------------------------- venv ---
@@ -207,7 +198,7 @@ class Size:
         }
         self.variants = [v for v in VARIANTS if body.get(v) is not None]
         self.body = {v: body[v] for v in self.variants}
-        self.envs = {v: dict(self.base, **VARIANTS[v][1]) for v in self.variants}
+        self.envs = {v: dict(self.base, **VARIANTS[v]) for v in self.variants}
         broken = args.break_variant
         if broken in self.envs:
             # Test-only sabotage (--break-variant): the verification must
@@ -252,7 +243,7 @@ class Size:
         try:
             proc = capture(self.argv(self.body[v], probe), env)
         except BenchError as e:
-            raise BenchError(f"variant {v} ({VARIANTS[v][0]}) failed at {self.n} generated "
+            raise BenchError(f"variant {v} ({LABELS[v]}) failed at {self.n} generated "
                              f"backends; its code: {self.body[v]}\n{e}")
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(VERIFY_MARK)), None)
         if line is None:
@@ -304,7 +295,7 @@ class Size:
                 time.sleep(0.05)
             if bad:
                 tail = "\n".join(err.strip().splitlines()[-8:])
-                raise BenchError(f"variant {v} ({VARIANTS[v][0]}) did not do its job at "
+                raise BenchError(f"variant {v} ({LABELS[v]}) did not do its job at "
                                  f"{self.n} generated backends: " + "; ".join(bad)
                                  + f"\nits code: {self.body[v]}" + (f"\n{tail}" if tail else ""))
             report[v] = dict(r, attempts=attempt + 1)
@@ -407,199 +398,6 @@ def hook_import_ns(importtime_stderr):
                      "installed and EPLOAD_AUTOLOAD_HOSTS set?\n" + importtime_stderr[-500:])
 
 
-def lazy_added(row):
-    """Lazy's added cost at one size, ms: epload's in-process time (the .pth
-    hook's import + what it added inside `import torch`), median of the
-    per-run sums, and the whole-process paired difference from the floor
-    beside it."""
-    ip = row.get("in_process")
-    return None if ip is None else ip["total"]["median_ms"]
-
-
-def whole_process(stats):
-    p = stats["paired"]
-    return (f"whole process {p['median_ms']:+.1f} ms, 95% CI [{p['ci95_ms'][0]:+.1f}, "
-            f"{p['ci95_ms'][1]:+.1f}]")
-
-
-def judge(sizes, first, stat_base):
-    """Issue 26's targets, each with its budget.  Lazy's added cost is taken
-    in-process (``lazy_added``): a whole-process difference cannot resolve
-    it (`import torch` alone varies by ~100 ms between runs); a target is met
-    when the in-process figure is within budget and the whole-process
-    interval does not contradict it (its lower end within budget too)."""
-    out = []
-    big = max(sizes, key=lambda r: (r["distributions"], r["backends"]))
-    st = big["stats"]
-    floor_ms = st["floor"]["median_ms"]
-    where = f"{big['backends']:,} generated backends, {big['distributions']:,} distributions"
-    budget = floor_ms * LAZY_FULL_MAX_PCT / 100
-    lazy, added = st["epload-lazy"], lazy_added(big)
-    t = {"target": f"lazy `import torch` (`full`) ≤ {LAZY_FULL_MAX_PCT:g}% above the floor",
-         "where": where, "budget_ms": budget,
-         "measured": ("in-process n/a" if added is None else
-                      f"in-process {added:.2f} ms ({100 * added / floor_ms:.2f}% of the floor's "
-                      f"{fmt_ms(floor_ms)} ms)") + "; " + whole_process(lazy),
-         "met": added is not None and added <= budget and lazy["paired"]["ci95_ms"][0] <= budget}
-    if stat_base:
-        t["floor_ms"] = stat_base["cpu_ms"] / stat_base["cpus"]  # full's stat calls, bare
-    out.append(t)
-    paths = st["epload-lazy-paths"]
-    out.append({"target": "lazy `import torch` (`paths`) within noise of the floor",
-                "where": where, "measured": whole_process(paths),
-                "met": paths["paired"]["within_noise"]})
-    row = next((r for r in sizes if r["backends"] == RATIO_SIZE), None)
-    if row is None:
-        out.append({"target": f"stock's added cost ÷ lazy's ≥ {STOCK_OVER_LAZY:g}× at "
-                              f"{RATIO_SIZE} backends", "where": "not measured (size absent)",
-                    "measured": "n/a", "met": None})
-    else:
-        stock, lazy, added = row["stats"]["stock"], row["stats"]["epload-lazy"], lazy_added(row)
-        gain = stock["paired"]["median_ms"]
-        ratio = gain / added if added else None
-        out.append({
-            "target": f"stock's added cost ÷ lazy's ≥ {STOCK_OVER_LAZY:g}×",
-            "where": f"{row['backends']:,} generated backends, {row['distributions']:,} "
-                     "distributions",
-            "measured": (f"{ratio:,.0f}×: stock {gain:+,.0f} ms (paired, 95% CI "
-                         f"[{stock['paired']['ci95_ms'][0]:+,.0f}, "
-                         f"{stock['paired']['ci95_ms'][1]:+,.0f}]) ÷ lazy in-process "
-                         f"{added:.2f} ms" if ratio else "in-process n/a")
-                        + "; lazy's " + whole_process(lazy),
-            "met": ratio is not None and ratio >= STOCK_OVER_LAZY
-                   and lazy["paired"]["ci95_ms"][0] <= gain / STOCK_OVER_LAZY,
-            "budget_ms": gain / STOCK_OVER_LAZY})
-    if first:
-        lz, bh = first["lazy_ms"], first["by_hand_ms"]
-        out.append({"target": f"first `to(\"foo\")` ≤ foo's own import cost + "
-                              f"{FIRST_USE_SLACK_MS:g} ms", "where": where + ", in-process",
-                    "measured": f"{lz:.2f} ms against {bh:.2f} ms by hand ({lz - bh:+.2f} ms)",
-                    "met": lz <= bh + FIRST_USE_SLACK_MS, "budget_ms": bh + FIRST_USE_SLACK_MS})
-    for t in out:
-        if "floor_ms" in t and "budget_ms" in t:
-            t["reachable"] = t["budget_ms"] >= t["floor_ms"]
-    return out
-
-
-# --------------------------------------------------------------- report ---
-
-def markdown(result):
-    cfg, info = result["config"], result["torch"]
-    L = [f"### Real PyTorch {info['torch']}: `import torch` with "
-         f"{', '.join(f'{n:,}' for n in cfg['sizes'])} generated backends among "
-         f"{cfg['noise']:,} ordinary distributions\n"]
-    la, lb = cfg["load_average_before"], cfg.get("load_average_after")
-    L.append(f"torch {info['torch']} from `{info['torch_dir']}` (Python {info['python']}, "
-             f"`{cfg['python']}`); epload from `{info['epload']}`; fixture backends: "
-             f"{', '.join(b[0] for b in info['backends'])}. Each generated backend's import "
-             f"burns {cfg['import_cost_ms']:g} ms. {cfg['rounds']} interleaved rounds after "
-             f"{cfg['warmup']} warm-up, whole-process medians; {cfg['machine']['cpus']} CPUs, "
-             f"1-minute load average {la[0]:.2f} before"
-             + (f" and {lb[0]:.2f} after" if lb else "") + ".\n")
-    for row in result["sizes"]:
-        st = row["stats"]
-        L.append(f"#### {row['backends']:,} generated backends + {row['fixtures']} fixtures "
-                 f"({row['distributions']:,} distributions)\n")
-        L.append("| variant | median ms | IQR ms | CPU ms | over floor ms | over floor % | "
-                 "paired median ms [95% CI] | CPU over floor ms [95% CI] |")
-        L.append("|---|---:|---:|---:|---:|---:|---|---|")
-        for v in VARIANTS:
-            if v not in st:
-                continue
-            s = st[v]
-            p = s.get("paired")
-            pc = "" if p is None else (f"{p['median_ms']:+.2f} [{p['ci95_ms'][0]:+.2f}, "
-                                       f"{p['ci95_ms'][1]:+.2f}]"
-                                       + (" within noise" if p["within_noise"] else ""))
-            over = "" if v == "floor" else fmt_ms(s["marginal_ms"])
-            pct = "" if v == "floor" else f"{s['marginal_pct']:+.2f}%"
-            c = s.get("paired_cpu")
-            cc = "" if c is None else (f"{c['median_ms']:+.2f} [{c['ci95_ms'][0]:+.2f}, "
-                                       f"{c['ci95_ms'][1]:+.2f}]")
-            L.append(f"| {VARIANTS[v][0]} | {fmt_ms(s['median_ms'])} | {fmt_ms(s['q1_ms'])}–"
-                     f"{fmt_ms(s['q3_ms'])} | {fmt_ms(s['cpu_median_ms'])} | {over} | {pct} | "
-                     f"{pc} | {cc} |")
-        L.append("")
-    f = result.get("first_use")
-    if f:
-        L.append(f"#### First `torch.ones(2).to(\"foo\")`, in-process ({f['runs']} pairs, "
-                 f"{f['backends']:,} generated backends)\n")
-        L.append("| process | median ms | IQR ms |")
-        L.append("|---|---:|---:|")
-        L.append(f"| lazy: the first `to(\"foo\")` (imports foo) | {f['lazy_ms']:.2f} | "
-                 f"{f['lazy']['q1_ms']:.2f}–{f['lazy']['q3_ms']:.2f} |")
-        L.append(f"| autoload off: foo's entry point by hand, then `to(\"foo\")` | "
-                 f"{f['by_hand_ms']:.2f} | {f['by_hand']['q1_ms']:.2f}–"
-                 f"{f['by_hand']['q3_ms']:.2f} |")
-        L.append("")
-    rows = [r for r in result["sizes"] if r.get("in_process")]
-    if rows:
-        L.append("#### What lazy epload adds, measured inside the processes\n")
-        L.append("| generated backends | runs | `import torch` ms | .pth hook's import ms | "
-                 "added inside `import torch` ms | epload in all, ms (IQR) | % of the floor |")
-        L.append("|---:|---:|---:|---:|---:|---|---:|")
-        for r in rows:
-            ip, floor = r["in_process"], r["stats"]["floor"]["median_ms"]
-            L.append(f"| {r['backends']:,} | {ip['runs']} | "
-                     f"{fmt_ms(ip['import_torch']['median_ms'])} | {ip['pth']['median_ms']:.2f} | "
-                     f"{ip['in_import']['median_ms']:.2f} | {ip['total']['median_ms']:.2f} "
-                     f"({ip['total']['q1_ms']:.2f}–{ip['total']['q3_ms']:.2f}) | "
-                     f"{100 * ip['total']['median_ms'] / floor:.2f}% |")
-        L.append("\nThe .pth hook's import: `-X importtime`'s cumulative time of `epload._hook` "
-                 "at interpreter start. Added inside `import torch`: the trace's (EPLOAD_TRACE) "
-                 "`import torch` span less torch's own body (`body of torch`): epload's "
-                 "imports, its native module, discovery, matching, the hook backend's load. "
-                 "In all: the median of the per-run sums.\n")
-    L.append("#### Targets (issue 26)\n")
-    L.append("| target | where | measured | met | budget ms | floor ms | reachable here |")
-    L.append("|---|---|---|---|---:|---:|---|")
-    for t in result["targets"]:
-        met = "n/a" if t["met"] is None else ("yes" if t["met"] else "**no**")
-        budget = fmt_ms(t["budget_ms"]) if "budget_ms" in t else ""
-        floor = fmt_ms(t["floor_ms"]) if "floor_ms" in t else ""
-        reach = "" if "reachable" not in t else (
-            "yes" if t["reachable"] else "**no**: the budget is below the floor")
-        L.append(f"| {t['target']} | {t['where']} | {t['measured']} | {met} | {budget} | "
-                 f"{floor} | {reach} |")
-    L.append("")
-    L.append("Over floor: the variant's median − the floor's median (same run). Paired: the "
-             "median of the per-round differences from the floor, with a 95% bootstrap "
-             "interval; within noise when it holds 0. Lazy's added cost is the in-process "
-             "figure (above); a target on it is met when that is within budget and the "
-             "whole-process interval's lower end is too. Floor under `full`: the bare cost of "
-             "its stat calls (epload_bench BM_CacheStatBaseline, CPU time ÷ CPUs).\n")
-    return "\n".join(L) + "\n"
-
-
-def plot(result, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(10, 5.5), dpi=110)
-    rows = [r for r in result["sizes"] if r["backends"] > 0]
-    for v in VARIANTS:
-        if v == "floor":
-            continue
-        pts = [(r["backends"], r["stats"][v]["marginal_ms"]) for r in rows
-               if v in r["stats"] and r["stats"][v]["marginal_ms"] > 0]
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts],
-                    "--" if v.startswith(("epload", "lazy")) else "-", marker="o",
-                    label=VARIANTS[v][0].replace("`", ""))
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel(f"generated Python backends ({result['config']['import_cost_ms']:g} ms import "
-                  f"each) among {result['config']['noise']:,} other distributions")
-    ax.set_ylabel("cost over `import torch` with autoload off (ms, median)")
-    ax.set_title(f"Real PyTorch {result['torch']['torch']}: what backends add to import torch "
-                 f"(floor {fmt_ms(result['sizes'][-1]['stats']['floor']['median_ms'])} ms)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
 # ----------------------------------------------------------------- main ---
 
 def parse_args(argv):
@@ -681,95 +479,104 @@ def parse_args(argv):
     return args
 
 
+def generated_env(args, tmp, n):
+    """The generated environment of ``n`` backends (made once, reused with
+    --env-dir): its manifest, or None for the fixtures alone."""
+    if n == 0:
+        return None
+    where = os.path.join(args.env_dir or os.path.join(tmp, "envs"),
+                         f"python-{n}-{args.noise}-cost{args.import_cost_ms:g}")
+    log(f"bench_torch: {n:,} generated backends among {args.noise:,} distributions in "
+        f"{where} ...")
+    manifest, reused = ensure_env(
+        "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable,
+        where, n, args.noise, GROUP, kind="python",
+        extra=("--import-cost-ms", args.import_cost_ms))
+    if reused:
+        log("bench_torch:   (reusing the environment generated earlier)")
+    return manifest
+
+
+def measure_size(args, info, tmp, n):
+    """One size: its variants verified, timed in interleaved rounds, and
+    lazy epload measured inside its processes.  Returns (row, size)."""
+    work = os.path.join(tmp, f"size-{n}")
+    os.makedirs(work)
+    size = Size(args, info, generated_env(args, tmp, n), work)
+    log(f"bench_torch: {n:,} backends: warming, verifying {len(size.variants)} variants ...")
+    verified = size.warm_and_verify()
+    log(f"bench_torch: {n:,} backends: {len(size.variants)} variants x "
+        f"{args.warmup + args.rounds} interleaved rounds ...")
+    raw = interleaved(size.commands, size.base, args.rounds, args.warmup, work, envs=size.envs)
+    row = {"backends": n, "fixtures": len(size.fixtures),
+           "distributions": n + (args.noise if n else 0),
+           "stats": analyse(raw), "verified": verified, "commands": size.commands,
+           "environments": {v: VARIANTS[v] for v in size.variants}}
+    log(f"bench_torch: {n:,} backends: epload's own time in lazy processes, "
+        f"{args.first_runs} runs ...")
+    ip = size.in_process(args.first_runs)
+    row["in_process"] = {
+        "runs": args.first_runs, **{k: summarize(v) for k, v in ip.items()},
+        "total": summarize([a + b for a, b in zip(ip["pth"], ip["in_import"])])}
+    return row, size
+
+
+def first_use(args, size):
+    """In-process time of the first to("foo"), lazy and by hand."""
+    log(f"bench_torch: first to({args.device!r}), in-process, {args.first_runs} pairs ...")
+    f = size.first_use(args.first_runs)
+    first = {"backends": size.n, "runs": args.first_runs, "lazy": summarize(f["lazy"]),
+             "by_hand": summarize(f["by-hand"]), "commands": size.first}
+    first["lazy_ms"] = first["lazy"]["median_ms"]
+    first["by_hand_ms"] = first["by_hand"]["median_ms"]
+    return first
+
+
+def stat_floor(args, tmp, distributions):
+    """The bare cost of `full`'s stat calls (epload_bench), or None."""
+    bench_exe = os.path.join(args.build, "bench", "epload_bench")
+    if args.quick or not os.access(bench_exe, os.X_OK):
+        return None
+    log("bench_torch: the bare cost of `full`'s stat calls (epload_bench) ...")
+    from bench_index import stat_baseline
+    b = stat_baseline(bench_exe, distributions, clean_env(tmp), tmp, False,
+                      which="StatBaseline")["StatBaseline"]
+    return {"cpu_ms": b["cpu_ms"], "stats": b.get("stats", 0), "cpus": os.cpu_count() or 1}
+
+
+def run(args, tmp):
+    # The fixtures are copied: their imports write __pycache__ there, not
+    # into the source tree.
+    fixtures = []
+    for d in args.fixtures:
+        fixtures.append(os.path.join(tmp, "fixtures", os.path.basename(d)))
+        shutil.copytree(d, fixtures[-1], ignore=shutil.ignore_patterns("__pycache__"))
+    args.fixtures = fixtures
+    info = describe_python(args.python, clean_env(tmp), args.fixtures)
+    log(f"bench_torch: torch {info['torch']} in {info['torch_dir']}")
+    result = {"config": {
+        "sizes": args.sizes, "noise": args.noise, "import_cost_ms": args.import_cost_ms,
+        "rounds": args.rounds, "warmup": args.warmup, "first_runs": args.first_runs,
+        "python": args.python, "machine": machine(), "load_average_before": os.getloadavg(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}, "torch": info, "sizes": []}
+    first = None
+    for n in args.sizes:
+        row, size = measure_size(args, info, tmp, n)
+        result["sizes"].append(row)
+        if n == args.sizes[-1]:
+            first = result["first_use"] = first_use(args, size)
+    largest = args.sizes[-1]
+    stat_base = stat_floor(args, tmp, largest + args.noise) if largest > 0 else None
+    if stat_base:
+        result["stat_baseline"] = stat_base
+    result["targets"] = judge(result["sizes"], first, stat_base)
+    result["config"]["load_average_after"] = os.getloadavg()
+    write_report(result, markdown(result), args.md_out, args.json_out, args.plot, plot)
+    return 0
+
+
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    tmp = tempfile.mkdtemp(prefix="epload-bench-torch-")
-    try:
-        # The fixtures are copied: their imports write __pycache__ there, not
-        # into the source tree.
-        fixtures = []
-        for d in args.fixtures:
-            fixtures.append(os.path.join(tmp, "fixtures", os.path.basename(d)))
-            shutil.copytree(d, fixtures[-1], ignore=shutil.ignore_patterns("__pycache__"))
-        args.fixtures = fixtures
-        info = describe_python(args.python, clean_env(tmp), args.fixtures)
-        log(f"bench_torch: torch {info['torch']} in {info['torch_dir']}")
-        result = {"config": {
-            "sizes": args.sizes, "noise": args.noise, "import_cost_ms": args.import_cost_ms,
-            "rounds": args.rounds, "warmup": args.warmup, "first_runs": args.first_runs,
-            "python": args.python, "machine": machine(),
-            "load_average_before": os.getloadavg(),
-            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}, "torch": info, "sizes": []}
-        largest = args.sizes[-1]
-        first = None
-        for n in args.sizes:
-            work = os.path.join(tmp, f"size-{n}")
-            os.makedirs(work)
-            manifest = None
-            if n > 0:
-                where = os.path.join(args.env_dir or os.path.join(tmp, "envs"),
-                                     f"python-{n}-{args.noise}-cost{args.import_cost_ms:g}")
-                log(f"bench_torch: {n:,} generated backends among {args.noise:,} distributions "
-                    f"in {where} ...")
-                manifest, reused = ensure_env(
-                    "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else
-                    sys.executable, where, n, args.noise, GROUP, kind="python",
-                    extra=("--import-cost-ms", args.import_cost_ms))
-                if reused:
-                    log("bench_torch:   (reusing the environment generated earlier)")
-            size = Size(args, info, manifest, work)
-            log(f"bench_torch: {n:,} backends: warming, verifying {len(size.variants)} "
-                "variants ...")
-            verified = size.warm_and_verify()
-            log(f"bench_torch: {n:,} backends: {len(size.variants)} variants x "
-                f"{args.warmup + args.rounds} interleaved rounds ...")
-            raw = interleaved(size.commands, size.base, args.rounds, args.warmup, work,
-                              envs=size.envs)
-            row = {"backends": n, "fixtures": len(size.fixtures),
-                   "distributions": n + (args.noise if n else 0),
-                   "stats": analyse(raw), "verified": verified,
-                   "commands": size.commands, "environments": {
-                       v: VARIANTS[v][1] for v in size.variants}}
-            log(f"bench_torch: {n:,} backends: epload's own time in lazy processes, "
-                f"{args.first_runs} runs ...")
-            ip = size.in_process(args.first_runs)
-            row["in_process"] = {
-                "runs": args.first_runs,
-                **{k: summarize(v) for k, v in ip.items()},
-                "total": summarize([a + b for a, b in zip(ip["pth"], ip["in_import"])])}
-            result["sizes"].append(row)
-            if n == largest:
-                log(f"bench_torch: first to({args.device!r}), in-process, {args.first_runs} "
-                    "pairs ...")
-                f = size.first_use(args.first_runs)
-                first = {"backends": n, "runs": args.first_runs,
-                         "lazy": summarize(f["lazy"]), "by_hand": summarize(f["by-hand"]),
-                         "commands": size.first}
-                first["lazy_ms"] = first["lazy"]["median_ms"]
-                first["by_hand_ms"] = first["by_hand"]["median_ms"]
-                result["first_use"] = first
-        stat_base = None
-        bench_exe = os.path.join(args.build, "bench", "epload_bench")
-        if not args.quick and largest > 0 and os.access(bench_exe, os.X_OK):
-            log("bench_torch: the bare cost of `full`'s stat calls (epload_bench) ...")
-            from bench_index import stat_baseline
-            b = stat_baseline(bench_exe, largest + args.noise, clean_env(tmp), tmp, False,
-                              which="StatBaseline")["StatBaseline"]
-            stat_base = {"cpu_ms": b["cpu_ms"], "stats": b.get("stats", 0),
-                         "cpus": os.cpu_count() or 1}
-            result["stat_baseline"] = stat_base
-        result["targets"] = judge(result["sizes"], first, stat_base)
-        result["config"]["load_average_after"] = os.getloadavg()
-        write_report(result, markdown(result), args.md_out, args.json_out, args.plot, plot)
-        return 0
-    except BenchError as e:
-        print(f"bench_torch.py: {e}", file=sys.stderr)
-        return 1
-    finally:
-        if args.keep:
-            print(f"kept {tmp}", file=sys.stderr)
-        else:
-            remove_tree(tmp)
+    return harness_main("bench_torch.py", parse_args, run, argv)
 
 
 if __name__ == "__main__":
