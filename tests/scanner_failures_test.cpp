@@ -23,14 +23,23 @@ namespace {
 namespace fs = std::filesystem;
 using testing::Scanner;
 
+// Writes the zip archive `zip` with Python's zipfile: `before` runs first
+// (module settings), then `members` (writestr calls on `z`).  False if the
+// interpreter failed.
+bool write_zip(const std::string& zip, const std::string& members, const std::string& before = "") {
+  const std::string cmd = std::string(EPLOAD_TEST_PYTHON) + " -c \"import zipfile,sys; " + before +
+                          "z=zipfile.ZipFile(sys.argv[1],'w');" + members + "z.close()\" " + zip;
+  return std::system(cmd.c_str()) == 0;
+}
+
+// One distribution with entry points, for write_zip.
+constexpr const char* k_zipped_distribution =
+    "z.writestr('zipped-1.0.dist-info/entry_points.txt','[g]\\nx=1\\n');";
+
 TEST_F(Scanner, ZipWithoutDistributionsContributesNothing) {
   const std::string zip = path("plain.zip");
-  const std::string cmd = std::string(EPLOAD_TEST_PYTHON) +
-                          " -c \"import zipfile,sys; z=zipfile.ZipFile(sys.argv[1],'w');"
-                          "z.writestr('pkg/__init__.py','');"
-                          "z.writestr('lib/x-1.dist-info/entry_points.txt','[g]\\nx=1\\n');z.close()\" " +
-                          zip;
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  ASSERT_TRUE(write_zip(zip, "z.writestr('pkg/__init__.py','');"
+                             "z.writestr('lib/x-1.dist-info/entry_points.txt','[g]\\nx=1\\n');"));
   const Index index = scan_ok({zip});
   EXPECT_TRUE(index.entry_points().empty());
   EXPECT_TRUE(index.search_path_stamps()[0].exists());
@@ -38,11 +47,7 @@ TEST_F(Scanner, ZipWithoutDistributionsContributesNothing) {
 
 TEST_F(Scanner, ZipWithDistributionsIsUnsupportedNamingTheArchive) {
   const std::string zip = path("dists.zip");
-  const std::string cmd = std::string(EPLOAD_TEST_PYTHON) +
-                          " -c \"import zipfile,sys; z=zipfile.ZipFile(sys.argv[1],'w');"
-                          "z.writestr('zipped-1.0.dist-info/entry_points.txt','[g]\\nx=1\\n');z.close()\" " +
-                          zip;
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  ASSERT_TRUE(write_zip(zip, k_zipped_distribution));
   auto r = scan(std::vector<std::string>{zip});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, Errc::unsupported);
@@ -55,12 +60,7 @@ TEST_F(Scanner, ZipWithDistributionsIsUnsupportedNamingTheArchive) {
 // for central directory" (importlib then lists nothing), and so does the scan.
 TEST_F(Scanner, Zip64WithAnImpossibleDirectorySizeIsNotAZip) {
   const std::string zip = path("zip64.zip");
-  const std::string cmd = std::string(EPLOAD_TEST_PYTHON) +
-                          " -c \"import zipfile,sys; zipfile.ZIP_FILECOUNT_LIMIT=0;"
-                          "z=zipfile.ZipFile(sys.argv[1],'w');"
-                          "z.writestr('zipped-1.0.dist-info/entry_points.txt','[g]\\nx=1\\n');z.close()\" " +
-                          zip;
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  ASSERT_TRUE(write_zip(zip, k_zipped_distribution, "zipfile.ZIP_FILECOUNT_LIMIT=0;"));
   EXPECT_FALSE(scan(std::vector<std::string>{zip}).ok()) << "a valid zip64 archive with a distribution";
   std::ifstream in(zip, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -17,6 +17,18 @@
 namespace epload {
 namespace {
 
+// `c` in UTF-8, encoded here rather than by the code under test.
+std::string utf8(char32_t c) {
+  if (c < 0x80) return {static_cast<char>(c)};
+  if (c < 0x800) return {static_cast<char>(0xc0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3f))};
+  if (c < 0x10000) {
+    return {static_cast<char>(0xe0 | (c >> 12)), static_cast<char>(0x80 | ((c >> 6) & 0x3f)),
+            static_cast<char>(0x80 | (c & 0x3f))};
+  }
+  return {static_cast<char>(0xf0 | (c >> 18)), static_cast<char>(0x80 | ((c >> 12) & 0x3f)),
+          static_cast<char>(0x80 | ((c >> 6) & 0x3f)), static_cast<char>(0x80 | (c & 0x3f))};
+}
+
 // ---- UTF-8 -----------------------------------------------------------------
 
 TEST(FindInvalidUtf8, AcceptsEveryValidSequenceLength) {
@@ -98,19 +110,7 @@ print(' '.join(str(c) for c in range(0x110000) if len(('a' + chr(c) + 'b').split
   std::vector<char32_t> my_spaces, my_breaks;
   for (char32_t c = 0; c < 0x110000; ++c) {
     if (c >= 0xd800 && c < 0xe000) continue;
-    std::string s;
-    // encode c
-    if (c < 0x80) {
-      s.push_back(static_cast<char>(c));
-    } else if (c < 0x800) {
-      s += {static_cast<char>(0xc0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3f))};
-    } else if (c < 0x10000) {
-      s += {static_cast<char>(0xe0 | (c >> 12)), static_cast<char>(0x80 | ((c >> 6) & 0x3f)),
-            static_cast<char>(0x80 | (c & 0x3f))};
-    } else {
-      s += {static_cast<char>(0xf0 | (c >> 18)), static_cast<char>(0x80 | ((c >> 12) & 0x3f)),
-            static_cast<char>(0x80 | ((c >> 6) & 0x3f)), static_cast<char>(0x80 | (c & 0x3f))};
-    }
+    const std::string s = utf8(c);
     const char* b = s.data();
     const char* e = b + s.size();
     if (detail::space_len(b, e) == s.size()) {
@@ -146,18 +146,8 @@ for c in range(0x110000):
   std::size_t next = 0;
   for (char32_t c = 0; c < 0x110000; ++c) {
     if (c >= 0xd800 && c < 0xe000) continue;
-    std::string s, low;
-    if (c < 0x80) {
-      s.push_back(static_cast<char>(c));
-    } else if (c < 0x800) {
-      s += {static_cast<char>(0xc0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3f))};
-    } else if (c < 0x10000) {
-      s += {static_cast<char>(0xe0 | (c >> 12)), static_cast<char>(0x80 | ((c >> 6) & 0x3f)),
-            static_cast<char>(0x80 | (c & 0x3f))};
-    } else {
-      s += {static_cast<char>(0xf0 | (c >> 18)), static_cast<char>(0x80 | ((c >> 12) & 0x3f)),
-            static_cast<char>(0x80 | ((c >> 6) & 0x3f)), static_cast<char>(0x80 | (c & 0x3f))};
-    }
+    const std::string s = utf8(c);
+    std::string low;
     detail::py_lower(s, low);
     if (next < want.size() && want[next].first == c) {
       EXPECT_EQ(low, want[next].second) << "U+" << std::hex << static_cast<unsigned>(c);
@@ -206,17 +196,7 @@ print(' '.join(str(c) for c in range(0x110000) if ok(c) and ('A' + chr(c) + S).l
     for (char32_t c = 0; c < 0x110000; ++c) {
       if ((c >= 0xd800 && c < 0xe000) || unassigned[c]) continue;
       std::string s = prefix, low;
-      if (c < 0x80) {
-        s.push_back(static_cast<char>(c));
-      } else if (c < 0x800) {
-        s += {static_cast<char>(0xc0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3f))};
-      } else if (c < 0x10000) {
-        s += {static_cast<char>(0xe0 | (c >> 12)), static_cast<char>(0x80 | ((c >> 6) & 0x3f)),
-              static_cast<char>(0x80 | (c & 0x3f))};
-      } else {
-        s += {static_cast<char>(0xf0 | (c >> 18)), static_cast<char>(0x80 | ((c >> 12) & 0x3f)),
-              static_cast<char>(0x80 | ((c >> 6) & 0x3f)), static_cast<char>(0x80 | (c & 0x3f))};
-      }
+      s += utf8(c);
       s += "\xce\xa3";
       detail::py_lower(s, low);
       if (low.ends_with("\xcf\x82")) got.push_back(c);
