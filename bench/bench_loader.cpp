@@ -28,7 +28,7 @@
 // Counters: mapped_backends = backend libraries in /proc/self/maps after the
 // measured step (0 after a lazy start: nothing was loaded).
 #include <benchmark/benchmark.h>
-#include <dlfcn.h>  // the bare baseline only; the library itself keeps dlfcn in loader.cpp
+#include <dlfcn.h>  // the bare baseline only; the library itself keeps dlfcn in loader_load.cpp
 #include <sys/resource.h>  // getrusage: page faults
 #include <sys/wait.h>
 #include <time.h>

@@ -81,6 +81,16 @@ bool within(std::uint64_t offset, std::uint64_t size, std::uint64_t file_size) {
   return offset <= file_size && size <= file_size - offset;
 }
 
+// At most 80 characters of `name`, control and non-ASCII bytes shown as '?':
+// safe to put in a message.
+std::string printable(std::string_view name) {
+  std::string shown(name.substr(0, 80));
+  for (char& c : shown) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  }
+  return shown;
+}
+
 }  // namespace
 
 bool valid_device_name(std::string_view name) {
@@ -95,11 +105,7 @@ bool valid_device_name(std::string_view name) {
 
 std::string device_name_problem(std::string_view name) {
   if (valid_device_name(name)) return {};
-  std::string shown(name.substr(0, 80));
-  for (char& c : shown) {
-    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-  }
-  return "'" + shown + "' is not a device name (1-63 characters of A-Z a-z 0-9 _ . : -)";
+  return "'" + printable(name) + "' is not a device name (1-63 characters of A-Z a-z 0-9 _ . : -)";
 }
 
 Result<DeclaredDevices> parse_declared_section(std::string_view bytes, std::string_view file) {
@@ -136,11 +142,7 @@ Result<DeclaredDevices> parse_declared_section(std::string_view bytes, std::stri
                            "(declare devices with EPLOAD_DECLARE_DEVICES from epload/backend.h)");
     }
     if (!valid_device_name(s)) {
-      std::string shown(s.substr(0, 80));
-      for (char& c : shown) {
-        if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-      }
-      return corrupt(file, "section epload_devices declares an invalid device name '" + shown +
+      return corrupt(file, "section epload_devices declares an invalid device name '" + printable(s) +
                                "' (1-63 characters of A-Z a-z 0-9 _ . : -)");
     }
     bool seen = false;
@@ -151,65 +153,90 @@ Result<DeclaredDevices> parse_declared_section(std::string_view bytes, std::stri
   return out;
 }
 
-Result<DeclaredDevices> read_declared_devices_fd(int fd, std::uint64_t file_size,
-                                                 std::string_view file) {
-  // One read for the ELF header and, in any ordinary library, the program
-  // headers right behind it.
-  unsigned char head[4096];
-  const unsigned char* eh = head;
-  if (file_size < 16) {
-    return corrupt(file, file_size == 0 ? "the file is empty" : "the file is too short for ELF");
-  }
-  const std::size_t head_size = file_size < sizeof head ? static_cast<std::size_t>(file_size) : sizeof head;
-  if (!read_exact(fd, 0, head, head_size)) return corrupt(file, "cannot read the ELF header");
-  if (std::memcmp(eh, "\x7f" "ELF", 4) != 0) return corrupt(file, "not an ELF file (bad magic)");
-  const unsigned cls = eh[4], data = eh[5];
-  if (cls != 1 && cls != 2) return corrupt(file, "unknown ELF class " + std::to_string(cls));
-  if (data != 1 && data != 2) return corrupt(file, "unknown ELF byte order " + std::to_string(data));
-  const bool is64 = cls == 2;
-  const std::uint64_t header_size = is64 ? 64 : 52;
-  if (file_size < header_size) return corrupt(file, "truncated ELF header");
-  Fields f{data == 2};
+namespace {
 
-  const unsigned type = static_cast<unsigned>(f.get(eh + 16, 2));
-  const unsigned machine = static_cast<unsigned>(f.get(eh + 18, 2));
+// An open ELF file under check: its size and name, its first bytes (the ELF
+// header and, in any ordinary library, the program headers right behind
+// it), and once check_header() passed, its class and byte order.
+struct ElfFile {
+  int fd;
+  std::uint64_t size;
+  std::string_view name;
+  const unsigned char* head;
+  std::size_t head_size;
+  bool is64 = false;
+  Fields f;
+};
+
+// The identity bytes and the ELF header: a shared object of this machine.
+Result<void> check_header(ElfFile& e) {
+  const unsigned char* eh = e.head;
+  if (std::memcmp(eh, "\x7f" "ELF", 4) != 0) return corrupt(e.name, "not an ELF file (bad magic)");
+  const unsigned cls = eh[4], data = eh[5];
+  if (cls != 1 && cls != 2) return corrupt(e.name, "unknown ELF class " + std::to_string(cls));
+  if (data != 1 && data != 2) return corrupt(e.name, "unknown ELF byte order " + std::to_string(data));
+  e.is64 = cls == 2;
+  const std::uint64_t header_size = e.is64 ? 64 : 52;
+  if (e.size < header_size) return corrupt(e.name, "truncated ELF header");
+  e.f = Fields{data == 2};
+
+  const unsigned type = static_cast<unsigned>(e.f.get(eh + 16, 2));
+  const unsigned machine = static_cast<unsigned>(e.f.get(eh + 18, 2));
   if (cls != k_host_class || (k_host_machine != 0 && machine != k_host_machine)) {
-    return corrupt(file, "built for another machine (ELF class " + std::to_string(cls) +
-                             ", machine " + std::to_string(machine) + ")");
+    return corrupt(e.name, "built for another machine (ELF class " + std::to_string(cls) +
+                               ", machine " + std::to_string(machine) + ")");
   }
   if (type != 3) {  // ET_DYN
-    return corrupt(file, "ELF type " + std::to_string(type) + " is not a shared object");
+    return corrupt(e.name, "ELF type " + std::to_string(type) + " is not a shared object");
   }
-  // Every loadable segment must lie within the file: dlopen maps them, and
-  // touching a page past the end of a truncated file kills the process
-  // with SIGBUS instead of failing.
-  const std::uint64_t phoff = is64 ? f.get(eh + 0x20, 8) : f.get(eh + 0x1C, 4);
-  const unsigned phentsize = static_cast<unsigned>(f.get(eh + (is64 ? 0x36 : 0x2A), 2));
-  const std::uint64_t phnum = f.get(eh + (is64 ? 0x38 : 0x2C), 2);
+  return {};
+}
+
+// Every loadable segment must lie within the file: dlopen maps them, and
+// touching a page past the end of a truncated file kills the process
+// with SIGBUS instead of failing.
+Result<void> check_segments(const ElfFile& e) {
+  const unsigned char* eh = e.head;
+  const bool is64 = e.is64;
+  const std::uint64_t phoff = is64 ? e.f.get(eh + 0x20, 8) : e.f.get(eh + 0x1C, 4);
+  const unsigned phentsize = static_cast<unsigned>(e.f.get(eh + (is64 ? 0x36 : 0x2A), 2));
+  const std::uint64_t phnum = e.f.get(eh + (is64 ? 0x38 : 0x2C), 2);
   const unsigned min_phentsize = is64 ? 56 : 32;
-  if (phnum == 0 || phentsize < min_phentsize) return corrupt(file, "no program headers");
-  if (phnum > 4096 || !within(phoff, phnum * phentsize, file_size)) {
-    return corrupt(file, "program headers lie outside the file (truncated?)");
+  if (phnum == 0 || phentsize < min_phentsize) return corrupt(e.name, "no program headers");
+  if (phnum > 4096 || !within(phoff, phnum * phentsize, e.size)) {
+    return corrupt(e.name, "program headers lie outside the file (truncated?)");
   }
   std::string phdrs;
   const unsigned char* ph;
-  if (phoff + phnum * phentsize <= head_size) {
-    ph = head + phoff;
+  if (phoff + phnum * phentsize <= e.head_size) {
+    ph = e.head + phoff;
   } else {
     phdrs.resize(static_cast<std::size_t>(phnum * phentsize));
-    if (!read_exact(fd, phoff, phdrs.data(), phdrs.size())) return corrupt(file, "cannot read program headers");
+    if (!read_exact(e.fd, phoff, phdrs.data(), phdrs.size())) {
+      return corrupt(e.name, "cannot read program headers");
+    }
     ph = reinterpret_cast<const unsigned char*>(phdrs.data());
   }
   for (std::uint64_t i = 0; i < phnum; ++i) {
     const unsigned char* p = ph + i * phentsize;
-    if (f.get(p, 4) != 1) continue;  // PT_LOAD
-    const std::uint64_t off = is64 ? f.get(p + 8, 8) : f.get(p + 4, 4);
-    const std::uint64_t filesz = is64 ? f.get(p + 32, 8) : f.get(p + 16, 4);
-    if (!within(off, filesz, file_size)) {
-      return corrupt(file, "a loadable segment lies outside the file (truncated?)");
+    if (e.f.get(p, 4) != 1) continue;  // PT_LOAD
+    const std::uint64_t off = is64 ? e.f.get(p + 8, 8) : e.f.get(p + 4, 4);
+    const std::uint64_t filesz = is64 ? e.f.get(p + 32, 8) : e.f.get(p + 16, 4);
+    if (!within(off, filesz, e.size)) {
+      return corrupt(e.name, "a loadable segment lies outside the file (truncated?)");
     }
   }
+  return {};
+}
 
+// The section epload_devices, found by name through the section headers
+// and the section-name string table; none (stripped, or not declared) is
+// an empty DeclaredDevices.
+Result<DeclaredDevices> read_devices_section(const ElfFile& e) {
+  const unsigned char* eh = e.head;
+  const bool is64 = e.is64;
+  const Fields& f = e.f;
+  const std::string_view file = e.name;
   const std::uint64_t shoff = is64 ? f.get(eh + 0x28, 8) : f.get(eh + 0x20, 4);
   const unsigned shentsize = static_cast<unsigned>(f.get(eh + (is64 ? 0x3A : 0x2E), 2));
   std::uint64_t shnum = f.get(eh + (is64 ? 0x3C : 0x30), 2);
@@ -226,20 +253,20 @@ Result<DeclaredDevices> read_declared_devices_fd(int fd, std::uint64_t file_size
   if (shnum == 0 || shstrndx == 0xffff) {
     // Extended numbering: the real values live in section header 0.
     unsigned char sh0[64];
-    if (!within(shoff, min_entsize, file_size)) return corrupt(file, "section headers lie outside the file (truncated?)");
-    if (!read_exact(fd, shoff, sh0, min_entsize)) return corrupt(file, "cannot read section header 0");
+    if (!within(shoff, min_entsize, e.size)) return corrupt(file, "section headers lie outside the file (truncated?)");
+    if (!read_exact(e.fd, shoff, sh0, min_entsize)) return corrupt(file, "cannot read section header 0");
     if (shnum == 0) shnum = f.get(sh0 + o_size, w);
     if (shstrndx == 0xffff) shstrndx = f.get(sh0 + o_link, 4);
   }
   if (shnum == 0) return DeclaredDevices{};
   if (shnum > k_max_section_headers) return corrupt(file, "implausible section count " + std::to_string(shnum));
   const std::uint64_t table_size = shnum * shentsize;
-  if (!within(shoff, table_size, file_size)) {
+  if (!within(shoff, table_size, e.size)) {
     return corrupt(file, "section headers lie outside the file (truncated?)");
   }
   if (shstrndx >= shnum) return corrupt(file, "section-name table index out of range");
   std::string table(static_cast<std::size_t>(table_size), '\0');
-  if (!read_exact(fd, shoff, table.data(), table.size())) return corrupt(file, "cannot read section headers");
+  if (!read_exact(e.fd, shoff, table.data(), table.size())) return corrupt(file, "cannot read section headers");
   auto header = [&](std::uint64_t i) {
     return reinterpret_cast<const unsigned char*>(table.data()) + i * shentsize;
   };
@@ -247,11 +274,11 @@ Result<DeclaredDevices> read_declared_devices_fd(int fd, std::uint64_t file_size
   const unsigned char* strh = header(shstrndx);
   const std::uint64_t str_off = f.get(strh + o_offset, w), str_size = f.get(strh + o_size, w);
   if (f.get(strh + o_type, 4) == 8 /* SHT_NOBITS */ || str_size > k_max_strtab ||
-      !within(str_off, str_size, file_size)) {
+      !within(str_off, str_size, e.size)) {
     return corrupt(file, "section-name table lies outside the file (truncated?)");
   }
   std::string names(static_cast<std::size_t>(str_size), '\0');
-  if (!read_exact(fd, str_off, names.data(), names.size())) return corrupt(file, "cannot read section names");
+  if (!read_exact(e.fd, str_off, names.data(), names.size())) return corrupt(file, "cannot read section names");
 
   for (std::uint64_t i = 1; i < shnum; ++i) {
     const unsigned char* h = header(i);
@@ -261,14 +288,32 @@ Result<DeclaredDevices> read_declared_devices_fd(int fd, std::uint64_t file_size
     if (end == std::string::npos) continue;
     if (std::string_view(names).substr(name, end - name) != k_section_name) continue;
     const std::uint64_t off = f.get(h + o_offset, w), size = f.get(h + o_size, w);
-    if (f.get(h + o_type, 4) == 8 || size > k_max_devices_section || !within(off, size, file_size)) {
+    if (f.get(h + o_type, 4) == 8 || size > k_max_devices_section || !within(off, size, e.size)) {
       return corrupt(file, "section epload_devices lies outside the file (truncated?)");
     }
     std::string bytes(static_cast<std::size_t>(size), '\0');
-    if (!read_exact(fd, off, bytes.data(), bytes.size())) return corrupt(file, "cannot read section epload_devices");
+    if (!read_exact(e.fd, off, bytes.data(), bytes.size())) return corrupt(file, "cannot read section epload_devices");
     return parse_declared_section(bytes, file);
   }
   return DeclaredDevices{};
+}
+
+}  // namespace
+
+Result<DeclaredDevices> read_declared_devices_fd(int fd, std::uint64_t file_size,
+                                                 std::string_view file) {
+  // One read for the ELF header and, in any ordinary library, the program
+  // headers right behind it.
+  unsigned char head[4096];
+  if (file_size < 16) {
+    return corrupt(file, file_size == 0 ? "the file is empty" : "the file is too short for ELF");
+  }
+  const std::size_t head_size = file_size < sizeof head ? static_cast<std::size_t>(file_size) : sizeof head;
+  if (!read_exact(fd, 0, head, head_size)) return corrupt(file, "cannot read the ELF header");
+  ElfFile e{fd, file_size, file, head, head_size, false, Fields{}};
+  if (auto r = check_header(e); !r) return r.error();
+  if (auto r = check_segments(e); !r) return r.error();
+  return read_devices_section(e);
 }
 
 Result<DeclaredDevices> read_declared_devices(const std::string& path, FileStamp* stamp) {

@@ -1,5 +1,6 @@
-// loader_impl.hpp — what loader.cpp (loading; the one file with <dlfcn.h>)
-// and loader_setup.cpp (creation, the store, messages, status) share.
+// loader_impl.hpp — what loader.cpp (lookups and waits), loader_load.cpp
+// (loading one backend; the one file with <dlfcn.h>), loader_setup.cpp
+// (creation) and loader_status.cpp (the store, messages, status) share.
 #pragma once
 
 #include <atomic>              // slot state
@@ -253,7 +254,18 @@ struct Loader::Impl {
 
   // ---- loader.cpp ------------------------------------------------------------
   Result<void*> lookup_slow(std::string_view name);
+  /// lookup_slow's steps, in order; each returns the table of `name` once a
+  /// backend it loaded provides it, else null.  The backend that declares
+  /// or learned `name` (`owner`), then, if it failed, the later ones that
+  /// claim it too; `note` says so when the owner loaded without providing it.
+  Result<void*> load_claimants(std::string_view name, std::uint32_t owner, std::string& note);
+  /// The backends whose devices are not known yet.
+  void* load_unknown(std::string_view name);
+  /// The backends whose libraries changed since the store was written.
+  void* load_changed(std::string_view name);
   Result<void> ensure_loaded(std::uint32_t i, std::string_view device);
+
+  // ---- loader_load.cpp -------------------------------------------------------
   void load(detail::Slot& s);
   bool load_native(detail::Slot& s, detail::InitContext& ctx, std::int32_t abi);
   bool load_python(detail::Slot& s, detail::InitContext& ctx);

@@ -12,7 +12,7 @@
 // cost file-system work: resolving the library (an open per suffix tried)
 // and reading its declared devices (a few preads).  The store is trusted
 // until a backend loads, which is when its library is stat'ed and re-read if
-// it changed (loader.cpp); LoaderOptions::check_libraries checks them all
+// it changed (loader_load.cpp); LoaderOptions::check_libraries checks them all
 // up front instead, for listings that must be current.
 #include <fcntl.h>  // AT_FDCWD
 

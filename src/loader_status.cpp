@@ -3,7 +3,9 @@
 // of the learned-devices store, and status snapshots.  (Creation is in
 // loader_setup.cpp, loading in loader.cpp.)
 #include <algorithm>  // min, stable_sort
+#include <iterator>   // size
 
+#include "enum_names.hpp"
 #include "epload/profile.hpp"
 #include "loader_impl.hpp"
 #include "stamp.hpp"
@@ -14,49 +16,28 @@ using detail::DeviceEntry;
 using detail::k_no_slot;
 using detail::Slot;
 
-const char* to_string(LoadMode mode) {
-  switch (mode) {
-    case LoadMode::lazy: return "lazy";
-    case LoadMode::eager: return "eager";
-    case LoadMode::off: return "off";
-  }
-  return "?";
-}
+namespace {
+
+// Each enum's names, in the order of its values (enum_names.hpp); the last
+// value's place is checked so that a new value cannot go unnamed.
+constexpr const char* k_mode_names[] = {"lazy", "eager", "off"};
+constexpr const char* k_kind_names[] = {"native", "python", "unresolved"};
+constexpr const char* k_source_names[] = {"declared", "learned", "section"};
+constexpr const char* k_state_names[] = {"unloaded", "loading", "ready", "failed", "disabled"};
+static_assert(std::size(k_mode_names) == static_cast<std::size_t>(LoadMode::off) + 1);
+static_assert(std::size(k_kind_names) == static_cast<std::size_t>(BackendKind::unresolved) + 1);
+static_assert(std::size(k_source_names) == static_cast<std::size_t>(DeviceSource::section) + 1);
+static_assert(std::size(k_state_names) == static_cast<std::size_t>(BackendState::disabled) + 1);
+
+}  // namespace
+
+const char* to_string(LoadMode mode) { return detail::enum_name(mode, k_mode_names); }
+const char* to_string(BackendKind kind) { return detail::enum_name(kind, k_kind_names); }
+const char* to_string(DeviceSource source) { return detail::enum_name(source, k_source_names); }
+const char* to_string(BackendState state) { return detail::enum_name(state, k_state_names); }
 
 std::optional<LoadMode> parse_load_mode(std::string_view text) {
-  if (text == "lazy") return LoadMode::lazy;
-  if (text == "eager") return LoadMode::eager;
-  if (text == "off") return LoadMode::off;
-  return std::nullopt;
-}
-
-const char* to_string(BackendKind kind) {
-  switch (kind) {
-    case BackendKind::native: return "native";
-    case BackendKind::python: return "python";
-    case BackendKind::unresolved: return "unresolved";
-  }
-  return "?";
-}
-
-const char* to_string(DeviceSource source) {
-  switch (source) {
-    case DeviceSource::declared: return "declared";
-    case DeviceSource::learned: return "learned";
-    case DeviceSource::section: return "section";
-  }
-  return "?";
-}
-
-const char* to_string(BackendState state) {
-  switch (state) {
-    case BackendState::unloaded: return "unloaded";
-    case BackendState::loading: return "loading";
-    case BackendState::ready: return "ready";
-    case BackendState::failed: return "failed";
-    case BackendState::disabled: return "disabled";
-  }
-  return "?";
+  return detail::parse_enum<LoadMode>(text, k_mode_names);
 }
 
 // ---------------------------------------------------------------------------

@@ -240,36 +240,36 @@ MetadataHeaders parse_metadata_headers(std::string_view text) {
   return h;
 }
 
+namespace {
+
+// Appends `name` with each run of '-', '_' and '.' as one `sep`
+// (re.sub(r"[-_.]+", sep, name)), and ASCII capitals lowered when `lower`.
+inline void collapse_separators(std::string_view name, char sep, bool lower, std::string& out) {
+  bool in_run = false;
+  for (const char c : name) {
+    if (c == '-' || c == '_' || c == '.') {
+      if (!in_run) out.push_back(sep);
+      in_run = true;
+    } else {
+      out.push_back(lower && c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c);
+      in_run = false;
+    }
+  }
+}
+
+}  // namespace
+
 void normalize_name(std::string_view name, std::string& out) {
   // re.sub(r"[-_.]+", "-", name).lower().replace('-', '_')
-  auto is_sep = [](char c) { return c == '-' || c == '_' || c == '.'; };
   if (detail::is_ascii(name)) {
-    bool in_run = false;
-    for (const char c : name) {
-      if (is_sep(c)) {
-        if (!in_run) out.push_back('_');
-        in_run = true;
-      } else {
-        out.push_back((c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c);
-        in_run = false;
-      }
-    }
+    collapse_separators(name, '_', true, out);
     return;
   }
   // Full Unicode: lower-casing must see '-' where the separators were, as
   // Final_Sigma looks at neighbours.  No non-ASCII letter lower-cases to '-'.
   std::string dashed;
   dashed.reserve(name.size());
-  bool in_run = false;
-  for (const char c : name) {
-    if (is_sep(c)) {
-      if (!in_run) dashed.push_back('-');
-      in_run = true;
-    } else {
-      dashed.push_back(c);
-      in_run = false;
-    }
-  }
+  collapse_separators(name, '-', false, dashed);
   const std::size_t from = out.size();
   detail::py_lower(dashed, out);
   for (std::size_t i = from; i < out.size(); ++i) {

@@ -17,7 +17,7 @@
 #include "scan_text.hpp"
 
 #include <algorithm>  // std::upper_bound
-#include <iterator>   // std::begin, std::end
+#include <span>       // in_ranges
 
 #include "scan_text_tables.hpp"
 #include "utf8.hpp"
@@ -26,21 +26,17 @@ namespace epload::detail {
 
 namespace {
 
-bool in_ranges(const tables::Range* first, const tables::Range* last, char32_t c) {
+bool in_ranges(std::span<const tables::Range> table, char32_t c) {
   // The last range whose start is <= c.
-  const auto* it = std::upper_bound(first, last, c, [](char32_t v, const tables::Range& r) {
+  const auto it = std::upper_bound(table.begin(), table.end(), c, [](char32_t v, const tables::Range& r) {
     return v < r.first;
   });
-  return it != first && c <= (it - 1)->last;
+  return it != table.begin() && c <= (it - 1)->last;
 }
 
-bool is_cased(char32_t c) {
-  return in_ranges(std::begin(tables::k_cased), std::end(tables::k_cased), c);
-}
+bool is_cased(char32_t c) { return in_ranges(tables::k_cased, c); }
 
-bool is_case_ignorable(char32_t c) {
-  return in_ranges(std::begin(tables::k_case_ignorable), std::end(tables::k_case_ignorable), c);
-}
+bool is_case_ignorable(char32_t c) { return in_ranges(tables::k_case_ignorable, c); }
 
 // One decoded unit of the input: a code point, or an undecodable byte
 // (cp == k_raw) which, like a surrogate-escaped byte, is neither cased nor
@@ -79,8 +75,8 @@ bool is_final_sigma(const char* begin, const char* at, const char* end) {
 
 char32_t py_lower_simple(char32_t c) {
   if (c < 0x80) return (c >= 'A' && c <= 'Z') ? c + 32 : c;
-  const auto* first = std::begin(tables::k_lower_runs);
-  const auto* last = std::end(tables::k_lower_runs);
+  const auto* first = tables::k_lower_runs.data();
+  const auto* last = first + tables::k_lower_runs.size();
   const auto* it = std::upper_bound(first, last, c, [](char32_t v, const tables::LowerRun& r) {
     return v < r.first;
   });

@@ -126,6 +126,15 @@ class Scan {
                           pool, watches, rel);
   }
   void process(std::size_t begin, std::size_t end, WorkerOut& out, FileReader& reader);
+  /// Phase 2, one distribution's entry points: reads and parses its
+  /// entry_points.txt into `out` (a watch, the entries; a failure in `d` or
+  /// `out`).  True when it has entry points.  `rel`, `file` and `parsed` are
+  /// buffers reused from one distribution to the next.
+  bool read_entries(const detail::Candidate& c, DistOut& d, WorkerOut& out, FileReader& reader,
+                    std::string& rel, std::string& file, std::vector<ParsedEntry>& parsed) const;
+  /// Phase 2, one distribution's name and version, into `d`.
+  void name_distribution(const Kept& kept, bool has_entries, DistOut& d, WorkerOut& out,
+                         FileReader& reader, std::string& rel) const;
   std::string_view child_of(const detail::Candidate& c) const { return m_listing.name(c); }
 
   std::span<const std::string> m_paths;
@@ -274,8 +283,6 @@ void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out, FileReade
   out.pool.reserve(count * 256);
   for (std::size_t k = begin; k < end; ++k) {
     const Kept& kept = m_kept[k];
-    const detail::Candidate& c = m_listing[kept.cand];
-    const std::string_view child = child_of(c);
     DistOut d;
     d.entries_begin = d.entries_end = static_cast<std::uint32_t>(out.entries.size());
     d.watch_begin = static_cast<std::uint32_t>(out.watches.size());
@@ -285,84 +292,97 @@ void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out, FileReade
       out.dists.push_back(d);
       continue;
     }
-    rel.assign(child).append(k_entry_points);
-    const int dirfd = m_dirfds[c.path];
-    const FileRead r = [&] {
-      profile::Span span(profile::Phase::read, rel);
-      return detail::read_in(reader, dirfd, m_paths[c.path], rel, file);
-    }();
-    parsed.clear();
-    if (r.status == ReadStatus::absent && r.error == ENOTDIR) {
-      // The metadata path is a file (an egg-info file is its own PKG-INFO).
-      out.watches.push_back({c.path, append(out.pool, child),
-                             detail::stamp_in(dirfd, m_paths[c.path], std::string(child), file)});
-    } else {
-      out.watches.push_back({c.path, append(out.pool, rel), r.stamp});
-    }
-    if (r.status != ReadStatus::absent) {
-      join(file, m_paths[c.path], rel);
-      if (r.status == ReadStatus::failed && detail::exhausted(r.error)) {
-        if (out.stop.empty()) out.stop = detail::exhausted_message(file, r.error);
-      } else if (r.status == ReadStatus::failed) {
-        d.error = append(out.pool, io_message(file, r.error));
-        if (out.io_failed.empty()) out.io_failed = d.error.in(out.pool);
-      } else {
-        const std::uint32_t base = static_cast<std::uint32_t>(out.pool.size());
-        out.pool.append(r.text);  // entries become spans of this copy
-        Result<void> res = [&] {
-          profile::Span span(profile::Phase::parse, rel);
-          return parse_entry_points(r.text, file, parsed);
-        }();
-        if (!res) {
-          out.pool.resize(base);
-          parsed.clear();
-          d.error = append(out.pool, res.error().message);
-        }
-        auto span_of = [&](std::string_view v) {
-          return Slice{base + static_cast<std::uint32_t>(v.data() - r.text.data()),
-                      static_cast<std::uint32_t>(v.size())};
-        };
-        for (const ParsedEntry& e : parsed) {
-          out.entries.push_back({span_of(e.group), span_of(e.name), span_of(e.value)});
-        }
-      }
-    }
+    const bool has_entries = read_entries(m_listing[kept.cand], d, out, reader, rel, file, parsed);
     d.entries_end = static_cast<std::uint32_t>(out.entries.size());
-    // Name and version: with entry points to attribute, the metadata's
-    // (`ep.dist.name` is METADATA's Name, spelled as written: `Jinja2` in
-    // `jinja2-3.1.2.dist-info`; read in phase 1 already when the stem could
-    // not name the distribution); without, the stem's when it is
-    // `name-version.dist-info` (nothing shows it but `epload index`), so
-    // METADATA is read only for distributions that have entry points.  A
-    // metadata failure here is not an error: entry_points() never reads it.
-    const detail::StemParts stem = detail::split_stem(child);
-    if (kept.meta.read) {  // phase 1 read it (the name came from it)
-      d.name = append(out.pool, kept.meta.name.in(m_meta_pool));
-      d.version = append(out.pool, kept.meta.version.in(m_meta_pool));
-    } else if (parsed.empty() && detail::stem_names_the_metadata(stem)) {
-      d.name = append(out.pool, stem.name);
-      d.version = append(out.pool, stem.version);
-    } else if (!parsed.empty()) {
-      MetaInfo meta;
-      const std::size_t watches_before = out.watches.size();
-      read_metadata(c, meta, reader, out.pool, out.watches, rel);
-      // Where the stem names the distribution, its METADATA is not watched:
-      // `full` validation would stat twice the files, and the Name changes
-      // only with a reinstall, which replaces the directory (a change of
-      // its search path).  Only an in-place edit of Name is not seen.
-      if (detail::stem_names_the_metadata(stem)) out.watches.resize(watches_before);
-      // The name and version are then "", which a later read may not give.
-      note_failure(meta, out.pool, out.stop, out.io_failed);
-      const bool ok = meta.error.len == 0;
-      // importlib's ep.dist.name is METADATA's Name: None without one, an
-      // error when the file cannot be read; both are reported as "".
-      d.name = ok && meta.has_name ? meta.name : Slice{};
-      if (ok) d.version = meta.version;
-    } else {
-      d.name = append(out.pool, stem.name);
-    }
+    name_distribution(kept, has_entries, d, out, reader, rel);
     d.watch_end = static_cast<std::uint32_t>(out.watches.size());
     out.dists.push_back(d);
+  }
+}
+
+bool Scan::read_entries(const detail::Candidate& c, DistOut& d, WorkerOut& out, FileReader& reader,
+                        std::string& rel, std::string& file, std::vector<ParsedEntry>& parsed) const {
+  const std::string_view child = child_of(c);
+  rel.assign(child).append(k_entry_points);
+  const int dirfd = m_dirfds[c.path];
+  const FileRead r = [&] {
+    profile::Span span(profile::Phase::read, rel);
+    return detail::read_in(reader, dirfd, m_paths[c.path], rel, file);
+  }();
+  parsed.clear();
+  if (r.status == ReadStatus::absent && r.error == ENOTDIR) {
+    // The metadata path is a file (an egg-info file is its own PKG-INFO).
+    out.watches.push_back({c.path, append(out.pool, child),
+                           detail::stamp_in(dirfd, m_paths[c.path], std::string(child), file)});
+  } else {
+    out.watches.push_back({c.path, append(out.pool, rel), r.stamp});
+  }
+  if (r.status == ReadStatus::absent) return false;
+  join(file, m_paths[c.path], rel);
+  if (r.status == ReadStatus::failed && detail::exhausted(r.error)) {
+    if (out.stop.empty()) out.stop = detail::exhausted_message(file, r.error);
+    return false;
+  }
+  if (r.status == ReadStatus::failed) {
+    d.error = append(out.pool, io_message(file, r.error));
+    if (out.io_failed.empty()) out.io_failed = d.error.in(out.pool);
+    return false;
+  }
+  const std::uint32_t base = static_cast<std::uint32_t>(out.pool.size());
+  out.pool.append(r.text);  // entries become spans of this copy
+  Result<void> res = [&] {
+    profile::Span span(profile::Phase::parse, rel);
+    return parse_entry_points(r.text, file, parsed);
+  }();
+  if (!res) {
+    out.pool.resize(base);
+    parsed.clear();
+    d.error = append(out.pool, res.error().message);
+  }
+  auto span_of = [&](std::string_view v) {
+    return Slice{base + static_cast<std::uint32_t>(v.data() - r.text.data()), static_cast<std::uint32_t>(v.size())};
+  };
+  for (const ParsedEntry& e : parsed) {
+    out.entries.push_back({span_of(e.group), span_of(e.name), span_of(e.value)});
+  }
+  return !parsed.empty();
+}
+
+void Scan::name_distribution(const Kept& kept, bool has_entries, DistOut& d, WorkerOut& out,
+                             FileReader& reader, std::string& rel) const {
+  // Name and version: with entry points to attribute, the metadata's
+  // (`ep.dist.name` is METADATA's Name, spelled as written: `Jinja2` in
+  // `jinja2-3.1.2.dist-info`; read in phase 1 already when the stem could
+  // not name the distribution); without, the stem's when it is
+  // `name-version.dist-info` (nothing shows it but `epload index`), so
+  // METADATA is read only for distributions that have entry points.  A
+  // metadata failure here is not an error: entry_points() never reads it.
+  const detail::Candidate& c = m_listing[kept.cand];
+  const detail::StemParts stem = detail::split_stem(child_of(c));
+  if (kept.meta.read) {  // phase 1 read it (the name came from it)
+    d.name = append(out.pool, kept.meta.name.in(m_meta_pool));
+    d.version = append(out.pool, kept.meta.version.in(m_meta_pool));
+  } else if (!has_entries && detail::stem_names_the_metadata(stem)) {
+    d.name = append(out.pool, stem.name);
+    d.version = append(out.pool, stem.version);
+  } else if (has_entries) {
+    MetaInfo meta;
+    const std::size_t watches_before = out.watches.size();
+    read_metadata(c, meta, reader, out.pool, out.watches, rel);
+    // Where the stem names the distribution, its METADATA is not watched:
+    // `full` validation would stat twice the files, and the Name changes
+    // only with a reinstall, which replaces the directory (a change of
+    // its search path).  Only an in-place edit of Name is not seen.
+    if (detail::stem_names_the_metadata(stem)) out.watches.resize(watches_before);
+    // The name and version are then "", which a later read may not give.
+    note_failure(meta, out.pool, out.stop, out.io_failed);
+    const bool ok = meta.error.len == 0;
+    // importlib's ep.dist.name is METADATA's Name: None without one, an
+    // error when the file cannot be read; both are reported as "".
+    d.name = ok && meta.has_name ? meta.name : Slice{};
+    if (ok) d.version = meta.version;
+  } else {
+    d.name = append(out.pool, stem.name);
   }
 }
 

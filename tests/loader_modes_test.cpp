@@ -188,6 +188,32 @@ TEST(LoaderModes, DisableAndEnableLists) {
 
 // ---- randomized: lazy lookups give what eager loading gives ------------------
 
+// One lazy loader, four threads looking every device of `names` up in their
+// own orders, racing for the same backends: each finds what `eager` found,
+// from the same provider.
+void expect_racing_lookups_agree(Loader& shared, const Loader& eager, const std::vector<const char*>& names,
+                                 std::mt19937& rng) {
+  std::vector<std::vector<const char*>> orders(4, names);
+  for (auto& o : orders) std::shuffle(o.begin(), o.end(), rng);
+  std::vector<std::vector<bool>> found(orders.size(), std::vector<bool>(names.size()));
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < orders.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (std::size_t k = 0; k < orders[t].size(); ++k) found[t][k] = shared.lookup(orders[t][k]).ok();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (std::size_t t = 0; t < orders.size(); ++t) {
+    for (std::size_t k = 0; k < orders[t].size(); ++k) {
+      const char* d = orders[t][k];
+      EXPECT_EQ(found[t][k], eager.find(d) != nullptr) << "device " << d << " thread " << t;
+      if (found[t][k]) {
+        EXPECT_EQ(shared.provider(d), eager.provider(d)) << "device " << d;
+      }
+    }
+  }
+}
+
 // Random sequences of backends (declared, undeclared, hooks, failing inits,
 // wrong ABIs, stale declarations, C++ throws, missing dependencies, inits
 // that look up another device or themselves, the same device declared or
@@ -253,28 +279,9 @@ TEST(LoaderRandom, LazyLookupsAgreeWithEagerLoading) {
         }
       }
     }
-    // And all at once: one lazy loader, four threads looking every device
-    // up in their own orders, race for the same backends.
+    // And all at once.
     auto shared = make_loader(env, options_with(LoadMode::lazy));
-    std::vector<std::vector<const char*>> orders(4, names);
-    for (auto& o : orders) std::shuffle(o.begin(), o.end(), rng);
-    std::vector<std::vector<bool>> found(orders.size(), std::vector<bool>(names.size()));
-    std::vector<std::thread> threads;
-    for (std::size_t t = 0; t < orders.size(); ++t) {
-      threads.emplace_back([&, t] {
-        for (std::size_t k = 0; k < orders[t].size(); ++k) found[t][k] = shared->lookup(orders[t][k]).ok();
-      });
-    }
-    for (auto& t : threads) t.join();
-    for (std::size_t t = 0; t < orders.size(); ++t) {
-      for (std::size_t k = 0; k < orders[t].size(); ++k) {
-        const char* d = orders[t][k];
-        EXPECT_EQ(found[t][k], eager->find(d) != nullptr) << "device " << d << " thread " << t;
-        if (found[t][k]) {
-          EXPECT_EQ(shared->provider(d), eager->provider(d)) << "device " << d;
-        }
-      }
-    }
+    expect_racing_lookups_agree(*shared, *eager, names, rng);
     // Whatever the runs above taught the store (every backend has been
     // loaded by now), a lazy start loads the hooks and nothing else: a
     // backend that provides a device, even one an earlier backend owns, is
