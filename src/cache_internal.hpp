@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "atomic_file.hpp"  // dir_name, and what every cache file is written with
+#include "cache_text.hpp"   // the hash, hex digits, JSON strings
 #include "epload/cache.hpp"
 #include "epload/index.hpp"
 #include "epload/result.hpp"
@@ -142,22 +143,6 @@ struct ReadExpectations {
 /// selects, each with pread at the offset the head records.  Any defect in
 /// what is read, or an unmet expectation, is an Errc::cache error.
 Result<Index> read_index_fd(int fd, std::string_view file, const ReadExpectations& expect);
-
-// ---- JSON text helpers (cache_text.cpp) ------------------------------------
-
-/// The integrity hash of a file's body (see docs/cache-format.md and cache_text.cpp).
-std::uint64_t body_hash(std::string_view s);
-
-/// Writes `v` as 16 lower-case hex digits to out[0..16).
-void put_hex16(char* out, std::uint64_t v);
-
-/// The inverse: `text` must be exactly 16 lower-case hex digits.
-bool parse_hex16(std::string_view text, std::uint64_t& out);
-
-/// Decodes the JSON string whose content starts at `p` (just past the
-/// opening quote) and whose buffer ends at `end`: a view into the input when
-/// it has no escape, else decoded into `scratch`.  False when malformed.
-bool decode_json_string(const char* p, const char* end, std::string& scratch, std::string_view& out);
 
 // ---- validation (cache_validate.cpp) ---------------------------------------
 
