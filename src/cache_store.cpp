@@ -12,7 +12,7 @@
 // with the reason "unsafe"); an unsafe directory is also never written.
 //
 // Writes happen only after a rebuild: mkdir -p with mode 0700, then
-// detail::write_atomic (cache_files.hpp: a temporary file in the same
+// detail::write_atomic (atomic_file.hpp: a temporary file in the same
 // directory, fchmod 0600, rename over the old file).  Readers therefore see
 // either the old or the new file, whole, even with many processes
 // rebuilding the same key at once; a failed write leaves the old file and
@@ -31,9 +31,10 @@
 // Otherwise it is ignored, with the reason, and the user cache is used.
 //
 // Pruning (on each write only, never on the read path) removes index files
-// unused for 30 days and the least recently used beyond 64, learned stores
-// unused for 30 days, and temporary files older than an hour (left by killed
-// processes): prune_cache_dir() in cache_files.cpp.
+// unused for 30 days and the least recently used beyond 64, the other kept
+// files (registered by their owners) unused for 30 days, and temporary files
+// older than an hour (left by killed processes): prune_cache_dir() in
+// kept_files.cpp.
 #include <fcntl.h>     // open, openat
 #include <sys/stat.h>  // fstat, mkdir
 #include <unistd.h>    // write, close, geteuid
@@ -43,7 +44,7 @@
 #include <cstring>
 #include <utility>
 
-#include "cache_files.hpp"
+#include "kept_files.hpp"
 #include "cache_internal.hpp"
 #include "epload/profile.hpp"
 #include "epload/scanner.hpp"
@@ -54,6 +55,10 @@ namespace epload {
 namespace detail {
 
 namespace {
+
+/// The index files (cache_file_name()): the 64 most recently used are kept.
+constexpr KeptFiles k_index_files{"index-", ".json", 64};
+[[maybe_unused]] const bool k_index_files_kept = keep_files(k_index_files);
 
 /// Closes a descriptor at scope exit.
 struct Fd {
