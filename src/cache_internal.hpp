@@ -1,14 +1,16 @@
 // cache_internal.hpp — what the cache's translation units share.
 //
-// cache.cpp        the file format (sectioned JSON Lines) and its reader,
-//                  which reads only the sections a request needs (simdjson
-//                  On-Demand; the only file that includes simdjson)
-// cache_write.cpp  the serializer (by hand: simdjson 3.0 has no writer)
-// cache_text.cpp   the checksum hash and the JSON string decoder
-// cache_key.cpp    the key, its hash and file name, the cache directory,
-//                  lexical path helpers
+// cache_sections.*    an index file's bytes and the layout of its sections
+// cache_reader.hpp    the reader, in two files (the only simdjson users):
+//   cache_read_head.cpp  JSON values and the head (line 1)
+//   cache.cpp            the sections, the complete and partial loads
+// cache_write.cpp     the serializer (by hand: simdjson 3.0 has no writer)
+// cache_text.*        the checksum hash, hex digits, JSON string escapes
+// cache_key.cpp       the key, its hash and file name, the cache directory,
+//                     lexical path helpers
 // cache_validate.cpp  still_valid(): the stat comparisons
-// cache_store.cpp  open_index(), Catalog, atomic writes, safety checks, pruning
+// cache_store.cpp     open_index(), Catalog, atomic writes, safety checks,
+//                     pruning (of the files kept_files.hpp knows)
 #pragma once
 
 #include <cerrno>
@@ -81,7 +83,7 @@ inline std::string errno_text() { return std::strerror(errno); }
 /// An absolute, normalized form of `path` (getcwd for a relative one).
 std::string absolute_path(std::string_view path);
 
-// ---- the file format (cache.cpp) -------------------------------------------
+// ---- the file format (cache_write.cpp, cache.cpp) ---------------------------
 
 /// What the serializer needs beyond the Index.
 struct WriteOptions {
@@ -106,7 +108,7 @@ Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& 
 class EarlyFullCheck;
 
 /// The bytes simdjson may read past the end of a document
-/// (SIMDJSON_PADDING; cache.cpp checks that they agree).
+/// (SIMDJSON_PADDING; cache_reader.hpp checks that they agree).
 inline constexpr std::size_t k_json_padding = 64;
 
 struct ReadExpectations {
