@@ -1,14 +1,16 @@
 // cache_internal.hpp — what the cache's translation units share.
 //
-// cache.cpp        the file format (sectioned JSON Lines) and its reader,
-//                  which reads only the sections a request needs (simdjson
-//                  On-Demand; the only file that includes simdjson)
-// cache_write.cpp  the serializer (by hand: simdjson 3.0 has no writer)
-// cache_text.cpp   the checksum hash and the JSON string decoder
-// cache_key.cpp    the key, its hash and file name, the cache directory,
-//                  lexical path helpers
+// cache_sections.*    an index file's bytes and the layout of its sections
+// cache_reader.hpp    the reader, in two files (the only simdjson users):
+//   cache_read_head.cpp  JSON values and the head (line 1)
+//   cache.cpp            the sections, the complete and partial loads
+// cache_write.cpp     the serializer (by hand: simdjson 3.0 has no writer)
+// cache_text.*        the checksum hash, hex digits, JSON string escapes
+// cache_key.cpp       the key, its hash and file name, the cache directory,
+//                     lexical path helpers
 // cache_validate.cpp  still_valid(): the stat comparisons
-// cache_store.cpp  open_index(), Catalog, atomic writes, safety checks, pruning
+// cache_store.cpp     open_index(), Catalog, atomic writes, safety checks,
+//                     pruning (of the files kept_files.hpp knows)
 #pragma once
 
 #include <cerrno>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "atomic_file.hpp"  // dir_name, and what every cache file is written with
+#include "cache_text.hpp"   // the hash, hex digits, JSON strings
 #include "epload/cache.hpp"
 #include "epload/index.hpp"
 #include "epload/result.hpp"
@@ -80,7 +83,7 @@ inline std::string errno_text() { return std::strerror(errno); }
 /// An absolute, normalized form of `path` (getcwd for a relative one).
 std::string absolute_path(std::string_view path);
 
-// ---- the file format (cache.cpp) -------------------------------------------
+// ---- the file format (cache_write.cpp, cache.cpp) ---------------------------
 
 /// What the serializer needs beyond the Index.
 struct WriteOptions {
@@ -105,7 +108,7 @@ Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& 
 class EarlyFullCheck;
 
 /// The bytes simdjson may read past the end of a document
-/// (SIMDJSON_PADDING; cache.cpp checks that they agree).
+/// (SIMDJSON_PADDING; cache_reader.hpp checks that they agree).
 inline constexpr std::size_t k_json_padding = 64;
 
 struct ReadExpectations {
@@ -142,22 +145,6 @@ struct ReadExpectations {
 /// selects, each with pread at the offset the head records.  Any defect in
 /// what is read, or an unmet expectation, is an Errc::cache error.
 Result<Index> read_index_fd(int fd, std::string_view file, const ReadExpectations& expect);
-
-// ---- JSON text helpers (cache_text.cpp) ------------------------------------
-
-/// The integrity hash of a file's body (see docs/cache-format.md and cache_text.cpp).
-std::uint64_t body_hash(std::string_view s);
-
-/// Writes `v` as 16 lower-case hex digits to out[0..16).
-void put_hex16(char* out, std::uint64_t v);
-
-/// The inverse: `text` must be exactly 16 lower-case hex digits.
-bool parse_hex16(std::string_view text, std::uint64_t& out);
-
-/// Decodes the JSON string whose content starts at `p` (just past the
-/// opening quote) and whose buffer ends at `end`: a view into the input when
-/// it has no escape, else decoded into `scratch`.  False when malformed.
-bool decode_json_string(const char* p, const char* end, std::string& scratch, std::string_view& out);
 
 // ---- validation (cache_validate.cpp) ---------------------------------------
 

@@ -12,7 +12,7 @@
 // with the reason "unsafe"); an unsafe directory is also never written.
 //
 // Writes happen only after a rebuild: mkdir -p with mode 0700, then
-// detail::write_atomic (cache_files.hpp: a temporary file in the same
+// detail::write_atomic (atomic_file.hpp: a temporary file in the same
 // directory, fchmod 0600, rename over the old file).  Readers therefore see
 // either the old or the new file, whole, even with many processes
 // rebuilding the same key at once; a failed write leaves the old file and
@@ -31,9 +31,10 @@
 // Otherwise it is ignored, with the reason, and the user cache is used.
 //
 // Pruning (on each write only, never on the read path) removes index files
-// unused for 30 days and the least recently used beyond 64, learned stores
-// unused for 30 days, and temporary files older than an hour (left by killed
-// processes): prune_cache_dir() in cache_files.cpp.
+// unused for 30 days and the least recently used beyond 64, the other kept
+// files (registered by their owners) unused for 30 days, and temporary files
+// older than an hour (left by killed processes): prune_cache_dir() in
+// kept_files.cpp.
 #include <fcntl.h>     // open, openat
 #include <sys/stat.h>  // fstat, mkdir
 #include <unistd.h>    // write, close, geteuid
@@ -43,7 +44,7 @@
 #include <cstring>
 #include <utility>
 
-#include "cache_files.hpp"
+#include "kept_files.hpp"
 #include "cache_internal.hpp"
 #include "epload/profile.hpp"
 #include "epload/scanner.hpp"
@@ -54,6 +55,10 @@ namespace epload {
 namespace detail {
 
 namespace {
+
+/// The index files (cache_file_name()): the 64 most recently used are kept.
+constexpr KeptFiles k_index_files{"index-", ".json", 64};
+[[maybe_unused]] const bool k_index_files_kept = keep_files(k_index_files);
 
 /// Closes a descriptor at scope exit.
 struct Fd {
@@ -99,27 +104,32 @@ struct Lookup {
   bool dir_unsafe = false;             // never write into it
 };
 
-Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& key,
-               const CacheOptions& options) {
-  const Validation validation = options.validation;
-  Lookup out;
+/// Checks the open descriptor `fd` of `path` (`what`: "cache directory" or
+/// "cache file") before it is used: "" when it may be trusted, else why
+/// not; `unsafe` when it is owned by another user or writable by others.
+std::string fd_problem(int fd, const std::string& path, const char* what, bool& unsafe) {
+  struct stat st;
+  profile::count(profile::Counter::stat);
+  if (::fstat(fd, &st) != 0) return "fstat " + path + ": " + errno_text();
+  std::string why = unsafe_reason(st, what + (" " + path));
+  unsafe = !why.empty();
+  return why;
+}
+
+/// Opens the cache file `name` in `dir`, both checked on the descriptors
+/// then used; -1 with `out.why` (and `out.dir_unsafe`) set when not.
+int open_cache_file(const std::string& dir, const std::string& name, Lookup& out) {
   const std::string path = join_path(dir, name);
   profile::count(profile::Counter::open);
   Fd dfd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (dfd.fd < 0) {
     out.why = errno == ENOENT ? "no cache directory yet" : "cache directory " + dir + ": " + errno_text();
-    return out;
+    return -1;
   }
-  struct stat st;
-  profile::count(profile::Counter::stat);
-  if (::fstat(dfd.fd, &st) != 0) {
-    out.why = "fstat " + dir + ": " + errno_text();
-    return out;
-  }
-  if (std::string why = unsafe_reason(st, "cache directory " + dir); !why.empty()) {
-    out.why = why;
-    out.dir_unsafe = true;
-    return out;
+  bool unsafe = false;
+  if (out.why = fd_problem(dfd.fd, dir, "cache directory", unsafe); !out.why.empty()) {
+    out.dir_unsafe = unsafe;
+    return -1;
   }
   profile::count(profile::Counter::open);
   Fd fd(::openat(dfd.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
@@ -127,17 +137,36 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
     if (errno == ENOENT) out.why = "no cache file";
     else if (errno == ELOOP) out.why = "unsafe: cache file " + path + " is a symbolic link";
     else out.why = "cache file " + path + ": " + errno_text();
-    return out;
+    return -1;
   }
-  profile::count(profile::Counter::stat);
-  if (::fstat(fd.fd, &st) != 0) {
-    out.why = "fstat " + path + ": " + errno_text();
-    return out;
+  if (out.why = fd_problem(fd.fd, path, "cache file", unsafe); !out.why.empty()) return -1;
+  return std::exchange(fd.fd, -1);
+}
+
+/// Why the index read with `expect` from `fd` is stale, naming the file that
+/// changed: `stale` says only that one did when the index has the digest of
+/// the stamps, not the stamps (a rescan follows anyway, so reading them
+/// again costs little in relative terms).
+std::string name_the_change(const Index& index, int fd, const std::string& path, const ReadExpectations& expect,
+                            Validation validation, std::string stale) {
+  if (index.watched_digest() == nullptr) return stale;
+  ReadExpectations stamped = expect;
+  stamped.watched_stamps = true;
+  stamped.early_check = nullptr;
+  std::string named;
+  if (auto again = read_index_fd(fd, path, stamped); again && !still_valid(*again, validation, &named)) {
+    return named;
   }
-  if (std::string why = unsafe_reason(st, "cache file " + path); !why.empty()) {
-    out.why = why;
-    return out;
-  }
+  return stale;
+}
+
+Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& key,
+               const CacheOptions& options) {
+  const Validation validation = options.validation;
+  Lookup out;
+  const std::string path = join_path(dir, name);
+  Fd fd(open_cache_file(dir, name, out));
+  if (fd.fd < 0) return out;
   ReadExpectations expect;
   expect.key = &key;
   expect.groups = options.groups;
@@ -167,19 +196,7 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
   }
   std::string stale;
   if (!still_valid(*index, validation, &stale, &early)) {
-    if (index->watched_digest() != nullptr) {
-      // The digest says that a file changed, not which: read the stamps to
-      // name it (a rescan follows anyway, so this costs little in relative
-      // terms).
-      ReadExpectations stamped = expect;
-      stamped.watched_stamps = true;
-      stamped.early_check = nullptr;
-      std::string named;
-      if (auto again = read_index_fd(fd.fd, path, stamped); again && !still_valid(*again, validation, &named)) {
-        stale = std::move(named);
-      }
-    }
-    out.why = "stale: " + stale;
+    out.why = "stale: " + name_the_change(*index, fd.fd, path, expect, validation, std::move(stale));
     return out;
   }
   out.index = std::move(index);

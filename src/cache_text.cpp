@@ -1,5 +1,6 @@
 // cache_text.cpp — JSON text helpers shared by the cache writer and reader:
-// the integrity hash, hex digits, and the decoder of JSON string escapes.
+// the integrity hash, hex digits, and JSON string escapes both ways (one
+// table of the two-character escapes serves both).
 //
 // The checksum (see docs/cache-format.md) is a word-at-a-time hash whose every step —
 // xor in an 8-byte word, multiply by an odd constant, xorshift — is a
@@ -12,14 +13,51 @@
 // no escape and is returned as a view into the input buffer, so nothing is
 // copied and simdjson's string buffer (as large as the file) is never
 // touched; a string with escapes is decoded exactly as JSON defines them.
+#include "cache_text.hpp"
+
 #include <cstring>
 
-#include "cache_internal.hpp"
 #include "utf8.hpp"
 
 namespace epload::detail {
 
 namespace {
+
+constexpr char k_hex[] = "0123456789abcdef";
+
+/// JSON's two-character escapes: the character, and the letter after the
+/// backslash that stands for it ('/' is only ever decoded: it needs none).
+constexpr char k_short_escapes[][2] = {{'"', '"'},  {'\\', '\\'}, {'/', '/'},  {'\n', 'n'},
+                                       {'\t', 't'}, {'\r', 'r'},   {'\b', 'b'}, {'\f', 'f'}};
+
+/// The letter of `c`'s two-character escape (k_short_escapes), or 0.
+char short_escape(char c) {
+  for (const auto& e : k_short_escapes) {
+    if (e[0] == c) return e[1];
+  }
+  return 0;
+}
+
+/// The character a two-character escape's `letter` stands for, or 0.
+char unescape(char letter) {
+  for (const auto& e : k_short_escapes) {
+    if (e[1] == letter) return e[0];
+  }
+  return 0;
+}
+
+/// True when one of the 8 bytes at `p` is a control character, '"' or '\\'
+/// (the classic "has a byte less than n" / "has a zero byte" word tricks).
+inline bool needs_escape(const char* p) {
+  std::uint64_t w;
+  std::memcpy(&w, p, 8);
+  constexpr std::uint64_t k_ones = 0x0101010101010101ULL, k_highs = 0x8080808080808080ULL;
+  const std::uint64_t quote = w ^ (k_ones * '"'), backslash = w ^ (k_ones * '\\');
+  const std::uint64_t below_space = (w - k_ones * 0x20) & ~w;
+  const std::uint64_t zero_quote = (quote - k_ones) & ~quote;
+  const std::uint64_t zero_backslash = (backslash - k_ones) & ~backslash;
+  return ((below_space | zero_quote | zero_backslash) & k_highs) != 0;
+}
 
 bool hex4(const char* p, const char* end, std::uint32_t& out) {
   if (end - p < 4) return false;
@@ -87,7 +125,6 @@ std::uint64_t body_hash(std::string_view s) {
 }
 
 void put_hex16(char* out, std::uint64_t v) {
-  static constexpr char k_hex[] = "0123456789abcdef";
   for (int k = 15; k >= 0; --k, v >>= 4) out[k] = k_hex[v & 0xf];
 }
 
@@ -128,36 +165,48 @@ bool decode_json_string(const char* p, const char* end, std::string& scratch, st
       continue;
     }
     if (p >= end) return false;
-    switch (*p++) {
-      case '"': scratch += '"'; break;
-      case '\\': scratch += '\\'; break;
-      case '/': scratch += '/'; break;
-      case 'b': scratch += '\b'; break;
-      case 'f': scratch += '\f'; break;
-      case 'n': scratch += '\n'; break;
-      case 'r': scratch += '\r'; break;
-      case 't': scratch += '\t'; break;
-      case 'u': {
-        std::uint32_t cp = 0, low = 0;
-        if (!hex4(p, end, cp)) return false;
-        p += 4;
-        if (cp >= 0xd800 && cp < 0xdc00) {  // a high surrogate needs its low half
-          if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, end, low) || low < 0xdc00 ||
-              low > 0xdfff) {
-            return false;
-          }
-          p += 6;
-          cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
-        } else if (cp >= 0xdc00 && cp <= 0xdfff) {
-          return false;  // a lone low surrogate is not a character
-        }
-        append_utf8(static_cast<char32_t>(cp), scratch);
-        break;
-      }
-      default: return false;
+    const char letter = *p++;
+    if (const char plain = unescape(letter); plain != 0) {
+      scratch += plain;
+      continue;
     }
+    if (letter != 'u') return false;
+    std::uint32_t cp = 0, low = 0;
+    if (!hex4(p, end, cp)) return false;
+    p += 4;
+    if (cp >= 0xd800 && cp < 0xdc00) {  // a high surrogate needs its low half
+      if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, end, low) || low < 0xdc00 || low > 0xdfff) {
+        return false;
+      }
+      p += 6;
+      cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
+    } else if (cp >= 0xdc00 && cp <= 0xdfff) {
+      return false;  // a lone low surrogate is not a character
+    }
+    append_utf8(static_cast<char32_t>(cp), scratch);
   }
   return false;
+}
+
+void append_json_escaped(std::string& out, std::string_view s) {
+  std::size_t run = 0;  // start of the pending run of bytes that need no escape
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    // Eight bytes at a time while none needs an escape (the common case).
+    while (i + 8 <= s.size() && !needs_escape(s.data() + i)) i += 8;
+    if (i >= s.size()) break;
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(s.data() + run, i - run);
+    run = i + 1;
+    if (const char letter = short_escape(static_cast<char>(c)); letter != 0) {
+      const char e[2] = {'\\', letter};
+      out.append(e, 2);
+    } else {
+      const char u[6] = {'\\', 'u', '0', '0', k_hex[c >> 4], k_hex[c & 0xf]};
+      out.append(u, sizeof u);
+    }
+  }
+  out.append(s.data() + run, s.size() - run);
 }
 
 }  // namespace epload::detail

@@ -319,31 +319,19 @@ bool still_valid(const Index& index, Validation validation, std::string* why) {
 
 namespace detail {
 
-bool still_valid(const Index& index, Validation validation, std::string* why, EarlyFullCheck* early) {
-  // A check started on other names than this index's (never, in the reader's
-  // use) or not wanted is stopped first; a started one is otherwise joined
-  // below, and every return path leaves it finished.
-  FullCheck* started = nullptr;
-  if (early != nullptr && early->m) {
-    if (validation == Validation::full && index.watched_digest() != nullptr &&
-        early->m->check.names.data() == index.watched_names().data() &&
-        early->m->check.names.size() == index.watched_names().size()) {
-      started = &early->m->check;
-    } else {
-      early->abandon();
-    }
-  }
-  struct Finish {
-    EarlyFullCheck* early;
-    ~Finish() {
-      if (early != nullptr) early->abandon();  // joins; stops it first if still running
-    }
-  } finish{started != nullptr ? early : nullptr};
-  profile::Span span(profile::Phase::stat, validation == Validation::full ? "validate full" : "validate paths");
-  profile::test_slowdown(profile::SlowPoint::validate);  // test builds only
+namespace {
+
+/// True when `check`, started early, is on this index's watched names, so
+/// that still_valid() can join it.
+bool joinable_check(const Index& index, Validation validation, const FullCheck& check) {
+  return validation == Validation::full && index.watched_digest() != nullptr &&
+         check.names.data() == index.watched_names().data() && check.names.size() == index.watched_names().size();
+}
+
+/// The search paths' stamps: one stat each (all `paths` validation does).
+bool paths_unchanged(const Index& index, Validation validation, std::string* why) {
   const auto paths = index.search_paths();
   const auto stamps = index.search_path_stamps();
-  const std::int64_t scanned_at = index.scanned_at_ns();
   if (validation == Validation::full && !index.watched_complete()) {
     // A partial load under `paths` validation left the watched stamps on
     // disk: "nothing to check" must not read as "nothing changed".
@@ -357,38 +345,19 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
   for (std::size_t i = 0; i < paths.size(); ++i) {
     const FileStamp now = detail::path_stamp(detail::os_path(paths[i]));
     profile::count(profile::Counter::stat);
-    const bool racy = detail::is_racy(stamps[i], scanned_at);
+    const bool racy = detail::is_racy(stamps[i], index.scanned_at_ns());
     if (now != stamps[i] || racy) {
       if (why) *why = "search path " + describe(stamps[i], now, racy, std::string(paths[i]));
       return false;
     }
   }
-  if (validation == Validation::paths) return true;
+  return true;
+}
 
+/// What a finished `full` check of `count` files says: against the digest,
+/// or the file it stopped at.
+bool check_answer(const Index& index, const FullCheck& check, std::size_t count, std::string* why) {
   const WatchedDigest* digest = index.watched_digest();
-  const auto watched = index.watched_files();
-  const auto names = index.watched_names();
-  FullCheck local;
-  FullCheck& check = started != nullptr ? *started : local;
-  if (started == nullptr) {
-    check.watched = watched;
-    check.names = names;
-    check.paths = paths;
-    check.scanned_at = scanned_at;
-    check.by_digest = digest != nullptr;
-  }
-  const std::size_t count = check.size();
-  if (count == 0) return true;
-  if (started != nullptr) {
-    // The helper has been at it since the names were read: take the rest
-    // of the chunks here, then wait for its last one.
-    check.run();
-    if (early->m->helper.joinable()) early->m->helper.join();
-  } else if (count > k_parallel_threshold) {
-    run_on_two_cpus(check);
-  } else {
-    check.run();
-  }
   // A mismatch stops both threads, so another file with a lower index may go
   // unchecked: the one reported is a changed file, not always the first.
   const std::size_t bad = check.bad.load();
@@ -403,6 +372,8 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
   }
   if (bad == detail::k_none) return true;
   if (why) {
+    const auto paths = index.search_paths();
+    const auto watched = index.watched_files();
     const auto [rel, sp] = check.file(bad);
     const std::string full = sp < paths.size() ? detail::join_path(paths[sp], rel) : std::string(rel);
     // Re-stat for the message only (the mismatch itself is already decided).
@@ -410,9 +381,56 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
     // By digest, a file stops the check only for being racy now.
     *why = digest != nullptr
                ? describe(now, now, true, full)
-               : describe(watched[bad].stamp, now, detail::is_racy(watched[bad].stamp, scanned_at), full);
+               : describe(watched[bad].stamp, now, detail::is_racy(watched[bad].stamp, index.scanned_at_ns()), full);
   }
   return false;
+}
+
+}  // namespace
+
+bool still_valid(const Index& index, Validation validation, std::string* why, EarlyFullCheck* early) {
+  // A check started on other names than this index's (never, in the reader's
+  // use) or not wanted is stopped first; a started one is otherwise joined
+  // below, and every return path leaves it finished.
+  FullCheck* started = nullptr;
+  if (early != nullptr && early->m && joinable_check(index, validation, early->m->check)) {
+    started = &early->m->check;
+  } else if (early != nullptr) {
+    early->abandon();
+  }
+  struct Finish {
+    EarlyFullCheck* early;
+    ~Finish() {
+      if (early != nullptr) early->abandon();  // joins; stops it first if still running
+    }
+  } finish{started != nullptr ? early : nullptr};
+  profile::Span span(profile::Phase::stat, validation == Validation::full ? "validate full" : "validate paths");
+  profile::test_slowdown(profile::SlowPoint::validate);  // test builds only
+  if (!paths_unchanged(index, validation, why)) return false;
+  if (validation == Validation::paths) return true;
+
+  FullCheck local;
+  FullCheck& check = started != nullptr ? *started : local;
+  if (started == nullptr) {
+    check.watched = index.watched_files();
+    check.names = index.watched_names();
+    check.paths = index.search_paths();
+    check.scanned_at = index.scanned_at_ns();
+    check.by_digest = index.watched_digest() != nullptr;
+  }
+  const std::size_t count = check.size();
+  if (count == 0) return true;
+  if (started != nullptr) {
+    // The helper has been at it since the names were read: take the rest
+    // of the chunks here, then wait for its last one.
+    check.run();
+    if (early->m->helper.joinable()) early->m->helper.join();
+  } else if (count > k_parallel_threshold) {
+    run_on_two_cpus(check);
+  } else {
+    check.run();
+  }
+  return check_answer(index, check, count, why);
 }
 
 }  // namespace detail

@@ -32,19 +32,6 @@ namespace {
 
 // ---- writing ----------------------------------------------------------------
 
-/// True when one of the 8 bytes at `p` is a control character, '"' or '\\'
-/// (the classic "has a byte less than n" / "has a zero byte" word tricks).
-inline bool needs_escape(const char* p) {
-  std::uint64_t w;
-  std::memcpy(&w, p, 8);
-  constexpr std::uint64_t k_ones = 0x0101010101010101ULL, k_highs = 0x8080808080808080ULL;
-  const std::uint64_t quote = w ^ (k_ones * '"'), backslash = w ^ (k_ones * '\\');
-  const std::uint64_t below_space = (w - k_ones * 0x20) & ~w;
-  const std::uint64_t zero_quote = (quote - k_ones) & ~quote;
-  const std::uint64_t zero_backslash = (backslash - k_ones) & ~backslash;
-  return ((below_space | zero_quote | zero_backslash) & k_highs) != 0;
-}
-
 class JsonWriter {
  public:
   explicit JsonWriter(std::string& out) : m_out(out) {}
@@ -64,31 +51,7 @@ class JsonWriter {
       return;
     }
     m_out += '"';
-    std::size_t run = 0;  // start of the pending run of bytes that need no escape
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      // Eight bytes at a time while none needs an escape (the common case).
-      while (i + 8 <= s.size() && !needs_escape(s.data() + i)) i += 8;
-      if (i >= s.size()) break;
-      const unsigned char c = static_cast<unsigned char>(s[i]);
-      if (c >= 0x20 && c != '"' && c != '\\') continue;
-      m_out.append(s.data() + run, i - run);
-      run = i + 1;
-      switch (c) {
-        case '"': m_out += "\\\""; break;
-        case '\\': m_out += "\\\\"; break;
-        case '\n': m_out += "\\n"; break;
-        case '\t': m_out += "\\t"; break;
-        case '\r': m_out += "\\r"; break;
-        case '\b': m_out += "\\b"; break;
-        case '\f': m_out += "\\f"; break;
-        default: {
-          static constexpr char k_hex[] = "0123456789abcdef";
-          char u[6] = {'\\', 'u', '0', '0', k_hex[c >> 4], k_hex[c & 0xf]};
-          m_out.append(u, sizeof u);
-        }
-      }
-    }
-    m_out.append(s.data() + run, s.size() - run);
+    append_json_escaped(m_out, s);
     m_out += '"';
   }
 
@@ -233,6 +196,18 @@ class BodyWriter {
     s.length = body.size() - s.offset;
     s.hash = body_hash(std::string_view(body).substr(s.offset, s.length));
   }
+  /// A section that is one JSON array of `count` items, item(i) writing each.
+  template <class F>
+  void array_section(std::string name, std::size_t count, F&& item) {
+    begin(std::move(name), count);
+    m_w.raw("[");
+    for (std::size_t i = 0; i < count; ++i) {
+      if (i != 0) m_w.raw(",");
+      item(i);
+    }
+    m_w.raw("]");
+    end();
+  }
   std::string_view dist_fields(std::size_t gi) const {
     return std::string_view(m_dist_pool).substr(m_dist_at[gi], m_dist_at[gi + 1] - m_dist_at[gi]);
   }
@@ -364,28 +339,17 @@ void BodyWriter::group(std::string_view group) {
 }
 
 void BodyWriter::dists() {
-  begin("dists", m_dists.size());
-  m_w.raw("[");
-  for (std::size_t gi = 0; gi < m_dists.size(); ++gi) {
-    m_w.raw(gi == 0 ? "[" : ",[");
+  array_section("dists", m_dists.size(), [&](std::size_t gi) {
+    m_w.raw("[");
     m_w.raw(dist_fields(gi));
     m_w.raw(",");
     m_w.bytes(m_dists[gi].error);
     m_w.raw("]");
-  }
-  m_w.raw("]");
-  end();
+  });
 }
 
 void BodyWriter::watched() {
-  begin("watched", m_watched.size());
-  m_w.raw("[");
-  for (std::size_t k = 0; k < m_watched.size(); ++k) {
-    if (k != 0) m_w.raw(",");
-    m_w.raw(watched_text(k));
-  }
-  m_w.raw("]");
-  end();
+  array_section("watched", m_watched.size(), [&](std::size_t k) { m_w.raw(watched_text(k)); });
 }
 
 void BodyWriter::watch_digest() {

@@ -38,12 +38,20 @@
 
 
 #include "atomic_file.hpp"  // dir_name, make_safe_dir, write_atomic
+#include "kept_files.hpp"   // keep_files
 #include "prefault.hpp"
 #include "pread_full.hpp"
 
 namespace epload::detail {
 
 namespace {
+
+/// The store files (learned_file_path()), and those of the Python autoload's
+/// store this one replaced (devices-<group>-<host>.json), cleared and pruned
+/// with the cache's files.
+constexpr KeptFiles k_store_files{"learned-", ".txt"};
+constexpr KeptFiles k_old_store_files{"devices-", ".json"};
+[[maybe_unused]] const bool k_store_files_kept = keep_files(k_store_files) && keep_files(k_old_store_files);
 
 constexpr std::string_view k_magic = "epload-learned 2";
 constexpr std::size_t k_max_file = 64u << 20;

@@ -174,4 +174,14 @@ inline Index tiny_index() {
   return b.build();
 }
 
+/// What a partial read of `groups` expects (the other fields: defaults).
+inline detail::ReadExpectations groups_only(std::vector<std::string> groups, bool watched = false,
+                                     bool group_stamps = false) {
+  detail::ReadExpectations e;
+  e.groups = std::move(groups);
+  e.watched = watched;
+  e.group_stamps = group_stamps;
+  return e;
+}
+
 }  // namespace epload::test

@@ -1,17 +1,18 @@
 // cache_invalidation_test.cpp — a cached answer must never outlive the tree
 // it describes.  Each test changes a real tree the way installers and people
-// do, then compares the cached answer with a fresh scan().
+// do, then compares the cached answer with a fresh scan().  Group queries,
+// shipped indexes and Catalog: cache_revalidation_test.cpp.
 #include <gtest/gtest.h>
 #include <sched.h>  // sched_getaffinity
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 #include <thread>
 
+#include "cache_invalidation_util.hpp"
 #include "cache_test_util.hpp"
 #include "epload/cache.hpp"
 #include "epload/scanner.hpp"
@@ -20,91 +21,11 @@
 namespace epload {
 namespace {
 
+using test::Invalidation;
 using test::TempDir;
 namespace fs = std::filesystem;
 
 using test::next_tick;
-
-class Invalidation : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ::unsetenv("EPLOAD_INDEX");
-    site1 = t / "site1";
-    site2 = t / "site2";
-    test::make_dist(site1, "alpha", "1.0", "[console_scripts]\nalpha = alpha.cli:main\n");
-    test::make_dist(site1, "beta", "1.0", "[torch.backends]\nnpu = beta_npu:init\n");
-    test::make_dist(site1, "noeps", "1.0", "");
-    test::make_dist(site2, "gamma", "1.0", "[torch.backends]\nxpu = gamma_xpu:init\n");
-    test::make_dist(site2, "shadow", "2.0", "[g]\nwho = site2:shadow\n");
-    options.search_paths = {site1, site2};
-    options.cache_dir = t / "cache";
-    warm();
-  }
-
-  /// Brings the cache to a valid, non-racy state for the current tree.
-  void warm() {
-    next_tick();
-    CacheReport r = open_checked();
-    ASSERT_NE(r.status, CacheStatus::uncached) << r.reason;
-    r = open_checked();
-    ASSERT_EQ(r.status, CacheStatus::hit) << r.reason;
-  }
-
-  /// Brings the cache to a valid state and checks a group query hits.
-  void warm_group() {
-    const auto groups = options.groups;
-    options.groups.clear();
-    warm();
-    options.groups = groups;
-    CacheReport r;
-    ASSERT_TRUE(open_index(options, &r));
-    ASSERT_EQ(r.status, CacheStatus::hit) << r.reason;
-  }
-
-  CacheReport open_checked() { return test::open_checked(options); }
-
-  /// Expects the next open to notice a change and rebuild.
-  void expect_rebuilt(const std::string& reason_part = "") {
-    CacheReport r = open_checked();
-    EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
-    if (!reason_part.empty()) {
-      EXPECT_NE(r.reason.find(reason_part), std::string::npos) << r.reason;
-    }
-  }
-
-  std::string ep_file(const std::string& site, const std::string& dist) {
-    return site + "/" + dist + ".dist-info/entry_points.txt";
-  }
-
-  /// `count` search paths many<p>, each holding `per_path` distributions
-  /// d<p>x<i> with one entry point `d<p>x<i> = m:f` in group g.
-  std::vector<std::string> many_paths(int count, int per_path) {
-    std::vector<std::string> paths;
-    for (int p = 0; p < count; ++p) {
-      const std::string site = t / ("many" + std::to_string(p));
-      for (int i = 0; i < per_path; ++i) {
-        const std::string name = "d" + std::to_string(p) + "x" + std::to_string(i);
-        test::make_dist(site, name, "1.0", "[g]\n" + name + " = m:f\n");
-      }
-      paths.push_back(site);
-    }
-    return paths;
-  }
-
-  /// Rewrites `file` in place with `text` (the same size) and restores its
-  /// mtime: only ctime shows the change.
-  static void rewrite_in_place(const std::string& file, const std::string& text) {
-    struct stat before;
-    ASSERT_EQ(::stat(file.c_str(), &before), 0);
-    test::write_file(file, text);
-    const struct timespec times[2] = {before.st_atim, before.st_mtim};
-    ASSERT_EQ(::utimensat(AT_FDCWD, file.c_str(), times, 0), 0);
-  }
-
-  TempDir t;
-  std::string site1, site2;
-  CacheOptions options;
-};
 
 TEST_F(Invalidation, Install) {
   test::make_dist(site2, "delta", "1.0", "[torch.backends]\nnew = delta:init\n");
@@ -518,189 +439,6 @@ TEST_F(Invalidation, RelativeSearchPathFollowsTheCurrentDirectory) {
   EXPECT_NE(first.file, second.file);
   EXPECT_EQ(second.status, CacheStatus::rebuilt);
   ASSERT_EQ(::chdir(old), 0);
-}
-
-// ---- group queries (partial loads) ----------------------------------------------
-
-TEST_F(Invalidation, GroupQueryNoticesWhatACompleteQueryNotices) {
-  // A partial load under `full` validation carries the whole watched list,
-  // so an in-place edit of any distribution, in the group or not, is seen.
-  options.groups = {"torch.backends"};
-  CacheReport r;
-  auto idx = open_index(options, &r);
-  ASSERT_TRUE(idx);
-  ASSERT_EQ(r.status, CacheStatus::hit) << r.reason;
-  EXPECT_FALSE((*idx)->complete());
-  ASSERT_EQ((*idx)->group("torch.backends").size(), 2u);
-
-  const std::string f = ep_file(site1, "beta-1.0");
-  struct stat before;
-  ASSERT_EQ(::stat(f.c_str(), &before), 0);
-  test::write_file(f, "[torch.backends]\nnpu = beta_npx:init\n");  // same size
-  const struct timespec times[2] = {before.st_atim, before.st_mtim};
-  ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
-  idx = open_index(options, &r);
-  ASSERT_TRUE(idx);
-  EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
-  EXPECT_NE(r.reason.find("entry_points.txt"), std::string::npos) << r.reason;
-  EXPECT_EQ((*idx)->find("torch.backends", "npu")->value, "beta_npx:init");
-
-  // Outside the group too (its answer could not change, but the rule is
-  // the same as for a complete query).
-  next_tick();
-  ASSERT_TRUE(open_index(options, &r));
-  ASSERT_TRUE(open_index(options, &r));
-  ASSERT_EQ(r.status, CacheStatus::hit) << r.reason;
-  ASSERT_EQ(::unlink(ep_file(site1, "alpha-1.0").c_str()), 0);
-  ASSERT_TRUE(open_index(options, &r));
-  EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
-}
-
-TEST_F(Invalidation, GroupCatalogRevalidatesOnEveryGet) {
-  for (Validation v : {Validation::full, Validation::paths}) {
-    options.groups = {"torch.backends"};
-    options.validation = v;
-    warm_group();
-    Catalog catalog(options);
-    CacheReport r;
-    auto a = catalog.get(&r);
-    ASSERT_TRUE(a);
-    EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
-    EXPECT_FALSE((*a)->complete());
-    auto b = catalog.get(&r);
-    ASSERT_TRUE(b);
-    EXPECT_EQ(a->get(), b->get());
-
-    const std::string name = v == Validation::full ? "late" : "later";
-    test::make_dist(site2, name, "1.0", "[torch.backends]\n" + name + " = late:init\n");
-    auto c = catalog.get(&r);
-    ASSERT_TRUE(c);
-    EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
-    EXPECT_NE((*c)->find("torch.backends", name), nullptr);
-    next_tick();
-  }
-}
-
-// ---- shipped (relocatable, read-only) indexes --------------------------------
-
-TEST_F(Invalidation, ShippedIndexSurvivesCopyingTheEnvironment) {
-  // An environment with its index, copied elsewhere preserving times (as
-  // cp -a, tar and container layers do): the index is used as is.
-  const std::string env = t / "env";
-  test::make_dist(env + "/site", "shipped", "1.0", "[torch.backends]\nsh = shipped:init\n");
-  next_tick();
-  auto idx = scan(std::vector<std::string>{env + "/site"});
-  ASSERT_TRUE(idx);
-  fs::create_directories(env + "/share");
-  ASSERT_TRUE(write_index(*idx, env + "/share/index.json", /*relocatable=*/true));
-  const std::string copy = t / "copy";
-  ASSERT_EQ(std::system(("cp -a '" + env + "' '" + copy + "'").c_str()), 0);
-
-  options.search_paths = {copy + "/site"};
-  options.shipped_index = copy + "/share/index.json";
-  CacheReport r = open_checked();
-  EXPECT_EQ(r.status, CacheStatus::shipped) << r.reason;
-  auto got = open_index(options);
-  ASSERT_TRUE(got);
-  EXPECT_EQ((*got)->search_paths()[0], copy + "/site");
-  EXPECT_EQ((*got)->distributions()[0].metadata_dir.substr(0, copy.size()), copy);
-
-  // Through the environment variable too.
-  options.shipped_index.clear();
-  ::setenv("EPLOAD_INDEX", (copy + "/share/index.json").c_str(), 1);
-  EXPECT_EQ(open_checked().status, CacheStatus::shipped);
-
-  // Another search-path list: ignored, with the reason.
-  options.search_paths = {copy + "/site", site1};
-  r = open_checked();
-  EXPECT_NE(r.status, CacheStatus::shipped);
-  EXPECT_NE(r.reason.find("shipped index"), std::string::npos) << r.reason;
-  EXPECT_NE(r.reason.find("search-path list"), std::string::npos) << r.reason;
-
-  // A change to the environment: ignored as stale.
-  options.search_paths = {copy + "/site"};
-  test::make_dist(copy + "/site", "added", "1.0", "[g]\na = added:a\n");
-  r = open_checked();
-  EXPECT_EQ(r.status, CacheStatus::rebuilt);
-  EXPECT_NE(r.reason.find("stale"), std::string::npos) << r.reason;
-
-  // A world-writable shipped index is never trusted.
-  ::chmod((env + "/share/index.json").c_str(), 0666);
-  ::setenv("EPLOAD_INDEX", (env + "/share/index.json").c_str(), 1);
-  options.search_paths = {env + "/site"};
-  r = open_checked();
-  EXPECT_NE(r.status, CacheStatus::shipped);
-  EXPECT_NE(r.reason.find("unsafe"), std::string::npos) << r.reason;
-  ::unsetenv("EPLOAD_INDEX");
-}
-
-// ---- Catalog -------------------------------------------------------------------
-
-TEST_F(Invalidation, CatalogRevalidatesOnEveryGet) {
-  Catalog catalog(options);
-  CacheReport r;
-  auto a = catalog.get(&r);
-  ASSERT_TRUE(a);
-  EXPECT_EQ(r.status, CacheStatus::hit);
-  auto b = catalog.get(&r);
-  ASSERT_TRUE(b);
-  EXPECT_EQ(a->get(), b->get()) << "an unchanged tree keeps the same Index";
-
-  test::make_dist(site2, "late", "1.0", "[torch.backends]\nlate = late:init\n");
-  auto c = catalog.get(&r);
-  ASSERT_TRUE(c);
-  EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
-  EXPECT_NE((*c)->find("torch.backends", "late"), nullptr);
-  EXPECT_EQ((*a)->find("torch.backends", "late"), nullptr) << "old users keep the old index";
-}
-
-TEST_F(Invalidation, CatalogDoesNotKeepAnAnswerHoldingAnIoError) {
-  // In memory as on disk: the same unchanged file may read fine next time.
-  const std::string f = ep_file(site1, "noeps-1.0");
-  ASSERT_EQ(::symlink("entry_points.txt", f.c_str()), 0);
-  next_tick();
-  Catalog catalog(options);
-  CacheReport r;
-  auto a = catalog.get(&r);
-  ASSERT_TRUE(a);
-  ASSERT_NE((*a)->first_error(), nullptr);
-  auto b = catalog.get(&r);
-  ASSERT_TRUE(b);
-  EXPECT_EQ(r.status, CacheStatus::uncached) << r.reason;
-  EXPECT_NE(a->get(), b->get()) << "read again, not kept";
-  ASSERT_EQ(::unlink(f.c_str()), 0);
-  next_tick();
-  auto c = catalog.get(&r);
-  ASSERT_TRUE(c);
-  EXPECT_EQ((*c)->first_error(), nullptr);
-}
-
-TEST_F(Invalidation, CatalogIsThreadSafe) {
-  Catalog catalog(options);
-  std::atomic<int> bad{0};
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> readers;
-  for (int k = 0; k < 4; ++k) {
-    readers.emplace_back([&] {
-      while (!stop.load()) {
-        auto idx = catalog.get();
-        if (!idx || (*idx)->find("console_scripts", "alpha") == nullptr) ++bad;
-      }
-    });
-  }
-  for (int i = 0; i < 30; ++i) {
-    test::make_dist(site2, "churn" + std::to_string(i), "1.0", "[g]\nc = churn:c\n");
-    ::usleep(1000);
-  }
-  stop = true;
-  for (auto& th : readers) th.join();
-  EXPECT_EQ(bad.load(), 0);
-  next_tick();
-  auto final_idx = catalog.get();
-  ASSERT_TRUE(final_idx);
-  auto fresh = scan(options.search_paths);
-  ASSERT_TRUE(fresh);
-  EXPECT_EQ(test::answer_text(**final_idx), test::answer_text(*fresh));
 }
 
 }  // namespace

@@ -376,6 +376,34 @@ TEST_F(CacheOpen, PrunesOldAndExcessFiles) {
   EXPECT_EQ(*none, 0);
 }
 
+/// One of EightProcessesReadAndRebuildWhileTheTreeChanges's processes:
+/// waits for `go`, opens the index 40 times while the tree changes, then,
+/// once `done` reads EOF, expects a fresh scan's answer.  Exits 0 when all
+/// went well.
+[[noreturn]] void reader_child(const CacheOptions& options, const std::vector<std::string>& states, int go,
+                               int done) {
+  char c;
+  if (::read(go, &c, 1) != 1) ::_exit(10);
+  for (int i = 0; i < 40; ++i) {
+    CacheReport rep;
+    auto idx = open_index(options, &rep);
+    if (!idx) ::_exit(11);
+    // A scan that races a rename may see a half-moved distribution, as
+    // importlib would; but an answer served from the cache must always
+    // be a state the tree was really in.
+    const bool consistent = std::find(states.begin(), states.end(), test::answer_text(**idx)) != states.end();
+    if (!consistent && rep.status == CacheStatus::hit) {
+      std::fprintf(stderr, "inconsistent cached answer from %s\n", rep.file.c_str());
+      ::_exit(12);
+    }
+  }
+  (void)::read(done, &c, 1);  // EOF once the parent stops changing the tree
+  auto idx = open_index(options);
+  auto fresh = scan(options.search_paths);
+  if (!idx || !fresh) ::_exit(13);
+  ::_exit(test::answer_text(**idx) == test::answer_text(*fresh) ? 0 : 14);
+}
+
 TEST_F(CacheOpen, EightProcessesReadAndRebuildWhileTheTreeChanges) {
   // Two distributions toggle in and out of the search path by rename, so the
   // tree is always in one of four states.  Every answer served from the
@@ -412,27 +440,7 @@ TEST_F(CacheOpen, EightProcessesReadAndRebuildWhileTheTreeChanges) {
     if (pid == 0) {
       ::close(go[1]);
       ::close(done[1]);
-      char c;
-      if (::read(go[0], &c, 1) != 1) ::_exit(10);
-      for (int i = 0; i < 40; ++i) {
-        CacheReport rep;
-        auto idx = open_index(options, &rep);
-        if (!idx) ::_exit(11);
-        // A scan that races a rename may see a half-moved distribution, as
-        // importlib would; but an answer served from the cache must always
-        // be a state the tree was really in.
-        const bool consistent =
-            std::find(states.begin(), states.end(), test::answer_text(**idx)) != states.end();
-        if (!consistent && rep.status == CacheStatus::hit) {
-          std::fprintf(stderr, "inconsistent cached answer from %s\n", rep.file.c_str());
-          ::_exit(12);
-        }
-      }
-      (void)::read(done[0], &c, 1);  // EOF once the parent stops changing the tree
-      auto idx = open_index(options);
-      auto fresh = scan(options.search_paths);
-      if (!idx || !fresh) ::_exit(13);
-      ::_exit(test::answer_text(**idx) == test::answer_text(*fresh) ? 0 : 14);
+      reader_child(options, states, go[0], done[0]);
     }
     kids.push_back(pid);
   }

@@ -53,8 +53,9 @@
 #include <cstring>  // strerror
 #include <unordered_set>  // paths stamped once
 
-#include "cache_files.hpp"     // make_safe_dir, write_atomic, unsafe_reason
+#include "atomic_file.hpp"     // make_safe_dir, write_atomic, unsafe_reason
 #include "cache_internal.hpp"  // body_hash, put_hex16, parse_hex16
+#include "kept_files.hpp"      // keep_files
 #include "pread_full.hpp"      // pread_full
 #include "stamp.hpp"           // stamp_at, coarse_now_ns, is_racy
 
@@ -67,6 +68,10 @@ using epload::FileStamp;
 using detail::pread_full;
 
 constexpr std::string_view k_magic = "epload-python 1\n";
+
+/// The memo files (memo_path()), pruned and cleared with the cache's.
+constexpr detail::KeptFiles k_memo_files{"python-", ".txt"};
+[[maybe_unused]] const bool k_memo_files_kept = detail::keep_files(k_memo_files);
 constexpr std::size_t k_max_memo = 1 << 20;
 
 /// The variables CPython reads to build sys.path (see the top comment).

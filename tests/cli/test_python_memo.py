@@ -291,3 +291,34 @@ def test_backends_resolve_with_the_target_interpreters_suffixes(tmp_path):
     assert backend(mine)["library"] == str(site / "pkg" / f"mod{tag}")
     theirs = backend(other)
     assert theirs["kind"] != "native" and f"mod{tag}" not in (theirs["library"] or ""), theirs
+
+
+def test_memo_files_are_pruned_and_cleared_with_the_cache(tmp_path, venv):
+    """The memo files are the CLI's (it registers their names, kept_files.hpp):
+    an index write prunes one unused for 30 days and an abandoned temporary
+    file, and `epload index clear` removes them; other files stay."""
+    v, _ = venv
+    py = str(v / "bin" / "python3")
+    cache = tmp_path / "cache"
+    env = base_env(cache)
+    check(env, py, expect="asked")
+    [memo] = memo_files(cache)
+    now = time.time()
+    old = cache / "python-0123456789abcdef.txt"
+    old.write_text("an old memo")
+    os.utime(old, (now - 31 * 86400, now - 31 * 86400))
+    killed = cache / ".python-0123456789abcdef.txt.tmp.AbC123"
+    killed.write_text("a killed writer's")
+    os.utime(killed, (now - 7200, now - 7200))
+    (cache / "notes.txt").write_text("not ours")
+    site = tmp_path / "site"
+    site.mkdir()
+    p = subprocess.run([EPLOAD, "index", "build", "--path", str(site)], env=env,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert memo_files(cache) == [memo]
+    assert not killed.exists()
+    p = subprocess.run([EPLOAD, "index", "clear", "--path", str(site)], env=env,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert sorted(n.name for n in cache.iterdir()) == ["notes.txt"]

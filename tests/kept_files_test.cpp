@@ -1,6 +1,9 @@
-// Tests for cache_files.cpp: the names of a cache directory, pruning and
-// clearing.  Real files in a temporary directory.
-#include "cache_files.hpp"
+// Tests for kept_files.cpp: the names of a cache directory, pruning and
+// clearing.  Real files in a temporary directory.  The kinds are those the
+// core's modules register (index files, the learned store and the one it
+// replaced); the CLI's memo files are tested with the CLI
+// (tests/cli/test_python_memo.py).
+#include "kept_files.hpp"
 
 #include <sys/stat.h>
 
@@ -16,22 +19,27 @@
 namespace epload {
 namespace {
 
-using detail::CacheFileKind;
 using test::TempDir;
 
+/// The prefix of the kind `name` is of, with "temp " before it for a
+/// temporary file; "other" when it is not ours.
+std::string kind(std::string_view name) {
+  const detail::KeptName k = detail::kept_file_kind(name);
+  if (k.files == nullptr) return "other";
+  return (k.temp ? "temp " : "") + std::string(k.files->prefix);
+}
+
 TEST(CacheFiles, KindOfEveryName) {
-  EXPECT_EQ(detail::cache_file_kind("index-0123456789abcdef.json"), CacheFileKind::index);
-  EXPECT_EQ(detail::cache_file_kind("learned-0123456789abcdef.txt"), CacheFileKind::learned);
-  EXPECT_EQ(detail::cache_file_kind("devices-torch.backends-torch.json"), CacheFileKind::devices);
-  EXPECT_EQ(detail::cache_file_kind(".index-0123.json.tmp.AbC123"), CacheFileKind::temp);
-  EXPECT_EQ(detail::cache_file_kind(".learned-0123.txt.tmp.AbC123"), CacheFileKind::temp);
-  EXPECT_EQ(detail::cache_file_kind(".devices-g-h.json.tmp.12.34"), CacheFileKind::temp);
-  EXPECT_EQ(detail::cache_file_kind("python-0123456789abcdef.txt"), CacheFileKind::python);
-  EXPECT_EQ(detail::cache_file_kind(".python-0123.txt.tmp.AbC123"), CacheFileKind::temp);
+  EXPECT_EQ(kind("index-0123456789abcdef.json"), "index-");
+  EXPECT_EQ(kind("learned-0123456789abcdef.txt"), "learned-");
+  EXPECT_EQ(kind("devices-torch.backends-torch.json"), "devices-");
+  EXPECT_EQ(kind(".index-0123.json.tmp.AbC123"), "temp index-");
+  EXPECT_EQ(kind(".learned-0123.txt.tmp.AbC123"), "temp learned-");
+  EXPECT_EQ(kind(".devices-g-h.json.tmp.12.34"), "temp devices-");
   // Not ours: near misses are never touched.
   for (const char* other : {"index-.json", "index-x.json.bak", "learned-x.json", "devices-.json",
                             ".index-x.json", "notes.txt", "index.json", ".tmp.index-x", "learned-.txt"}) {
-    EXPECT_EQ(detail::cache_file_kind(other), CacheFileKind::other) << other;
+    EXPECT_EQ(kind(other), "other") << other;
   }
 }
 
