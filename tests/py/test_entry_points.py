@@ -278,6 +278,46 @@ def test_no_params_gives_this_interpreters_type(tree):
         assert list(ours.keys()) == list(theirs.keys())
 
 
+FIRST = object()  # stands for the first entry point of group g1
+
+
+def plain(value):
+    """``value`` with its collections, views and iterators made lists."""
+    if isinstance(value, str) or hasattr(value, '_key') or not hasattr(value, '__iter__'):
+        return value
+    return [plain(v) for v in value]
+
+
+@pytest.mark.parametrize('kind, method, args', [
+    ('list', '__setitem__', (0, None)), ('list', '__delitem__', (0,)), ('list', 'append', (None,)),
+    ('list', 'reverse', ()), ('list', 'extend', ([None],)), ('list', 'pop', ()),
+    ('list', 'remove', (FIRST,)), ('list', '__iadd__', ([None],)), ('list', 'insert', (0, None)),
+    ('list', 'sort', ()), ('list', '__add__', ([None],)), ('list', '__eq__', ([],)),
+    ('dict', '__getitem__', ('g1',)), ('dict', 'get', ('g1',)), ('dict', 'get', ('absent', 0)),
+    ('dict', '__iter__', ()), ('dict', '__contains__', ('g1',)), ('dict', 'keys', ()),
+    ('dict', 'values', ()),
+])
+def test_deprecated_list_and_dict_methods_warn_like_importlib(tree, kind, method, args):
+    # Python 3.11's EntryPoints list and SelectableGroups dict: each method
+    # warns as importlib's does (the same text, at the caller's line), then
+    # does what the list or dict method does.
+    if not isinstance(im.entry_points(), dict):
+        pytest.skip('Python 3.12+: entry_points() has no list or dict interface')
+    seen = []
+    for entry_points in (epload.entry_points, im.entry_points):
+        groups = entry_points()
+        target = groups if kind == 'dict' else dict.__getitem__(groups, 'g1')
+        first = list.__getitem__(dict.__getitem__(groups, 'g1'), 0)
+        call_args = tuple(first if a is FIRST else a for a in args)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            result = getattr(target, method)(*call_args)
+        after = sorted(dict.keys(target)) if kind == 'dict' else plain(target)
+        seen.append(([(w.category, str(w.message), w.filename) for w in caught], plain(result), after))
+    assert seen[0] == seen[1]
+    assert seen[0][0] and all(w[2] == __file__ for w in seen[0][0])
+
+
 # ---- delegation to importlib ---------------------------------------------------------
 
 def test_other_distribution_finder_is_honoured(tmp_path):
