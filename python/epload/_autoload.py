@@ -45,6 +45,7 @@ import sys
 
 from . import _entry_points as _eps
 from . import _trace
+from ._types import _DistRef, _entry_point
 
 TORCH_GROUP = 'torch.backends'
 DEVICES_GROUP = 'epload.devices'  # where a distribution declares its backends' devices
@@ -219,8 +220,8 @@ class Backend:
     @property
     def entry_point(self):
         if self._ep is None:
-            ref = _eps._DistRef(self.dist_path, self.dist, self.version, '')
-            self._ep = _eps._entry_point(self.name, self.value, self.group, ref)
+            ref = _DistRef(self.dist_path, self.dist, self.version, '')
+            self._ep = _entry_point(self.name, self.value, self.group, ref)
         return self._ep
 
     def message(self, device=None):

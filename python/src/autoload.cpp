@@ -43,37 +43,22 @@ class PyLoader {
 
   /// None when backend `i` is loaded, else (error code name, message).
   py::object load(std::size_t i) {
-    if (i >= m_eps.size()) throw py::index_error("no such backend");
-    Result<void> r;
-    {
-      py::gil_scoped_release release;
-      r = m_loader->load(i);
-    }
-    return r ? py::object(py::none()) : outcome(r.error());
+    checked(i);
+    return without_gil([&] { return m_loader->load(i); });
   }
 
   /// None when `device` is registered (loading its backend if needed), else
   /// (error code name, message).
   py::object lookup(const std::string& device) {
     if (m_loader->find(device) != nullptr) return py::none();
-    Result<void*> r = nullptr;
-    {
-      py::gil_scoped_release release;
-      r = m_loader->lookup(device);
-    }
-    return r ? py::object(py::none()) : outcome(r.error());
+    return without_gil([&] { return m_loader->lookup(device); });
   }
 
   /// None when backend `i`'s file is as the store knows it (or it was
   /// loaded now, having changed), else (error code name, message).
   py::object verify(std::size_t i) {
-    if (i >= m_eps.size()) throw py::index_error("no such backend");
-    Result<void> r;
-    {
-      py::gil_scoped_release release;
-      r = m_loader->verify(i);
-    }
-    return r ? py::object(py::none()) : outcome(r.error());
+    checked(i);
+    return without_gil([&] { return m_loader->verify(i); });
   }
 
   bool ready(const std::string& device) const { return m_loader->find(device) != nullptr; }
@@ -85,8 +70,7 @@ class PyLoader {
 
   /// (name, value, dist name, dist version, metadata dir) of backend `i`.
   py::tuple entry(std::size_t i) const {
-    if (i >= m_eps.size()) throw py::index_error("no such backend");
-    const EntryPoint& ep = m_eps[i];
+    const EntryPoint& ep = m_eps[checked(i)];
     return py::make_tuple(std::string(ep.name), std::string(ep.value), std::string(ep.dist->name),
                           std::string(ep.dist->version),
                           py::reinterpret_steal<py::object>(fs_path(ep.dist->metadata_dir)));
@@ -102,8 +86,7 @@ class PyLoader {
   /// The core's description of backend `i` (BackendStatus): (state, kind,
   /// library, error, devices_known, hook, ((device, source, kind), ...)).
   py::tuple status(std::size_t i) const {
-    if (i >= m_eps.size()) throw py::index_error("no such backend");
-    const BackendStatus b = m_loader->backend(i);
+    const BackendStatus b = m_loader->backend(checked(i));
     py::list devices;
     for (std::size_t k = 0; k < b.devices.size(); ++k) {
       devices.append(py::make_tuple(b.devices[k], to_string(b.sources[k]), b.kinds[k]));
@@ -126,6 +109,23 @@ class PyLoader {
   std::string mode() const { return to_string(m_loader->mode()); }
 
  private:
+  /// `i`, or IndexError when there is no backend `i`.
+  std::size_t checked(std::size_t i) const {
+    if (i >= m_eps.size()) throw py::index_error("no such backend");
+    return i;
+  }
+
+  /// Runs `call` (a Loader call that may load, returning a Result) without
+  /// the GIL; None when it succeeded, else outcome() of its error.
+  template <typename Call>
+  static py::object without_gil(Call call) {
+    auto r = [&] {
+      py::gil_scoped_release release;
+      return call();
+    }();
+    return r ? py::object(py::none()) : outcome(r.error());
+  }
+
   static py::object outcome(const Error& e) {
     const char* code = e.code == Errc::backend        ? "backend"
                        : e.code == Errc::unsupported  ? "later"

@@ -126,55 +126,47 @@ bool encode_path(PyObject* item, std::string& out) {
 
 }  // namespace
 
-void append_dir(std::string& out, std::string_view cwd, std::string_view dir) {
-  if (!dir.starts_with('/') && !cwd.empty()) {
-    out.append(cwd);
-    if (!cwd.ends_with('/')) out.append(1, '/');
-  }
-  out.append(dir);
+std::string_view metadata_dir(const Distribution& d, std::string_view cwd, std::string& scratch) {
+  const std::string_view dir = d.metadata_dir;
+  if (cwd.empty() || dir.starts_with('/')) return dir;
+  scratch.assign(cwd);
+  if (!cwd.ends_with('/')) scratch.append(1, '/');
+  scratch.append(dir);
+  return scratch;
 }
 
 PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts, std::string_view cwd) {
-  std::size_t total = 0;
-  for (const auto& s : parts) total += s.size();
-  Ref eps(PyTuple_New(static_cast<Py_ssize_t>(total)));
+  Ref eps(PyTuple_New(static_cast<Py_ssize_t>(entry_point_count(parts))));
   if (eps.p == nullptr) return nullptr;
   Ref dists_list(PyList_New(0));
   if (dists_list.p == nullptr) return nullptr;
   std::unordered_map<const Distribution*, Py_ssize_t> dist_pos;
 
+  std::string joined;
   Py_ssize_t i = 0;
-  GroupText groups;
-  for (const auto& span : parts) {
-    for (const EntryPoint& ep : span) {
-      PyObject* group = groups.get(ep.group);
-      if (group == nullptr) return nullptr;
-      auto [it, fresh] = dist_pos.try_emplace(ep.dist, PyList_GET_SIZE(dists_list.p));
-      if (fresh) {
-        const Distribution& d = *ep.dist;
-        std::string joined;
-        std::string_view dir = d.metadata_dir;
-        if (!cwd.empty() && !dir.starts_with('/')) {
-          append_dir(joined, cwd, dir);
-          dir = joined;
-        }
-        Ref row(Py_BuildValue("(NNNN)", text(d.name), text(d.version), fs_path(dir), text("")));
-        if (row.p == nullptr || PyList_Append(dists_list.p, row.p) != 0) return nullptr;
-      }
-      Ref name(text(ep.name));
-      Ref value(text(ep.value));
-      Ref pos(PyLong_FromSsize_t(it->second));
-      if (name.p == nullptr || value.p == nullptr || pos.p == nullptr) return nullptr;
-      PyObject* row = PyTuple_New(4);
-      if (row == nullptr) return nullptr;
-      Py_INCREF(group);
-      PyTuple_SET_ITEM(row, 0, name.release());
-      PyTuple_SET_ITEM(row, 1, value.release());
-      PyTuple_SET_ITEM(row, 2, group);
-      PyTuple_SET_ITEM(row, 3, pos.release());
-      PyTuple_SET_ITEM(eps.p, i++, row);
+  const bool done = for_each_entry_point(parts, [&](const EntryPoint& ep, PyObject* group) {
+    auto [it, fresh] = dist_pos.try_emplace(ep.dist, PyList_GET_SIZE(dists_list.p));
+    if (fresh) {
+      const Distribution& d = *ep.dist;
+      const std::string_view dir = metadata_dir(d, cwd, joined);
+      Ref row(Py_BuildValue("(NNNN)", text(d.name), text(d.version), fs_path(dir), text("")));
+      if (row.p == nullptr || PyList_Append(dists_list.p, row.p) != 0) return false;
     }
-  }
+    Ref name(text(ep.name));
+    Ref value(text(ep.value));
+    Ref pos(PyLong_FromSsize_t(it->second));
+    if (name.p == nullptr || value.p == nullptr || pos.p == nullptr) return false;
+    PyObject* row = PyTuple_New(4);
+    if (row == nullptr) return false;
+    Py_INCREF(group);
+    PyTuple_SET_ITEM(row, 0, name.release());
+    PyTuple_SET_ITEM(row, 1, value.release());
+    PyTuple_SET_ITEM(row, 2, group);
+    PyTuple_SET_ITEM(row, 3, pos.release());
+    PyTuple_SET_ITEM(eps.p, i++, row);
+    return true;
+  });
+  if (!done) return nullptr;
   Ref dists(PyList_AsTuple(dists_list.p));
   if (dists.p == nullptr) return nullptr;
   return PyTuple_Pack(2, dists.p, eps.p);

@@ -6,8 +6,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "query.hpp"
-#include "query.hpp"  // Ref
+#include "query.hpp"  // Ref, text, fs_path, metadata_dir, for_each_entry_point
 
 namespace epload::python {
 
@@ -90,8 +89,7 @@ bool classes_bound() { return g_entry_point.type != nullptr; }
 // collection of the generation they are in walks them, the interpreter's
 // last one at exit included.
 PyObject* entry_point_objects(const std::vector<std::span<const EntryPoint>>& parts, std::string_view cwd) {
-  std::size_t total = 0;
-  for (const auto& s : parts) total += s.size();
+  const std::size_t total = entry_point_count(parts);
   Ref out(PyList_New(static_cast<Py_ssize_t>(total)));
   if (out.p == nullptr) return nullptr;
   Ref empty(PyUnicode_FromStringAndSize("", 0));
@@ -101,50 +99,41 @@ PyObject* entry_point_objects(const std::vector<std::span<const EntryPoint>>& pa
   refs.reserve(total);
   std::string joined;
   Py_ssize_t i = 0;
-  GroupText groups;
-  for (const auto& span : parts) {
-    for (const EntryPoint& ep : span) {
-      PyObject* group = groups.get(ep.group);
-      if (group == nullptr) return nullptr;
-      auto [it, fresh] = refs.try_emplace(ep.dist, nullptr);
-      if (fresh) {
-        const Distribution& d = *ep.dist;
-        std::string_view dir = d.metadata_dir;
-        if (!cwd.empty() && !dir.starts_with('/')) {
-          joined.clear();
-          append_dir(joined, cwd, dir);
-          dir = joined;
-        }
-        PyObject* path = fs_path(dir);
-        PyObject* name = text(d.name);
-        PyObject* version = text(d.version);
-        if (path == nullptr || name == nullptr || version == nullptr) {
-          Py_XDECREF(path);
-          Py_XDECREF(name);
-          Py_XDECREF(version);
-          return nullptr;
-        }
-        Py_INCREF(empty.p);
-        Py_INCREF(Py_None);
-        it->second = make(g_dist_ref, {path, name, version, empty.p, Py_None});
-        if (it->second == nullptr) return nullptr;
-      } else {
-        Py_INCREF(it->second);
-      }
-      PyObject* dist = it->second;  // a reference for this entry point
-      PyObject* name = text(ep.name);
-      PyObject* value = name != nullptr ? text(ep.value) : nullptr;
-      if (value == nullptr) {
+  const bool done = for_each_entry_point(parts, [&](const EntryPoint& ep, PyObject* group) {
+    auto [it, fresh] = refs.try_emplace(ep.dist, nullptr);
+    if (fresh) {
+      const Distribution& d = *ep.dist;
+      PyObject* path = fs_path(metadata_dir(d, cwd, joined));
+      PyObject* name = text(d.name);
+      PyObject* version = text(d.version);
+      if (path == nullptr || name == nullptr || version == nullptr) {
+        Py_XDECREF(path);
         Py_XDECREF(name);
-        Py_DECREF(dist);
-        return nullptr;
+        Py_XDECREF(version);
+        return false;
       }
-      Py_INCREF(group);
-      PyObject* obj = make(g_entry_point, {name, value, group, dist});
-      if (obj == nullptr) return nullptr;
-      PyList_SET_ITEM(out.p, i++, obj);
+      Py_INCREF(empty.p);
+      Py_INCREF(Py_None);
+      it->second = make(g_dist_ref, {path, name, version, empty.p, Py_None});
+      if (it->second == nullptr) return false;
+    } else {
+      Py_INCREF(it->second);
     }
-  }
+    PyObject* dist = it->second;  // a reference for this entry point
+    PyObject* name = text(ep.name);
+    PyObject* value = name != nullptr ? text(ep.value) : nullptr;
+    if (value == nullptr) {
+      Py_XDECREF(name);
+      Py_DECREF(dist);
+      return false;
+    }
+    Py_INCREF(group);
+    PyObject* obj = make(g_entry_point, {name, value, group, dist});
+    if (obj == nullptr) return false;
+    PyList_SET_ITEM(out.p, i++, obj);
+    return true;
+  });
+  if (!done) return nullptr;
   return out.release();
 }
 

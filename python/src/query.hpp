@@ -66,6 +66,29 @@ class GroupText {
   std::string_view m_text;
 };
 
+/// How many entry points `parts` holds.
+inline std::size_t entry_point_count(const std::vector<std::span<const EntryPoint>>& parts) {
+  std::size_t total = 0;
+  for (const auto& s : parts) total += s.size();
+  return total;
+}
+
+/// Calls `visit(ep, group)` for each entry point of `parts` in order, with
+/// `group` the str of ep.group (borrowed, made once per run of equal
+/// groups).  False, with an error set, when a group str cannot be made or
+/// `visit` returns false (having set one).
+template <typename Visit>
+bool for_each_entry_point(const std::vector<std::span<const EntryPoint>>& parts, Visit visit) {
+  GroupText groups;
+  for (const auto& span : parts) {
+    for (const EntryPoint& ep : span) {
+      PyObject* group = groups.get(ep.group);
+      if (group == nullptr || !visit(ep, group)) return false;
+    }
+  }
+  return true;
+}
+
 /// One query's outcome: `index` is set unless `problem` is (kind, message),
 /// which means importlib must answer.
 struct QueryAnswer {
@@ -86,8 +109,9 @@ QueryAnswer run_query(pybind11::list paths, const std::vector<std::string>* grou
 /// metadata directories are joined to it.
 PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts, std::string_view cwd = {});
 
-/// Appends metadata directory `dir` to `out`, joined to `cwd` (as
-/// os.path.join does) when it is relative and `cwd` is not empty.
-void append_dir(std::string& out, std::string_view cwd, std::string_view dir);
+/// The metadata directory of `d`, joined to `cwd` (as os.path.join does)
+/// when it is relative and `cwd` is not empty; the join is written to
+/// `scratch`, so the view lives until `scratch` next changes.
+std::string_view metadata_dir(const Distribution& d, std::string_view cwd, std::string& scratch);
 
 }  // namespace epload::python

@@ -49,6 +49,15 @@ print(json.dumps({"ok": out}))
 """
 
 
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch):
+    """A cache directory of the test's own, and none of the switches that
+    change how epload answers (for in-process tests that ask it directly)."""
+    monkeypatch.setenv("EPLOAD_CACHE_DIR", str(tmp_path / "cache"))
+    for var in ("EPLOAD_VALIDATE", "EPLOAD_NO_CACHE", "EPLOAD_DEBUG"):
+        monkeypatch.delenv(var, raising=False)
+
+
 @pytest.fixture(scope="session")
 def epload_bin():
     build = os.environ.get("EPLOAD_BUILD_DIR")

@@ -9,23 +9,21 @@ Deterministic: fixed seeds (EPLOAD_RANDOM_TREES for more).
 
 import importlib
 import os
+import pathlib
 import random
 import shutil
 
 import pytest
 
-import difftrees
 import test_differential_random as gen
-from test_entry_points import assert_same
+import treekit
+from same_answer import assert_same
 
 SEQUENCES = max(1, int(os.environ.get("EPLOAD_RANDOM_TREES", "40")) // 4)
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv('EPLOAD_CACHE_DIR', str(tmp_path / 'cache'))
-    for var in ('EPLOAD_VALIDATE', 'EPLOAD_NO_CACHE', 'EPLOAD_DEBUG'):
-        monkeypatch.delenv(var, raising=False)
+# Each test with a cache of its own (conftest.private_cache).
+pytestmark = pytest.mark.usefixtures('private_cache')
 
 
 def metadata_dirs(paths):
@@ -65,9 +63,9 @@ def step(rng, paths, counter):
     elif kind == 'install':
         site = rng.choice(sites)
         name = f"new{counter}"
-        d = difftrees.dist(difftrees.pathlib.Path(site), f"{name}-1.0.dist-info",
-                           metadata=f"Name: {name}\nVersion: 1.0\n")
-        difftrees.write(d / 'entry_points.txt', gen.entry_points_text(rng, None))
+        d = treekit.dist(pathlib.Path(site), f"{name}-1.0.dist-info",
+                         metadata=f"Name: {name}\nVersion: 1.0\n")
+        treekit.write(d / 'entry_points.txt', gen.entry_points_text(rng, None))
     elif kind == 'remove':
         shutil.rmtree(rng.choice(dirs))
     elif kind == 'upgrade':
@@ -94,7 +92,7 @@ def step(rng, paths, counter):
     elif kind == 'add-eps':
         eps = os.path.join(rng.choice(dirs), 'entry_points.txt')
         if not os.path.exists(eps):
-            difftrees.write(difftrees.pathlib.Path(eps), gen.entry_points_text(rng, None))
+            treekit.write(pathlib.Path(eps), gen.entry_points_text(rng, None))
     return kind
 
 

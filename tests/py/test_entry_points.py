@@ -1,9 +1,9 @@
 """epload.entry_points() against importlib.metadata.entry_points() (the oracle),
 in this interpreter, on crafted trees and on the real sys.path: same answer,
-same order, same types of result, same exceptions, same EntryPoint behaviour.
+same order, same types of result, same exceptions, same EntryPoint behaviour
+(the comparison: same_answer.py).
 """
 
-import contextlib
 import json
 import importlib.metadata as im
 import os
@@ -16,85 +16,11 @@ import pytest
 
 import epload
 from pyfixtures import make_dist, run_py, write
-
-ALL_PARAMS = [
-    {},
-    {'group': 'console_scripts'},
-    {'group': 'g1'},
-    {'group': 'g1', 'name': 'a'},
-    {'name': 'a'},
-    {'name': 'a', 'group': 'g2'},
-    {'value': 'mod_a:f'},
-    {'module': 'mod_a'},
-    {'attr': 'f'},
-    {'extras': ['x', 'y']},
-    {'group': 'nope'},
-    {'group': None},
-    {'group': 'g1', 'bogus': 1},
-    {'bogus': 1},
-]
+from same_answer import assert_same, assert_same_everywhere, outcome, search_path
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv('EPLOAD_CACHE_DIR', str(tmp_path / 'cache'))
-    for var in ('EPLOAD_VALIDATE', 'EPLOAD_NO_CACHE', 'EPLOAD_DEBUG'):
-        monkeypatch.delenv(var, raising=False)
-
-
-@contextlib.contextmanager
-def search_path(paths):
-    saved = sys.path[:]
-    sys.path[:] = [str(p) for p in paths]
-    try:
-        yield
-    finally:
-        sys.path[:] = saved
-
-
-def outcome(fn, **params):
-    """What a call gives: ('ok', shape) or ('raise', type, text)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore', DeprecationWarning)
-        try:
-            result = fn(**params)
-        except Exception as e:  # noqa: BLE001 - the exception is the answer
-            return ('raise', type(e).__name__, str(e))
-        return ('ok', shape(result))
-
-
-def shape(result):
-    if isinstance(result, dict):  # SelectableGroups
-        return ('groups', type(result).__name__,
-                [(g, [ep_shape(ep) for ep in dict.__getitem__(result, g)]) for g in dict.keys(result)])
-    return (type(result).__name__, [ep_shape(ep) for ep in result])
-
-
-def ep_shape(ep):
-    # importlib keeps a relative path for a relative sys.path entry; epload
-    # resolves it when the call is made (the same file, robust to chdir).
-    path = ep.dist._path
-    path = os.path.abspath(path) if isinstance(path, os.PathLike) else str(path)
-
-    def attr(name):  # an unreadable METADATA raises here, in importlib too
-        try:
-            return getattr(ep.dist, name)
-        except Exception as e:  # noqa: BLE001 - the exception is the answer
-            return ('raise', type(e).__name__)
-    return (ep.name, ep.value, ep.group, path, attr('name'), attr('version'))
-
-
-def assert_same(paths, **params):
-    with search_path(paths):
-        ours = outcome(epload.entry_points, **params)
-        theirs = outcome(im.entry_points, **params)
-    assert ours == theirs
-    return ours
-
-
-def assert_same_everywhere(paths):
-    for params in ALL_PARAMS:
-        assert_same(paths, **params)
+# Each test with a cache of its own (conftest.private_cache).
+pytestmark = pytest.mark.usefixtures('private_cache')
 
 
 # ---- crafted trees --------------------------------------------------------------
@@ -350,6 +276,46 @@ def test_no_params_gives_this_interpreters_type(tree):
         assert list(ours['g1']) == list(theirs['g1'])
     with pytest.warns(DeprecationWarning):
         assert list(ours.keys()) == list(theirs.keys())
+
+
+FIRST = object()  # stands for the first entry point of group g1
+
+
+def plain(value):
+    """``value`` with its collections, views and iterators made lists."""
+    if isinstance(value, str) or hasattr(value, '_key') or not hasattr(value, '__iter__'):
+        return value
+    return [plain(v) for v in value]
+
+
+@pytest.mark.parametrize('kind, method, args', [
+    ('list', '__setitem__', (0, None)), ('list', '__delitem__', (0,)), ('list', 'append', (None,)),
+    ('list', 'reverse', ()), ('list', 'extend', ([None],)), ('list', 'pop', ()),
+    ('list', 'remove', (FIRST,)), ('list', '__iadd__', ([None],)), ('list', 'insert', (0, None)),
+    ('list', 'sort', ()), ('list', '__add__', ([None],)), ('list', '__eq__', ([],)),
+    ('dict', '__getitem__', ('g1',)), ('dict', 'get', ('g1',)), ('dict', 'get', ('absent', 0)),
+    ('dict', '__iter__', ()), ('dict', '__contains__', ('g1',)), ('dict', 'keys', ()),
+    ('dict', 'values', ()),
+])
+def test_deprecated_list_and_dict_methods_warn_like_importlib(tree, kind, method, args):
+    # Python 3.11's EntryPoints list and SelectableGroups dict: each method
+    # warns as importlib's does (the same text, at the caller's line), then
+    # does what the list or dict method does.
+    if not isinstance(im.entry_points(), dict):
+        pytest.skip('Python 3.12+: entry_points() has no list or dict interface')
+    seen = []
+    for entry_points in (epload.entry_points, im.entry_points):
+        groups = entry_points()
+        target = groups if kind == 'dict' else dict.__getitem__(groups, 'g1')
+        first = list.__getitem__(dict.__getitem__(groups, 'g1'), 0)
+        call_args = tuple(first if a is FIRST else a for a in args)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            result = getattr(target, method)(*call_args)
+        after = sorted(dict.keys(target)) if kind == 'dict' else plain(target)
+        seen.append(([(w.category, str(w.message), w.filename) for w in caught], plain(result), after))
+    assert seen[0] == seen[1]
+    assert seen[0][0] and all(w[2] == __file__ for w in seen[0][0])
 
 
 # ---- delegation to importlib ---------------------------------------------------------
