@@ -338,7 +338,7 @@ def test_fifo_in_place_of_the_store_does_not_hang(tmp_path):
 
 
 def test_store_is_never_written_into_a_directory_others_can_write(tmp_path):
-    """Like the native writers (cache_files.hpp, make_safe_dir): a cache
+    """Like the native writers (atomic_file.hpp, make_safe_dir): a cache
     directory writable by group or others is not written into; the
     backends are found by loading them, each run, and work the same."""
     cache = tmp_path / 'cache'
