@@ -62,6 +62,24 @@ int write_out_errno();
 bool take_value(std::string_view command, std::vector<std::string_view>& args, std::size_t& i,
                 std::string_view option, std::string& out);
 
+/// True when `arg` is `option` or `option=VALUE`.
+bool is_option(std::string_view arg, std::string_view option);
+
+/// When args[i] is `option` (`--opt VALUE` or `--opt=VALUE`): takes its
+/// value into `out` and returns 1, or -1 after the usage error when the
+/// value is missing.  0 when args[i] is another argument.
+int take_option(std::string_view command, std::vector<std::string_view>& args, std::size_t& i,
+                std::string_view option, std::string& out);
+
+/// When `arg` (args[i]) is `flag`: sets `out` to `value`, advances i and
+/// returns 1.  0 when it is another argument.
+inline int take_flag(std::string_view arg, std::string_view flag, std::size_t& i, bool& out, bool value = true) {
+  if (arg != flag) return 0;
+  out = value;
+  ++i;
+  return 1;
+}
+
 /// The options every index-consuming command accepts:
 ///   --path DIR (repeatable)  --python EXE  --cache-dir DIR  --no-cache
 ///   --validate full|paths    --verbose
@@ -73,6 +91,7 @@ struct IndexOptions {
   Validation validation = Validation::full;
   bool validation_given = false;  ///< --validate was given (else EPLOAD_VALIDATE decides)
   bool verbose = false;
+  bool given = false;  ///< any of these options was given
   /// The groups the command needs (set by the command, not an option); a
   /// cache hit then reads only those groups' share of the index.  Empty:
   /// the complete index.
@@ -87,6 +106,25 @@ extern const char* const k_index_options_help;
 /// error (already printed).
 int parse_index_option(std::string_view command, std::vector<std::string_view>& args,
                        std::size_t& i, IndexOptions& options);
+
+/// Scans a command's arguments from args[first]: the index options into
+/// `options`, every other argument through `own(arg, i)`, which consumes
+/// it (advancing i) and returns 1, returns 0 when it does not know it (an
+/// "unknown argument" usage error follows), or -1 after printing its own
+/// usage error.  Returns k_ok, or k_usage after a usage error.
+template <class Own>
+int scan_args(std::string_view command, std::vector<std::string_view>& args, std::size_t first,
+              IndexOptions& options, Own&& own) {
+  for (std::size_t i = first; i < args.size();) {
+    const int r = parse_index_option(command, args, i, options);
+    if (r < 0) return k_usage;
+    if (r > 0) continue;
+    const int o = own(args[i], i);
+    if (o < 0) return k_usage;
+    if (o == 0) return usage_error(command, "unknown argument '" + std::string(args[i]) + "'");
+  }
+  return k_ok;
+}
 
 /// Fills `out` from the options: search paths from --path, else the sys.path
 /// (and identity) of --python; cache settings.  Does not scan.  On error
@@ -115,6 +153,59 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options,
 /// UTF-8 as it is, each byte that is not (path bytes) as the escape of the
 /// lone surrogate Python's surrogateescape makes of it ("\udcXX").
 void append_json_string(std::string& out, std::string_view s);
+
+/// Appends one JSON object to `out`, member by member, with the commas:
+///   JsonObject(out).str("device", name).boolean("ok", ok).close();
+/// Keys are literals, written as they are (no escaping); string values go
+/// through append_json_string.  Inline: `epload entry-points --json` writes
+/// five members per entry point, and this must cost what hand-written
+/// appends cost.
+class JsonObject {
+ public:
+  explicit JsonObject(std::string& out) : m_out(out) { m_out.push_back('{'); }
+
+  /// Writes the separator and `"key":`, and returns `out` for the value
+  /// (for a nested array or object the caller writes itself).
+  std::string& member(std::string_view key) {
+    m_out += m_first ? "\"" : ",\"";
+    m_first = false;
+    m_out += key;
+    m_out += "\":";
+    return m_out;
+  }
+  /// `"key":"value"`.
+  JsonObject& str(std::string_view key, std::string_view value) {
+    append_json_string(member(key), value);
+    return *this;
+  }
+  /// `"key":"value"`, or `"key":null` when `value` is empty.
+  JsonObject& str_or_null(std::string_view key, std::string_view value) {
+    if (value.empty()) return raw(key, "null");
+    return str(key, value);
+  }
+  /// `"key":json`, where `json` is already JSON (a number, null, ...).
+  JsonObject& raw(std::string_view key, std::string_view json) {
+    member(key) += json;
+    return *this;
+  }
+  JsonObject& boolean(std::string_view key, bool value) { return raw(key, value ? "true" : "false"); }
+  /// `"key":["a","b",...]`.
+  JsonObject& strings(std::string_view key, const std::vector<std::string>& values) {
+    member(key).push_back('[');
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      if (k) m_out.push_back(',');
+      append_json_string(m_out, values[k]);
+    }
+    m_out.push_back(']');
+    return *this;
+  }
+  /// Closes the object.
+  void close() { m_out.push_back('}'); }
+
+ private:
+  std::string& m_out;
+  bool m_first = true;
+};
 
 /// Keeps `object` alive until the process ends and never destroys it.  A
 /// command hands its index or loader here once its answer is written: the
