@@ -1,5 +1,5 @@
 // cli.hpp — the pieces every `epload` subcommand shares: the command
-// registry, argument scanning, the "index options" and exit codes.
+// registry, argument scanning, the "index options", JSON output and exit codes.
 //
 // Each subcommand lives in its own cmd_*.cpp and registers itself with a
 // static Registration object; main.cpp only dispatches.  The CLI is the one
@@ -156,41 +156,51 @@ void append_json_string(std::string& out, std::string_view s);
 
 /// Appends one JSON object to `out`, member by member, with the commas:
 ///   JsonObject(out).str("device", name).boolean("ok", ok).close();
-/// Keys are literals, written as they are (no escaping); string values go
-/// through append_json_string.  Inline: `epload entry-points --json` writes
-/// five members per entry point, and this must cost what hand-written
-/// appends cost.
+/// Keys are string literals, written as they are (no escaping); string
+/// values go through append_json_string.  Inline, and a key costs one
+/// append: `epload entry-points --json` writes five members per entry
+/// point, and this must cost what hand-written appends cost.
 class JsonObject {
  public:
   explicit JsonObject(std::string& out) : m_out(out) { m_out.push_back('{'); }
 
   /// Writes the separator and `"key":`, and returns `out` for the value
   /// (for a nested array or object the caller writes itself).
-  std::string& member(std::string_view key) {
-    m_out += m_first ? "\"" : ",\"";
+  template <std::size_t N>
+  std::string& member(const char (&key)[N]) {
+    char text[N + 3] = {',', '"'};  // `,"key":`; the first member without the comma
+    for (std::size_t k = 0; k + 1 < N; ++k) text[k + 2] = key[k];
+    text[N + 1] = '"';
+    text[N + 2] = ':';
+    const std::size_t skip = m_first ? 1 : 0;
     m_first = false;
-    m_out += key;
-    m_out += "\":";
-    return m_out;
+    return m_out.append(text + skip, N + 3 - skip);
   }
   /// `"key":"value"`.
-  JsonObject& str(std::string_view key, std::string_view value) {
+  template <std::size_t N>
+  JsonObject& str(const char (&key)[N], std::string_view value) {
     append_json_string(member(key), value);
     return *this;
   }
   /// `"key":"value"`, or `"key":null` when `value` is empty.
-  JsonObject& str_or_null(std::string_view key, std::string_view value) {
+  template <std::size_t N>
+  JsonObject& str_or_null(const char (&key)[N], std::string_view value) {
     if (value.empty()) return raw(key, "null");
     return str(key, value);
   }
   /// `"key":json`, where `json` is already JSON (a number, null, ...).
-  JsonObject& raw(std::string_view key, std::string_view json) {
+  template <std::size_t N>
+  JsonObject& raw(const char (&key)[N], std::string_view json) {
     member(key) += json;
     return *this;
   }
-  JsonObject& boolean(std::string_view key, bool value) { return raw(key, value ? "true" : "false"); }
+  template <std::size_t N>
+  JsonObject& boolean(const char (&key)[N], bool value) {
+    return raw(key, value ? "true" : "false");
+  }
   /// `"key":["a","b",...]`.
-  JsonObject& strings(std::string_view key, const std::vector<std::string>& values) {
+  template <std::size_t N>
+  JsonObject& strings(const char (&key)[N], const std::vector<std::string>& values) {
     member(key).push_back('[');
     for (std::size_t k = 0; k < values.size(); ++k) {
       if (k) m_out.push_back(',');

@@ -220,19 +220,6 @@ void json_phases(std::string& out, const prof::Summary& s, const std::uint64_t* 
   out += "]";
 }
 
-void json_estimate(JsonObject& report, const Estimate& est, std::string_view time_key, std::string_view method) {
-  if (!est.ran) {
-    report.raw("eager_estimate", "null");
-    return;
-  }
-  JsonObject(report.member("eager_estimate"))
-      .raw("backends", std::to_string(est.backends))
-      .raw("extra_us", us(est.extra_ns))
-      .raw(time_key, us(est.eager_ns))
-      .str("method", method)
-      .close();
-}
-
 bool write_outputs(const std::string& trace_path, const std::string& plot_path, const prof::Trace* trace,
                    std::string& error) {
   std::string file = trace_path;

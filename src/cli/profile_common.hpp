@@ -77,7 +77,19 @@ void json_phases(std::string& out, const prof::Summary& s, const std::uint64_t* 
 /// The report's "eager_estimate" member: null when not measured, else the
 /// backends loaded in addition, their cost, est.eager_ns as `time_key` and
 /// how it was measured (`method`).
-void json_estimate(JsonObject& report, const Estimate& est, std::string_view time_key, std::string_view method);
+template <std::size_t N>
+void json_estimate(JsonObject& report, const Estimate& est, const char (&time_key)[N], std::string_view method) {
+  if (!est.ran) {
+    report.raw("eager_estimate", "null");
+    return;
+  }
+  JsonObject(report.member("eager_estimate"))
+      .raw("backends", std::to_string(est.backends))
+      .raw("extra_us", us(est.extra_ns))
+      .raw(time_key, us(est.eager_ns))
+      .str("method", method)
+      .close();
+}
 
 /// Writes --trace (this process's spans, or `trace` when given) and draws
 /// --plot.  False with `error` set on failure.
