@@ -21,6 +21,7 @@
 #include <unistd.h>   // getpid
 
 #include <algorithm>  // stable_sort
+#include <iterator>   // size
 #include <cerrno>     // program_invocation_short_name
 #include <cstdio>     // fprintf
 #include <cstdlib>    // getenv, atexit, strtoll
@@ -131,41 +132,31 @@ std::string detail::expand_trace_path(const std::string& path, long pid) {
 
 const char* detail::process_label() { return program_invocation_short_name; }
 
+namespace {
+// Names by enum value, in the order profile.hpp declares Phase and Counter:
+// one list for naming, parsing, trace files and reports.
+constexpr const char* k_phase_names[] = {"cache_key", "stat",    "read",      "parse",   "scan",  "resolve",
+                                         "dlopen",    "init",    "py_import", "py_call", "total", "load"};
+static_assert(std::size(k_phase_names) == k_phase_count, "a name for every Phase");
+constexpr const char* k_counter_names[] = {"stat", "open", "read", "readdir"};
+static_assert(std::size(k_counter_names) == static_cast<std::size_t>(Counter::count_), "a name for every Counter");
+}  // namespace
+
 const char* phase_name(Phase phase) {
-  switch (phase) {
-    case Phase::cache_key: return "cache_key";
-    case Phase::stat: return "stat";
-    case Phase::read: return "read";
-    case Phase::parse: return "parse";
-    case Phase::scan: return "scan";
-    case Phase::resolve: return "resolve";
-    case Phase::dlopen: return "dlopen";
-    case Phase::init: return "init";
-    case Phase::py_import: return "py_import";
-    case Phase::py_call: return "py_call";
-    case Phase::total: return "total";
-    case Phase::load: return "load";
-  }
-  return "?";
+  const auto k = static_cast<std::size_t>(phase);
+  return k < std::size(k_phase_names) ? k_phase_names[k] : "?";
 }
 
 std::optional<Phase> parse_phase(std::string_view name) {
-  for (int k = 0; k < k_phase_count; ++k) {
-    const Phase p = static_cast<Phase>(k);
-    if (name == phase_name(p)) return p;
+  for (std::size_t k = 0; k < std::size(k_phase_names); ++k) {
+    if (name == k_phase_names[k]) return static_cast<Phase>(k);
   }
   return std::nullopt;
 }
 
 const char* counter_name(Counter c) {
-  switch (c) {
-    case Counter::stat: return "stat";
-    case Counter::open: return "open";
-    case Counter::read: return "read";
-    case Counter::readdir: return "readdir";
-    case Counter::count_: break;
-  }
-  return "?";
+  const auto k = static_cast<std::size_t>(c);
+  return k < std::size(k_counter_names) ? k_counter_names[k] : "?";
 }
 
 void enable() {

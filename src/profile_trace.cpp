@@ -223,40 +223,43 @@ class JsonReader {
     }
   }
 
-  bool array(Json& v, int depth) {
-    v.kind = Json::array_v;
+  // After a container's opening bracket: true (`close` consumed) when the
+  // container is empty.
+  bool opens_empty(char close) {
     ++m_at;
     skip();
-    if (m_at < m_s.size() && m_s[m_at] == ']') {
+    if (m_at < m_s.size() && m_s[m_at] == close) {
       ++m_at;
       return true;
     }
-    for (;;) {
+    return false;
+  }
+
+  // After an item of a container: ',' (another follows: `more`) or `close`
+  // (the end) is consumed; anything else is the error `expected`.
+  bool next_item(char close, bool& more, const char* unterminated, const char* expected) {
+    skip();
+    if (m_at >= m_s.size()) return fail(unterminated);
+    if (m_s[m_at] != ',' && m_s[m_at] != close) return fail(expected);
+    more = m_s[m_at++] == ',';
+    return true;
+  }
+
+  bool array(Json& v, int depth) {
+    v.kind = Json::array_v;
+    if (opens_empty(']')) return true;
+    for (bool more = true; more;) {
       v.items.emplace_back();
       if (!value(v.items.back(), depth + 1)) return false;
-      skip();
-      if (m_at >= m_s.size()) return fail("unterminated array");
-      if (m_s[m_at] == ',') {
-        ++m_at;
-        continue;
-      }
-      if (m_s[m_at] == ']') {
-        ++m_at;
-        return true;
-      }
-      return fail("expected ',' or ']'");
+      if (!next_item(']', more, "unterminated array", "expected ',' or ']'")) return false;
     }
+    return true;
   }
 
   bool object(Json& v, int depth) {
     v.kind = Json::object_v;
-    ++m_at;
-    skip();
-    if (m_at < m_s.size() && m_s[m_at] == '}') {
-      ++m_at;
-      return true;
-    }
-    for (;;) {
+    if (opens_empty('}')) return true;
+    for (bool more = true; more;) {
       skip();
       if (m_at >= m_s.size() || m_s[m_at] != '"') return fail("expected a member name");
       std::string key;
@@ -266,18 +269,9 @@ class JsonReader {
       ++m_at;
       v.members.emplace_back(std::move(key), Json());
       if (!value(v.members.back().second, depth + 1)) return false;
-      skip();
-      if (m_at >= m_s.size()) return fail("unterminated object");
-      if (m_s[m_at] == ',') {
-        ++m_at;
-        continue;
-      }
-      if (m_s[m_at] == '}') {
-        ++m_at;
-        return true;
-      }
-      return fail("expected ',' or '}'");
+      if (!next_item('}', more, "unterminated object", "expected ',' or '}'")) return false;
     }
+    return true;
   }
 
   std::string_view m_s;
@@ -313,11 +307,106 @@ Result<std::string> slurp(const std::string& path) {
 
 std::int64_t us_to_ns(double us) { return static_cast<std::int64_t>(std::llround(us * 1000.0)); }
 
-void sort_events(std::vector<Event>& evs) {
-  std::stable_sort(evs.begin(), evs.end(), [](const Event& a, const Event& b) {
-    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.dur_ns > b.dur_ns;
-  });
+// Start order, the longest first on ties: a parent before its children.
+bool starts_before(const Event& a, const Event& b) {
+  return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.dur_ns > b.dur_ns;
 }
+
+void sort_events(std::vector<Event>& evs) { std::stable_sort(evs.begin(), evs.end(), starts_before); }
+
+// What summarize() adds up: self and total time per phase, and per backend
+// (a span's detail names it) its resolve, dlopen, init, import, call and
+// load times.
+class Totals {
+ public:
+  Totals() {
+    for (int k = 0; k < k_phase_count; ++k) m_phases[k].phase = static_cast<Phase>(k);
+  }
+
+  // One thread's spans, sorted here into start order: a stack of the open
+  // spans gives each its direct parent, so self time is duration minus the
+  // direct children's durations.
+  void add_thread(std::vector<const Event*>& list) {
+    std::stable_sort(list.begin(), list.end(), [](const Event* a, const Event* b) { return starts_before(*a, *b); });
+    std::vector<Open> stack;
+    for (const Event* e : list) {
+      const std::int64_t end = e->start_ns + e->dur_ns;
+      while (!stack.empty() && !(e->start_ns >= stack.back().e->start_ns &&
+                                 end <= stack.back().e->start_ns + stack.back().e->dur_ns)) {
+        close(stack.back());
+        stack.pop_back();
+      }
+      bool same_phase_above = false;
+      for (const Open& o : stack) same_phase_above = same_phase_above || o.e->phase == e->phase;
+      PhaseTotal& p = m_phases[static_cast<int>(e->phase)];
+      ++p.count;
+      if (!same_phase_above) p.total_ns += e->dur_ns;
+      if (!stack.empty()) stack.back().children += e->dur_ns;
+      stack.push_back({e, 0});
+      if (!e->detail.empty()) add_backend_span(*e);
+    }
+    while (!stack.empty()) {
+      close(stack.back());
+      stack.pop_back();
+    }
+  }
+
+  // The phases seen and the backends loaded, costliest first, into `s`.
+  void finish(Summary& s) {
+    for (const PhaseTotal& p : m_phases) {
+      if (p.count != 0) s.phases.push_back(p);
+    }
+    std::stable_sort(s.phases.begin(), s.phases.end(),
+                     [](const PhaseTotal& a, const PhaseTotal& b) { return a.self_ns > b.self_ns; });
+    for (BackendTotal& b : m_backends) {
+      if (b.loads != 0) s.backends.push_back(std::move(b));
+    }
+    std::stable_sort(s.backends.begin(), s.backends.end(),
+                     [](const BackendTotal& a, const BackendTotal& b) { return a.load_ns > b.load_ns; });
+  }
+
+ private:
+  struct Open {
+    const Event* e;
+    std::int64_t children = 0;
+  };
+
+  void close(const Open& o) {
+    PhaseTotal& p = m_phases[static_cast<int>(o.e->phase)];
+    p.self_ns += std::max<std::int64_t>(0, o.e->dur_ns - o.children);
+  }
+
+  BackendTotal& backend(const std::string& name, std::int64_t start) {
+    auto [it, added] = m_backend_at.emplace(name, m_backends.size());
+    if (added) {
+      m_backends.emplace_back();
+      m_backends.back().name = name;
+      m_backends.back().first_start_ns = start;
+    }
+    return m_backends[it->second];
+  }
+
+  void add_backend_span(const Event& e) {
+    switch (e.phase) {
+      case Phase::load: {
+        BackendTotal& b = backend(e.detail, e.start_ns);
+        ++b.loads;
+        b.load_ns += e.dur_ns;
+        break;
+      }
+      case Phase::resolve: backend(e.detail, e.start_ns).resolve_ns += e.dur_ns; break;
+      case Phase::dlopen: backend(e.detail, e.start_ns).dlopen_ns += e.dur_ns; break;
+      case Phase::init: backend(e.detail, e.start_ns).init_ns += e.dur_ns; break;
+      case Phase::py_import: backend(e.detail, e.start_ns).import_ns += e.dur_ns; break;
+      case Phase::py_call: backend(e.detail, e.start_ns).call_ns += e.dur_ns; break;
+      default: break;
+    }
+  }
+
+  PhaseTotal m_phases[k_phase_count];
+  std::vector<BackendTotal> m_backends;
+  std::unordered_map<std::string, std::size_t> m_backend_at;
+};
 
 }  // namespace
 
@@ -471,7 +560,6 @@ void merge(Trace& into, const Trace& from) {
 Summary summarize(const std::vector<Event>& events) {
   Summary s;
   if (events.empty()) return s;
-  // Per thread, in start order with parents first.
   std::map<std::pair<std::int32_t, std::uint32_t>, std::vector<const Event*>> threads;
   std::int64_t first = events.front().start_ns, last = first;
   for (const Event& e : events) {
@@ -480,81 +568,9 @@ Summary summarize(const std::vector<Event>& events) {
     last = std::max(last, e.start_ns + e.dur_ns);
   }
   s.wall_ns = last - first;
-
-  PhaseTotal phases[k_phase_count];
-  for (int k = 0; k < k_phase_count; ++k) phases[k].phase = static_cast<Phase>(k);
-  std::vector<BackendTotal> backends;
-  std::unordered_map<std::string, std::size_t> backend_at;
-  auto backend = [&](const std::string& name, std::int64_t start) -> BackendTotal& {
-    auto [it, added] = backend_at.emplace(name, backends.size());
-    if (added) {
-      backends.emplace_back();
-      backends.back().name = name;
-      backends.back().first_start_ns = start;
-    }
-    return backends[it->second];
-  };
-
-  for (auto& [key, list] : threads) {
-    std::stable_sort(list.begin(), list.end(), [](const Event* a, const Event* b) {
-      return a->start_ns != b->start_ns ? a->start_ns < b->start_ns : a->dur_ns > b->dur_ns;
-    });
-    struct Open {
-      const Event* e;
-      std::int64_t children = 0;
-    };
-    std::vector<Open> stack;
-    auto close = [&](Open& o) {
-      PhaseTotal& p = phases[static_cast<int>(o.e->phase)];
-      p.self_ns += std::max<std::int64_t>(0, o.e->dur_ns - o.children);
-    };
-    for (const Event* e : list) {
-      const std::int64_t end = e->start_ns + e->dur_ns;
-      while (!stack.empty() && !(e->start_ns >= stack.back().e->start_ns &&
-                                 end <= stack.back().e->start_ns + stack.back().e->dur_ns)) {
-        close(stack.back());
-        stack.pop_back();
-      }
-      bool same_phase_above = false;
-      for (const Open& o : stack) same_phase_above = same_phase_above || o.e->phase == e->phase;
-      PhaseTotal& p = phases[static_cast<int>(e->phase)];
-      ++p.count;
-      if (!same_phase_above) p.total_ns += e->dur_ns;
-      if (!stack.empty()) stack.back().children += e->dur_ns;
-      stack.push_back({e, 0});
-
-      if (e->detail.empty()) continue;
-      switch (e->phase) {
-        case Phase::load: {
-          BackendTotal& b = backend(e->detail, e->start_ns);
-          ++b.loads;
-          b.load_ns += e->dur_ns;
-          break;
-        }
-        case Phase::resolve: backend(e->detail, e->start_ns).resolve_ns += e->dur_ns; break;
-        case Phase::dlopen: backend(e->detail, e->start_ns).dlopen_ns += e->dur_ns; break;
-        case Phase::init: backend(e->detail, e->start_ns).init_ns += e->dur_ns; break;
-        case Phase::py_import: backend(e->detail, e->start_ns).import_ns += e->dur_ns; break;
-        case Phase::py_call: backend(e->detail, e->start_ns).call_ns += e->dur_ns; break;
-        default: break;
-      }
-    }
-    while (!stack.empty()) {
-      close(stack.back());
-      stack.pop_back();
-    }
-  }
-
-  for (const PhaseTotal& p : phases) {
-    if (p.count != 0) s.phases.push_back(p);
-  }
-  std::stable_sort(s.phases.begin(), s.phases.end(),
-                   [](const PhaseTotal& a, const PhaseTotal& b) { return a.self_ns > b.self_ns; });
-  for (BackendTotal& b : backends) {
-    if (b.loads != 0) s.backends.push_back(std::move(b));
-  }
-  std::stable_sort(s.backends.begin(), s.backends.end(),
-                   [](const BackendTotal& a, const BackendTotal& b) { return a.load_ns > b.load_ns; });
+  Totals totals;
+  for (auto& [key, list] : threads) totals.add_thread(list);
+  totals.finish(s);
   return s;
 }
 

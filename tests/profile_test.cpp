@@ -297,6 +297,14 @@ TEST_F(Profile, BadTraceFilesAreClearErrors) {
        "lacks one of name, ts, dur, pid, tid"},
       {"{\"traceEvents\":[3]}", "event 1 is not an object"},
       {"{\"traceEvents\":[]} trailing", "unexpected text after"},
+      // Each defect of the JSON itself, named with its byte offset.
+      {"{\"traceEvents\":[1", "unterminated array at byte 17"},
+      {"{\"traceEvents\":[1 2]}", "expected ',' or ']' at byte 18"},
+      {"{\"traceEvents\":[1,", "unexpected end of file at byte 18"},
+      {"{\"a\":1", "unterminated object at byte 6"},
+      {"{\"a\":1 \"b\":2}", "expected ',' or '}' at byte 7"},
+      {"{1:2}", "expected a member name at byte 1"},
+      {"{\"a\" 1}", "expected ':' at byte 5"},
   };
   int k = 0;
   for (const Case& c : cases) {

@@ -86,26 +86,30 @@ const char* const k_index_options_help =
     "                      paths: stat search paths only (frozen environments)\n"
     "  --verbose           say on stderr whether the cache was used, and why not\n";
 
-namespace {
-bool matches(std::string_view arg, std::string_view option) {
+bool is_option(std::string_view arg, std::string_view option) {
   return arg == option || (arg.size() > option.size() && arg.substr(0, option.size()) == option &&
                            arg[option.size()] == '=');
 }
-}  // namespace
+
+int take_option(std::string_view command, std::vector<std::string_view>& args, std::size_t& i,
+                std::string_view option, std::string& out) {
+  if (!is_option(args[i], option)) return 0;
+  return take_value(command, args, i, option, out) ? 1 : -1;
+}
 
 int parse_index_option(std::string_view command, std::vector<std::string_view>& args,
                        std::size_t& i, IndexOptions& options) {
   std::string_view a = args[i];
   std::string value;
-  if (matches(a, "--path")) {
+  if (is_option(a, "--path")) {
     if (!take_value(command, args, i, "--path", value)) return -1;
     options.paths.push_back(value);
-  } else if (matches(a, "--python")) {
+  } else if (is_option(a, "--python")) {
     if (!take_value(command, args, i, "--python", options.python)) return -1;
-  } else if (matches(a, "--cache-dir")) {
+  } else if (is_option(a, "--cache-dir")) {
     if (!take_value(command, args, i, "--cache-dir", options.cache_dir)) return -1;
     if (options.cache_dir.empty()) return usage_error(command, "--cache-dir needs a directory"), -1;
-  } else if (matches(a, "--validate")) {
+  } else if (is_option(a, "--validate")) {
     if (!take_value(command, args, i, "--validate", value)) return -1;
     options.validation_given = true;
     if (value == "full") {
@@ -125,6 +129,7 @@ int parse_index_option(std::string_view command, std::vector<std::string_view>& 
   } else {
     return 0;
   }
+  options.given = true;
   return 1;
 }
 

@@ -1,5 +1,5 @@
 // cli.hpp — the pieces every `epload` subcommand shares: the command
-// registry, argument scanning, the "index options" and exit codes.
+// registry, argument scanning, the "index options", JSON output and exit codes.
 //
 // Each subcommand lives in its own cmd_*.cpp and registers itself with a
 // static Registration object; main.cpp only dispatches.  The CLI is the one
@@ -62,6 +62,24 @@ int write_out_errno();
 bool take_value(std::string_view command, std::vector<std::string_view>& args, std::size_t& i,
                 std::string_view option, std::string& out);
 
+/// True when `arg` is `option` or `option=VALUE`.
+bool is_option(std::string_view arg, std::string_view option);
+
+/// When args[i] is `option` (`--opt VALUE` or `--opt=VALUE`): takes its
+/// value into `out` and returns 1, or -1 after the usage error when the
+/// value is missing.  0 when args[i] is another argument.
+int take_option(std::string_view command, std::vector<std::string_view>& args, std::size_t& i,
+                std::string_view option, std::string& out);
+
+/// When `arg` (args[i]) is `flag`: sets `out` to `value`, advances i and
+/// returns 1.  0 when it is another argument.
+inline int take_flag(std::string_view arg, std::string_view flag, std::size_t& i, bool& out, bool value = true) {
+  if (arg != flag) return 0;
+  out = value;
+  ++i;
+  return 1;
+}
+
 /// The options every index-consuming command accepts:
 ///   --path DIR (repeatable)  --python EXE  --cache-dir DIR  --no-cache
 ///   --validate full|paths    --verbose
@@ -73,6 +91,7 @@ struct IndexOptions {
   Validation validation = Validation::full;
   bool validation_given = false;  ///< --validate was given (else EPLOAD_VALIDATE decides)
   bool verbose = false;
+  bool given = false;  ///< any of these options was given
   /// The groups the command needs (set by the command, not an option); a
   /// cache hit then reads only those groups' share of the index.  Empty:
   /// the complete index.
@@ -87,6 +106,25 @@ extern const char* const k_index_options_help;
 /// error (already printed).
 int parse_index_option(std::string_view command, std::vector<std::string_view>& args,
                        std::size_t& i, IndexOptions& options);
+
+/// Scans a command's arguments from args[first]: the index options into
+/// `options`, every other argument through `own(arg, i)`, which consumes
+/// it (advancing i) and returns 1, returns 0 when it does not know it (an
+/// "unknown argument" usage error follows), or -1 after printing its own
+/// usage error.  Returns k_ok, or k_usage after a usage error.
+template <class Own>
+int scan_args(std::string_view command, std::vector<std::string_view>& args, std::size_t first,
+              IndexOptions& options, Own&& own) {
+  for (std::size_t i = first; i < args.size();) {
+    const int r = parse_index_option(command, args, i, options);
+    if (r < 0) return k_usage;
+    if (r > 0) continue;
+    const int o = own(args[i], i);
+    if (o < 0) return k_usage;
+    if (o == 0) return usage_error(command, "unknown argument '" + std::string(args[i]) + "'");
+  }
+  return k_ok;
+}
 
 /// Fills `out` from the options: search paths from --path, else the sys.path
 /// (and identity) of --python; cache settings.  Does not scan.  On error
@@ -115,6 +153,69 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options,
 /// UTF-8 as it is, each byte that is not (path bytes) as the escape of the
 /// lone surrogate Python's surrogateescape makes of it ("\udcXX").
 void append_json_string(std::string& out, std::string_view s);
+
+/// Appends one JSON object to `out`, member by member, with the commas:
+///   JsonObject(out).str("device", name).boolean("ok", ok).close();
+/// Keys are string literals, written as they are (no escaping); string
+/// values go through append_json_string.  Inline, and a key costs one
+/// append: `epload entry-points --json` writes five members per entry
+/// point, and this must cost what hand-written appends cost.
+class JsonObject {
+ public:
+  explicit JsonObject(std::string& out) : m_out(out) { m_out.push_back('{'); }
+
+  /// Writes the separator and `"key":`, and returns `out` for the value
+  /// (for a nested array or object the caller writes itself).
+  template <std::size_t N>
+  std::string& member(const char (&key)[N]) {
+    char text[N + 3] = {',', '"'};  // `,"key":`; the first member without the comma
+    for (std::size_t k = 0; k + 1 < N; ++k) text[k + 2] = key[k];
+    text[N + 1] = '"';
+    text[N + 2] = ':';
+    const std::size_t skip = m_first ? 1 : 0;
+    m_first = false;
+    return m_out.append(text + skip, N + 3 - skip);
+  }
+  /// `"key":"value"`.
+  template <std::size_t N>
+  JsonObject& str(const char (&key)[N], std::string_view value) {
+    append_json_string(member(key), value);
+    return *this;
+  }
+  /// `"key":"value"`, or `"key":null` when `value` is empty.
+  template <std::size_t N>
+  JsonObject& str_or_null(const char (&key)[N], std::string_view value) {
+    if (value.empty()) return raw(key, "null");
+    return str(key, value);
+  }
+  /// `"key":json`, where `json` is already JSON (a number, null, ...).
+  template <std::size_t N>
+  JsonObject& raw(const char (&key)[N], std::string_view json) {
+    member(key) += json;
+    return *this;
+  }
+  template <std::size_t N>
+  JsonObject& boolean(const char (&key)[N], bool value) {
+    return raw(key, value ? "true" : "false");
+  }
+  /// `"key":["a","b",...]`.
+  template <std::size_t N>
+  JsonObject& strings(const char (&key)[N], const std::vector<std::string>& values) {
+    member(key).push_back('[');
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      if (k) m_out.push_back(',');
+      append_json_string(m_out, values[k]);
+    }
+    m_out.push_back(']');
+    return *this;
+  }
+  /// Closes the object.
+  void close() { m_out.push_back('}'); }
+
+ private:
+  std::string& m_out;
+  bool m_first = true;
+};
 
 /// Keeps `object` alive until the process ends and never destroys it.  A
 /// command hands its index or loader here once its answer is written: the

@@ -31,6 +31,15 @@ const char k_help[] =
 
 const char* how(DeviceSource s) { return to_string(s); }
 
+// How the backend provided device `name`, when learned with a kind; else "".
+std::string kind_of(const BackendStatus& b, const std::string& name) {
+  std::string kind;
+  for (std::size_t j = 0; j < b.devices.size(); ++j) {
+    if (b.devices[j] == name) kind = b.kinds[j];
+  }
+  return kind;
+}
+
 // The listing as JSON (see k_help).
 std::string json_listing(const std::vector<BackendStatus>& backends, const std::vector<DeviceStatus>& devices) {
   std::string out;
@@ -39,62 +48,32 @@ std::string json_listing(const std::vector<BackendStatus>& backends, const std::
     const DeviceStatus& d = devices[k];
     const BackendStatus& b = backends[d.backend];
     out += k ? ",\n" : "\n";
-    out += "{\"device\":";
-    append_json_string(out, d.name);
-    out += ",\"backend\":";
-    append_json_string(out, b.name);
-    out += ",\"dist\":";
-    append_json_string(out, b.dist);
-    out += ",\"how\":\"";
-    out += how(d.source);
-    out += "\",\"kind\":";
-    std::string kind;  // how the backend provided it, when learned with a kind
-    for (std::size_t j = 0; j < b.devices.size(); ++j) {
-      if (b.devices[j] == d.name) kind = b.kinds[j];
-    }
-    append_json_string(out, kind);
-    out += ",\"state\":\"";
-    out += to_string(b.state);
-    out += "\"}";
+    JsonObject(out)
+        .str("device", d.name)
+        .str("backend", b.name)
+        .str("dist", b.dist)
+        .str("how", how(d.source))
+        .str("kind", kind_of(b, d.name))
+        .str("state", to_string(b.state))
+        .close();
   }
   out += "],\n\"backends\":[";
   for (std::size_t k = 0; k < backends.size(); ++k) {
     const BackendStatus& b = backends[k];
     out += k ? ",\n" : "\n";
-    out += "{\"backend\":";
-    append_json_string(out, b.name);
-    out += ",\"dist\":";
-    append_json_string(out, b.dist);
-    out += ",\"kind\":\"";
-    out += to_string(b.kind);
-    out += "\",\"library\":";
-    append_json_string(out, b.library);
-    out += ",\"state\":\"";
-    out += to_string(b.state);
-    out += b.devices_known ? "\",\"devices_known\":true" : "\",\"devices_known\":false";
-    out += b.hook ? ",\"hook\":true,\"devices\":[" : ",\"hook\":false,\"devices\":[";
-    for (std::size_t j = 0; j < b.devices.size(); ++j) {
-      if (j) out += ',';
-      append_json_string(out, b.devices[j]);
-    }
-    out += "],\"alias_of\":";
-    if (b.alias_of.empty()) {
-      out += "null";
-    } else {
-      append_json_string(out, b.alias_of);
-    }
-    out += ",\"error\":";
-    if (b.error.empty()) {
-      out += "null";
-    } else {
-      append_json_string(out, b.error);
-    }
-    out += ",\"conflicts\":[";
-    for (std::size_t j = 0; j < b.conflicts.size(); ++j) {
-      if (j) out += ',';
-      append_json_string(out, b.conflicts[j]);
-    }
-    out += "]}";
+    JsonObject(out)
+        .str("backend", b.name)
+        .str("dist", b.dist)
+        .str("kind", to_string(b.kind))
+        .str("library", b.library)
+        .str("state", to_string(b.state))
+        .boolean("devices_known", b.devices_known)
+        .boolean("hook", b.hook)
+        .strings("devices", b.devices)
+        .str_or_null("alias_of", b.alias_of)
+        .str_or_null("error", b.error)
+        .strings("conflicts", b.conflicts)
+        .close();
   }
   out += "]}\n";
   return out;
@@ -144,20 +123,11 @@ int run(std::vector<std::string_view>& args) {
   IndexOptions options;
   std::string group = "torch.backends";
   bool json = false;
-  for (std::size_t i = 0; i < args.size();) {
-    int r = parse_index_option("devices", args, i, options);
-    if (r < 0) return k_usage;
-    if (r > 0) continue;
-    std::string_view a = args[i];
-    if (a == "--group" || a.starts_with("--group=")) {
-      if (!take_value("devices", args, i, "--group", group)) return k_usage;
-    } else if (a == "--json") {
-      json = true;
-      ++i;
-    } else {
-      return usage_error("devices", "unknown argument '" + std::string(a) + "'");
-    }
-  }
+  const int scanned = scan_args("devices", args, 0, options, [&](std::string_view a, std::size_t& i) {
+    if (int r = take_option("devices", args, i, "--group", group)) return r;
+    return take_flag(a, "--json", i, json);
+  });
+  if (scanned != k_ok) return scanned;
   CacheOptions co;
   options.groups = {group, std::string(k_devices_group)};  // the loader needs these only
   auto index = open_index_or_report(options, &co);

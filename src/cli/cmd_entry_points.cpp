@@ -24,24 +24,18 @@ int run(std::vector<std::string_view>& args) {
   IndexOptions options;
   std::string group, name;
   bool has_group = false, has_name = false, json = false;
-  for (std::size_t i = 0; i < args.size();) {
-    int r = parse_index_option("entry-points", args, i, options);
-    if (r < 0) return k_usage;
-    if (r > 0) continue;
-    std::string_view a = args[i];
-    if (a == "--group" || a.starts_with("--group=")) {
-      if (!take_value("entry-points", args, i, "--group", group)) return k_usage;
+  const int scanned = scan_args("entry-points", args, 0, options, [&](std::string_view a, std::size_t& i) {
+    if (int r = take_option("entry-points", args, i, "--group", group)) {
       has_group = true;
-    } else if (a == "--name" || a.starts_with("--name=")) {
-      if (!take_value("entry-points", args, i, "--name", name)) return k_usage;
-      has_name = true;
-    } else if (a == "--json") {
-      json = true;
-      ++i;
-    } else {
-      return usage_error("entry-points", "unknown argument '" + std::string(a) + "'");
+      return r;
     }
-  }
+    if (int r = take_option("entry-points", args, i, "--name", name)) {
+      has_name = true;
+      return r;
+    }
+    return take_flag(a, "--json", i, json);
+  });
+  if (scanned != k_ok) return scanned;
   if (has_group) options.groups = {group};  // a hit then reads only this group
   auto index = open_index_or_report(options);
   if (!index) return k_error;
@@ -63,17 +57,14 @@ int run(std::vector<std::string_view>& args) {
     if (has_name && ep.name != name) continue;
     if (json) {
       if (!first) out.push_back(',');
-      out += "\n{\"group\":";
-      append_json_string(out, ep.group);
-      out += ",\"name\":";
-      append_json_string(out, ep.name);
-      out += ",\"value\":";
-      append_json_string(out, ep.value);
-      out += ",\"dist\":";
-      append_json_string(out, ep.dist->name);
-      out += ",\"version\":";
-      append_json_string(out, ep.dist->version);
-      out.push_back('}');
+      out.push_back('\n');
+      JsonObject(out)
+          .str("group", ep.group)
+          .str("name", ep.name)
+          .str("value", ep.value)
+          .str("dist", ep.dist->name)
+          .str("version", ep.dist->version)
+          .close();
     } else {
       out.append(ep.group).append(" ").append(ep.name).append(" = ").append(ep.value);
       out.append("  [").append(ep.dist->name).append(" ").append(ep.dist->version).append("]\n");

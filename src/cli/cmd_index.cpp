@@ -94,17 +94,13 @@ int run(std::vector<std::string_view>& args) {
   const std::string action(args[0]);
   IndexOptions options;
   std::string output;
-  for (std::size_t i = 1; i < args.size();) {
-    int r = parse_index_option("index", args, i, options);
-    if (r < 0) return k_usage;
-    if (r > 0) continue;
-    if (args[i] == "--output" || args[i].starts_with("--output=")) {
-      if (action != "build") return usage_error("index", "--output goes with 'build' only");
-      if (!take_value("index", args, i, "--output", output)) return k_usage;
-      continue;
-    }
-    return usage_error("index", "unknown argument '" + std::string(args[i]) + "'");
-  }
+  const int scanned = scan_args("index", args, 1, options, [&](std::string_view a, std::size_t& i) {
+    if (!is_option(a, "--output")) return 0;
+    if (action == "build") return take_option("index", args, i, "--output", output);
+    usage_error("index", "--output goes with 'build' only");
+    return -1;
+  });
+  if (scanned != k_ok) return scanned;
   if (action == "build") return build(options, output);
   if (action == "show") return show(options);
   if (action == "verify") return verify(options);

@@ -51,146 +51,173 @@ std::string fixed(double v) {
   return buf;
 }
 
-int run(std::vector<std::string_view>& args) {
-  const double t0 = now_us();
+// What `epload load` was asked.
+struct LoadArgs {
   IndexOptions options;
   std::string group = "torch.backends", mode_text, device;
-  bool json = false, has_device = false;
-  for (std::size_t i = 0; i < args.size();) {
-    int r = parse_index_option("load", args, i, options);
-    if (r < 0) return k_usage;
-    if (r > 0) continue;
-    std::string_view a = args[i];
-    if (a == "--group" || a.starts_with("--group=")) {
-      if (!take_value("load", args, i, "--group", group)) return k_usage;
-    } else if (a == "--mode" || a.starts_with("--mode=")) {
-      if (!take_value("load", args, i, "--mode", mode_text)) return k_usage;
-      if (!parse_load_mode(mode_text)) {
-        return usage_error("load", "--mode takes lazy, eager or off, not '" + mode_text + "'");
-      }
-    } else if (a == "--json") {
-      json = true;
-      ++i;
-    } else if (!a.starts_with("-") && !has_device) {
-      device.assign(a);
-      has_device = true;
-      ++i;
-    } else {
-      return usage_error("load", "unknown argument '" + std::string(a) + "'");
-    }
-  }
-  if (!has_device) return usage_error("load", "which DEVICE? (see 'epload devices')");
-  if (std::string why = detail::device_name_problem(device); !why.empty()) return usage_error("load", why);
+  bool json = false;
+};
 
+// Parses the arguments into `a`: k_ok, or k_usage after the usage error.
+int parse_args(std::vector<std::string_view>& args, LoadArgs& a) {
+  bool has_device = false;
+  const int scanned = scan_args("load", args, 0, a.options, [&](std::string_view arg, std::size_t& i) {
+    if (int r = take_option("load", args, i, "--group", a.group)) return r;
+    if (int r = take_option("load", args, i, "--mode", a.mode_text)) {
+      if (r < 0 || parse_load_mode(a.mode_text)) return r;
+      usage_error("load", "--mode takes lazy, eager or off, not '" + a.mode_text + "'");
+      return -1;
+    }
+    if (int r = take_flag(arg, "--json", i, a.json)) return r;
+    if (arg.starts_with("-") || has_device) return 0;
+    a.device.assign(arg);
+    has_device = true;
+    ++i;
+    return 1;
+  });
+  if (scanned != k_ok) return scanned;
+  if (!has_device) return usage_error("load", "which DEVICE? (see 'epload devices')");
+  if (std::string why = detail::device_name_problem(a.device); !why.empty()) return usage_error("load", why);
+  return k_ok;
+}
+
+// The clock at the end of each phase (microseconds), from t0 at the start.
+struct Times {
+  double t0 = 0, index = 0, create = 0, start = 0, lookup = 0;
+  bool overlapped = false;  ///< the loader was created during the index's check
+};
+
+// Opens the index and creates the loader.  On a cache hit under `full`, the
+// loader is created while the index's stat calls run on the other CPU; it is
+// kept only if the index is.  Null (the error printed) on failure.
+std::unique_ptr<Loader> open_and_create(LoadArgs& a, std::shared_ptr<const Index>& index, Times& t) {
   CacheOptions co;
-  options.groups = {group, std::string(k_devices_group)};  // the loader needs these only
-  // On a cache hit under `full`, the loader is created while the index's
-  // stat calls run on the other CPU; it is kept only if the index is.
+  a.options.groups = {a.group, std::string(k_devices_group)};  // the loader needs these only
   std::shared_ptr<const Index> prepared_for;
   std::optional<Result<std::unique_ptr<Loader>>> prepared;
   auto prepare = [&](const CacheOptions& c, const std::shared_ptr<const Index>& candidate) {
-    auto lo = host_loader_options(c, group, mode_text);
+    auto lo = host_loader_options(c, a.group, a.mode_text);
     if (!lo) return;  // reported below
     prepared_for = candidate;
     prepared.emplace(Loader::create(candidate, lo.value()));
   };
-  auto index = open_index_or_report(options, &co, prepare);
-  if (!index) return k_error;
-  const double t_index = now_us();
-  const bool overlapped = prepared && prepared_for == index;
+  index = open_index_or_report(a.options, &co, prepare);
+  if (!index) return nullptr;
+  t.index = now_us();
+  t.overlapped = prepared && prepared_for == index;
   auto created = [&]() -> Result<std::unique_ptr<Loader>> {
-    if (overlapped) return std::move(*prepared);
-    auto lo = host_loader_options(co, group, mode_text);
+    if (t.overlapped) return std::move(*prepared);
+    auto lo = host_loader_options(co, a.group, a.mode_text);
     if (!lo) return lo.error();
     return Loader::create(index, lo.value());
   }();
   prepared.reset();  // a loader of a stale index, if any
-  if (!created) return fail(created.error().message);
-  Loader& loader = *created.value();
-  const double t_create = now_us();
+  if (!created) {
+    fail(created.error().message);
+    return nullptr;
+  }
+  t.create = now_us();
+  return std::move(created).value();
+}
+
+// What the report shows of the loader after the lookup.
+struct Outcome {
+  const LoadArgs& args;
+  const Loader& loader;
+  const Result<void*>& found;
+  std::string provider;                         ///< the device's backend, when found
+  std::vector<std::size_t> order;               ///< backends loaded, in order
+  std::map<std::size_t, BackendStatus> loaded;  ///< their status
+  Times t;
+};
+
+std::string json_report(const Outcome& o) {
+  const Times& t = o.t;
+  std::string out;
+  JsonObject top(out);
+  top.str("device", o.args.device)
+      .boolean("ok", o.found.ok())
+      .str("mode", to_string(o.loader.mode()))
+      .str_or_null("backend", o.provider)
+      .str_or_null("error", o.found ? "" : o.found.error().message)
+      .raw("index_us", fixed(t.index - t.t0))
+      .raw("create_us", fixed(t.create - t.index))
+      .raw("start_us", fixed(t.start - t.create))
+      .raw("lookup_us", fixed(t.lookup - t.start))
+      .raw("total_us", fixed(t.lookup - t.t0))
+      .boolean("create_overlapped", t.overlapped)
+      .member("loaded") += '[';
+  for (std::size_t k = 0; k < o.order.size(); ++k) {
+    const BackendStatus& b = o.loaded.at(o.order[k]);
+    out += k ? ",\n" : "\n";
+    JsonObject(out)
+        .str("backend", b.name)
+        .str("library", b.library)
+        .str("state", to_string(b.state))
+        .raw("dlopen_us", fixed(static_cast<double>(b.dlopen_ns) / 1e3))
+        .raw("init_us", fixed(static_cast<double>(b.init_ns) / 1e3))
+        .raw("load_us", fixed(static_cast<double>(b.load_ns) / 1e3))
+        .str_or_null("error", b.error)
+        .close();
+  }
+  out += ']';
+  top.close();
+  out += '\n';
+  return out;
+}
+
+std::string text_report(const Outcome& o) {
+  const Times& t = o.t;
+  std::string out;
+  if (o.found) {
+    out += "device " + o.args.device + ": ready (backend " + o.provider + ", mode " + to_string(o.loader.mode()) +
+           ")\n";
+  }
+  double sum = 0;
+  for (std::size_t k : o.order) sum += static_cast<double>(o.loaded.at(k).load_ns) / 1e3;
+  out += "loaded " + std::to_string(o.order.size()) + " backend(s), " + fixed(sum) + " us in all:\n";
+  char line[1024];
+  std::size_t shown = 0;
+  for (std::size_t k : o.order) {
+    const BackendStatus& b = o.loaded.at(k);
+    if (++shown > 50 && o.order.size() > 60) continue;  // eager at 1,000: keep it readable
+    std::snprintf(line, sizeof line, "  %-28s %-7s dlopen %9.1f us  init %9.1f us  total %9.1f us\n",
+                  b.name.c_str(), to_string(b.state), static_cast<double>(b.dlopen_ns) / 1e3,
+                  static_cast<double>(b.init_ns) / 1e3, static_cast<double>(b.load_ns) / 1e3);
+    out += line;
+  }
+  if (o.order.size() > 60) out += "  ... (" + std::to_string(o.order.size() - 50) + " more; --json lists all)\n";
+  out += "phases: index " + fixed(t.index - t.t0) + " us, loader " + fixed(t.create - t.index) +
+         (t.overlapped ? " us (created while the index was checked, inside the index's time)" : " us") +
+         ", start " + fixed(t.start - t.create) + " us, lookup " + fixed(t.lookup - t.start) + " us, total " +
+         fixed(t.lookup - t.t0) + " us\n";
+  return out;
+}
+
+int run(std::vector<std::string_view>& args) {
+  Times t;
+  t.t0 = now_us();
+  LoadArgs a;
+  if (int r = parse_args(args, a); r != k_ok) return r;
+  std::shared_ptr<const Index> index;
+  std::unique_ptr<Loader> created = open_and_create(a, index, t);
+  if (!created) return k_error;
+  Loader& loader = *created;
   loader.start();
-  const double t_start = now_us();
-  auto found = loader.lookup(device);
-  const double t_lookup = now_us();
-  if (options.verbose && !loader.store_note().empty()) {
+  t.start = now_us();
+  auto found = loader.lookup(a.device);
+  t.lookup = now_us();
+  if (a.options.verbose && !loader.store_note().empty()) {
     std::fprintf(stderr, "epload: learned-devices store: %s\n", loader.store_note().c_str());
   }
 
   // Only the backends that were loaded: a listing of all 1,000 would cost
   // more than the lazy load it reports on.
-  const auto order = loader.load_order();
-  std::map<std::size_t, BackendStatus> backends;
-  for (std::size_t k : order) backends.emplace(k, loader.backend(k));
-  std::string provider;
-  if (auto p = loader.provider(device); p && found) provider = loader.backend(*p).name;
-  std::string out;
-  if (json) {
-    out += "{\"device\":";
-    append_json_string(out, device);
-    out += found ? ",\"ok\":true" : ",\"ok\":false";
-    out += ",\"mode\":\"";
-    out += to_string(loader.mode());
-    out += "\",\"backend\":";
-    if (provider.empty()) {
-      out += "null";
-    } else {
-      append_json_string(out, provider);
-    }
-    out += ",\"error\":";
-    if (found) {
-      out += "null";
-    } else {
-      append_json_string(out, found.error().message);
-    }
-    out += ",\"index_us\":" + fixed(t_index - t0) + ",\"create_us\":" + fixed(t_create - t_index) +
-           ",\"start_us\":" + fixed(t_start - t_create) + ",\"lookup_us\":" + fixed(t_lookup - t_start) +
-           ",\"total_us\":" + fixed(t_lookup - t0) +
-           ",\"create_overlapped\":" + (overlapped ? "true" : "false") + ",\"loaded\":[";
-    for (std::size_t k = 0; k < order.size(); ++k) {
-      const BackendStatus& b = backends.at(order[k]);
-      out += k ? ",\n" : "\n";
-      out += "{\"backend\":";
-      append_json_string(out, b.name);
-      out += ",\"library\":";
-      append_json_string(out, b.library);
-      out += ",\"state\":\"";
-      out += to_string(b.state);
-      out += "\",\"dlopen_us\":" + fixed(static_cast<double>(b.dlopen_ns) / 1e3) +
-             ",\"init_us\":" + fixed(static_cast<double>(b.init_ns) / 1e3) +
-             ",\"load_us\":" + fixed(static_cast<double>(b.load_ns) / 1e3) + ",\"error\":";
-      if (b.error.empty()) {
-        out += "null";
-      } else {
-        append_json_string(out, b.error);
-      }
-      out += "}";
-    }
-    out += "]}\n";
-  } else {
-    if (found) {
-      out += "device " + device + ": ready (backend " + provider + ", mode " + to_string(loader.mode()) + ")\n";
-    }
-    double sum = 0;
-    for (std::size_t k : order) sum += static_cast<double>(backends.at(k).load_ns) / 1e3;
-    out += "loaded " + std::to_string(order.size()) + " backend(s), " + fixed(sum) + " us in all:\n";
-    char line[1024];
-    std::size_t shown = 0;
-    for (std::size_t k : order) {
-      const BackendStatus& b = backends.at(k);
-      if (++shown > 50 && order.size() > 60) continue;  // eager at 1,000: keep it readable
-      std::snprintf(line, sizeof line, "  %-28s %-7s dlopen %9.1f us  init %9.1f us  total %9.1f us\n",
-                    b.name.c_str(), to_string(b.state), static_cast<double>(b.dlopen_ns) / 1e3,
-                    static_cast<double>(b.init_ns) / 1e3, static_cast<double>(b.load_ns) / 1e3);
-      out += line;
-    }
-    if (order.size() > 60) out += "  ... (" + std::to_string(order.size() - 50) + " more; --json lists all)\n";
-    out += "phases: index " + fixed(t_index - t0) + " us, loader " + fixed(t_create - t_index) +
-           (overlapped ? " us (created while the index was checked, inside the index's time)" : " us") +
-           ", start " + fixed(t_start - t_create) + " us, lookup " + fixed(t_lookup - t_start) +
-           " us, total " + fixed(t_lookup - t0) + " us\n";
-  }
-  write_out(out);
-  keep_until_exit(std::move(created.value()));  // the answer is out: no teardown
+  Outcome o{a, loader, found, {}, loader.load_order(), {}, t};
+  for (std::size_t k : o.order) o.loaded.emplace(k, loader.backend(k));
+  if (auto p = loader.provider(a.device); p && found) o.provider = loader.backend(*p).name;
+  write_out(a.json ? json_report(o) : text_report(o));
+  keep_until_exit(std::move(created));  // the answer is out: no teardown
   keep_until_exit(std::move(index));
   if (!found) return fail(found.error().message);
   return k_ok;

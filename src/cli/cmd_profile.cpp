@@ -121,7 +121,7 @@ Estimate measure_eager(const Options& o, const std::unordered_set<std::string>& 
     return e;
   }
   for (const prof::Event& ev : t->events) {
-    if (ev.phase == prof::Phase::total && ev.detail == "loader start") e.eager_start_ns += ev.dur_ns;
+    if (ev.phase == prof::Phase::total && ev.detail == "loader start") e.eager_ns += ev.dur_ns;
   }
   for (const prof::BackendTotal& b : prof::summarize(t->events).backends) {
     if (missing.count(b.name) != 0) {
@@ -133,214 +133,269 @@ Estimate measure_eager(const Options& o, const std::unordered_set<std::string>& 
   return e;
 }
 
-int run_native(const Options& o) {
-  (void)prof::enabled();  // reads EPLOAD_TRACE, so that it is honoured here too
-  prof::enable();
-  struct Lookup {
-    std::string device;
-    bool ok = false;
-    std::string backend, error;
-    std::int64_t ns = 0;
-  };
-  std::vector<Lookup> lookups;
-  std::int64_t t_paths = 0, t_index = 0, t_create = 0, t_start = 0, t_end = 0;
-  CacheOptions co;
+// One --device lookup.
+struct Lookup {
+  std::string device;
+  bool ok = false;
+  std::string backend, error;
+  std::int64_t ns = 0;
+};
+
+// What the host path did: the clock after each step, the cache outcome,
+// the loader and the lookups.
+struct HostRun {
+  std::int64_t t0 = 0, t_paths = 0, t_index = 0, t_create = 0, t_start = 0, t_end = 0;
   CacheReport report;
   std::shared_ptr<const Index> index;
   std::unique_ptr<Loader> loader;
-  const std::int64_t t0 = prof::now_ns();
-  {
-    prof::Span whole(prof::Phase::total, "epload profile");
-    {
-      // The interpreter's answer is part of the cache key; asking costs a
-      // Python start-up, which every `epload` command without --path pays.
-      prof::Span span(prof::Phase::cache_key, o.index.paths.empty() ? "sys.path of " + o.index.python : "");
-      if (!resolve_cache_options(o.index, co)) return k_error;
-    }
-    co.groups = {o.group, std::string(k_devices_group)};  // the loader needs these only
-    t_paths = prof::now_ns();
-    auto opened = open_index(co, &report);
-    if (!opened) return fail(opened.error().message);
-    index = std::move(opened).value();
-    t_index = prof::now_ns();
-    auto lo = host_loader_options(co, o.group, o.mode_text);
-    if (!lo) return fail(lo.error().message);
-    auto created = Loader::create(index, std::move(lo).value());
-    if (!created) return fail(created.error().message);
-    loader = std::move(created).value();
-    t_create = prof::now_ns();
-    loader->start();
-    t_start = prof::now_ns();
-    for (const std::string& d : o.devices) {
-      Lookup l;
-      l.device = d;
-      const std::int64_t t = prof::now_ns();
-      {
-        prof::Span span(prof::Phase::total, "lookup " + d);
-        auto r = loader->lookup(d);
-        l.ok = r.ok();
-        if (!r) l.error = r.error().message;
-      }
-      l.ns = prof::now_ns() - t;
-      lookups.push_back(std::move(l));
-    }
-    t_end = prof::now_ns();
-  }
-  const std::vector<prof::Event> events = prof::events();
-  const prof::Summary summary = prof::summarize(events);
-  std::uint64_t counters[static_cast<int>(prof::Counter::count_)];
-  for (int k = 0; k < static_cast<int>(prof::Counter::count_); ++k) counters[k] = prof::counter(static_cast<prof::Counter>(k));
+  std::vector<Lookup> lookups;
+};
 
-  const auto backends = loader->backends();
-  const auto order = loader->load_order();
-  for (Lookup& l : lookups) {
-    for (const DeviceStatus& d : loader->devices()) {
-      if (d.name == l.device && d.ready) l.backend = backends[d.backend].name;
+// Runs the host path under one `total` span: search paths, open the index,
+// create the loader, start it, look each --device up.  k_ok, or k_error
+// after the message.
+int run_host_path(const Options& o, HostRun& r) {
+  r.t0 = prof::now_ns();
+  prof::Span whole(prof::Phase::total, "epload profile");
+  CacheOptions co;
+  {
+    // The interpreter's answer is part of the cache key; asking costs a
+    // Python start-up, which every `epload` command without --path pays.
+    prof::Span span(prof::Phase::cache_key, o.index.paths.empty() ? "sys.path of " + o.index.python : "");
+    if (!resolve_cache_options(o.index, co)) return k_error;
+  }
+  co.groups = {o.group, std::string(k_devices_group)};  // the loader needs these only
+  r.t_paths = prof::now_ns();
+  auto opened = open_index(co, &r.report);
+  if (!opened) return fail(opened.error().message);
+  r.index = std::move(opened).value();
+  r.t_index = prof::now_ns();
+  auto lo = host_loader_options(co, o.group, o.mode_text);
+  if (!lo) return fail(lo.error().message);
+  auto created = Loader::create(r.index, std::move(lo).value());
+  if (!created) return fail(created.error().message);
+  r.loader = std::move(created).value();
+  r.t_create = prof::now_ns();
+  r.loader->start();
+  r.t_start = prof::now_ns();
+  for (const std::string& d : o.devices) {
+    Lookup l;
+    l.device = d;
+    const std::int64_t t = prof::now_ns();
+    {
+      prof::Span span(prof::Phase::total, "lookup " + d);
+      auto found = r.loader->lookup(d);
+      l.ok = found.ok();
+      if (!found) l.error = found.error().message;
+    }
+    l.ns = prof::now_ns() - t;
+    r.lookups.push_back(std::move(l));
+  }
+  r.t_end = prof::now_ns();
+  return k_ok;
+}
+
+// The recorded spans and the loader's backends, sorted for the report.
+struct Findings {
+  std::vector<prof::Event> events;
+  prof::Summary summary;
+  std::uint64_t counters[static_cast<int>(prof::Counter::count_)] = {};
+  std::vector<BackendStatus> backends;
+  std::map<std::string, std::int64_t> resolve_ns;  ///< per backend resolved, loaded or not
+  std::vector<std::size_t> loaded;                 ///< costliest first
+  std::unordered_set<std::string> missing;         ///< loadable natively, not loaded
+  std::size_t python_backends = 0, unavailable = 0;
+
+  std::int64_t resolve_of(const std::string& backend) const {
+    auto it = resolve_ns.find(backend);
+    return it == resolve_ns.end() ? 0 : it->second;
+  }
+};
+
+// Reads the profiler's record and sorts the backends into loaded (costliest
+// first), loadable but not loaded, Python, and unavailable.  Names each
+// lookup's backend.
+Findings gather(HostRun& r) {
+  Findings f;
+  f.events = prof::events();
+  f.summary = prof::summarize(f.events);
+  for (int k = 0; k < static_cast<int>(prof::Counter::count_); ++k) f.counters[k] = prof::counter(static_cast<prof::Counter>(k));
+  f.backends = r.loader->backends();
+  const auto order = r.loader->load_order();
+  for (Lookup& l : r.lookups) {
+    for (const DeviceStatus& d : r.loader->devices()) {
+      if (d.name == l.device && d.ready) l.backend = f.backends[d.backend].name;
     }
   }
-  std::map<std::string, const prof::BackendTotal*> traced;
-  for (const auto& b : summary.backends) traced[b.name] = &b;
-  // Resolve spans belong to every backend resolved at create, loaded or not.
-  std::map<std::string, std::int64_t> resolve_ns;
-  for (const prof::Event& e : events) {
-    if (e.phase == prof::Phase::resolve) resolve_ns[e.detail] += e.dur_ns;
+  for (const prof::Event& e : f.events) {
+    if (e.phase == prof::Phase::resolve) f.resolve_ns[e.detail] += e.dur_ns;
   }
-  std::vector<std::size_t> loaded(order.begin(), order.end());
-  std::stable_sort(loaded.begin(), loaded.end(),
-                   [&](std::size_t a, std::size_t b) { return backends[a].load_ns > backends[b].load_ns; });
+  f.loaded.assign(order.begin(), order.end());
+  std::stable_sort(f.loaded.begin(), f.loaded.end(),
+                   [&](std::size_t a, std::size_t b) { return f.backends[a].load_ns > f.backends[b].load_ns; });
   std::unordered_set<std::string> in_order;
-  for (std::size_t k : order) in_order.insert(backends[k].name);
-  std::unordered_set<std::string> missing;  // loadable natively, not loaded
-  std::size_t python_backends = 0, unavailable = 0;
-  for (const BackendStatus& b : backends) {
+  for (std::size_t k : order) in_order.insert(f.backends[k].name);
+  for (const BackendStatus& b : f.backends) {
     if (in_order.count(b.name) != 0) continue;
     if (b.kind == BackendKind::python) {
-      ++python_backends;
+      ++f.python_backends;
     } else if (b.kind == BackendKind::native && b.state == BackendState::unloaded && b.alias_of.empty()) {
-      missing.insert(b.name);
+      f.missing.insert(b.name);
     } else {
-      ++unavailable;
+      ++f.unavailable;
     }
   }
+  return f;
+}
+
+const char* cache_outcome(const CacheReport& report) {
+  return report.status == CacheStatus::hit       ? "cache hit"
+         : report.status == CacheStatus::rebuilt ? "cache rebuilt (scanned)"
+         : report.status == CacheStatus::shipped ? "shipped index"
+                                                 : "uncached (scanned)";
+}
+
+std::string native_json(const Options& o, const HostRun& r, const Findings& f, const Estimate& est) {
+  std::string out;
+  JsonObject top(out);
+  top.str("mode", to_string(r.loader->mode())).str("group", o.group).raw("backends", std::to_string(f.backends.size()));
+  JsonObject(top.member("index"))
+      .str("status", cache_outcome(r.report))
+      .str("file", r.report.file)
+      .str("reason", r.report.reason)
+      .close();
+  JsonObject(top.member("steps"))
+      .raw("search_paths_us", us(r.t_paths - r.t0))
+      .raw("index_us", us(r.t_index - r.t_paths))
+      .raw("loader_us", us(r.t_create - r.t_index))
+      .raw("start_us", us(r.t_start - r.t_create))
+      .raw("lookups_us", us(r.t_end - r.t_start))
+      .raw("total_us", us(r.t_end - r.t0))
+      .close();
+  top.member("lookups") += '[';
+  for (std::size_t k = 0; k < r.lookups.size(); ++k) {
+    const Lookup& l = r.lookups[k];
+    if (k) out += ',';
+    JsonObject(out)
+        .str("device", l.device)
+        .boolean("ok", l.ok)
+        .str_or_null("backend", l.backend)
+        .raw("us", us(l.ns))
+        .str_or_null("error", l.ok ? "" : l.error)
+        .close();
+  }
+  out += ']';
+  json_phases(out, f.summary, f.counters);
+  top.member("loaded") += '[';
+  for (std::size_t k = 0; k < f.loaded.size(); ++k) {
+    const BackendStatus& b = f.backends[f.loaded[k]];
+    out += k ? ",\n" : "\n";
+    JsonObject(out)
+        .str("backend", b.name)
+        .str("kind", to_string(b.kind))
+        .str("state", to_string(b.state))
+        .raw("load_seq", std::to_string(b.load_seq))
+        .raw("resolve_us", us(f.resolve_of(b.name)))
+        .raw("dlopen_us", us(b.dlopen_ns))
+        .raw("init_us", us(b.init_ns))
+        .raw("load_us", us(b.load_ns))
+        .str_or_null("error", b.error)
+        .close();
+  }
+  out += ']';
+  JsonObject(top.member("not_loaded"))
+      .raw("native", std::to_string(f.missing.size()))
+      .raw("python", std::to_string(f.python_backends))
+      .raw("unavailable", std::to_string(f.unavailable))
+      .close();
+  json_estimate(top, est, "eager_start_us",
+                "measured: a child process loaded every backend (epload profile --mode eager); "
+                "the loads of the backends not loaded here, summed");
+  top.close();
+  out += '\n';
+  return out;
+}
+
+// The text report's head: mode, index, the steps' times and the counters.
+void native_steps_text(std::string& out, const Options& o, const HostRun& r, const Findings& f) {
+  std::size_t loadable = 0;
+  for (const BackendStatus& b : f.backends) loadable += b.kind == BackendKind::native ? 1 : 0;
+  add_line(out, "epload profile: %s mode, group %s, %zu backend(s) (%zu native)\n", to_string(r.loader->mode()),
+           o.group.c_str(), f.backends.size(), loadable);
+  add_line(out, "index: %s%s%s%s%s\n", cache_outcome(r.report), r.report.file.empty() ? "" : " ",
+           r.report.file.c_str(), r.report.reason.empty() ? "" : "; ", r.report.reason.c_str());
+  out += "\nsteps (wall ms):\n";
+  add_line(out, "  %-28s %10s\n", o.index.paths.empty() ? ("sys.path of " + o.index.python).c_str() : "search paths",
+           ms(r.t_paths - r.t0).c_str());
+  add_line(out, "  %-28s %10s\n", "open index", ms(r.t_index - r.t_paths).c_str());
+  add_line(out, "  %-28s %10s\n", "create loader", ms(r.t_create - r.t_index).c_str());
+  add_line(out, "  %-28s %10s\n", "start (hooks; eager: all)", ms(r.t_start - r.t_create).c_str());
+  for (const Lookup& l : r.lookups) {
+    add_line(out, "  %-28s %10s  %s%s\n", ("lookup " + l.device).c_str(), ms(l.ns).c_str(),
+             l.ok ? "ok, backend " : "FAILED", l.ok ? l.backend.c_str() : "");
+  }
+  add_line(out, "  %-28s %10s\n", "total", ms(r.t_end - r.t0).c_str());
+  counters_line(out, f.counters);
+}
+
+// The text report's backends: those loaded, then what loading the rest
+// would have cost.
+void native_backends_text(std::string& out, const HostRun& r, const Findings& f, const Estimate& est) {
+  add_line(out, "\nbackends loaded: %zu of %zu (costliest first; ms)\n", f.loaded.size(), f.backends.size());
+  if (!f.loaded.empty()) {
+    add_line(out, "  %-32s %-7s %-8s %9s %9s %9s %9s\n", "backend", "kind", "state", "resolve", "dlopen", "init",
+             "load");
+  }
+  std::size_t shown = 0;
+  for (std::size_t k : f.loaded) {
+    if (++shown > 40 && f.loaded.size() > 50) continue;  // eager at 1,000: keep it readable
+    const BackendStatus& b = f.backends[k];
+    add_line(out, "  %-32s %-7s %-8s %9s %9s %9s %9s\n", b.name.c_str(), to_string(b.kind), to_string(b.state),
+             cell(f.resolve_of(b.name)).c_str(), cell(b.dlopen_ns).c_str(), cell(b.init_ns).c_str(),
+             cell(b.load_ns).c_str());
+  }
+  if (f.loaded.size() > 50) add_line(out, "  ... %zu more (--json lists all)\n", f.loaded.size() - 40);
+  const std::size_t not_loaded = f.backends.size() - f.loaded.size();
+  if (not_loaded == 0) return;
+  add_line(out, "\nnot loaded: %zu backend(s) (%zu native, %zu Python, %zu disabled/failed/alias)\n", not_loaded,
+           f.missing.size(), f.python_backends, f.unavailable);
+  if (est.ran) {
+    add_line(out,
+             "eager loading would have cost %s ms more for %zu of them (measured: a child process\n"
+             "loaded every backend with --mode eager after this run; their loads summed.  Its whole\n"
+             "eager start took %s ms.)\n",
+             ms(est.extra_ns).c_str(), est.backends, ms(est.eager_ns).c_str());
+  } else if (!est.error.empty()) {
+    add_line(out, "eager estimate unavailable: %s\n", est.error.c_str());
+  } else if (!f.missing.empty() && r.loader->mode() == LoadMode::lazy) {
+    out += "eager estimate: not measured (--no-estimate)\n";
+  }
+  if (f.python_backends > 0) {
+    out += "Python backends are loaded by the Python layer: profile the program with\n"
+           "'epload profile -- python3 PROGRAM' to see their py_import / py_call costs.\n";
+  }
+}
+
+int run_native(const Options& o) {
+  (void)prof::enabled();  // reads EPLOAD_TRACE, so that it is honoured here too
+  prof::enable();
+  HostRun r;
+  if (int rc = run_host_path(o, r); rc != k_ok) return rc;
+  Findings f = gather(r);
 
   // The trace and plot first: the estimate below may take a while.
   std::string error;
   const bool outputs_ok = write_outputs(o.trace, o.plot, nullptr, error);
-
   Estimate est;
-  if (o.estimate && loader->mode() == LoadMode::lazy && !missing.empty()) est = measure_eager(o, missing);
+  if (o.estimate && r.loader->mode() == LoadMode::lazy && !f.missing.empty()) est = measure_eager(o, f.missing);
 
   std::string out;
-  const char* status = report.status == CacheStatus::hit        ? "cache hit"
-                       : report.status == CacheStatus::rebuilt  ? "cache rebuilt (scanned)"
-                       : report.status == CacheStatus::shipped  ? "shipped index"
-                                                                : "uncached (scanned)";
   if (o.json) {
-    out += "{\"mode\":\"";
-    out += to_string(loader->mode());
-    out += "\",\"group\":";
-    append_json_string(out, o.group);
-    add_line(out, ",\"backends\":%zu,\"index\":{\"status\":\"%s\",\"file\":", backends.size(), status);
-    append_json_string(out, report.file);
-    out += ",\"reason\":";
-    append_json_string(out, report.reason);
-    out += "},\"steps\":{\"search_paths_us\":" + us(t_paths - t0) + ",\"index_us\":" + us(t_index - t_paths) +
-           ",\"loader_us\":" + us(t_create - t_index) + ",\"start_us\":" + us(t_start - t_create) +
-           ",\"lookups_us\":" + us(t_end - t_start) + ",\"total_us\":" + us(t_end - t0) + "},\"lookups\":[";
-    for (std::size_t k = 0; k < lookups.size(); ++k) {
-      const Lookup& l = lookups[k];
-      out += k ? ",{\"device\":" : "{\"device\":";
-      append_json_string(out, l.device);
-      out += l.ok ? ",\"ok\":true,\"backend\":" : ",\"ok\":false,\"backend\":";
-      if (l.backend.empty()) out += "null";
-      else append_json_string(out, l.backend);
-      out += ",\"us\":" + us(l.ns) + ",\"error\":";
-      if (l.ok) out += "null";
-      else append_json_string(out, l.error);
-      out += "}";
-    }
-    out += "]";
-    json_phases(out, summary, counters);
-    out += ",\"loaded\":[";
-    for (std::size_t k = 0; k < loaded.size(); ++k) {
-      const BackendStatus& b = backends[loaded[k]];
-      out += k ? ",\n{\"backend\":" : "\n{\"backend\":";
-      append_json_string(out, b.name);
-      add_line(out, ",\"kind\":\"%s\",\"state\":\"%s\",\"load_seq\":%d", to_string(b.kind), to_string(b.state),
-               b.load_seq);
-      auto r = resolve_ns.find(b.name);
-      out += ",\"resolve_us\":" + us(r == resolve_ns.end() ? 0 : r->second) + ",\"dlopen_us\":" + us(b.dlopen_ns) +
-             ",\"init_us\":" + us(b.init_ns) + ",\"load_us\":" + us(b.load_ns) + ",\"error\":";
-      if (b.error.empty()) out += "null";
-      else append_json_string(out, b.error);
-      out += "}";
-    }
-    add_line(out, "],\"not_loaded\":{\"native\":%zu,\"python\":%zu,\"unavailable\":%zu},\"eager_estimate\":",
-             missing.size(), python_backends, unavailable);
-    if (est.ran) {
-      out += "{\"backends\":" + std::to_string(est.backends) + ",\"extra_us\":" + us(est.extra_ns) +
-             ",\"eager_start_us\":" + us(est.eager_start_ns) +
-             ",\"method\":\"measured: a child process loaded every backend (epload profile --mode eager); "
-             "the loads of the backends not loaded here, summed\"}";
-    } else {
-      out += "null";
-    }
-    out += "}\n";
+    out = native_json(o, r, f, est);
   } else {
-    std::size_t loadable = 0;
-    for (const BackendStatus& b : backends) loadable += b.kind == BackendKind::native ? 1 : 0;
-    add_line(out, "epload profile: %s mode, group %s, %zu backend(s) (%zu native)\n", to_string(loader->mode()),
-             o.group.c_str(), backends.size(), loadable);
-    add_line(out, "index: %s%s%s%s%s\n", status, report.file.empty() ? "" : " ", report.file.c_str(),
-             report.reason.empty() ? "" : "; ", report.reason.c_str());
-    out += "\nsteps (wall ms):\n";
-    add_line(out, "  %-28s %10s\n", o.index.paths.empty() ? ("sys.path of " + o.index.python).c_str() : "search paths",
-             ms(t_paths - t0).c_str());
-    add_line(out, "  %-28s %10s\n", "open index", ms(t_index - t_paths).c_str());
-    add_line(out, "  %-28s %10s\n", "create loader", ms(t_create - t_index).c_str());
-    add_line(out, "  %-28s %10s\n", "start (hooks; eager: all)", ms(t_start - t_create).c_str());
-    for (const Lookup& l : lookups) {
-      add_line(out, "  %-28s %10s  %s%s\n", ("lookup " + l.device).c_str(), ms(l.ns).c_str(),
-               l.ok ? "ok, backend " : "FAILED", l.ok ? l.backend.c_str() : "");
-    }
-    add_line(out, "  %-28s %10s\n", "total", ms(t_end - t0).c_str());
-    counters_line(out, counters);
-    phase_table(out, summary);
-    add_line(out, "\nbackends loaded: %zu of %zu (costliest first; ms)\n", loaded.size(), backends.size());
-    if (!loaded.empty()) {
-      add_line(out, "  %-32s %-7s %-8s %9s %9s %9s %9s\n", "backend", "kind", "state", "resolve", "dlopen", "init",
-               "load");
-    }
-    std::size_t shown = 0;
-    for (std::size_t k : loaded) {
-      if (++shown > 40 && loaded.size() > 50) continue;  // eager at 1,000: keep it readable
-      const BackendStatus& b = backends[k];
-      auto r = resolve_ns.find(b.name);
-      add_line(out, "  %-32s %-7s %-8s %9s %9s %9s %9s\n", b.name.c_str(), to_string(b.kind), to_string(b.state),
-               cell(r == resolve_ns.end() ? 0 : r->second).c_str(), cell(b.dlopen_ns).c_str(),
-               cell(b.init_ns).c_str(), cell(b.load_ns).c_str());
-    }
-    if (loaded.size() > 50) add_line(out, "  ... %zu more (--json lists all)\n", loaded.size() - 40);
-    const std::size_t not_loaded = backends.size() - loaded.size();
-    if (not_loaded > 0) {
-      add_line(out, "\nnot loaded: %zu backend(s) (%zu native, %zu Python, %zu disabled/failed/alias)\n", not_loaded,
-               missing.size(), python_backends, unavailable);
-      if (est.ran) {
-        add_line(out,
-                 "eager loading would have cost %s ms more for %zu of them (measured: a child process\n"
-                 "loaded every backend with --mode eager after this run; their loads summed.  Its whole\n"
-                 "eager start took %s ms.)\n",
-                 ms(est.extra_ns).c_str(), est.backends, ms(est.eager_start_ns).c_str());
-      } else if (!est.error.empty()) {
-        add_line(out, "eager estimate unavailable: %s\n", est.error.c_str());
-      } else if (!missing.empty() && loader->mode() == LoadMode::lazy) {
-        out += "eager estimate: not measured (--no-estimate)\n";
-      }
-      if (python_backends > 0) {
-        out += "Python backends are loaded by the Python layer: profile the program with\n"
-               "'epload profile -- python3 PROGRAM' to see their py_import / py_call costs.\n";
-      }
-    }
+    native_steps_text(out, o, r, f);
+    phase_table(out, f.summary);
+    native_backends_text(out, r, f, est);
     if (!o.trace.empty()) out += "\ntrace: " + o.trace + "\n";
     if (!o.plot.empty() && outputs_ok) out += "plot: " + o.plot + "\n";
   }
@@ -348,67 +403,64 @@ int run_native(const Options& o) {
   std::fflush(stdout);
   if (!outputs_ok) return fail(error);
   int rc = k_ok;
-  for (const Lookup& l : lookups) {
+  for (const Lookup& l : r.lookups) {
     if (!l.ok) rc = fail(l.error);
   }
   return rc;
 }
 
-
 // ---- arguments --------------------------------------------------------------------------
+
+// One argument of `epload profile` other than the index options (see
+// scan_args): 1 consumed, -1 after a usage error.
+int profile_arg(std::vector<std::string_view>& args, std::size_t& i, Options& o, bool& group_given) {
+  const std::string_view a = args[i];
+  auto bad = [](const std::string& message) {
+    usage_error("profile", message);
+    return -1;
+  };
+  if (a == "--") {
+    for (std::size_t k = i + 1; k < args.size(); ++k) o.command.emplace_back(args[k]);
+    i = args.size();
+    return o.command.empty() ? bad("'--' must be followed by a command to run") : 1;
+  }
+  if (int r = take_option("profile", args, i, "--group", o.group)) {
+    group_given = true;
+    return r;
+  }
+  std::string d;
+  if (int r = take_option("profile", args, i, "--device", d)) {
+    if (r < 0) return r;
+    if (std::string why = detail::device_name_problem(d); !why.empty()) return bad(why);
+    o.devices.push_back(d);
+    return 1;
+  }
+  if (int r = take_option("profile", args, i, "--mode", o.mode_text)) {
+    if (r > 0 && !parse_load_mode(o.mode_text)) return bad("--mode takes lazy, eager or off, not '" + o.mode_text + "'");
+    return r;
+  }
+  if (int r = take_option("profile", args, i, "--trace", o.trace)) {
+    return r > 0 && o.trace.empty() ? bad("--trace needs a file name") : r;
+  }
+  if (int r = take_option("profile", args, i, "--plot", o.plot)) {
+    return r > 0 && o.plot.empty() ? bad("--plot needs a file name") : r;
+  }
+  if (take_flag(a, "--json", i, o.json) || take_flag(a, "--no-estimate", i, o.estimate, false) ||
+      take_flag(a, "--eager-estimate", i, o.eager_estimate)) {
+    return 1;
+  }
+  return bad("unknown argument '" + std::string(a) + "' (to profile a command, put it after '--')");
+}
 
 int run(std::vector<std::string_view>& args) {
   Options o;
-  bool index_given = false, group_given = false;
-  std::size_t i = 0;
-  for (; i < args.size();) {
-    std::string_view a = args[i];
-    if (a == "--") {
-      for (std::size_t k = i + 1; k < args.size(); ++k) o.command.emplace_back(args[k]);
-      if (o.command.empty()) return usage_error("profile", "'--' must be followed by a command to run");
-      break;
-    }
-    const int r = parse_index_option("profile", args, i, o.index);
-    if (r < 0) return k_usage;
-    if (r > 0) {
-      index_given = true;
-      continue;
-    }
-    if (a == "--group" || a.starts_with("--group=")) {
-      if (!take_value("profile", args, i, "--group", o.group)) return k_usage;
-      group_given = true;
-    } else if (a == "--device" || a.starts_with("--device=")) {
-      std::string d;
-      if (!take_value("profile", args, i, "--device", d)) return k_usage;
-      if (std::string why = detail::device_name_problem(d); !why.empty()) return usage_error("profile", why);
-      o.devices.push_back(d);
-    } else if (a == "--mode" || a.starts_with("--mode=")) {
-      if (!take_value("profile", args, i, "--mode", o.mode_text)) return k_usage;
-      if (!parse_load_mode(o.mode_text)) {
-        return usage_error("profile", "--mode takes lazy, eager or off, not '" + o.mode_text + "'");
-      }
-    } else if (a == "--trace" || a.starts_with("--trace=")) {
-      if (!take_value("profile", args, i, "--trace", o.trace)) return k_usage;
-      if (o.trace.empty()) return usage_error("profile", "--trace needs a file name");
-    } else if (a == "--plot" || a.starts_with("--plot=")) {
-      if (!take_value("profile", args, i, "--plot", o.plot)) return k_usage;
-      if (o.plot.empty()) return usage_error("profile", "--plot needs a file name");
-    } else if (a == "--json") {
-      o.json = true;
-      ++i;
-    } else if (a == "--no-estimate") {
-      o.estimate = false;
-      ++i;
-    } else if (a == "--eager-estimate") {
-      o.eager_estimate = true;
-      ++i;
-    } else {
-      return usage_error("profile", "unknown argument '" + std::string(a) +
-                                        "' (to profile a command, put it after '--')");
-    }
-  }
+  bool group_given = false;
+  const int scanned = scan_args("profile", args, 0, o.index, [&](std::string_view, std::size_t& i) {
+    return profile_arg(args, i, o, group_given);
+  });
+  if (scanned != k_ok) return scanned;
   if (!o.command.empty()) {
-    if (index_given || group_given || !o.devices.empty() || !o.mode_text.empty() || !o.estimate) {
+    if (o.index.given || group_given || !o.devices.empty() || !o.mode_text.empty() || !o.estimate) {
       return usage_error("profile",
                          "index options, --group, --device, --mode and --no-estimate apply to the native "
                          "form, not to a command after '--' (set EPLOAD_* variables for the command instead)");

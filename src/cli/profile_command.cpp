@@ -115,13 +115,16 @@ void timeline_json(std::string& out, const std::vector<Step>& steps) {
   out += ",\"timeline\":[";
   for (std::size_t k = 0; k < steps.size(); ++k) {
     const prof::Event& e = *steps[k].event;
-    out += k ? ",\n{\"pid\":" : "\n{\"pid\":";
-    out += std::to_string(e.pid) + ",\"phase\":\"" + prof::phase_name(e.phase) + "\",\"name\":";
-    append_json_string(out, e.detail);
-    out += ",\"start_us\":" + us(e.start_ns) + ",\"dur_us\":" + us(e.dur_ns) + ",\"depth\":" +
-           std::to_string(steps[k].depth) + ",\"note\":";
-    append_json_string(out, steps[k].note);
-    out += "}";
+    out += k ? ",\n" : "\n";
+    JsonObject(out)
+        .raw("pid", std::to_string(e.pid))
+        .str("phase", prof::phase_name(e.phase))
+        .str("name", e.detail)
+        .raw("start_us", us(e.start_ns))
+        .raw("dur_us", us(e.dur_ns))
+        .raw("depth", std::to_string(steps[k].depth))
+        .str("note", steps[k].note)
+        .close();
   }
   out += "]";
 }
@@ -132,139 +135,160 @@ std::string kind_of(const prof::BackendTotal& b) {
   return "?";
 }
 
+/// A traced run of the command, read back.
+struct CommandRun {
+  int rc = 0;                         ///< its exit status
+  std::int64_t wall = 0;              ///< its wall time
+  std::string shown_command;          ///< the command line, as shown
+  std::vector<std::string> problems;  ///< trace files that could not be read
+  prof::Trace trace;
+  prof::Summary summary;
+  std::vector<Step> steps;
+};
+
+/// --eager-estimate: runs the command again with EPLOAD_MODE=eager and sums
+/// the loads of the backends it loaded in addition.
+Estimate eager_estimate(const Options& o, const CommandRun& r) {
+  Estimate est;
+  std::unordered_set<std::string> loaded;
+  for (const auto& b : r.summary.backends) loaded.insert(b.name);
+  TempDir again;
+  const int rc2 = again.path.empty() ? -1 : run_traced(o, again, true, est.eager_ns, est.error);
+  if (rc2 >= 0 && rc2 == r.rc) {  // it ended as the first run did
+    std::vector<std::string> ignored;
+    for (const auto& b : prof::summarize(again.collect(ignored).events).backends) {
+      if (loaded.count(b.name) != 0) continue;
+      ++est.backends;
+      est.extra_ns += b.load_ns;
+    }
+    est.ran = true;
+  } else if (rc2 >= 0) {
+    est.error = "the eager run exited with status " + std::to_string(rc2) + ", the first with " +
+                std::to_string(r.rc) + ": not comparable";
+  } else if (est.error.empty()) {
+    est.error = "cannot create a temporary directory";
+  }
+  return est;
+}
+
+std::string command_json(const CommandRun& r, const Estimate& est) {
+  std::string out;
+  JsonObject top(out);
+  top.str("command", r.shown_command)
+      .raw("exit_status", std::to_string(r.rc))
+      .raw("wall_us", us(r.wall))
+      .raw("traced_us", us(r.summary.wall_ns))
+      .member("processes") += '[';
+  for (std::size_t k = 0; k < r.trace.pids.size(); ++k) {
+    if (k) out += ',';
+    JsonObject(out).raw("pid", std::to_string(r.trace.pids[k])).str("name", r.trace.process_names[k]).close();
+  }
+  out += ']';
+  json_phases(out, r.summary, r.trace.counters);
+  timeline_json(out, r.steps);
+  top.member("loaded") += '[';
+  for (std::size_t k = 0; k < r.summary.backends.size(); ++k) {
+    const auto& b = r.summary.backends[k];
+    out += k ? ",\n" : "\n";
+    JsonObject(out)
+        .str("backend", b.name)
+        .str("kind", kind_of(b))
+        .str("when", when_loaded(r.steps, b.name))
+        .raw("loads", std::to_string(b.loads))
+        .raw("resolve_us", us(b.resolve_ns))
+        .raw("dlopen_us", us(b.dlopen_ns))
+        .raw("init_us", us(b.init_ns))
+        .raw("import_us", us(b.import_ns))
+        .raw("call_us", us(b.call_ns))
+        .raw("load_us", us(b.load_ns))
+        .close();
+  }
+  out += ']';
+  json_estimate(top, est, "eager_wall_us",
+                "measured: the command ran again with EPLOAD_MODE=eager; "
+                "the loads of the backends it loaded in addition, summed");
+  top.strings("problems", r.problems).close();
+  out += '\n';
+  return out;
+}
+
+/// The traced processes, their phases, timeline and backends, as text.
+void command_trace_text(std::string& out, const CommandRun& r) {
+  out += "traced processes:";
+  for (std::size_t k = 0; k < r.trace.pids.size(); ++k) {
+    add_line(out, " %s (pid %d)", r.trace.process_names[k].c_str(), r.trace.pids[k]);
+  }
+  add_line(out, "; traced span %s ms\n", ms(r.summary.wall_ns).c_str());
+  counters_line(out, r.trace.counters);
+  phase_table(out, r.summary);
+  timeline_text(out, r.trace, r.steps);
+  add_line(out, "\nbackends loaded: %zu (costliest first; ms)\n", r.summary.backends.size());
+  if (!r.summary.backends.empty()) {
+    add_line(out, "  %-32s %-7s %9s %12s %11s %9s  %s\n", "backend", "kind", "resolve", "dlopen/import",
+             "init/call", "load", "when");
+  }
+  for (const auto& b : r.summary.backends) {
+    const bool py = kind_of(b) == "python";
+    add_line(out, "  %-32s %-7s %9s %12s %11s %9s  %s\n", b.name.c_str(), kind_of(b).c_str(),
+             cell(b.resolve_ns).c_str(), cell(py ? b.import_ns : b.dlopen_ns).c_str(),
+             cell(py ? b.call_ns : b.init_ns).c_str(), cell(b.load_ns).c_str(),
+             when_loaded(r.steps, b.name).c_str());
+  }
+}
+
+std::string command_text(const Options& o, const CommandRun& r, const Estimate& est) {
+  std::string out;
+  add_line(out, "\nepload profile: '%s' exited with status %d after %s ms (wall)\n", r.shown_command.c_str(), r.rc,
+           ms(r.wall).c_str());
+  if (r.trace.pids.empty()) {
+    out += "no trace was written: the command did not use epload (or exited without running\n"
+           "exit handlers, e.g. os._exit or a crash)\n";
+  } else {
+    command_trace_text(out, r);
+  }
+  if (est.ran) {
+    add_line(out,
+             "\neager loading (stock autoload's behaviour) would have loaded %zu more backend(s), costing %s ms\nmore (measured: the "
+             "command ran again with EPLOAD_MODE=eager in %s ms wall)\n",
+             est.backends, ms(est.extra_ns).c_str(), ms(est.eager_ns).c_str());
+  } else if (!est.error.empty()) {
+    add_line(out, "\neager estimate unavailable: %s\n", est.error.c_str());
+  } else {
+    out += "\neager estimate: not measured for a command (--eager-estimate runs it again with\n"
+           "EPLOAD_MODE=eager and compares)\n";
+  }
+  for (const std::string& p : r.problems) out += "warning: " + p + "\n";
+  if (!o.trace.empty()) out += "trace: " + o.trace + "\n";
+  return out;
+}
+
 }  // namespace
 
 int run_command(const Options& o) {
   TempDir dir;
   if (dir.path.empty()) return fail("cannot create a temporary directory for the traces (set TMPDIR)");
+  CommandRun r;
   std::string error;
-  std::int64_t wall = 0;
-  const int rc = run_traced(o, dir, false, wall, error);
-  if (rc < 0) return fail(error);
-  std::vector<std::string> problems;
-  prof::Trace trace = dir.collect(problems);
-  const prof::Summary summary = prof::summarize(trace.events);
-  const std::vector<Step> steps = timeline(trace);
+  r.rc = run_traced(o, dir, false, r.wall, error);
+  if (r.rc < 0) return fail(error);
+  r.trace = dir.collect(r.problems);
+  r.summary = prof::summarize(r.trace.events);
+  r.steps = timeline(r.trace);
+  for (const std::string& a : o.command) r.shown_command += (r.shown_command.empty() ? "" : " ") + a;
 
-  std::unordered_set<std::string> loaded;
-  for (const auto& b : summary.backends) loaded.insert(b.name);
   Estimate est;
-  std::int64_t eager_wall = 0;
-  if (o.eager_estimate) {
-    TempDir again;
-    const int rc2 = again.path.empty() ? -1 : run_traced(o, again, true, eager_wall, est.error);
-    if (rc2 >= 0 && rc2 == rc) {  // it ended as the first run did
-      std::vector<std::string> ignored;
-      for (const auto& b : prof::summarize(again.collect(ignored).events).backends) {
-        if (loaded.count(b.name) != 0) continue;
-        ++est.backends;
-        est.extra_ns += b.load_ns;
-      }
-      est.ran = true;
-    } else if (rc2 >= 0) {
-      est.error = "the eager run exited with status " + std::to_string(rc2) + ", the first with " +
-                  std::to_string(rc) + ": not comparable";
-    } else if (est.error.empty()) {
-      est.error = "cannot create a temporary directory";
-    }
-  }
-
-  std::string out;
-  std::string shown_command;
-  for (const std::string& a : o.command) shown_command += (shown_command.empty() ? "" : " ") + a;
-  if (o.json) {
-    out += "{\"command\":";
-    append_json_string(out, shown_command);
-    out += ",\"exit_status\":" + std::to_string(rc) + ",\"wall_us\":" + us(wall) + ",\"traced_us\":" +
-           us(summary.wall_ns) + ",\"processes\":[";
-    for (std::size_t k = 0; k < trace.pids.size(); ++k) {
-      out += k ? ",{\"pid\":" : "{\"pid\":";
-      out += std::to_string(trace.pids[k]) + ",\"name\":";
-      append_json_string(out, trace.process_names[k]);
-      out += "}";
-    }
-    out += "]";
-    json_phases(out, summary, trace.counters);
-    timeline_json(out, steps);
-    out += ",\"loaded\":[";
-    for (std::size_t k = 0; k < summary.backends.size(); ++k) {
-      const auto& b = summary.backends[k];
-      out += k ? ",\n{\"backend\":" : "\n{\"backend\":";
-      append_json_string(out, b.name);
-      out += ",\"kind\":\"" + kind_of(b) + "\",\"when\":";
-      append_json_string(out, when_loaded(steps, b.name));
-      out += ",\"loads\":" + std::to_string(b.loads) +
-             ",\"resolve_us\":" + us(b.resolve_ns) + ",\"dlopen_us\":" + us(b.dlopen_ns) + ",\"init_us\":" +
-             us(b.init_ns) + ",\"import_us\":" + us(b.import_ns) + ",\"call_us\":" + us(b.call_ns) +
-             ",\"load_us\":" + us(b.load_ns) + "}";
-    }
-    out += "],\"eager_estimate\":";
-    if (est.ran) {
-      out += "{\"backends\":" + std::to_string(est.backends) + ",\"extra_us\":" + us(est.extra_ns) +
-             ",\"eager_wall_us\":" + us(eager_wall) +
-             ",\"method\":\"measured: the command ran again with EPLOAD_MODE=eager; "
-             "the loads of the backends it loaded in addition, summed\"}";
-    } else {
-      out += "null";
-    }
-    out += ",\"problems\":[";
-    for (std::size_t k = 0; k < problems.size(); ++k) {
-      if (k) out += ",";
-      append_json_string(out, problems[k]);
-    }
-    out += "]}\n";
-  } else {
-    add_line(out, "\nepload profile: '%s' exited with status %d after %s ms (wall)\n", shown_command.c_str(), rc,
-             ms(wall).c_str());
-    if (trace.pids.empty()) {
-      out += "no trace was written: the command did not use epload (or exited without running\n"
-             "exit handlers, e.g. os._exit or a crash)\n";
-    } else {
-      out += "traced processes:";
-      for (std::size_t k = 0; k < trace.pids.size(); ++k) {
-        add_line(out, " %s (pid %d)", trace.process_names[k].c_str(), trace.pids[k]);
-      }
-      add_line(out, "; traced span %s ms\n", ms(summary.wall_ns).c_str());
-      counters_line(out, trace.counters);
-      phase_table(out, summary);
-      timeline_text(out, trace, steps);
-      add_line(out, "\nbackends loaded: %zu (costliest first; ms)\n", summary.backends.size());
-      if (!summary.backends.empty()) {
-        add_line(out, "  %-32s %-7s %9s %12s %11s %9s  %s\n", "backend", "kind", "resolve", "dlopen/import",
-                 "init/call", "load", "when");
-      }
-      for (const auto& b : summary.backends) {
-        const bool py = kind_of(b) == "python";
-        add_line(out, "  %-32s %-7s %9s %12s %11s %9s  %s\n", b.name.c_str(), kind_of(b).c_str(),
-                 cell(b.resolve_ns).c_str(), cell(py ? b.import_ns : b.dlopen_ns).c_str(),
-                 cell(py ? b.call_ns : b.init_ns).c_str(), cell(b.load_ns).c_str(),
-                 when_loaded(steps, b.name).c_str());
-      }
-    }
-    if (est.ran) {
-      add_line(out,
-               "\neager loading (stock autoload's behaviour) would have loaded %zu more backend(s), costing %s ms\nmore (measured: the "
-               "command ran again with EPLOAD_MODE=eager in %s ms wall)\n",
-               est.backends, ms(est.extra_ns).c_str(), ms(eager_wall).c_str());
-    } else if (!est.error.empty()) {
-      add_line(out, "\neager estimate unavailable: %s\n", est.error.c_str());
-    } else {
-      out += "\neager estimate: not measured for a command (--eager-estimate runs it again with\n"
-             "EPLOAD_MODE=eager and compares)\n";
-    }
-    for (const std::string& p : problems) out += "warning: " + p + "\n";
-    if (!o.trace.empty()) out += "trace: " + o.trace + "\n";
-  }
+  if (o.eager_estimate) est = eager_estimate(o, r);
+  std::string out = o.json ? command_json(r, est) : command_text(o, r, est);
   std::string werror;
-  const bool outputs_ok = write_outputs(o.trace, o.plot, &trace, werror);
+  const bool outputs_ok = write_outputs(o.trace, o.plot, &r.trace, werror);
   if (outputs_ok && !o.plot.empty() && !o.json) out += "plot: " + o.plot + "\n";
   write_out(out);
   std::fflush(stdout);
   if (!outputs_ok) {
     fail(werror);
-    return rc != 0 ? rc : k_error;
+    return r.rc != 0 ? r.rc : k_error;
   }
-  return rc;
+  return r.rc;
 }
 
 }  // namespace epload::cli::profiling

@@ -6,6 +6,7 @@
 
 #include <cstdint>  // nanoseconds
 #include <string>   // output
+#include <string_view>  // JSON keys
 #include <utility>  // pair
 #include <vector>   // arguments
 
@@ -35,7 +36,9 @@ struct Estimate {
   std::string error;                 ///< why it could not be measured
   std::size_t backends = 0;          ///< backends the eager run loaded in addition
   std::int64_t extra_ns = 0;         ///< their loads, summed
-  std::int64_t eager_start_ns = 0;   ///< native form: the child's whole `loader start` span
+  /// The eager run's time: the native form's child's whole `loader start`
+  /// span; the command form's wall time of the second run.
+  std::int64_t eager_ns = 0;
 };
 
 /// Milliseconds / microseconds with fixed decimals; "-" for zero (cell).
@@ -71,6 +74,22 @@ struct TempDir {
 void phase_table(std::string& out, const prof::Summary& s);
 void counters_line(std::string& out, const std::uint64_t* counters);
 void json_phases(std::string& out, const prof::Summary& s, const std::uint64_t* counters);
+/// The report's "eager_estimate" member: null when not measured, else the
+/// backends loaded in addition, their cost, est.eager_ns as `time_key` and
+/// how it was measured (`method`).
+template <std::size_t N>
+void json_estimate(JsonObject& report, const Estimate& est, const char (&time_key)[N], std::string_view method) {
+  if (!est.ran) {
+    report.raw("eager_estimate", "null");
+    return;
+  }
+  JsonObject(report.member("eager_estimate"))
+      .raw("backends", std::to_string(est.backends))
+      .raw("extra_us", us(est.extra_ns))
+      .raw(time_key, us(est.eager_ns))
+      .str("method", method)
+      .close();
+}
 
 /// Writes --trace (this process's spans, or `trace` when given) and draws
 /// --plot.  False with `error` set on failure.
