@@ -139,6 +139,9 @@ constexpr std::string_view k_case_ignorable_text =
     "1e030:1e06d 1e08f 1e130:1e13d 1e2ae 1e2ec:1e2ef 1e4eb:1e4ef 1e8d0:1e8d6 1e944:1e94b "
     "1f3fb:1f3ff e0001 e0020:e007f e0100:e01ef";
 
+// The parsers are constexpr, not consteval (clang 14 rejects a consteval
+// call that passes a parameter on); the constexpr tables below still make
+// them run at compile time, and a `throw` there fails the build.
 namespace parse {
 
 /// The number of space-separated tokens in `text`.
@@ -149,7 +152,7 @@ constexpr std::size_t count(std::string_view text) {
 }
 
 /// The hex number at text[i...], i moved past it.
-consteval unsigned hex(std::string_view text, std::size_t& i) {
+constexpr unsigned hex(std::string_view text, std::size_t& i) {
   const std::size_t from = i;
   unsigned v = 0;
   for (; i < text.size(); ++i) {
@@ -164,7 +167,7 @@ consteval unsigned hex(std::string_view text, std::size_t& i) {
 
 /// Each token of `text` as a run, in order; with `deltas`, each ends in one.
 template <std::size_t N>
-consteval std::array<LowerRun, N> runs(std::string_view text, bool deltas) {
+constexpr std::array<LowerRun, N> runs(std::string_view text, bool deltas) {
   std::array<LowerRun, N> out{};
   std::size_t i = 0;
   for (std::size_t k = 0; k < N; ++k) {
@@ -193,7 +196,7 @@ consteval std::array<LowerRun, N> runs(std::string_view text, bool deltas) {
 
 /// Each token of `text` as a range of code points.
 template <std::size_t N>
-consteval std::array<Range, N> ranges(std::string_view text) {
+constexpr std::array<Range, N> ranges(std::string_view text) {
   const std::array<LowerRun, N> runs_of = runs<N>(text, false);
   std::array<Range, N> out{};
   for (std::size_t k = 0; k < N; ++k) out[k] = {runs_of[k].first, runs_of[k].last};
