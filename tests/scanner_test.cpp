@@ -10,6 +10,7 @@
 #include <sys/stat.h>  // chmod, mkdir
 #include <unistd.h>    // getcwd, chdir
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
