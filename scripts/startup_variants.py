@@ -47,10 +47,9 @@ import sys
 
 
 def _import_device_backends():
-    """
-    Leverage the Python plugin mechanism to load out-of-the-tree device extensions.
-    See this RFC: https://github.com/pytorch/pytorch/issues/122468
-    """
+    """Stock torch's eager loop, reproduced in behaviour: every entry point
+    of the group is loaded and called in order; the first failure stops
+    the loop with torch's RuntimeError text, the error chained."""
     from importlib.metadata import entry_points
 
     group_name = "torch.backends"
@@ -61,9 +60,7 @@ def _import_device_backends():
 
     for backend_extension in backend_extensions:
         try:
-            # Load the extension
             entrypoint = backend_extension.load()
-            # Call the entrypoint
             entrypoint()
         except Exception as err:
             raise RuntimeError(

@@ -125,9 +125,7 @@ def _import_device_backends():
 
     for backend_extension in backend_extensions:
         try:
-            # Load the extension
             entrypoint = backend_extension.load()
-            # Call the entrypoint
             entrypoint()
         except Exception as err:
             raise RuntimeError(
