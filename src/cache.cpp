@@ -90,6 +90,16 @@ void Reader::keep_buffer_of(const Section& s) {
 
 // ---- sections -------------------------------------------------------------
 
+bool Reader::fields(Element v, std::string_view what, bool keep, std::span<const Field> fields) {
+  std::string* const scratch[] = {&m_s1, &m_s2, &m_s3, &m_s4};
+  std::size_t texts = 0;
+  return row(std::move(v), what, fields.size(), [&](std::size_t k, od::value xv) {
+    const Field& f = fields[k];
+    if (f.number != nullptr) return index(xv, f.what, f.bound, *f.number);
+    return bytes_or_kept(keep, xv, f.what, *scratch[texts++], *f.text);
+  });
+}
+
 bool Reader::dists(od::document& doc) {
   od::array arr;
   if (auto e = doc.get_array().get(arr)) return fail(e, "distributions");
@@ -163,18 +173,12 @@ bool Reader::group(od::document& doc, GroupData& out, GroupMode mode) {
 
 /// Row `rows` of a group section's distributions (see group()).
 bool Reader::group_dist(Element v, GroupData& out, GroupMode mode, std::size_t rows, std::uint32_t& last) {
-  const bool keep = mode == GroupMode::collect;
   GroupDist d;
-  const bool ok = row(std::move(v), "group distribution", 5, [&](std::size_t n, od::value xv) {
-    switch (n) {
-      case 0: return index(xv, "group distribution number", m_dist_count, d.global);
-      case 1: return bytes_or_kept(keep, xv, "distribution name", m_s1, d.name);
-      case 2: return bytes_or_kept(keep, xv, "distribution version", m_s2, d.version);
-      case 3: return bytes_or_kept(keep, xv, "distribution dir", m_s3, d.dir);
-      default: return index(xv, "distribution search path", m_paths.size(), d.path);
-    }
-  });
-  if (!ok) return false;
+  const Field row_fields[] = {number_field("group distribution number", m_dist_count, d.global),
+                              text_field("distribution name", d.name), text_field("distribution version", d.version),
+                              text_field("distribution dir", d.dir),
+                              number_field("distribution search path", m_paths.size(), d.path)};
+  if (!fields(std::move(v), "group distribution", mode == GroupMode::collect, row_fields)) return false;
   if (rows != 0 && last >= d.global) return fail("group distributions out of order");
   last = d.global;
   if (mode == GroupMode::collect) {
@@ -192,16 +196,10 @@ bool Reader::group_dist(Element v, GroupData& out, GroupMode mode, std::size_t r
 /// A row of a group section's entry points, whose distribution is one of
 /// the section's `dist_rows` (see group()).
 bool Reader::group_entry(Element v, GroupData& out, GroupMode mode, std::size_t dist_rows) {
-  const bool keep = mode == GroupMode::collect;
   GroupEntry ep;
-  const bool ok = row(std::move(v), "entry point", 3, [&](std::size_t n, od::value xv) {
-    switch (n) {
-      case 0: return index(xv, "entry point distribution", dist_rows, ep.dist);
-      case 1: return bytes_or_kept(keep, xv, "entry point name", m_s1, ep.name);
-      default: return bytes_or_kept(keep, xv, "entry point value", m_s2, ep.value);
-    }
-  });
-  if (!ok) return false;
+  const Field row_fields[] = {number_field("entry point distribution", dist_rows, ep.dist),
+                              text_field("entry point name", ep.name), text_field("entry point value", ep.value)};
+  if (!fields(std::move(v), "entry point", mode == GroupMode::collect, row_fields)) return false;
   if (mode == GroupMode::collect) {
     out.eps.push_back(ep);
   } else {

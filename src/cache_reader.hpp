@@ -10,6 +10,7 @@
 #include <deque>
 #include <functional>  // std::less_equal: pointer comparison across buffers
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +47,19 @@ struct GroupData {
   std::vector<GroupDist> dists;
   std::vector<GroupEntry> eps;
 };
+
+/// A field of a row read by Reader::fields(): a string, or a number below
+/// `bound` (a position in something read before).
+struct Field {
+  std::string_view what;  // names the field in messages
+  std::string_view* text = nullptr;
+  std::uint32_t* number = nullptr;
+  std::uint64_t bound = 0;
+};
+inline Field text_field(std::string_view what, std::string_view& out) { return {what, &out}; }
+inline Field number_field(std::string_view what, std::uint64_t bound, std::uint32_t& out) {
+  return {what, nullptr, &out, bound};
+}
 
 /// What Reader::group() does with a group section's rows.
 enum class GroupMode {
@@ -129,10 +143,13 @@ class Reader {
   bool check_layout();
 
   // ---- sections (cache.cpp) ----
-  bool dists(od::document& doc);
-  bool group(od::document& doc, GroupData& out, GroupMode mode);
   /// An element of an array as the array's iteration gives it.
   using Element = simdjson::simdjson_result<od::value>;
+  /// A row of `fields`, in order (at most four strings).  Its strings are
+  /// kept until the Index is built when `keep`, else valid until the next row.
+  bool fields(Element v, std::string_view what, bool keep, std::span<const Field> fields);
+  bool dists(od::document& doc);
+  bool group(od::document& doc, GroupData& out, GroupMode mode);
   bool group_dist(Element v, GroupData& out, GroupMode mode, std::size_t rows, std::uint32_t& last);
   bool group_entry(Element v, GroupData& out, GroupMode mode, std::size_t dist_rows);
   bool watched(od::document& doc, std::size_t count, bool stamped_only = false);

@@ -288,6 +288,47 @@ TEST(Cache, ReadRejectsABadWatchDigest) {
   EXPECT_FALSE(still_valid(*partial, Validation::full, &why));
 }
 
+TEST(CachePartial, MalformedGroupRowsAreRejectedByEveryRead) {
+  IndexBuilder b;
+  const auto sp = b.add_search_path("/s", test::fake_stamp(1));
+  const auto d = b.add_distribution("n", "1", "/s/n.dist-info", sp);
+  b.add_entry_point(d, "g", "e", "v");
+  b.add_entry_point(d, "h", "f", "w");
+  TempDir t;
+  ASSERT_TRUE(write_index(b.build(), t / "good.json"));
+  const std::string good = test::read_file(t / "good.json");
+  const int line = 1;  // group:g
+  ASSERT_EQ(good.find("\"group:g\""), good.find("\"group:"));
+  // Each edit of group:g's rows, and what the message says.
+  struct Edit {
+    std::string from, to, says;
+  };
+  const Edit edits[] = {
+      {"[[0,\"n\"", "[[5,\"n\"", "group distribution number 5 is out of range"},
+      {",0]],\"entry", "]],\"entry", "group distribution has 4 fields, not 5"},
+      {",0]],\"entry", ",0,0]],\"entry", "group distribution has more than 5 fields"},
+      {",0]],\"entry", ",9]],\"entry", "distribution search path 9 is out of range"},
+      {"[[0,\"e\"", "[[1,\"e\"", "entry point distribution 1 is out of range"},
+      {"\"e\",\"v\"]", "\"e\"]", "entry point has 2 fields, not 3"},
+      {"[[0,\"e\"", "[[0,7", "entry point name"},
+  };
+  const detail::ReadExpectations reads[] = {detail::ReadExpectations{},  // complete
+                                            groups_only({"g"}),          // one group: direct
+                                            groups_only({"g", "h"})};    // several: collected
+  for (const Edit& edit : edits) {
+    reseal(t / "bad.json", edit_line(good, line, edit.from, edit.to));
+    const std::string text = test::read_file(t / "bad.json");
+    for (const auto& read : reads) {
+      auto r = parse_bytes_with(text, read);
+      ASSERT_FALSE(r) << edit.to << " (" << read.groups.size() << " groups)";
+      EXPECT_EQ(r.error().code, Errc::cache);
+      EXPECT_NE(r.error().message.find("section \"group:g\""), std::string::npos) << r.error().message;
+      EXPECT_NE(r.error().message.find(edit.says), std::string::npos) << r.error().message;
+    }
+    EXPECT_TRUE(parse_bytes_with(text, groups_only({"h"}))) << "a read of another group does not parse it";
+  }
+}
+
 TEST(CachePartial, CorruptSectionIsFoundWhenItIsRead) {
   TempDir t;
   ASSERT_TRUE(write_index(sample_index(10), t / "i.json"));
