@@ -569,7 +569,7 @@ def run(args, tmp):
     stat_base = stat_floor(args, tmp, largest + args.noise) if largest > 0 else None
     if stat_base:
         result["stat_baseline"] = stat_base
-    result["targets"] = judge(result["sizes"], first, stat_base)
+    result["targets"] = judge(result["sizes"], first, stat_base, args.rounds)
     result["config"]["load_average_after"] = os.getloadavg()
     write_report(result, markdown(result), args.md_out, args.json_out, args.plot, plot)
     return 0

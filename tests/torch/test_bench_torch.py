@@ -97,6 +97,12 @@ def test_json_has_every_variant_verified(bench):
     assert data['targets'][0]['measured'].startswith('in-process ')
     assert names[2].startswith("stock's added cost ÷ lazy's ≥ 100×")
     assert data['targets'][2]['met'] is None  # 100 backends were not measured
+    assert data['targets'][2]['unjudged'] == 'not measured'
+    # Two rounds give no whole-process interval worth a verdict; the
+    # in-process first use is still judged.
+    for t in data['targets'][:2]:
+        assert t['met'] is None and t['unjudged'] == 'not judged: 2 rounds (needs ≥ 7)'
+    assert isinstance(data['targets'][3]['met'], bool)
     for v in VARIANTS - {'floor'}:
         lo, hi = row['stats'][v]['paired_cpu']['ci95_ms']
         assert lo <= row['stats'][v]['paired_cpu']['median_ms'] <= hi
@@ -115,6 +121,7 @@ def test_markdown_names_the_torch_and_the_targets(bench):
     assert '#### Targets (issue 26)' in md
     assert '#### What lazy epload adds, measured inside the processes' in md
     assert 'first `to("foo")` ≤ foo\'s own import cost + 1 ms' in md
+    assert '| not judged: 2 rounds (needs ≥ 7) |' in md
     for block in md.split('\n\n'):
         rows = [ln for ln in block.splitlines() if ln.startswith('|')]
         if rows:
