@@ -5,7 +5,6 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
 
 import pytest
 

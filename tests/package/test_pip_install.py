@@ -7,7 +7,6 @@ checkout."""
 
 import json
 import os
-import subprocess
 
 import pytest
 

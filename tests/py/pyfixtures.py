@@ -8,7 +8,6 @@ $EPLOAD_PYTHON) in a subprocess, importlib.metadata as the oracle.
 import json
 import os
 import subprocess
-import sys
 import textwrap
 
 PYTHON = os.environ.get('EPLOAD_PYTHON', '/usr/bin/python3')

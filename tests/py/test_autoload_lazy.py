@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from pyfixtures import BUILD_DIR, HOST_STYLES, PYTHON, env_for, make_backend, make_host, run_json, run_py, write
+from pyfixtures import BUILD_DIR, HOST_STYLES, PYTHON, env_for, make_backend, make_host, run_py, write
 
 HOST_STYLES.setdefault('epload-auto', '''
 import epload

@@ -4,7 +4,6 @@ json, threading, or its own native module), and neither must a query answered
 from the index.  Checked through sys.modules, never through timings.
 """
 
-import json
 
 from pyfixtures import make_dist, run_json
 

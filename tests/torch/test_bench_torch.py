@@ -116,7 +116,7 @@ def test_markdown_names_the_torch_and_the_targets(bench):
     md = (out / 'b.md').read_text()
     assert md == proc.stdout
     assert md.startswith('### Real PyTorch 2.13.0')
-    assert f'(Python 3.11.' in md and f'`{python}`' in md
+    assert '(Python 3.11.' in md and f'`{python}`' in md
     assert '#### 2 generated backends + 3 fixtures (7 distributions)' in md
     assert '#### Targets (issue 26)' in md
     assert '#### What lazy epload adds, measured inside the processes' in md

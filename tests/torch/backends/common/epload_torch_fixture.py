@@ -17,7 +17,6 @@ registered for the PrivateUse1 dispatch key.  The module registered as
 """
 
 import os
-import sys
 import threading
 import types
 
