@@ -15,9 +15,8 @@ interleaved round by round (scripts/harness_common.py):
                    ExtensionManager uses), cache warmed first; "not installed"
                    when python3-stevedore is absent
   pytorch-eager    + `import torch`: a fixture host package whose __init__ ends
-                   with PyTorch's exact _is_device_backend_autoload_enabled /
-                   _import_device_backends loop (importlib discovery, then
-                   import and call every backend)
+                   with stock PyTorch's switch and loop (stock_autoload.py:
+                   importlib discovery, then import and call every backend)
   floor-native     + `import _epload_floor` (build/bench): an empty extension
                    module linked like epload._native, so the cost of loading
                    the shared libraries any module built on epload's stack

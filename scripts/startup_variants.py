@@ -11,6 +11,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stock_autoload  # noqa: E402
 from harness_common import capture, checked_run, clean_env, retry_check  # noqa: E402
 
 GROUP = "torch.backends"
@@ -34,51 +35,25 @@ VARIANTS = {
     "epload-lazy-first": ("epload lazy + first device", "first"),
 }
 
-# The fixture host: PyTorch's functions verbatim (torch/__init__.py, 2.5+), and
-# at the end either PyTorch's call of them or the one line a framework that
-# adopted epload would have instead.
+# The fixture host: stock PyTorch's autoload (stock_autoload.py) at the end of
+# its __init__, or the one line a framework that adopted epload would have
+# instead.
 HOST_INIT = '''\
 """A PyTorch-like host package for scripts/bench_startup.py: its import ends
-by autoloading the torch.backends entry points, with PyTorch's own loop (the
+by autoloading the torch.backends entry points, with stock PyTorch's loop (the
 default) or, when {switch}=epload, with epload.autoload (mode from
 EPLOAD_MODE)."""
 import os
-import sys
 
 
-def _import_device_backends():
-    """Stock torch's eager loop, reproduced in behaviour: every entry point
-    of the group is loaded and called in order; the first failure stops
-    the loop with torch's RuntimeError text, the error chained."""
-    from importlib.metadata import entry_points
-
-    group_name = "torch.backends"
-    if sys.version_info < (3, 10):
-        backend_extensions = entry_points().get(group_name, ())
-    else:
-        backend_extensions = entry_points(group=group_name)
-
-    for backend_extension in backend_extensions:
-        try:
-            entrypoint = backend_extension.load()
-            entrypoint()
-        except Exception as err:
-            raise RuntimeError(
-                f"Failed to load the backend extension: {{backend_extension.name}}. "
-                f"You can disable extension auto-loading with TORCH_DEVICE_BACKEND_AUTOLOAD=0."
-            ) from err
-
-
-def _is_device_backend_autoload_enabled():
-    # enabled by default
-    return os.getenv("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "1"
+{functions}
 
 
 if os.environ.get("{switch}", "pytorch") == "epload":
     import epload
     epload.autoload(group="torch.backends", host=__name__)
-elif _is_device_backend_autoload_enabled():
-    _import_device_backends()
+elif _autoload_enabled():
+    _autoload_backends()
 '''
 
 
@@ -86,7 +61,7 @@ def write_host(hostdir):
     d = os.path.join(hostdir, HOST)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "__init__.py"), "w") as f:
-        f.write(HOST_INIT.format(switch=HOST_SWITCH))
+        f.write(HOST_INIT.format(switch=HOST_SWITCH, functions=stock_autoload.FUNCTIONS.strip("\n")))
 
 
 class Size:

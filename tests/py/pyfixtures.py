@@ -8,6 +8,7 @@ $EPLOAD_PYTHON) in a subprocess, importlib.metadata as the oracle.
 import json
 import os
 import subprocess
+import sys
 import textwrap
 
 PYTHON = os.environ.get('EPLOAD_PYTHON', '/usr/bin/python3')
@@ -15,6 +16,9 @@ SOURCE_DIR = os.environ.get(
     'EPLOAD_SOURCE_DIR', os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BUILD_DIR = os.environ.get('EPLOAD_BUILD_DIR', os.path.join(SOURCE_DIR, 'build'))
 PACKAGE_DIR = os.path.join(BUILD_DIR, 'python')  # holds epload/
+
+sys.path.insert(0, os.path.join(SOURCE_DIR, 'scripts'))
+import stock_autoload  # noqa: E402
 
 
 # ---- distribution trees -------------------------------------------------------
@@ -106,40 +110,9 @@ def run_json(tmp_path, code, **kw):
 
 HOST = 'fakehost'
 
-# PyTorch's loop (torch/__init__.py, 2.5+), verbatim: the oracle.
-_PYTORCH_LOOP = '''
-def _is_device_backend_autoload_enabled():
-    # enabled by default
-    return os.getenv("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "1"
-
-
-def _import_device_backends():
-    from importlib.metadata import entry_points
-
-    group_name = "torch.backends"
-    if sys.version_info < (3, 10):
-        backend_extensions = entry_points().get(group_name, ())
-    else:
-        backend_extensions = entry_points(group=group_name)
-
-    for backend_extension in backend_extensions:
-        try:
-            entrypoint = backend_extension.load()
-            entrypoint()
-        except Exception as err:
-            raise RuntimeError(
-                f"Failed to load the backend extension: {backend_extension.name}. "
-                f"You can disable extension auto-loading with TORCH_DEVICE_BACKEND_AUTOLOAD=0."
-            ) from err
-
-
-if _is_device_backend_autoload_enabled():
-    _import_device_backends()
-'''
-
 HOST_STYLES = {
-    # PyTorch as it is: the oracle.
-    'pytorch': _PYTORCH_LOOP,
+    # Stock PyTorch's loop (scripts/stock_autoload.py): the oracle.
+    'pytorch': stock_autoload.FUNCTIONS + stock_autoload.CALL,
     # PyTorch with its two functions swapped for epload's.
     'epload-torch': '''
 import epload.torch

@@ -4,7 +4,7 @@ Each seed draws a few Python backends of the kinds that load cleanly
 (registering when called, working at import, importing the host first,
 defining the callable first), each with zero (a hook), one or two devices,
 some declared in `epload.devices`, spread over several `sys.path`
-directories.  PyTorch's loop, verbatim (pyfixtures.HOST_STYLES['pytorch']),
+directories.  Stock PyTorch's loop (pyfixtures.HOST_STYLES['pytorch'])
 is the oracle: after `import fakehost`, `fakehost.<device>` is the module
 object a backend registered.  epload's lazy autoload must give the same
 object name for every device, looked up in a random order through
