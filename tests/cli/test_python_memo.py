@@ -187,13 +187,20 @@ def memo_files(cache):
     return sorted(pathlib.Path(cache).glob("python-*.txt"))
 
 
-def test_damaged_or_foreign_memo_files_are_ignored_and_said(tmp_path, venv):
+def first_run(tmp_path, venv):
+    """A first run, which asks the venv's interpreter and writes its memo:
+    (environment, interpreter, cache directory, memo file)."""
     v, _ = venv
     py = str(v / "bin" / "python3")
     cache = tmp_path / "cache"
     env = base_env(cache)
     check(env, py, expect="asked")
     [memo] = memo_files(cache)
+    return env, py, cache, memo
+
+
+def test_damaged_or_foreign_memo_files_are_ignored_and_said(tmp_path, venv):
+    env, py, cache, memo = first_run(tmp_path, venv)
     data = bytearray(memo.read_bytes())
     data[-5] ^= 0x20
     memo.write_bytes(bytes(data))
@@ -297,12 +304,7 @@ def test_memo_files_are_pruned_and_cleared_with_the_cache(tmp_path, venv):
     """The memo files are the CLI's (it registers their names, kept_files.hpp):
     an index write prunes one unused for 30 days and an abandoned temporary
     file, and `epload index clear` removes them; other files stay."""
-    v, _ = venv
-    py = str(v / "bin" / "python3")
-    cache = tmp_path / "cache"
-    env = base_env(cache)
-    check(env, py, expect="asked")
-    [memo] = memo_files(cache)
+    env, py, cache, memo = first_run(tmp_path, venv)
     now = time.time()
     old = cache / "python-0123456789abcdef.txt"
     old.write_text("an old memo")

@@ -17,7 +17,7 @@ import os
 import zipfile
 
 import difftrees_parsing  # noqa: F401 - registers the parsing cases in CASES
-from treekit import CASES, RAISES, UNSUPPORTED, Case, case, dist, write  # noqa: F401 - CASES: the tests read it here
+from treekit import CASES, RAISES, UNSUPPORTED, Case, case, dist, one_dist, write  # noqa: F401 - CASES: the tests read it here
 
 
 # ---- discovery -----------------------------------------------------------------
@@ -173,9 +173,8 @@ def metadata_header_rules(root):
 def missing_name_raises(root):
     """No Name header (here: it follows the blank line that ends the headers):
     Prepared.normalize(None) raises TypeError."""
-    site = root / "site"
-    dist(site, "Nameless.DIST-INFO", "[g]\nx = y\n", metadata="Version: 1\n\nName: too-late\n")
-    return Case([str(site)], expect=RAISES, names="Nameless.DIST-INFO")
+    return one_dist(root, "Nameless.DIST-INFO", "[g]\nx = y\n", metadata="Version: 1\n\nName: too-late\n",
+                    expect=RAISES, names="Nameless.DIST-INFO")
 
 
 @case
@@ -189,18 +188,16 @@ def missing_metadata_raises(root):
 @case
 def metadata_invalid_utf8_raises(root):
     """Reading METADATA for the name decodes it: invalid UTF-8 raises."""
-    site = root / "site"
-    dist(site, "Bad.DIST-INFO", "[g]\nx = y\n", metadata=b"Name: caf\xe9\n")
-    return Case([str(site)], expect=RAISES, names="Bad.DIST-INFO/METADATA")
+    return one_dist(root, "Bad.DIST-INFO", "[g]\nx = y\n", metadata=b"Name: caf\xe9\n",
+                    expect=RAISES, names="Bad.DIST-INFO/METADATA")
 
 
 @case
 def metadata_unread_when_named_by_stem(root):
     """With a lowercase suffix METADATA is not read for de-duplication, so even
     invalid METADATA does not make entry_points() raise (ep.dist.name would)."""
-    site = root / "site"
-    dist(site, "unread.dist-info", "[g]\nunread = u\n", metadata=b"Name: \xff\n")
-    return Case([str(site)], compare_dist=False)
+    return one_dist(root, "unread.dist-info", "[g]\nunread = u\n", metadata=b"Name: \xff\n",
+                    compare_dist=False)
 
 
 @case

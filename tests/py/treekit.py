@@ -61,3 +61,11 @@ def dist(site: pathlib.Path, dirname: str, entry_points=None, metadata=None,
     if entry_points is not None:
         write(d / "entry_points.txt", entry_points)
     return d
+
+
+def one_dist(root: pathlib.Path, dirname: str, entry_points, metadata=None, **case) -> Case:
+    """A case of one metadata directory (see dist()) in one search path,
+    root/site; ``case``: Case's other fields."""
+    site = root / "site"
+    dist(site, dirname, entry_points, metadata=metadata)
+    return Case([str(site)], **case)
