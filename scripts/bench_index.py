@@ -355,7 +355,7 @@ def parse_args(argv):
         p.error(f"--floor-exe {args.floor_exe}: not an executable")
     if not os.access(args.epload, os.X_OK):
         p.error(f"epload executable not found at {args.epload}: build it first "
-                "(see README) or pass --epload PATH")
+                "(see CONTRIBUTING.md) or pass --epload PATH")
     if not os.access(args.python, os.X_OK):
         p.error(f"interpreter not found: {args.python}")
     if args.hyperfine == "on" and not shutil.which("hyperfine"):

@@ -1,4 +1,4 @@
-"""Profiler spans for Python backends (EPLOAD_TRACE; see README "Profiling start-up").
+"""Profiler spans for Python backends (EPLOAD_TRACE; see docs/cli.md "Profiling start-up").
 
 When ``EPLOAD_TRACE`` is set, each backend load is recorded as a ``load``
 span named after the backend, with its ``py_import`` (``ep.load()``) and
