@@ -7,11 +7,14 @@
 
 #include <fcntl.h>         // O_DIRECTORY
 #include <sys/resource.h>  // setrlimit
+#include <grp.h>           // setgroups
 #include <sys/stat.h>      // chmod
-#include <unistd.h>        // geteuid, symlink
+#include <sys/wait.h>      // waitpid
+#include <unistd.h>        // access, fork, geteuid, setuid, symlink
 
 #include <cstdio>   // fprintf, in a child
 #include <cstdlib>  // system
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -86,13 +89,36 @@ TEST_F(Scanner, EntryPointsTxtThatIsADirectoryIsSkipped) {
   EXPECT_TRUE(index.entry_points().empty());
 }
 
+/// Runs `body` as a user who cannot read a mode-000 file: this process,
+/// or, under root (which reads any file), a child that has become `nobody`.
+/// Returns body's result (the child's exit status; -1: it could not run).
+int without_root(const std::function<int()>& body) {
+  if (::geteuid() != 0) return body();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(120);
+    ::_exit(body());
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
 TEST_F(Scanner, UnreadableEntryPointsTxtIsSkipped) {
-  if (::geteuid() == 0) GTEST_SKIP() << "running as root: root reads mode-000 files";
   dist("site", "locked-1.0.dist-info", "[g]\nx = 1\n");
-  ::chmod(path("site/locked-1.0.dist-info/entry_points.txt").c_str(), 0);
-  const Index index = scan_ok({path("site")});
-  EXPECT_EQ(index.first_error(), nullptr);
-  EXPECT_TRUE(index.entry_points().empty());
+  const std::string site = path("site"), file = path("site/locked-1.0.dist-info/entry_points.txt");
+  ::chmod(file.c_str(), 0);
+  for (const std::string& dir : {path(""), site, path("site/locked-1.0.dist-info")}) ::chmod(dir.c_str(), 0755);
+  EXPECT_EQ(without_root([&] {
+              if (::access(site.c_str(), R_OK | X_OK) != 0) return std::fprintf(stderr, "cannot list the site\n"), 1;
+              if (::access(file.c_str(), R_OK) == 0) return std::fprintf(stderr, "the file is readable\n"), 2;
+              const Result<Index> r = scan(std::vector<std::string>{site});
+              if (!r.ok()) return std::fprintf(stderr, "scan failed: %s\n", r.error().message.c_str()), 3;
+              if (r.value().first_error() != nullptr) return std::fprintf(stderr, "an error was recorded\n"), 4;
+              if (!r.value().entry_points().empty()) return std::fprintf(stderr, "entry points listed\n"), 5;
+              return 0;
+            }),
+            0);
 }
 
 TEST_F(Scanner, SymlinkLoopIsAnErrorLikeImportlibsOSError) {
