@@ -85,8 +85,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_report import LABELS, judge, markdown, plot  # noqa: E402
 from harness_common import (  # noqa: E402
-    harness_main, write_report,
-    SOURCE_DIR, BenchError, capture, clean_env, ensure_env, interleaved, log, machine, summarize)
+    harness_main, write_report, SOURCE_DIR, BenchError, capture, checked_run, clean_env, ensure_env,
+    interleaved, log, machine, parse_sizes, retry_check, summarize, summarize_rounds)
 
 GROUP = "torch.backends"
 VERIFY_MARK = "EPLOAD-BENCH-TORCH "
@@ -240,15 +240,9 @@ class Size:
         env = dict(self.envs[v])
         if v in EPLOAD_VARIANTS:
             env["EPLOAD_DEBUG"] = "1"
-        try:
-            proc = capture(self.argv(self.body[v], probe), env)
-        except BenchError as e:
-            raise BenchError(f"variant {v} ({LABELS[v]}) failed at {self.n} generated "
-                             f"backends; its code: {self.body[v]}\n{e}")
-        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(VERIFY_MARK)), None)
-        if line is None:
-            raise BenchError(f"{v}: the check printed nothing\n{proc.stdout[-1000:]}")
-        return json.loads(line[len(VERIFY_MARK):]), proc.stderr
+        return checked_run(self.argv(self.body[v], probe), env, VERIFY_MARK, v,
+                           f"variant {v} ({LABELS[v]}) failed at {self.n} generated backends; "
+                           f"its code: {self.body[v]}")
 
     def problems(self, v, r, stderr):
         n, out = self.n, []
@@ -287,18 +281,9 @@ class Size:
         report = {}
         for v in self.variants:
             tries = attempts if v in EPLOAD_VARIANTS else 1
-            for attempt in range(tries):
-                r, err = self.check(v)
-                bad = self.problems(v, r, err)
-                if not bad:
-                    break
-                time.sleep(0.05)
-            if bad:
-                tail = "\n".join(err.strip().splitlines()[-8:])
-                raise BenchError(f"variant {v} ({LABELS[v]}) did not do its job at "
-                                 f"{self.n} generated backends: " + "; ".join(bad)
-                                 + f"\nits code: {self.body[v]}" + (f"\n{tail}" if tail else ""))
-            report[v] = dict(r, attempts=attempt + 1)
+            r, tried = retry_check(v, LABELS[v], f"{self.n} generated backends", self.body[v],
+                                   self.check, self.problems, tries)
+            report[v] = dict(r, attempts=tried)
         return report
 
     def in_process(self, runs):
@@ -350,12 +335,8 @@ def paired_ci(a, b, resamples=2000, seed=0):
 
 
 def analyse(raw):
-    stats = {}
+    stats = summarize_rounds(raw)
     floor = raw["floor"]
-    for v, d in raw.items():
-        s = summarize(d["wall"])
-        s["cpu_median_ms"] = statistics.median(d["cpu"]) / 1e6
-        stats[v] = s
     f, fc = stats["floor"]["median_ms"], stats["floor"]["cpu_median_ms"]
     for v, s in stats.items():
         s["marginal_ms"] = s["median_ms"] - f
@@ -447,12 +428,7 @@ def parse_args(argv):
         args.warmup = 0 if args.quick else 1
     if args.first_runs is None:
         args.first_runs = 3 if args.quick else 15
-    try:
-        args.sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
-    except ValueError:
-        p.error(f"--sizes must be comma-separated integers, got {args.sizes!r}")
-    if not args.sizes or any(n < 0 for n in args.sizes):
-        p.error("--sizes: each size must be 0 or more")
+    args.sizes = parse_sizes(p, args.sizes, 0, "0 or more")
     if args.noise < 0 or args.import_cost_ms < 0:
         p.error("--noise and --import-cost-ms must be >= 0")
     if args.rounds < 2 or args.warmup < 0 or args.first_runs < 1:

@@ -91,32 +91,27 @@ void Reader::keep_buffer_of(const Section& s) {
 // ---- sections -------------------------------------------------------------
 
 bool Reader::fields(Element v, std::string_view what, bool keep, std::span<const Field> fields) {
-  std::string* const scratch[] = {&m_s1, &m_s2, &m_s3, &m_s4};
-  std::size_t texts = 0;
   return row(std::move(v), what, fields.size(), [&](std::size_t k, od::value xv) {
     const Field& f = fields[k];
     if (f.number != nullptr) return index(xv, f.what, f.bound, *f.number);
-    return bytes_or_kept(keep, xv, f.what, *scratch[texts++], *f.text);
+    return bytes_or_kept(keep, xv, f.what, *f.scratch, *f.text);
   });
 }
 
 bool Reader::dists(od::document& doc) {
   od::array arr;
   if (auto e = doc.get_array().get(arr)) return fail(e, "distributions");
+  // Every row sets every field (fields() refuses a row of another length).
+  std::string_view name, version, dir, error;
+  std::uint32_t path = 0;
+  const Field row_fields[] = {text_field("distribution name", name, m_s1),
+                              text_field("distribution version", version, m_s2),
+                              text_field("distribution dir", dir, m_s3),
+                              number_field("distribution search path", m_paths.size(), path),
+                              text_field("distribution error", error, m_s4)};
   std::uint64_t n = 0;
   for (auto x : arr) {
-    std::string_view name, version, dir, error;
-    std::uint32_t path = 0;
-    const bool ok = row(x, "distribution", 5, [&](std::size_t k, od::value xv) {
-      switch (k) {
-        case 0: return bytes(xv, "distribution name", m_s1, name);
-        case 1: return bytes(xv, "distribution version", m_s2, version);
-        case 2: return bytes(xv, "distribution dir", m_s3, dir);
-        case 3: return index(xv, "distribution search path", m_paths.size(), path);
-        default: return bytes(xv, "distribution error", m_s4, error);
-      }
-    });
-    if (!ok) return false;
+    if (!fields(x, "distribution", false, row_fields)) return false;
     if (!error.empty() && m_first_error_seen == std::numeric_limits<std::uint64_t>::max()) m_first_error_seen = n;
     std::string_view joined;
     join_dir(path, dir, joined);
@@ -175,8 +170,9 @@ bool Reader::group(od::document& doc, GroupData& out, GroupMode mode) {
 bool Reader::group_dist(Element v, GroupData& out, GroupMode mode, std::size_t rows, std::uint32_t& last) {
   GroupDist d;
   const Field row_fields[] = {number_field("group distribution number", m_dist_count, d.global),
-                              text_field("distribution name", d.name), text_field("distribution version", d.version),
-                              text_field("distribution dir", d.dir),
+                              text_field("distribution name", d.name, m_s1),
+                              text_field("distribution version", d.version, m_s2),
+                              text_field("distribution dir", d.dir, m_s3),
                               number_field("distribution search path", m_paths.size(), d.path)};
   if (!fields(std::move(v), "group distribution", mode == GroupMode::collect, row_fields)) return false;
   if (rows != 0 && last >= d.global) return fail("group distributions out of order");
@@ -198,7 +194,8 @@ bool Reader::group_dist(Element v, GroupData& out, GroupMode mode, std::size_t r
 bool Reader::group_entry(Element v, GroupData& out, GroupMode mode, std::size_t dist_rows) {
   GroupEntry ep;
   const Field row_fields[] = {number_field("entry point distribution", dist_rows, ep.dist),
-                              text_field("entry point name", ep.name), text_field("entry point value", ep.value)};
+                              text_field("entry point name", ep.name, m_s1),
+                              text_field("entry point value", ep.value, m_s2)};
   if (!fields(std::move(v), "entry point", mode == GroupMode::collect, row_fields)) return false;
   if (mode == GroupMode::collect) {
     out.eps.push_back(ep);
@@ -520,11 +517,11 @@ Result<Index> Reader::run() {
     // are worth splitting: the check's helper thread is created now, so
     // that its creation overlaps the parse of the head.
     if (m_partial && m_expect.early_check != nullptr && m_expect.watched && !m_expect.watched_stamps &&
-        m_size >= k_prepare_check_min) {
+        m_bytes.size() >= k_prepare_check_min) {
       m_expect.early_check->prepare();
     }
     const std::string_view line1 = m_bytes.head();
-    if (auto e = m_parser.allocate(static_cast<std::size_t>(std::min(m_size, k_max_prealloc)))) {
+    if (auto e = m_parser.allocate(static_cast<std::size_t>(std::min(m_bytes.size(), k_max_prealloc)))) {
       fail(e, "JSON parser");
     } else if (other_version(line1, m_problem)) {
       // (reported by other_version)

@@ -312,7 +312,7 @@ bool Reader::sections(od::value v) {
 /// The table's layout (check_layout() in cache_sections.cpp), then what
 /// the head says that depends on it.
 bool Reader::check_layout() {
-  if (!detail::check_layout(m_sections, m_bytes.head().size(), m_size, m_layout, m_problem)) return false;
+  if (!detail::check_layout(m_sections, m_bytes.head().size(), m_bytes.size(), m_layout, m_problem)) return false;
   m_dist_count = m_layout.dists->count;
   if (m_dist_count > std::numeric_limits<std::uint32_t>::max()) return fail("too many distributions");
   if (m_has_error && m_error_dist >= m_dist_count) return fail("first error distribution out of range");

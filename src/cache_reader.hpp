@@ -48,17 +48,21 @@ struct GroupData {
   std::vector<GroupEntry> eps;
 };
 
-/// A field of a row read by Reader::fields(): a string, or a number below
-/// `bound` (a position in something read before).
+/// A field of a row read by Reader::fields(): a string (decoded into
+/// `scratch` when it has escapes and is not kept), or a number below `bound`
+/// (a position in something read before).
 struct Field {
   std::string_view what;  // names the field in messages
   std::string_view* text = nullptr;
+  std::string* scratch = nullptr;
   std::uint32_t* number = nullptr;
   std::uint64_t bound = 0;
 };
-inline Field text_field(std::string_view what, std::string_view& out) { return {what, &out}; }
+inline Field text_field(std::string_view what, std::string_view& out, std::string& scratch) {
+  return {what, &out, &scratch};
+}
 inline Field number_field(std::string_view what, std::uint64_t bound, std::uint32_t& out) {
-  return {what, nullptr, &out, bound};
+  return {what, nullptr, nullptr, &out, bound};
 }
 
 /// What Reader::group() does with a group section's rows.
@@ -73,7 +77,7 @@ class Reader {
  public:
   /// `fd` is open on a regular file of `size` (> 0) bytes.
   Reader(int fd, std::uint64_t size, std::string_view file, const ReadExpectations& expect)
-      : m_file(file), m_expect(expect), m_partial(!expect.groups.empty()), m_size(size), m_bytes(fd, size, m_problem) {}
+      : m_file(file), m_expect(expect), m_partial(!expect.groups.empty()), m_bytes(fd, size, m_problem) {}
   // A check started on names this reader holds must not outlive them: on
   // success they move into the Index (built in run()), else it is stopped.
   ~Reader() {
@@ -145,8 +149,8 @@ class Reader {
   // ---- sections (cache.cpp) ----
   /// An element of an array as the array's iteration gives it.
   using Element = simdjson::simdjson_result<od::value>;
-  /// A row of `fields`, in order (at most four strings).  Its strings are
-  /// kept until the Index is built when `keep`, else valid until the next row.
+  /// A row of `fields`, in order.  Its strings are kept until the Index is
+  /// built when `keep`, else valid until their scratch strings are reused.
   bool fields(Element v, std::string_view what, bool keep, std::span<const Field> fields);
   bool dists(od::document& doc);
   bool group(od::document& doc, GroupData& out, GroupMode mode);
@@ -170,7 +174,6 @@ class Reader {
   std::string_view m_file;
   const ReadExpectations& m_expect;
   const bool m_partial;
-  const std::uint64_t m_size;
   ReadProblem m_problem;
   FileBytes m_bytes;            // declared after m_problem, which it reports to
   std::string_view m_json;      // the document being parsed

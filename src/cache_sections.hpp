@@ -78,6 +78,9 @@ class FileBytes {
   /// `fd` is open on a regular file of `size` bytes; both outlive this.
   FileBytes(int fd, std::uint64_t size, ReadProblem& problem) : m_fd(fd), m_size(size), m_problem(problem) {}
 
+  /// The file's size in bytes.
+  std::uint64_t size() const { return m_size; }
+
   /// Maps the whole file, private and read-only, so that later reads take
   /// their bytes in place; on failure, nothing (the reads then copy).
   void map_whole();

@@ -116,10 +116,10 @@ std::string fd_problem(int fd, const std::string& path, const char* what, bool& 
   return why;
 }
 
-/// Opens the cache file `name` in `dir`, both checked on the descriptors
-/// then used; -1 with `out.why` (and `out.dir_unsafe`) set when not.
-int open_cache_file(const std::string& dir, const std::string& name, Lookup& out) {
-  const std::string path = join_path(dir, name);
+/// Opens the cache file `name` in `dir` (`path`: the two joined), both
+/// checked on the descriptors then used; -1 with `out.why` (and
+/// `out.dir_unsafe`) set when not.
+int open_cache_file(const std::string& dir, const std::string& name, const std::string& path, Lookup& out) {
   profile::count(profile::Counter::open);
   Fd dfd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (dfd.fd < 0) {
@@ -165,7 +165,7 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
   const Validation validation = options.validation;
   Lookup out;
   const std::string path = join_path(dir, name);
-  Fd fd(open_cache_file(dir, name, out));
+  Fd fd(open_cache_file(dir, name, path, out));
   if (fd.fd < 0) return out;
   ReadExpectations expect;
   expect.key = &key;

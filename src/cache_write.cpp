@@ -17,7 +17,6 @@
 // of the environment, for a hit that reads a tenth of it.
 #include <algorithm>  // sort, lower_bound
 #include <charconv>   // to_chars
-#include <cstring>    // memcpy
 #include <limits>
 #include <unordered_map>  // watched file -> distribution
 #include <vector>

@@ -32,6 +32,8 @@
 namespace epload {
 
 using detail::DeviceEntry;
+using detail::pending;
+using detail::provided;
 using detail::k_no_slot;
 using detail::Slot;
 
@@ -40,18 +42,6 @@ namespace {
 bool loadable(const Slot& s, const LoaderOptions& o) {
   return s.alias_of == k_no_slot && s.enabled &&
          (s.kind == BackendKind::native || (s.kind == BackendKind::python && o.python_loader));
-}
-
-// Not loaded yet, or being loaded: may still provide a device.
-bool pending(const Slot& s) {
-  const BackendState st = s.state.load(std::memory_order_acquire);
-  return st == BackendState::unloaded || st == BackendState::loading;
-}
-
-// The table `name` has once its backend's init succeeded, else null.
-void* provided(const detail::DeviceTable& table, std::string_view name) {
-  const DeviceEntry* e = table.find(name);
-  return e ? e->table.load(std::memory_order_acquire) : nullptr;
 }
 
 }  // namespace
@@ -310,15 +300,10 @@ Result<void> Loader::verify(std::size_t index) {
 }
 
 Result<void*> Loader::lookup(std::string_view device) {
-  if (const DeviceEntry* e = m->table->find(device)) {
-    if (void* t = e->table.load(std::memory_order_acquire)) return t;
-  }
+  if (void* t = detail::provided(*m->table, device)) return t;
   return m->lookup_slow(device);
 }
 
-void* Loader::find(std::string_view device) const noexcept {
-  const DeviceEntry* e = m->table->find(device);
-  return e ? e->table.load(std::memory_order_acquire) : nullptr;
-}
+void* Loader::find(std::string_view device) const noexcept { return detail::provided(*m->table, device); }
 
 }  // namespace epload

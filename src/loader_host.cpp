@@ -39,9 +39,7 @@ int host_register(void* ctx, const char* name, void* device_table) {
     const DeviceEntry* e = impl.table->find(n);
     if (e != nullptr && e->owner != k_no_slot && e->owner != c->slot) {
       const Slot& o = impl.slots[e->owner];
-      const BackendState os = o.state.load(std::memory_order_acquire);
-      if (e->table.load(std::memory_order_relaxed) != nullptr ||
-          (o.index < c->slot && (os == BackendState::unloaded || os == BackendState::loading))) {
+      if (e->table.load(std::memory_order_relaxed) != nullptr || (o.index < c->slot && detail::pending(o))) {
         impl.slots[c->slot].outcome().conflicts.push_back(
             "device '" + std::string(n) + "' is also provided by backend '" + std::string(o.ep->name) +
             "', which comes first in index order and wins");

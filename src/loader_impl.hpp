@@ -191,8 +191,17 @@ int host_register(void* ctx, const char* name, void* device_table);
 void host_set_error(void* ctx, const char* message);
 int host_lookup(void* ctx, const char* device, void** device_table);
 
-/// Monotonic ns (vDSO: no system call).
-std::int64_t loader_now_ns();
+/// Not loaded yet, or being loaded: may still provide a device.
+inline bool pending(const Slot& s) {
+  const BackendState st = s.state.load(std::memory_order_acquire);
+  return st == BackendState::unloaded || st == BackendState::loading;
+}
+
+/// The table of device `name` once its backend's init succeeded, else null.
+inline void* provided(const DeviceTable& table, std::string_view name) {
+  const DeviceEntry* e = table.find(name);
+  return e ? e->table.load(std::memory_order_acquire) : nullptr;
+}
 
 }  // namespace detail
 

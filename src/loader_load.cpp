@@ -12,7 +12,6 @@
 // would return the old mapping for the old name.
 #include <dlfcn.h>  // dlopen, dlsym, dlerror
 #include <fcntl.h>  // AT_FDCWD
-#include <time.h>   // clock_gettime
 
 #include <algorithm>  // all_of
 #include <cstring>    // memcpy
@@ -32,15 +31,9 @@ using detail::InitContext;
 using detail::k_no_slot;
 using detail::Slot;
 
-std::int64_t detail::loader_now_ns() {
-  struct timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 namespace {
 
-using detail::loader_now_ns;
+using profile::now_ns;
 
 // A spelling of `library` that no object loaded in this process has.  The
 // file changed since this process may have loaded it (a retry, or an
@@ -145,7 +138,7 @@ bool Loader::Impl::refresh_knowledge(Slot& s, detail::LoadKnowledge& k) {
 // in between takes it once more, only when it ran (the library was not yet
 // verified in this process), to record what it found.
 void Loader::Impl::load(Slot& s) {
-  const std::int64_t t0 = loader_now_ns();
+  const std::int64_t t0 = now_ns();
   profile::Span span(profile::Phase::load, s.ep->name);
   profile::test_slowdown(profile::SlowPoint::load);  // test builds only
   detail::LoadKnowledge k;
@@ -177,7 +170,7 @@ void Loader::Impl::load(Slot& s) {
   {
     std::lock_guard<std::mutex> lock(registry);
     if (ok) publish(s, ctx);
-    s.out->load_ns = loader_now_ns() - t0;
+    s.out->load_ns = now_ns() - t0;
     s.out->load_seq = static_cast<int>(order.size());
     order.push_back(s.index);
     save = store_dirty;
@@ -201,9 +194,9 @@ bool Loader::Impl::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
   void* handle;
   {
     profile::Span span(profile::Phase::dlopen, s.ep->name);
-    const std::int64_t t1 = loader_now_ns();
+    const std::int64_t t1 = now_ns();
     handle = ::dlopen(file, RTLD_NOW | RTLD_LOCAL);
-    s.out->dlopen_ns = loader_now_ns() - t1;
+    s.out->dlopen_ns = now_ns() - t1;
   }
   if (handle == nullptr) {
     const char* e = ::dlerror();
@@ -226,7 +219,7 @@ bool Loader::Impl::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
   std::string thrown;
   {
     profile::Span span(profile::Phase::init, s.ep->name);
-    const std::int64_t t2 = loader_now_ns();
+    const std::int64_t t2 = now_ns();
     try {
       rc = init(&host);
     } catch (const std::exception& ex) {
@@ -234,7 +227,7 @@ bool Loader::Impl::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
     } catch (...) {
       thrown = "init threw a C++ exception of unknown type";
     }
-    s.out->init_ns = loader_now_ns() - t2;
+    s.out->init_ns = now_ns() - t2;
   }
   if (!thrown.empty()) {
     fail(s, thrown);
@@ -263,7 +256,7 @@ bool Loader::Impl::load_python(Slot& s, InitContext& ctx) {
   b.attr = s.symbol;
   if (auto parts = split_value(s.ep->value)) b.module = parts->module;
   b.dist = s.ep->dist->name;
-  const std::int64_t t = loader_now_ns();
+  const std::int64_t t = now_ns();
   Result<PythonLoaded> r = Error{Errc::backend, "not run"};
   try {
     r = options.python_loader(b);
@@ -272,7 +265,7 @@ bool Loader::Impl::load_python(Slot& s, InitContext& ctx) {
   } catch (...) {
     r = Error{Errc::backend, "the Python loader threw an exception of unknown type"};
   }
-  s.out->dlopen_ns = loader_now_ns() - t;
+  s.out->dlopen_ns = now_ns() - t;
   if (!r) {
     ctx.deferred = r.error().code == Errc::unsupported;
     fail(s, r.error().message);
@@ -320,8 +313,7 @@ void Loader::Impl::publish(Slot& s, InitContext& ctx) {
     }
     if (e->owner != k_no_slot && e->owner != s.index) {
       Slot& o = slots[e->owner];
-      const BackendState os = o.state.load(std::memory_order_acquire);
-      const bool owner_may_provide = os == BackendState::unloaded || os == BackendState::loading;
+      const bool owner_may_provide = detail::pending(o);
       if (o.index < s.index && owner_may_provide) {
         s.out->conflicts.push_back("device '" + std::string(name) + "' is also provided by backend '" +
                                    std::string(o.ep->name) + "', which comes first in index order and wins");

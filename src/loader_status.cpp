@@ -1,7 +1,7 @@
 // loader_status.cpp — what a Loader says: names of its enums, messages
 // (a backend's description, failures, the not-found explanation), the write
 // of the learned-devices store, and status snapshots.  (Creation is in
-// loader_setup.cpp, loading in loader.cpp.)
+// loader_setup.cpp, loading in loader_load.cpp.)
 #include <algorithm>  // min, stable_sort
 #include <iterator>   // size
 

@@ -20,13 +20,13 @@
 #include <time.h>     // clock_gettime
 #include <unistd.h>   // getpid
 
-#include <algorithm>  // stable_sort
 #include <iterator>   // size
 #include <cerrno>     // program_invocation_short_name
 #include <cstdio>     // fprintf
 #include <cstdlib>    // getenv, atexit, strtoll
 #include <mutex>      // recording lock
 
+#include "enum_names.hpp"
 #include "profile_internal.hpp"
 
 namespace epload::profile {
@@ -142,22 +142,13 @@ constexpr const char* k_counter_names[] = {"stat", "open", "read", "readdir"};
 static_assert(std::size(k_counter_names) == static_cast<std::size_t>(Counter::count_), "a name for every Counter");
 }  // namespace
 
-const char* phase_name(Phase phase) {
-  const auto k = static_cast<std::size_t>(phase);
-  return k < std::size(k_phase_names) ? k_phase_names[k] : "?";
-}
+const char* phase_name(Phase phase) { return epload::detail::enum_name(phase, k_phase_names); }
 
 std::optional<Phase> parse_phase(std::string_view name) {
-  for (std::size_t k = 0; k < std::size(k_phase_names); ++k) {
-    if (name == k_phase_names[k]) return static_cast<Phase>(k);
-  }
-  return std::nullopt;
+  return epload::detail::parse_enum<Phase>(name, k_phase_names);
 }
 
-const char* counter_name(Counter c) {
-  const auto k = static_cast<std::size_t>(c);
-  return k < std::size(k_counter_names) ? k_counter_names[k] : "?";
-}
+const char* counter_name(Counter c) { return epload::detail::enum_name(c, k_counter_names); }
 
 void enable() {
   recorder();
@@ -196,10 +187,7 @@ std::vector<Event> events() {
     std::lock_guard lock(r.mutex);
     out = r.events;
   }
-  // Parents before their children: by start, then longest first.
-  std::stable_sort(out.begin(), out.end(), [](const Event& a, const Event& b) {
-    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.dur_ns > b.dur_ns;
-  });
+  detail::sort_events(out);
   return out;
 }
 

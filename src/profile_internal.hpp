@@ -2,6 +2,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "epload/profile.hpp"
 
 namespace epload::profile::detail {
 
@@ -10,5 +13,8 @@ std::string expand_trace_path(const std::string& path, long pid);
 
 /// This process's short name for the trace ("epload", "python3", ...).
 const char* process_label();
+
+/// Parents before their children: by start, the longest first on ties (stable).
+void sort_events(std::vector<Event>& evs);
 
 }  // namespace epload::profile::detail

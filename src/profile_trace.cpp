@@ -312,8 +312,6 @@ bool starts_before(const Event& a, const Event& b) {
   return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.dur_ns > b.dur_ns;
 }
 
-void sort_events(std::vector<Event>& evs) { std::stable_sort(evs.begin(), evs.end(), starts_before); }
-
 // What summarize() adds up: self and total time per phase, and per backend
 // (a span's detail names it) its resolve, dlopen, init, import, call and
 // load times.
@@ -409,6 +407,8 @@ class Totals {
 };
 
 }  // namespace
+
+void detail::sort_events(std::vector<Event>& evs) { std::stable_sort(evs.begin(), evs.end(), starts_before); }
 
 // ---- writing -------------------------------------------------------------------
 
@@ -540,13 +540,13 @@ Result<Trace> read_trace(const std::string& path) {
       }
     }
   }
-  sort_events(t.events);
+  detail::sort_events(t.events);
   return t;
 }
 
 void merge(Trace& into, const Trace& from) {
   into.events.insert(into.events.end(), from.events.begin(), from.events.end());
-  sort_events(into.events);
+  detail::sort_events(into.events);
   for (int k = 0; k < k_counters; ++k) into.counters[k] += from.counters[k];
   for (std::size_t k = 0; k < from.pids.size(); ++k) {
     if (std::find(into.pids.begin(), into.pids.end(), from.pids[k]) != into.pids.end()) continue;

@@ -97,16 +97,15 @@ class _Loader:
         # "body of <host>" (_trace.run_body): `epload profile` tells the
         # backends loaded during it from those loaded on first use, and the
         # host's own time from epload's.
-        t0 = 0
-        if os.environ.get('EPLOAD_TRACE'):
-            from time import monotonic_ns
-            t0 = monotonic_ns()
+        from . import _trace
+        if not _trace.ON:
+            self._exec_and_autoload(module)
+            return
+        t0 = _trace.now()
         try:
             self._exec_and_autoload(module)
         finally:
-            if t0:
-                from epload import _trace
-                _trace.record('total', f'import {module.__name__}', t0, _trace.now())
+            _trace.record('total', f'import {module.__name__}', t0, _trace.now())
 
     def _exec_and_autoload(self, module):
         group = self._epload_group

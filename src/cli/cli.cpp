@@ -56,6 +56,12 @@ void write_out(std::string_view data) {
 
 int write_out_errno() { return g_write_out_errno; }
 
+namespace {
+
+/// Pops the value of an option that takes one (`--opt VALUE` or
+/// `--opt=VALUE`).  `i` indexes args[i] == the option; on success advances i
+/// past the value.  Returns false (after printing a usage error) when the
+/// value is missing.
 bool take_value(std::string_view command, std::vector<std::string_view>& args, std::size_t& i,
                 std::string_view option, std::string& out) {
   std::string_view a = args[i];
@@ -72,6 +78,8 @@ bool take_value(std::string_view command, std::vector<std::string_view>& args, s
   i += 2;
   return true;
 }
+
+}  // namespace
 
 const char* const k_index_options_help =
     "Index options:\n"

@@ -55,13 +55,6 @@ void write_out(std::string_view data);
 /// errno of the first failed write_out(), or 0.
 int write_out_errno();
 
-/// Pops the value of an option that takes one (`--opt VALUE` or
-/// `--opt=VALUE`).  `i` indexes args[i] == the option; on success advances i
-/// past the value.  Returns false (after printing a usage error) when the
-/// value is missing.
-bool take_value(std::string_view command, std::vector<std::string_view>& args, std::size_t& i,
-                std::string_view option, std::string& out);
-
 /// True when `arg` is `option` or `option=VALUE`.
 bool is_option(std::string_view arg, std::string_view option);
 
