@@ -20,7 +20,10 @@ def test_installed_prefix_builds_and_runs_a_find_package_consumer(tmp_path):
     for rel in ("include/epload/index.hpp", "include/epload/backend.h", "bin/epload"):
         assert (prefix / rel).is_file(), rel
     libdirs = [d for d in ("lib", "lib64") if (prefix / d / "cmake" / "epload" / "epload-config.cmake").is_file()]
-    assert libdirs and (prefix / libdirs[0] / "libepload.a").is_file()
+    assert libdirs
+    # One archive per layer of src/; epload::epload links them all, in order.
+    layers = sorted(p.name for p in (prefix / libdirs[0]).glob("libepload_*.a"))
+    assert layers == [f"libepload_{n}.a" for n in ("base", "cache", "index", "loader", "profile", "scan")]
     assert run([prefix / "bin" / "epload", "--version"]).stdout.startswith(f"epload {project_version()}")
 
     # Only the prefix: no path into this checkout or its build tree.
