@@ -74,7 +74,7 @@ Reported per variant and size: wall-time median and interquartile range,
 median CPU time (user + sys of the child, from wait4), and the marginal cost
 over `bare` (wall and CPU).  Ratios are reference marginal ÷ variant marginal,
 both from the same run (references: importlib, stevedore, pytorch-eager);
-a marginal within noise of zero (<= 0) has no ratio.  The targets of issue 4
+a marginal within noise of zero (<= 0) has no ratio.  The start-up targets
 are judged at the size with the most distributions (6,000 by default).
 System calls (strace -f -c, one run each) and a hyperfine -N pass are taken at
 the largest size.
@@ -109,7 +109,7 @@ from startup_variants import GROUP, VARIANTS, Size, write_host  # noqa: E402
 
 REFERENCES = ("importlib", "stevedore", "pytorch-eager")
 
-# Issue 4's targets: (variant, reference, minimum ratio reference ÷ variant).
+# The start-up targets: (variant, reference, minimum ratio reference ÷ variant).
 RATIO_TARGETS = [
     ("epload-ep", "importlib", 40.0),
     ("epload-ep", "stevedore", 10.0),
@@ -145,7 +145,7 @@ def analyse(raw):
 
 
 def judge(sizes, stat_base=None):
-    """Issue 4's targets at the size with the most distributions, each ratio
+    """The start-up targets at the size with the most distributions, each ratio
     target with its budget (the reference's marginal ÷ the ratio) beside its
     floor: floor-native's marginal, plus for FULL_CHECK variants the bare
     stats' CPU time shared by the CPUs (stat_base: {"cpu_ms", "cpus",
@@ -288,9 +288,9 @@ def marginal_table(sizes):
 
 
 def targets_table(result):
-    """Issue 4's targets: measured, met, and each budget beside its floor."""
+    """The start-up targets: measured, met, and each budget beside its floor."""
     t0 = result["targets"][0]
-    L = [f"#### Targets (issue 4), at {t0['backends']:,} backends "
+    L = [f"#### Start-up targets, at {t0['backends']:,} backends "
          f"({t0['distributions']:,} distributions)\n",
          "| target | measured (wall) | CPU time | met | budget ms | floor ms | reachable here |",
          "|---|---:|---:|---|---:|---:|---|"]
@@ -544,7 +544,7 @@ def stat_cost(args, tmp):
     if not os.access(bench_exe, os.X_OK):
         return None
     log("bench_startup: the bare cost of the stat calls (epload_bench) ...")
-    from bench_index import stat_baseline  # the same measurement as issue 2's harness
+    from bench_index import stat_baseline  # the same measurement as bench_index.py's
     distributions = args.sizes[-1] + args.noise
     b = stat_baseline(bench_exe, distributions, clean_env(tmp), tmp, args.quick,
                       which="StatBaseline")["StatBaseline"]

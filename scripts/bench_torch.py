@@ -52,7 +52,7 @@ same `to("foo")`: foo's own import cost and the operation.
 Reported per size and variant: wall median, IQR, CPU median, the marginal
 cost over the floor (median − floor's median) as ms and % of the floor, and
 the median of the per-round paired differences with a 95% bootstrap interval
-("within noise" when it holds 0).  The targets of issue 26 are set beside the
+("within noise" when it holds 0).  The real-torch targets are set beside the
 figures: lazy at the largest size ≤ 1% above the floor (`full`), and within
 noise with `paths`; stock's marginal ÷ lazy's ≥ 100× at 100 backends; first
 `to("foo")` ≤ foo's own import cost + 1 ms.

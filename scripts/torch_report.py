@@ -1,4 +1,4 @@
-"""The report of scripts/bench_torch.py: issue 26's targets judged on the
+"""The report of scripts/bench_torch.py: the real-torch targets judged on the
 result it measured, its Markdown (the per-size tables, the first use, what
 lazy epload adds measured inside the processes, the targets) and its plot."""
 
@@ -46,7 +46,7 @@ def whole_process(stats):
 
 
 def judge(sizes, first, stat_base, rounds):
-    """Issue 26's targets, each with its budget.  Lazy's added cost is taken
+    """The real-torch targets, each with its budget.  Lazy's added cost is taken
     in-process (``lazy_added``): a whole-process difference cannot resolve
     it (`import torch` alone varies by ~100 ms between runs); a target is met
     when the in-process figure is within budget and the whole-process
@@ -199,9 +199,9 @@ def in_process_table(rows):
 
 
 def targets_table(targets):
-    """Issue 26's targets with their budgets and floors."""
+    """The real-torch targets with their budgets and floors."""
     L = []
-    L.append("#### Targets (issue 26)\n")
+    L.append("#### Real-torch targets\n")
     L.append("| target | where | measured | met | budget ms | floor ms | reachable here |")
     L.append("|---|---|---|---|---:|---:|---|")
     for t in targets:

@@ -103,7 +103,7 @@ bool Reader::dists(od::document& doc) {
   if (auto e = doc.get_array().get(arr)) return fail(e, "distributions");
   std::uint64_t n = 0;
   // Its own reader, not fields(): the largest section of a complete read,
-  // and 6-9% slower through the table (BENCHMARKS.md, issue 27).
+  // and 6-9% slower through the table (BENCHMARKS.md, "What the speed machinery buys").
   for (auto x : arr) {
     std::string_view name, version, dir, error;
     std::uint32_t path = 0;

@@ -134,7 +134,7 @@ def test_startup_markdown_tables(startup):
     for label in ("PyTorch-style eager autoload", "epload lazy autoload, nothing used",
                   "importlib.metadata", "stevedore cached"):
         assert label in md
-    assert "#### Targets (issue 4), at 5 backends (17 distributions)" in md
+    assert "#### Start-up targets, at 5 backends (17 distributions)" in md
     assert md.count("| epload `entry_points(group=)`, `full`: ≤ 1/40 of importlib") == 1
     assert "| target | measured (wall) | CPU time | met | budget ms | floor ms | reachable here |" \
         in md
