@@ -1,9 +1,11 @@
 // native.cpp — epload._native: the one call the Python layer makes per query.
 //
 // epload.entry_points() must cost a fraction of importlib.metadata's, so the
-// boundary is a single call that takes the raw sys.path and returns plain
-// tuples; everything importlib-shaped (EntryPoint objects, selection, dicts)
-// is built by the pure-Python layer from those tuples.  Per call:
+// boundary is a single call that takes the raw sys.path and returns the
+// requested groups: EntryPoint objects made here (objects.hpp, the one costly
+// part), with distributions as plain tuples; the rest of importlib's shape
+// (selection, EntryPoints, SelectableGroups) is the pure-Python layer's.
+// Per call:
 //
 //   1. The key (interpreter, validation, cache directory, search paths, and
 //      the current directory when a path is relative) picks a long-lived
