@@ -10,7 +10,7 @@ CPU = the child's user + sys).  Prints, per command, the median, the
 interquartile range and the median CPU time, then the median of the paired
 per-round differences against the first command and the ratio of medians.
 Exits 1 if a command fails (its stderr is shown).  Stdout of the commands
-is discarded.  This is how BENCHMARKS.md's "old build against new" figures
+is discarded.  This is how BENCHMARKS.md's two-build figures
 are made: compare builds in one run, never across runs.
 """
 

@@ -6,7 +6,7 @@
 // its index file (each range backed in one madvise(MADV_POPULATE_READ)) and
 // its learned-device store: 0.2-0.3 ms (5-8%) of a lazy `epload load` under
 // `paths` validation and 0.3-0.5 ms (3%) under `full`, at 6,000
-// distributions (BENCHMARKS.md, "Simplification: what each deletion cost").
+// distributions (BENCHMARKS.md, "What the speed machinery buys").
 // The price: should another program truncate such a file in place while it
 // is mapped, the next touch of a lost page raises SIGBUS (epload itself
 // only replaces its files by rename; cli/main.cpp explains the signal).  So

@@ -4,7 +4,7 @@
 // (reads, stats) that the kernel serves at the same speed on either core.
 // Both share their items through an atomic counter, so the work function
 // simply runs on two threads and whichever is faster does more.  What it
-// buys is in BENCHMARKS.md ("Simplification: what each deletion cost").
+// buys is in BENCHMARKS.md ("What the speed machinery buys", "Where the time goes").
 #pragma once
 
 #include <thread>

@@ -30,7 +30,8 @@
 // `full` validation has the helper created before the head is parsed
 // (EarlyFullCheck::prepare) and hands it the names as it writes them
 // (publish): the helper stats while the reader parses the rest, and
-// still_valid() takes the remaining chunks and joins it.
+// still_valid() takes the remaining chunks and joins it.  What the early start
+// buys: BENCHMARKS.md, "What the speed machinery buys", early full check.
 #include <fcntl.h>   // open, O_PATH
 #include <limits.h>  // PATH_MAX
 #include <sched.h>   // sched_yield
