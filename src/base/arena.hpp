@@ -11,7 +11,7 @@
 #include <string_view>  // views out
 #include <vector>       // block list
 
-#include "prefault.hpp"
+#include "memory.hpp"
 
 namespace epload::detail {
 
@@ -38,7 +38,7 @@ class Arena {
       m_left = size;
       m_unbacked = m_next + k_first_part;
     }
-    // A block is backed in one call (prefault.hpp) once it is used past its
+    // A block is backed in one call (memory.hpp) once it is used past its
     // first page, not when it is opened: an arena that only ever holds a
     // few short strings (a cached index's search paths, copied while the
     // `full` check's helper waits for its first names) backs one page, by

@@ -10,7 +10,7 @@
 // with simdjson On-Demand over exactly its bytes (the padding simdjson
 // reads past the end only has to be readable memory), straight into
 // IndexBuilder; no DOM is built, and strings without escapes are read in
-// place (cache_text.cpp).  Nothing may follow a line's document.  Any defect
+// place (json_text.cpp).  Nothing may follow a line's document.  Any defect
 // is an Errc::cache error naming the file, the section and the problem; the
 // caller rebuilds.  A group section's buffer is handed to the Index
 // (IndexBuilderHooks::borrow, then keep_bytes), so its names and values
@@ -34,7 +34,7 @@
 // every fresh page costs a fault).
 //
 // The writer is cache_write.cpp; the hash and the string decoder it shares
-// with this reader are in cache_text.cpp.
+// with this reader are in json_text.cpp.
 #include <sys/stat.h>  // fstat
 
 #include <algorithm>

@@ -5,7 +5,7 @@
 //   cache_read_head.cpp  JSON values and the head (line 1)
 //   cache.cpp            the sections, the complete and partial loads
 // cache_write.cpp     the serializer (by hand: simdjson 3.0 has no writer)
-// cache_text.*        the checksum hash, hex digits, JSON string escapes
+// json_text.*        the checksum hash, hex digits, JSON string escapes
 // cache_key.cpp       the key, its hash and file name, the cache directory,
 //                     lexical path helpers
 // cache_validate.cpp  still_valid(): the stat comparisons
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "atomic_file.hpp"  // dir_name, and what every cache file is written with
-#include "cache_text.hpp"   // the hash, hex digits, JSON strings
+#include "json_text.hpp"   // the hash, hex digits, JSON strings
 #include "epload/cache.hpp"
 #include "epload/index.hpp"
 #include "epload/result.hpp"
@@ -136,7 +136,7 @@ struct ReadExpectations {
   /// overlap the parse of the groups' sections.  A failed read abandons it.
   EarlyFullCheck* early_check = nullptr;
   /// Read through a private read-only mapping of the file (see
-  /// map_files.hpp) instead of copies in fresh memory.
+  /// memory.hpp) instead of copies in fresh memory.
   bool map_file = false;
 };
 

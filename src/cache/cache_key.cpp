@@ -16,33 +16,12 @@
 
 #include "cache_internal.hpp"
 #include "epload/profile.hpp"
+#include "fnv.hpp"
 
 namespace epload {
 namespace detail {
 
 namespace {
-
-constexpr std::uint64_t k_fnv_offset = 0xcbf29ce484222325ULL;
-constexpr std::uint64_t k_fnv_prime = 0x100000001b3ULL;
-
-void fnv_bytes(std::uint64_t& h, const void* data, std::size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= k_fnv_prime;
-  }
-}
-
-void fnv_u64(std::uint64_t& h, std::uint64_t v) {
-  unsigned char b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(v >> (8 * i));
-  fnv_bytes(h, b, sizeof b);
-}
-
-void fnv_field(std::uint64_t& h, std::string_view s) {
-  fnv_u64(h, s.size());
-  fnv_bytes(h, s.data(), s.size());
-}
 
 std::string current_dir() {
   std::vector<char> buf(4096);
@@ -86,15 +65,15 @@ CacheKey make_key(const CacheOptions& options) {
 }
 
 std::uint64_t key_hash(const CacheKey& key) {
-  std::uint64_t h = k_fnv_offset;
-  fnv_field(h, "epload-index");
-  fnv_u64(h, static_cast<std::uint64_t>(k_cache_format_version));
-  fnv_u64(h, static_cast<std::uint64_t>(k_scanner_version));
-  fnv_field(h, key.interpreter);
-  fnv_u64(h, key.search_paths.size());
-  for (const std::string& p : key.search_paths) fnv_field(h, p);
-  fnv_field(h, key.cwd);
-  return h;
+  Fnv1a h;
+  h.field("epload-index");
+  h.u64(static_cast<std::uint64_t>(k_cache_format_version));
+  h.u64(static_cast<std::uint64_t>(k_scanner_version));
+  h.field(key.interpreter);
+  h.u64(key.search_paths.size());
+  for (const std::string& p : key.search_paths) h.field(p);
+  h.field(key.cwd);
+  return h.value;
 }
 
 std::string cache_file_name(const CacheKey& key) {

@@ -4,7 +4,7 @@
 //
 // Values are read with simdjson On-Demand straight into the IndexBuilder;
 // no DOM is built.  Strings without escapes are read in place
-// (decode_json_string, cache_text.cpp); fields must come in exactly the
+// (decode_json_string, json_text.cpp); fields must come in exactly the
 // documented order, every index is bounds-checked, every number
 // range-checked, every type checked.
 #include <cstring>

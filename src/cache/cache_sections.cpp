@@ -19,7 +19,7 @@
 #include <cstring>
 
 #include "epload/profile.hpp"
-#include "prefault.hpp"
+#include "memory.hpp"
 #include "pread_full.hpp"
 
 namespace epload::detail {

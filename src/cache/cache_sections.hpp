@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "big_buffer.hpp"      // BigBuffer
+#include "memory.hpp"      // BigBuffer
 #include "cache_internal.hpp"  // k_json_padding
 
 namespace epload::detail {

@@ -48,7 +48,7 @@
 #include "cache_internal.hpp"
 #include "epload/profile.hpp"
 #include "epload/scanner.hpp"
-#include "map_files.hpp"
+#include "memory.hpp"
 #include "stamp.hpp"
 
 namespace epload {

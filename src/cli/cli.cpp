@@ -8,6 +8,7 @@
 #include "cli/python_memo.hpp"
 #include "epload/metadata.hpp"  // find_invalid_utf8
 #include "epload/switches.hpp"
+#include "json_text.hpp"  // append_json_escaped
 
 #include <cerrno>    // errno
 #include <cstdio>    // fprintf, fwrite
@@ -259,24 +260,7 @@ void append_json_string(std::string& out, std::string_view s) {
     // bytes) as the lone surrogate U+DC80..U+DCFF that Python's
     // surrogateescape decodes it to, so json.loads gives the str importlib has.
     const std::size_t bad = find_invalid_utf8(s);
-    const std::string_view good = s.substr(0, bad);
-    for (unsigned char c : good) {
-      switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default:
-          if (c < 0x20 || c == 0x7f) {
-            out += "\\u00";
-            out.push_back(k_hex[c >> 4]);
-            out.push_back(k_hex[c & 15]);
-          } else {
-            out.push_back(static_cast<char>(c));
-          }
-      }
-    }
+    detail::append_json_escaped(out, s.substr(0, bad));
     if (bad == std::string_view::npos) break;
     const auto c = static_cast<unsigned char>(s[bad]);
     out += "\\udc";

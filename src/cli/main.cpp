@@ -12,7 +12,7 @@
 #include <vector>       // args
 
 #include "cli/cli.hpp"
-#include "map_files.hpp"
+#include "memory.hpp"
 
 namespace {
 
@@ -41,7 +41,7 @@ int flushed(int status) {
 }
 
 /// The CLI reads its cache files through mappings of them (see
-/// map_files.hpp).  Should another program truncate such a file in place while
+/// memory.hpp).  Should another program truncate such a file in place while
 /// it is mapped, the next touch of a lost page raises SIGBUS: say what that
 /// means before the signal ends the process as it would have.
 void on_bus_error(int) {
@@ -98,6 +98,6 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   explain_bus_errors();
-  epload::detail::map_cache_files();  // a short-lived process (map_files.hpp)
+  epload::detail::map_cache_files();  // a short-lived process (memory.hpp)
   return flushed(run(argc, argv));
 }

@@ -16,7 +16,7 @@
 
 #include "arena.hpp"
 #include "index_hooks.hpp"
-#include "prefault.hpp"
+#include "memory.hpp"
 
 namespace epload {
 

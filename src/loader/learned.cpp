@@ -38,8 +38,9 @@
 
 
 #include "atomic_file.hpp"  // dir_name, make_safe_dir, write_atomic
+#include "fnv.hpp"          // the file name
 #include "kept_files.hpp"   // keep_files
-#include "prefault.hpp"
+#include "memory.hpp"       // big_alloc
 #include "pread_full.hpp"
 
 namespace epload::detail {
@@ -55,13 +56,6 @@ constexpr KeptFiles k_old_store_files{"devices-", ".json"};
 
 constexpr std::string_view k_magic = "epload-learned 2";
 constexpr std::size_t k_max_file = 64u << 20;
-
-std::uint64_t fnv(std::uint64_t h, std::string_view s) {
-  // Length-prefixed so ("ab","c") and ("a","bc") differ.
-  for (std::size_t n = s.size(), i = 0; i < 8; ++i, n >>= 8) h = (h ^ (n & 0xff)) * 0x100000001b3ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
 
 void append_escaped(std::string& out, std::string_view s) {
   for (char c : s) {
@@ -233,10 +227,11 @@ Split split_record(char* line, char* buf_end, char*& le, char* (&begin)[k_fields
 
 std::string learned_file_path(const std::string& cache_dir, std::string_view group,
                               std::span<const std::string_view> search_paths) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  h = fnv(h, k_magic);
-  h = fnv(h, group);
-  for (std::string_view p : search_paths) h = fnv(h, p);
+  Fnv1a fnv;
+  fnv.field(k_magic);
+  fnv.field(group);
+  for (std::string_view p : search_paths) fnv.field(p);
+  const std::uint64_t h = fnv.value;
   static constexpr char k_hex[] = "0123456789abcdef";
   std::string name = "learned-";
   for (int shift = 60; shift >= 0; shift -= 4) name += k_hex[(h >> shift) & 0xf];

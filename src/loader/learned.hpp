@@ -56,7 +56,7 @@ class LearnedFile {
   /// later call reports damage (damaged()): the file is then "absent".
   /// With `map_file`, the bytes are a private mapping of the file (pages
   /// from the page cache, copied only where an escape is undone) instead of
-  /// a copy in fresh memory: see map_files.hpp for the price.
+  /// a copy in fresh memory: see memory.hpp for the price.
   static LearnedFile open(const std::string& path, std::string* why = nullptr, bool map_file = false);
   /// The next record (views into the file's memory; escapes are undone in
   /// place, so each record is parsed once).  False at the end, after the

@@ -29,7 +29,7 @@
 #include "epload/profile.hpp"
 #include "epload/switches.hpp"
 #include "loader_impl.hpp"
-#include "map_files.hpp"
+#include "memory.hpp"
 #include "parallel.hpp"
 #include "resolve.hpp"
 #include "stamp.hpp"

@@ -33,6 +33,7 @@
 
 #include "atomic_file.hpp"  // write_atomic
 #include "epload/profile.hpp"
+#include "json_text.hpp"
 #include "profile_internal.hpp"
 #include "utf8.hpp"
 
@@ -41,21 +42,6 @@ namespace epload::profile {
 namespace {
 
 constexpr int k_counters = static_cast<int>(Counter::count_);
-
-void append_escaped(std::string& out, std::string_view s) {
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-}
 
 // ---- a small JSON reader ------------------------------------------------------
 
@@ -425,7 +411,7 @@ bool write_trace(const Trace& t, const std::string& path, std::string* error) {
     std::snprintf(buf, sizeof buf, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"",
                   t.pids[k]);
     out += buf;
-    append_escaped(out, k < t.process_names.size() ? t.process_names[k] : std::string("epload"));
+    epload::detail::append_json_escaped(out, k < t.process_names.size() ? t.process_names[k] : std::string("epload"));
     out += "\"}}";
   }
   std::map<std::pair<std::int32_t, std::uint32_t>, bool> threads;
@@ -440,7 +426,7 @@ bool write_trace(const Trace& t, const std::string& path, std::string* error) {
   for (const Event& e : t.events) {
     sep();
     out += "{\"name\":\"";
-    append_escaped(out, e.detail.empty() ? std::string_view(phase_name(e.phase)) : std::string_view(e.detail));
+    epload::detail::append_json_escaped(out, e.detail.empty() ? std::string_view(phase_name(e.phase)) : std::string_view(e.detail));
     // Microseconds with nanosecond digits: exact, and what viewers expect.
     std::snprintf(buf, sizeof buf,
                   "\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%lld.%03lld,\"dur\":%lld.%03lld,\"pid\":%d,\"tid\":%u,"

@@ -8,6 +8,7 @@
 #include <vector>       // slots
 
 #include "arena.hpp"
+#include "fnv.hpp"
 
 namespace epload::detail {
 
@@ -35,11 +36,7 @@ class SeenSet {
   }
 
  private:
-  static std::size_t hash(std::string_view s) {
-    std::uint64_t h = 1469598103934665603ull;  // FNV-1a
-    for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-    return static_cast<std::size_t>(h);
-  }
+  static std::size_t hash(std::string_view s) { return static_cast<std::size_t>(fnv1a(s)); }
   std::size_t find(std::string_view key) const {
     const std::size_t mask = m_slots.size() - 1;
     for (std::size_t i = hash(key) & mask;; i = (i + 1) & mask) {

@@ -453,10 +453,9 @@ def _cpu_seconds(pid):
 def test_cache_file_truncated_while_mapped_is_an_explained_bus_error(env, tmp_path):
     if "EPLOAD_TEST_HOOKS:BOOL=ON" not in (BUILD_DIR / "CMakeCache.txt").read_text():
         pytest.skip("built without -DEPLOAD_TEST_HOOKS=ON: no EPLOAD_TEST_SLOWDOWN to hold the run")
-    # The CLI reads cache files through mappings of them (CacheOptions::
-    # src/map_files.hpp).  Another program truncating one in place while a run has it
-    # mapped costs that run a SIGBUS, explained on stderr, and nothing more:
-    # the next run finds the empty file and rebuilds.  The run is held inside
+    # The CLI reads cache files through mappings of them (src/base/memory.hpp).
+    # Another program truncating one in place while a run has it mapped costs
+    # that run a SIGBUS, explained on stderr, and nothing more: the next run finds the empty file and rebuilds.  The run is held inside
     # its validation (after the read) by EPLOAD_TEST_SLOWDOWN.
     out, m = env
     site, cache = m["search_path"], tmp_path / "cache"

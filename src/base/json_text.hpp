@@ -1,6 +1,7 @@
-// cache_text.hpp — JSON text helpers of the cache's files (cache_text.cpp):
-// the integrity hash, hex digits, and JSON string escapes both ways.  Plain
-// functions on bytes, usable beyond the cache (the CLI's memo files).
+// json_text.hpp — JSON text helpers (json_text.cpp): the integrity hash of
+// the cache's files, hex digits, and JSON string escapes both ways.  Plain
+// functions on bytes: the cache's files, the CLI's output and memo files,
+// the trace writer.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,7 @@
 
 namespace epload::detail {
 
-/// The integrity hash of a file's body (see docs/cache-format.md and cache_text.cpp).
+/// The integrity hash of a file's body (see docs/cache-format.md and json_text.cpp).
 std::uint64_t body_hash(std::string_view s);
 
 /// Writes `v` as 16 lower-case hex digits to out[0..16).

@@ -6,8 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "big_buffer.hpp"
-#include "prefault.hpp"
+#include "memory.hpp"
 
 namespace epload::detail {
 namespace {

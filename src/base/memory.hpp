@@ -1,4 +1,8 @@
-// prefault.hpp — backing a fresh buffer in one system call.
+// memory.hpp — how the core backs the memory its reads fill: fresh buffers
+// backed in one system call, buffers of a read's size, and whether cache
+// files are mapped instead of copied.
+//
+// Backing a fresh buffer in one system call.
 //
 // Memory the process has not touched yet costs a page fault per 4 KiB page
 // on first write: ~12-15 us each on one class of virtual machine this was
@@ -17,8 +21,10 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace epload::detail {
 
@@ -59,5 +65,49 @@ template <class Vector>
 void prefault_capacity(Vector& v) {
   prefault(v.data() + v.size(), (v.capacity() - v.size()) * sizeof(typename Vector::value_type));
 }
+
+// ---- A buffer of a read's size, its pages backed at once.
+//
+// The cache reader's sections and the learned store's text are read into
+// fresh buffers of up to ~0.5 MB; prefault() backs their pages in one
+// system call instead of a page fault each.
+
+/// Frees a buffer from big_alloc().
+inline void free_big(char* p) { delete[] p; }
+
+/// A buffer from big_alloc(); free_big() is its deleter.
+using BigBuffer = std::unique_ptr<char[], void (*)(char*)>;
+
+/// `n` uninitialised bytes (callers write every byte they read), their
+/// pages backed.
+inline BigBuffer big_alloc(std::size_t n) {
+  char* p = new char[n == 0 ? 1 : n];
+  prefault(p, n);
+  return BigBuffer(p, free_big);
+}
+
+// ---- Whether this process reads its cache files through mappings of them
+// instead of copies.
+//
+// What it buys: a fresh page filled by pread costs about ten times what a
+// page cache page mapped in does on the machines measured, so the CLI maps
+// its index file (each range backed in one madvise(MADV_POPULATE_READ)) and
+// its learned-device store: 0.2-0.3 ms (5-8%) of a lazy `epload load` under
+// `paths` validation and 0.3-0.5 ms (3%) under `full`, at 6,000
+// distributions (BENCHMARKS.md, "What the speed machinery buys").
+// The price: should another program truncate such a file in place while it
+// is mapped, the next touch of a lost page raises SIGBUS (epload itself
+// only replaces its files by rename; cli/main.cpp explains the signal).  So
+// only a short-lived process turns it on: the CLI, first thing in main().
+// The library's default, and so the Python module's, is to copy.
+
+inline std::atomic<bool> g_map_cache_files{false};
+
+/// Reads cache files through mappings from now on, for the rest of the
+/// process.
+inline void map_cache_files() { g_map_cache_files.store(true, std::memory_order_relaxed); }
+
+/// True once map_cache_files() was called.
+inline bool cache_files_mapped() { return g_map_cache_files.load(std::memory_order_relaxed); }
 
 }  // namespace epload::detail

@@ -1,6 +1,7 @@
-// cache_text.cpp — JSON text helpers shared by the cache writer and reader:
-// the integrity hash, hex digits, and JSON string escapes both ways (one
-// table of the two-character escapes serves both).
+// json_text.cpp — JSON text helpers shared by the cache writer and reader,
+// the CLI's output and memos, and the trace writer: the integrity hash, hex
+// digits, and JSON string escapes both ways (one table of the two-character
+// escapes serves both).
 //
 // The checksum (see docs/cache-format.md) is a word-at-a-time hash whose every step —
 // xor in an 8-byte word, multiply by an odd constant, xorshift — is a
@@ -13,7 +14,7 @@
 // no escape and is returned as a view into the input buffer, so nothing is
 // copied and simdjson's string buffer (as large as the file) is never
 // touched; a string with escapes is decoded exactly as JSON defines them.
-#include "cache_text.hpp"
+#include "json_text.hpp"
 
 #include <cstring>
 
