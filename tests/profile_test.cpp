@@ -3,6 +3,7 @@
 // (fields, nesting, one `load` event per loaded backend); summaries; bad
 // trace files.  Real directories, real backend libraries, real dlopen.
 #include "epload/profile.hpp"
+#include "profile_trace.hpp"  // reading, merging, summaries
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>  // mkfifo

@@ -2,7 +2,7 @@
 // trace-event output for start-up profiling.
 //
 // Off by default and nearly free when off: a Span checks one relaxed atomic
-// and does nothing else.  On (profile::enable(), or EPLOAD_TRACE=FILE in the
+// (enabled()) and does nothing else.  On (profile::enable(), or EPLOAD_TRACE=FILE in the
 // environment, read once), each Span records its phase, a detail string (a
 // backend or file name), start and duration, and the calling thread.  The
 // trace is written as Chrome trace-event JSON, which Perfetto and
@@ -24,7 +24,6 @@
 // py_import/py_call (Python) events nest inside it on the same thread.
 #pragma once
 
-#include <atomic>       // the on/off switch, read on every Span
 #include <cstdint>      // counters, timestamps
 #include <optional>     // parse_phase
 #include <string>       // event names
@@ -75,24 +74,17 @@ struct Event {
   std::int32_t pid = 0;       ///< 0 for this process's own events (events())
 };
 
-namespace detail {
-extern std::atomic<int> g_state;     ///< -1 not yet decided, 0 off, 1 on
-bool decide();                       ///< reads EPLOAD_TRACE once
-}  // namespace detail
-
 /// True when recording.  The first call reads EPLOAD_TRACE; after that it is
-/// one relaxed atomic load.
-inline bool enabled() {
-  const int s = detail::g_state.load(std::memory_order_relaxed);
-  return s > 0 || (s < 0 && detail::decide());
-}
+/// one relaxed atomic load (out of line: a call costs ~1 ns, and the busiest
+/// caller, a counted stat, makes a system call each time).
+bool enabled();
 /// Starts recording (idempotent).  Called for EPLOAD_TRACE automatically.
 void enable();
 /// Stops recording and forgets everything recorded.
 void reset();
 
 /// Adds `n` to a system-call counter (no-op when disabled).
-inline void count(Counter counter, std::uint64_t n = 1);
+void count(Counter counter, std::uint64_t n = 1);
 /// The current value of a counter.
 std::uint64_t counter(Counter counter);
 
@@ -130,71 +122,5 @@ class Span {
   std::string m_detail;
   std::int64_t m_start = 0;
 };
-
-// ---------------------------------------------------------------------------
-// Reading and summarising traces (epload profile, tests).
-
-/// A trace file as read back: its complete events (with their pid) and the
-/// system-call counters its process wrote.
-struct Trace {
-  std::vector<Event> events;  ///< by start time; `pid` set
-  /// System calls counted, summed over its processes.
-  std::uint64_t counters[static_cast<int>(Counter::count_)] = {};
-  std::vector<std::int32_t> pids;          ///< its processes, in order of first appearance
-  std::vector<std::string> process_names;  ///< parallel to pids ("epload", "python3", ...)
-};
-
-/// Appends `from` to `into` (events re-sorted by start, counters added).
-void merge(Trace& into, const Trace& from);
-
-/// Reads a trace written by write_trace() (or several merged by merge()).  Events whose "cat" is not a phase are skipped.  Fails
-/// (Errc::io, Errc::parse) naming the file and what is wrong with it.
-Result<Trace> read_trace(const std::string& path);
-
-/// Writes `trace` (events of possibly several processes) as trace-event JSON.
-bool write_trace(const Trace& trace, const std::string& path, std::string* error = nullptr);
-
-/// Per-phase figures of a set of events.
-struct PhaseTotal {
-  Phase phase = Phase::total;
-  std::uint64_t count = 0;
-  std::int64_t total_ns = 0;  ///< sum of durations (nested spans of one phase counted once)
-  std::int64_t self_ns = 0;   ///< minus the time in nested spans of other phases
-};
-
-/// Per-backend figures: the spans whose detail is the backend's name.
-struct BackendTotal {
-  std::string name;
-  std::uint64_t loads = 0;      ///< `load` spans (attempts)
-  std::int64_t load_ns = 0;     ///< whole loads
-  std::int64_t resolve_ns = 0;  ///< entry point -> library
-  std::int64_t dlopen_ns = 0;
-  std::int64_t init_ns = 0;
-  std::int64_t import_ns = 0;   ///< Python: module import
-  std::int64_t call_ns = 0;     ///< Python: entry point call
-  std::int64_t first_start_ns = 0;
-};
-
-/// What `epload profile` prints: phases by self time (descending), loaded
-/// backends by load time (descending), and the wall-clock extent.
-struct Summary {
-  std::vector<PhaseTotal> phases;      ///< phases that occurred, costliest first
-  std::vector<BackendTotal> backends;  ///< backends with a `load` span, costliest first
-  std::int64_t wall_ns = 0;            ///< first start to last end
-};
-
-/// Summarises `events` (of one or several processes and threads).  Self time
-/// subtracts, per thread, the time covered by directly nested spans.
-Summary summarize(const std::vector<Event>& events);
-
-// ---------------------------------------------------------------------------
-
-namespace detail {
-void add_count(Counter counter, std::uint64_t n);
-}  // namespace detail
-
-inline void count(Counter counter, std::uint64_t n) {
-  if (enabled()) detail::add_count(counter, n);
-}
 
 }  // namespace epload::profile

@@ -53,7 +53,4 @@ Validation read_validation(std::vector<std::string>* warnings);
 const char* disabled_by(const std::vector<std::string>& enable, const std::vector<std::string>& disable,
                         std::string_view name, std::string_view dist);
 
-/// importlib's normalized distribution name: lower case, runs of "-_." -> "-".
-std::string normalize_dist_name(std::string_view name);
-
 }  // namespace epload

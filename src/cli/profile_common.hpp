@@ -12,6 +12,7 @@
 
 #include "cli/cli.hpp"
 #include "epload/profile.hpp"
+#include "profile_trace.hpp"  // reading, merging, summaries
 
 namespace epload::cli::profiling {
 

@@ -3,6 +3,8 @@
 
 #include <cstdlib>  // getenv
 
+#include "epload/metadata.hpp"  // normalize_name
+
 namespace epload {
 
 namespace {
@@ -28,21 +30,6 @@ bool turns_off(const char* variable) {
 }
 
 }  // namespace
-
-std::string normalize_dist_name(std::string_view s) {
-  std::string out;
-  bool sep = false;
-  for (char c : s) {
-    if (c == '-' || c == '_' || c == '.') {
-      sep = true;
-      continue;
-    }
-    if (sep && !out.empty()) out.push_back('-');
-    sep = false;
-    out.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
-  }
-  return out;
-}
 
 Switches read_switches(std::string_view group) {
   Switches s;
@@ -74,8 +61,16 @@ Validation read_validation(std::vector<std::string>* warnings) {
 const char* disabled_by(const std::vector<std::string>& enable, const std::vector<std::string>& disable,
                         std::string_view name, std::string_view dist) {
   if (enable.empty() && disable.empty()) return nullptr;
-  const std::string norm = normalize_dist_name(dist);
-  auto matches = [&](const std::string& want) { return want == name || normalize_dist_name(want) == norm; };
+  // Distribution names compare as importlib normalizes them (the one rule,
+  // metadata.hpp's normalize_name).
+  std::string norm, want_norm;
+  normalize_name(dist, norm);
+  auto matches = [&](const std::string& want) {
+    if (want == name) return true;
+    want_norm.clear();
+    normalize_name(want, want_norm);
+    return want_norm == norm;
+  };
   for (const std::string& d : disable) {
     if (matches(d)) return "EPLOAD_DISABLE";
   }

@@ -20,6 +20,7 @@
 #include <time.h>     // clock_gettime
 #include <unistd.h>   // getpid
 
+#include <atomic>     // the on/off switch, counters
 #include <iterator>   // size
 #include <cerrno>     // program_invocation_short_name
 #include <cstdio>     // fprintf
@@ -28,12 +29,13 @@
 
 #include "enum_names.hpp"
 #include "profile_internal.hpp"
+#include "profile_trace.hpp"  // write_trace of this process's spans
 
 namespace epload::profile {
 
-namespace detail {
-std::atomic<int> g_state{-1};
-}  // namespace detail
+namespace {
+std::atomic<int> g_state{-1};  // -1 not yet decided, 0 off, 1 on
+}  // namespace
 
 namespace {
 
@@ -98,7 +100,10 @@ void write_trace_at_exit() {
 
 }  // namespace
 
-bool detail::decide() {
+namespace {
+
+// Reads EPLOAD_TRACE once.
+bool decide() {
   static std::once_flag once;
   std::call_once(once, [] {
     const char* path = std::getenv("EPLOAD_TRACE");
@@ -115,6 +120,13 @@ bool detail::decide() {
     }
   });
   return g_state.load(std::memory_order_relaxed) > 0;
+}
+
+}  // namespace
+
+bool enabled() {
+  const int s = g_state.load(std::memory_order_relaxed);
+  return s > 0 || (s < 0 && decide());
 }
 
 std::string detail::expand_trace_path(const std::string& path, long pid) {
@@ -153,19 +165,19 @@ const char* counter_name(Counter c) { return epload::detail::enum_name(c, k_coun
 void enable() {
   recorder();
   install_fork_handlers();
-  detail::g_state.store(1);
+  g_state.store(1);
 }
 
 void reset() {
-  detail::g_state.store(0);
+  g_state.store(0);
   Recorder& r = recorder();
   std::lock_guard lock(r.mutex);
   r.events.clear();
   for (auto& c : r.counters) c.store(0);
 }
 
-void detail::add_count(Counter c, std::uint64_t n) {
-  if (c < Counter::count_) recorder().counters[static_cast<int>(c)].fetch_add(n, std::memory_order_relaxed);
+void count(Counter c, std::uint64_t n) {
+  if (enabled() && c < Counter::count_) recorder().counters[static_cast<int>(c)].fetch_add(n, std::memory_order_relaxed);
 }
 
 std::uint64_t counter(Counter c) {

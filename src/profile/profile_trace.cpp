@@ -35,6 +35,7 @@
 #include "epload/profile.hpp"
 #include "json_text.hpp"
 #include "profile_internal.hpp"
+#include "profile_trace.hpp"
 #include "utf8.hpp"
 
 namespace epload::profile {
