@@ -4,6 +4,8 @@ find_package(epload) against that prefix alone, built, and run over a
 crafted site directory: it opens an index and prints an entry point.  And
 a C++-only configure that needs none of the test, benchmark or Python tools."""
 
+import re
+
 from pkgenv import BUILD_DIR, SOURCE_DIR, project_version, run
 
 CONSUMER = SOURCE_DIR / "tests" / "package" / "consumer"
@@ -40,6 +42,31 @@ def test_installed_prefix_builds_and_runs_a_find_package_consumer(tmp_path):
     assert proc.stdout == "npu = vendor_npu:autoload (vendor_npu 2.1)\n"
     proc = run([build / "consumer", "torch.backends", "gpu", tmp_path / "cache", site], check=False)
     assert proc.returncode == 1 and "no entry point gpu" in proc.stderr
+
+    # The README's C++ example, as a user pastes it into a main(), builds
+    # against the same prefix with warnings as errors.
+    example = tmp_path / "readme-example"
+    includes, body = readme_cpp_example()
+    write(example / "main.cpp", "\n".join(includes) + "\n\nint main() {\n" +
+          "".join(f"  {line}\n" for line in body) + "  return 0;\n}\n")
+    write(example / "CMakeLists.txt", (CONSUMER / "CMakeLists.txt").read_text()
+          .replace("project(epload_consumer", "project(readme_example")
+          + "target_compile_options(consumer PRIVATE -Wall -Wextra -Werror -Wno-unused-variable)\n")
+    run(["cmake", "-S", example, "-B", tmp_path / "example-build", f"-DCMAKE_PREFIX_PATH={prefix}",
+         "-DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF"])
+    run(["cmake", "--build", tmp_path / "example-build"])
+
+
+def readme_cpp_example():
+    """The README's "Quick start: C++ hosts" block: its #include lines and
+    its statements."""
+    text = (SOURCE_DIR / "README.md").read_text()
+    m = re.search(r"## Quick start: C\+\+ hosts\n+```cpp\n(.*?)```", text, re.S)
+    assert m, "README.md has no C++ example under 'Quick start: C++ hosts'"
+    lines = [line for line in m.group(1).splitlines() if line.strip()]
+    includes = [line for line in lines if line.startswith("#include")]
+    assert includes and len(includes) < len(lines)
+    return includes, [line for line in lines if not line.startswith("#include")]
 
 
 def test_a_cpp_only_build_needs_neither_googletest_nor_benchmark_nor_pybind11(tmp_path):
