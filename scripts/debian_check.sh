@@ -90,10 +90,11 @@ cleanup() {
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount "${mounted[i]}" || true; done
 }
 trap cleanup EXIT
-mount -t proc proc "$root/proc" && mounted+=("$root/proc")
-mount -t sysfs sys "$root/sys" && mounted+=("$root/sys")
-mount --bind /dev "$root/dev" && mounted+=("$root/dev")
-mount --bind /dev/pts "$root/dev/pts" && mounted+=("$root/dev/pts")
+mnt() { mount "$@"; mounted+=("${@: -1}"); }  # a failed mount stops the check (set -e)
+mnt -t proc proc "$root/proc"
+mnt -t sysfs sys "$root/sys"
+mnt --bind /dev "$root/dev"
+mnt --bind /dev/pts "$root/dev/pts"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
 
 # The host's own certificate authorities (a proxy's, under
@@ -124,8 +125,8 @@ elif [ -z "$wheels" ] || ! compgen -G "$wheels/torch-2.13.0*-$tag-$tag-*.whl" >/
     "no local torch 2.13.0 wheel for $tag is in '${wheels:-(no wheel directory: set EPLOAD_TORCH_WHEELS)}'" >&2
 else
   mkdir -p "$root$wheels"
-  mount --bind -o ro "$wheels" "$root$wheels" && mounted+=("$root$wheels")
-  mount -o remount,bind,ro "$root$wheels"
+  mnt --bind -o ro "$wheels" "$root$wheels"
+  mount -o remount,bind,ro "$root$wheels"  # older mounts ignore ro on the first call
   torch_env=(PIP_FIND_LINKS="$wheels")
   echo "$me: torch steps run with $(cd "$wheels" && echo torch-2.13.0*-"$tag"-*.whl) from $wheels" >&2
 fi
