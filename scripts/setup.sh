@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# setup.sh — install what epload needs (Debian 12 packages) when it is
+# setup.sh — install what epload needs (Debian 12 or 13 packages) when it is
 # missing, then configure and build into build/.  Idempotent and quiet when
 # everything is already there.  Used by scripts/demo.sh and scripts/test.sh.
+# Needs nothing but bash, coreutils and apt: on a bare root (no python3,
+# compiler, sudo or certificates) it installs everything first, as root or
+# through sudo.
 #
 #   scripts/setup.sh            install missing packages, build
 #   scripts/setup.sh --deps-only   install missing packages only
@@ -22,12 +25,17 @@ jobs=${EPLOAD_JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 # Build and test dependencies, then the tools the benchmarks and the
 # comparison use (hyperfine, strace, stevedore as a peer, matplotlib for plots).
-packages=(cmake make g++ pkg-config libsimdjson-dev libmimalloc-dev libbenchmark-dev libgtest-dev
-          pybind11-dev python3-dev python3-venv python3-pytest hyperfine strace python3-stevedore
-          python3-matplotlib
-          "libpython$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')-testsuite")
-
+# ca-certificates: the downloads below and pip's reach https servers; a bare
+# root (debootstrap --variant=minbase, a debian:* container) has none of these.
+packages=(ca-certificates cmake make g++ pkg-config libsimdjson-dev libmimalloc-dev libbenchmark-dev
+          libgtest-dev pybind11-dev python3-dev python3-venv python3-pytest hyperfine strace
+          python3-stevedore python3-matplotlib)
 "$here/scripts/apt_install.sh" setup "${packages[@]}"
+
+# CPython's own importlib.metadata tests come in a package named after the
+# interpreter's version, which only the python3 installed just above can tell.
+python_version=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+"$here/scripts/apt_install.sh" setup "libpython$python_version-testsuite"
 
 deps=${EPLOAD_DEPS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/epload-build}
 simdjson=$(dpkg-query -W -f='${Version}' libsimdjson-dev | sed 's/^[0-9]*://; s/-[^-]*$//')
