@@ -26,6 +26,9 @@
 # several GB.  Needs root (debootstrap, mount, chroot) and network to Debian's
 # mirror and PyPI.  Not run by CI (see CONTRIBUTING.md for what it costs).
 set -euo pipefail
+# The whole script is one block, read before any of it runs: it runs for an
+# hour from the checkout, where editing it must not change what runs.
+{
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 me=debian_check
@@ -159,3 +162,5 @@ echo "$me: scripts/test.sh $*" >&2
 in_root bash -c 'cd /src && scripts/test.sh "$@"' test.sh "$@"
 timed test.sh
 echo "$me: Debian $debian ($release): python3 is $(in_root python3 -c 'import sys; print(sys.version.split()[0])')" >&2
+exit
+}
