@@ -127,7 +127,7 @@ TEST(LoaderStore, DamageAnywhereVoidsTheWholeStore) {
   const std::vector<std::pair<std::string, std::string>> damaged = {
       {lie.substr(0, line2) + "0\tbroken record\n" + lie.substr(lie.find('\n', line2) + 1), "wrong number of fields"},
       {lie.substr(0, trailer), "truncated (no trailer)"},
-      {lie.substr(0, trailer) + "1\tx.dist-info\tx\tx:y\tq\tx.so\t1:2:3:4:5:6\t1\t0\t\n" + lie.substr(trailer),
+      {lie.substr(0, trailer) + "1\tx.dist-info\tx\tx:y\tq\tx.so\t1:2:3:4:5:6\t1\t0\t\t\n" + lie.substr(trailer),
        "unknown backend kind"},  // past the index's entry points
   };
   for (const auto& [text, why] : damaged) {
