@@ -28,6 +28,13 @@ Every variant is checked once before timing: the same backend names, the
 generated backend and the fixture among them, answered by importlib resp.
 epload (warming epload's index cache).  Reported: medians, quartiles, and
 the ratio stock / variant of the medians (target: >= 20x for `switch`).
+
+The price of the switch in a process that never looks entry points up is
+measured too (--pth-rounds fresh `PY -X importtime -c pass`, alternating):
+with EPLOAD_IMPORTLIB unset the .pth line imports nothing (checked); with
+`1` it imports epload's pure-Python hook and no native module (checked),
+and its import time is the cumulative time of `epload._hook` as
+-X importtime reports it.
 """
 
 from __future__ import annotations
@@ -77,6 +84,7 @@ def parse_args(argv):
     p.add_argument('--build', default=os.environ.get('EPLOAD_BUILD_DIR', os.path.join(SOURCE_DIR, 'build')))
     p.add_argument('--dists', type=int, default=6000, help='distributions generated (default 6000)')
     p.add_argument('--rounds', type=int, default=11, help='timed rounds (default 11)')
+    p.add_argument('--pth-rounds', type=int, default=21, help='.pth cost samples (default 21)')
     p.add_argument('--env-dir', help='where the generated environment is kept (default: under the build)')
     p.add_argument('--md-out')
     p.add_argument('--json-out')
@@ -137,9 +145,34 @@ def run(args, tmp):
         med = statistics.median(ms)
         result['variants'][name] = {'median_ms': med, 'q1_ms': q[0], 'q3_ms': q[2], 'samples_ms': ms,
                                     'ratio': stock / med}
+    result['pth'] = pth_cost(python, base, args.pth_rounds)
     report = markdown(result)
     write_report(result, report, md_out=args.md_out, json_out=args.json_out)
     return 0
+
+
+PTH_PROBE = 'import sys; print("PTH", "epload" in sys.modules, "epload._native" in sys.modules)'
+
+
+def pth_cost(python, base, rounds):
+    """The .pth hook's import time (ms, medians) with the switch off and on,
+    in processes that look nothing up."""
+    out = {'off': [], 'on': []}
+    for _ in range(rounds):
+        for name, extra in (('off', {}), ('on', {'EPLOAD_IMPORTLIB': '1'})):
+            proc = subprocess.run([python, '-X', 'importtime', '-c', PTH_PROBE], env=dict(base, **extra),
+                                  capture_output=True, text=True)
+            flags = proc.stdout.split()
+            if proc.returncode != 0 or flags != ['PTH', str(name == 'on'), 'False']:
+                raise BenchError(f'.pth probe ({name}) printed {proc.stdout!r}, want epload imported '
+                                 f'only with the switch and never its native module:\n{proc.stderr[-2000:]}')
+            us = 0
+            for line in proc.stderr.splitlines():
+                parts = [p.strip() for p in line.removeprefix('import time:').split('|')]
+                if len(parts) == 3 and parts[2] in ('epload._hook',):
+                    us = int(parts[1])
+            out[name].append(us / 1000)
+    return {name: statistics.median(v) for name, v in out.items()}
 
 
 def markdown(result):
@@ -153,6 +186,10 @@ def markdown(result):
     ratio = result['variants']['switch']['ratio']
     lines += ['', f"Target: switch ≥ {TARGET:.0f}× cheaper than stock: "
               f"{'met' if ratio >= TARGET else 'NOT met'} ({ratio:.1f}×)."]
+    pth = result['pth']
+    lines += ['', f".pth hook in a process that looks nothing up (-X importtime, median): "
+              f"{pth['off']:.2f} ms with the switch unset, {pth['on']:.2f} ms with EPLOAD_IMPORTLIB=1 "
+              "(pure Python; no native module loaded)."]
     return '\n'.join(lines) + '\n'
 
 
