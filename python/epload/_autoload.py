@@ -116,9 +116,10 @@ def warn_user(message):
         warnings.warn(message, RuntimeWarning, stacklevel=2)
         return
     g = frame.f_globals
+    # No module_globals: its loader would be asked for the source line, and
+    # the loader of `python -c`'s __main__ raises ImportError there.
     warnings.warn_explicit(message, RuntimeWarning, frame.f_code.co_filename, frame.f_lineno,
-                           module=g.get('__name__'), registry=g.setdefault('__warningregistry__', {}),
-                           module_globals=g)
+                           module=g.get('__name__'), registry=g.setdefault('__warningregistry__', {}))
 
 
 def _how_to_disable(group, name):
