@@ -192,15 +192,15 @@ TEST(Learned, DamageMeansNoStore) {
   EXPECT_EQ(read_text(good).first, 2u);
   const std::vector<std::string> bads = {
        std::string(), good.substr(0, good.size() - 1), good.substr(0, good.size() / 2),
-        "epload-learned 3\nend 0\n", good + "extra\n", "not a store",
+        "epload-learned 2\nend 0\n", good + "extra\n", "not a store",
         good.substr(0, good.find('\n') + 1) + "a\tb\n" + "end 1\n",
-        std::string("epload-learned 2\n0\t/a\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\tx:bad\nend 1\n"),
-        std::string("epload-learned 2\n0\t/a\tb\tc\tq\t/l\t1:2:3:4:5:6\t1\t0\t\nend 1\n"),
-        std::string("epload-learned 2\nx\t/a\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\t\nend 1\n"),
-        std::string("epload-learned 2\n0\t/a\tb\tc\tn\t\t1:2:3:4:5:6\t1\t0\t\nend 1\n"),
-        std::string("epload-learned 2\n0\t/a\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\t\textra\nend 1\n"),
-        std::string("epload-learned 2\n0\t/a\\x\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\t\nend 1\n"),
-        std::string("epload-learned 2\n0\t/a\tb\tc\tn\t/l\t1:2:3:4:5\t1\t0\t\nend 1\n")};
+        std::string("epload-learned 3\n0\t/a\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\tx:bad\t\nend 1\n"),
+        std::string("epload-learned 3\n0\t/a\tb\tc\tq\t/l\t1:2:3:4:5:6\t1\t0\t\t\nend 1\n"),
+        std::string("epload-learned 3\nx\t/a\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\t\t\nend 1\n"),
+        std::string("epload-learned 3\n0\t/a\tb\tc\tn\t\t1:2:3:4:5:6\t1\t0\t\t\nend 1\n"),
+        std::string("epload-learned 3\n0\t/a\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\t\t\textra\nend 1\n"),
+        std::string("epload-learned 3\n0\t/a\\x\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\t\t\nend 1\n"),
+        std::string("epload-learned 3\n0\t/a\tb\tc\tn\t/l\t1:2:3:4:5\t1\t0\t\t\nend 1\n")};
   for (const std::string& bad : bads) {
     auto [n, why] = read_text(bad);
     EXPECT_EQ(n, 0u) << bad;
@@ -231,8 +231,8 @@ TEST(Learned, StampsReadBackWhateverTheirRange) {
   ASSERT_EQ(f.records().size(), 1u) << why;
   EXPECT_EQ(f.records()[0].stamp, in[0].stamp);
 
-  const std::string head = "epload-learned 2\n0\t/a\tb\tc\tn\t/l\t";
-  const std::string tail = "\t0\t\nend 1\n";
+  const std::string head = "epload-learned 3\n0\t/a\tb\tc\tn\t/l\t";
+  const std::string tail = "\t0\t\t\nend 1\n";
   const std::string bads[] = {
       "1:-2:3:4:5:6\t1",                         // a negative inode (read as 2^64 - 2 before)
       "1:2:-3:4:5:6\t1",                         // a negative size
@@ -284,8 +284,8 @@ TEST(Learned, StampNumbersOfEveryLengthReadBackExactly) {
       EXPECT_EQ(f.records()[0].stamp, in[0].stamp) << digits;
     }
   }
-  const std::string head = "epload-learned 2\n0\t/a\tb\tc\tn\t/l\t";
-  const std::string tail = "\t1\t0\t\nend 1\n";
+  const std::string head = "epload-learned 3\n0\t/a\tb\tc\tn\t/l\t";
+  const std::string tail = "\t1\t0\t\t\nend 1\n";
   const std::string number = "12345678901234567";
   for (std::size_t at = 0; at < number.size(); ++at) {
     for (const char bad : {'/', ':', 'a', ' ', '\x80', '\xff'}) {
@@ -319,13 +319,14 @@ TEST(Learned, RecordsSplitExactlyAtEveryOffset) {
     std::vector<std::string> keep;  // the views' storage
     std::vector<LearnedRecord> in;
     const int n = 1 + static_cast<int>(rng() % 4);
-    keep.reserve(4 * static_cast<std::size_t>(n));
+    keep.reserve(5 * static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) {
       LearnedRecord r = record("", "", i % 2 ? "d:npu" : "");
       r.metadata_dir = keep.emplace_back(text(1));
       r.name = keep.emplace_back(text(0));
       r.value = keep.emplace_back(text(0));
       r.library = keep.emplace_back(text(1));
+      r.failure = keep.emplace_back(text(0));  // a backend's last failure, any text
       in.push_back(r);
     }
     ASSERT_TRUE(write_learned(path, in).ok());
@@ -337,18 +338,19 @@ TEST(Learned, RecordsSplitExactlyAtEveryOffset) {
       EXPECT_EQ(f.records()[i].name, in[i].name);
       EXPECT_EQ(f.records()[i].value, in[i].value);
       EXPECT_EQ(f.records()[i].library, in[i].library);
+      EXPECT_EQ(f.records()[i].failure, in[i].failure);
       EXPECT_EQ(f.records()[i].stamp, in[i].stamp);
       EXPECT_EQ(f.records()[i].devices, in[i].devices);
     }
   }
   // One record, a field of every length from 0 to 40 before it: an extra or
   // a missing tab at each offset is caught.
-  const std::string tail = "\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\td:x";
+  const std::string tail = "\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\td:x\tf";
   for (std::size_t len = 1; len <= 40; ++len) {
     const std::string dir(len, 'd');
     for (const std::string& rec : {"0\t" + dir + tail, "0\t" + dir + "\t" + tail,
                                    "0\t" + dir + tail + "\t", "0" + dir + tail}) {
-      testing::write_file(path, "epload-learned 2\n" + rec + "\nend 1\n");
+      testing::write_file(path, "epload-learned 3\n" + rec + "\nend 1\n");
       ::chmod(path.c_str(), 0600);
       std::string why;
       const bool good = rec == "0\t" + dir + tail;

@@ -61,6 +61,38 @@ TEST(LoaderStore, LearnedDevicesNeedNoSearchNextTime) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
+// A failed load is remembered with its cause for `epload devices`, and never
+// keeps a later loader from trying again; a successful load clears it.
+TEST(LoaderStore, LastFailureIsShownAndNeverSkipsALoad) {
+  BackendEnv env;
+  const std::string lib = env.add("f", "f", "tb_fail");
+  testing::let_clock_tick();
+  {
+    auto first = make_loader(env, options_for(env));
+    EXPECT_NE(error_of(*first, "tfail").find("init failed"), std::string::npos);
+    EXPECT_NE(first->backend(0).last_failure.find("init failed"), std::string::npos);
+  }
+  {
+    auto second = make_loader(env, options_for(env));
+    const BackendStatus b = second->backend(0);
+    EXPECT_EQ(b.state, BackendState::unloaded);  // remembered, not trusted
+    EXPECT_NE(b.last_failure.find("backend 'f'"), std::string::npos) << b.last_failure;
+    EXPECT_NE(b.last_failure.find("init failed"), std::string::npos) << b.last_failure;
+    EXPECT_NE(error_of(*second, "tfail").find("init failed"), std::string::npos);  // tried again
+    EXPECT_EQ(second->backend(0).state, BackendState::failed);
+  }
+  // The library fixed: it loads, and its last failure is gone from the store.
+  testing::write_file(lib, testing::read_file(testing::test_backend("tb_npu")));
+  testing::let_clock_tick();
+  {
+    auto third = make_loader(env, options_for(env));
+    ASSERT_NE(device_of(*third, "tnpu"), nullptr);
+    EXPECT_EQ(third->backend(0).last_failure, "");
+  }
+  auto fourth = make_loader(env, options_for(env));
+  EXPECT_EQ(fourth->backend(0).last_failure, "");
+}
+
 // The store keeps a library relative to its search path, and a loader made
 // from it keeps that relative view: status, loading, and the messages of a
 // failure spell it whole, and the store written again keeps it relative.
@@ -127,7 +159,7 @@ TEST(LoaderStore, DamageAnywhereVoidsTheWholeStore) {
   const std::vector<std::pair<std::string, std::string>> damaged = {
       {lie.substr(0, line2) + "0\tbroken record\n" + lie.substr(lie.find('\n', line2) + 1), "wrong number of fields"},
       {lie.substr(0, trailer), "truncated (no trailer)"},
-      {lie.substr(0, trailer) + "1\tx.dist-info\tx\tx:y\tq\tx.so\t1:2:3:4:5:6\t1\t0\t\n" + lie.substr(trailer),
+      {lie.substr(0, trailer) + "1\tx.dist-info\tx\tx:y\tq\tx.so\t1:2:3:4:5:6\t1\t0\t\t\n" + lie.substr(trailer),
        "unknown backend kind"},  // past the index's entry points
   };
   for (const auto& [text, why] : damaged) {

@@ -161,6 +161,10 @@ struct BackendStatus {
   /// Failed, disabled or unresolved: the whole message (backend, library,
   /// cause, how to disable it).  Empty otherwise.
   std::string error;
+  /// The message of its last failed load, in this process or an earlier
+  /// one (remembered in the learned-devices store until it loads); for
+  /// display only: a load is always tried again.  Empty when none.
+  std::string last_failure;
   /// The devices it provides as far as known (declared, learned, or
   /// registered in this process), in its order; how each is known and its
   /// kind ("" unless learned with one) at the same positions.

@@ -7,16 +7,11 @@
 
 See docs/python.md.  Importing this package imports nothing heavier than
 what the interpreter has loaded at start-up (no importlib.metadata, email,
-zipfile, pathlib, re or json); the native index is loaded at the first query,
-the autoload machinery at the first autoload call.
+zipfile, pathlib, re or json); the entry-point machinery is imported at the
+first use of one of its names (the .pth hook imports this package in every
+process it is on in, most of which never ask), the native index at the
+first query, the autoload machinery at the first autoload call.
 """
-
-from ._entry_points import (
-    EntryPoint,
-    EntryPoints,
-    SelectableGroups,
-    entry_points,
-)
 
 from ._version import __version__  # written by the build from project(... VERSION)
 
@@ -63,7 +58,17 @@ def backends():
     return _autoload.backends()
 
 
+_ENTRY_POINT_NAMES = ('EntryPoint', 'EntryPoints', 'SelectableGroups', 'entry_points')
+
+
 def __getattr__(name):
+    # importlib.metadata's contract lives in _entry_points (with _types):
+    # imported at the first use of one of its names, then kept here.
+    if name in _ENTRY_POINT_NAMES:
+        from . import _entry_points
+        value = getattr(_entry_points, name)
+        globals()[name] = value
+        return value
     # The error types live with the autoload machinery; importing them from
     # here must not cost anything until they are needed.
     if name in ('BackendError', 'DeviceNotFoundError'):

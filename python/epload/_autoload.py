@@ -96,6 +96,32 @@ def _switches(group):
     return mode, off_by, enable, disable
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_user(message):
+    """Warns (RuntimeWarning) at the first frame outside epload and the
+    import system: the user's ``import torch`` line (or the line that
+    imported the host, or called epload), where a fixed ``stacklevel``
+    would land on a frame inside epload's hook.  (Python 3.12's
+    ``skip_file_prefixes`` does this; 3.10 and 3.11 have no such option.)"""
+    import warnings
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(_PACKAGE_DIR) or name.startswith('<frozen importlib')):
+            break
+        frame = frame.f_back
+    if frame is None:
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+        return
+    g = frame.f_globals
+    # No module_globals: its loader would be asked for the source line, and
+    # the loader of `python -c`'s __main__ raises ImportError there.
+    warnings.warn_explicit(message, RuntimeWarning, frame.f_code.co_filename, frame.f_lineno,
+                           module=g.get('__name__'), registry=g.setdefault('__warningregistry__', {}))
+
+
 def _how_to_disable(group, name):
     if group == TORCH_GROUP:
         return ('You can disable extension auto-loading with TORCH_DEVICE_BACKEND_AUTOLOAD=0, '
@@ -383,8 +409,7 @@ class Session:
             self._starting = None
         for i in self.loader.load_order():
             if self.loader.status(i)[0] == 'failed':
-                import warnings
-                warnings.warn(self._backend(i).message(), RuntimeWarning, stacklevel=4)
+                warn_user(self._backend(i).message())
 
     def _install_getattr(self):
         host = self.host
@@ -410,18 +435,39 @@ class Session:
             if value is not _MISSING:
                 return value
         if previous is not None:
-            return previous(name)
+            if name.startswith('__'):
+                return previous(name)
+            try:
+                return previous(name)
+            except AttributeError as err:
+                # The host's own miss (torch's), told apart from a name a
+                # backend that could not load may have provided.
+                failed = self._failed_unknown()
+                if not failed:
+                    raise
+                raise AttributeError(self._miss_message(str(err), failed), name=name,
+                                     obj=self.host) from failed[0].cause
+        message = f'module {self.host_name!r} has no attribute {name!r}'
+        failed = self._failed_unknown()
+        if failed:
+            raise AttributeError(self._miss_message(message, failed), name=name,
+                                 obj=self.host) from failed[0].cause
+        raise AttributeError(message, name=name, obj=self.host)
+
+    def _failed_unknown(self):
+        """The backends that failed to load before telling their devices:
+        any of them may be the provider of a name no one has."""
         # Only a backend that was tried can have failed: the load order, not
         # every backend (attribute misses are frequent: hasattr probes).
-        failed = [b for b in map(self._backend, self.loader.load_order())
-                  if b.state == 'failed' and b.devices is None]
-        message = f'module {self.host_name!r} has no attribute {name!r}'
-        if failed:
-            names = ', '.join(repr(b.name) for b in failed)
-            raise AttributeError(
-                f'{message} (backends whose devices are unknown failed to load: {names}; '
-                f'see epload.load({failed[0].name!r}))') from failed[0].cause
-        raise AttributeError(message)
+        return [b for b in map(self._backend, self.loader.load_order())
+                if b.state == 'failed' and b.devices is None]
+
+    @staticmethod
+    def _miss_message(message, failed):
+        why = '; '.join(f'{b.name!r} ({type(b.cause).__name__}: {b.cause})' if b.cause is not None
+                        else f'{b.name!r} ({b.error})' for b in failed)
+        return (f'{message} (backends whose devices are unknown failed to load, one of them may '
+                f'provide it: {why}; see epload.load({failed[0].name!r}))')
 
     def _lookup(self, name, error, raise_disabled=True):
         """The host's ``name`` after the Loader looked it up (loading its
@@ -495,10 +541,8 @@ def _importlib_loop(session):
         except Exception as err:
             if session.mode == 'eager':
                 raise RuntimeError(_pytorch_message(session.group, ep.name)) from err
-            import warnings
-            warnings.warn(f'Failed to load the backend extension: {ep.name}: '
-                          f'{type(err).__name__}: {err}. {_how_to_disable(session.group, ep.name)}',
-                          RuntimeWarning, stacklevel=4)
+            warn_user(f'Failed to load the backend extension: {ep.name}: '
+                      f'{type(err).__name__}: {err}. {_how_to_disable(session.group, ep.name)}')
 
 
 # ---- the API ------------------------------------------------------------------
@@ -541,9 +585,7 @@ def autoload(group=TORCH_GROUP, host=None, mode=None):
         opened = session._open()
     except Exception as err:
         session.error = err
-        import warnings
-        warnings.warn(f'epload: cannot discover the {group!r} backends: '
-                      f'{type(err).__name__}: {err}', RuntimeWarning, stacklevel=3)
+        warn_user(f'epload: cannot discover the {group!r} backends: {type(err).__name__}: {err}')
         return session
     if opened:
         session._lazy()

@@ -1,8 +1,10 @@
 """Zero-code-change autoload: run epload.autoload when a host finishes importing.
 
 Installed by ``epload-autoload.pth`` (see docs/python.md), which calls
-``install()`` at interpreter start only when ``EPLOAD_AUTOLOAD_HOSTS`` is set;
-otherwise the .pth line costs one environment lookup.
+``install()`` at interpreter start only when ``EPLOAD_AUTOLOAD_HOSTS`` or
+``EPLOAD_IMPORTLIB`` is set; otherwise the .pth line costs two environment
+lookups.  ``EPLOAD_IMPORTLIB=1`` makes ``importlib.metadata.entry_points``
+epload's in every process (``_importlib_hook``).
 
     EPLOAD_AUTOLOAD_HOSTS=torch                    # group torch.backends
     EPLOAD_AUTOLOAD_HOSTS=myhost=myhost.plugins,torch
@@ -131,8 +133,13 @@ _installed = None
 
 def install():
     """Installs the finder for the hosts in ``$EPLOAD_AUTOLOAD_HOSTS``
-    (idempotent).  Hosts imported already are autoloaded at once."""
+    (idempotent).  Hosts imported already are autoloaded at once.  With
+    ``EPLOAD_IMPORTLIB=1``, importlib.metadata's ``entry_points`` becomes
+    epload's (a bad value is warned about and the switch stays off)."""
     global _installed
+    from . import _importlib_hook
+    if _importlib_hook.wanted():
+        _importlib_hook.install()
     hosts = parse_hosts(os.environ.get('EPLOAD_AUTOLOAD_HOSTS', ''))
     if not hosts or _installed is not None:
         return _installed
@@ -147,8 +154,11 @@ def install():
 
 
 def uninstall():
-    """Removes the finder (hosts imported already keep their autoload)."""
+    """Removes the finder (hosts imported already keep their autoload) and
+    gives importlib.metadata its own ``entry_points`` back."""
     global _installed
+    from . import _importlib_hook
+    _importlib_hook.uninstall()
     if _installed is not None:
         try:
             sys.meta_path.remove(_installed)

@@ -85,8 +85,7 @@ def _init_logs(torch, session, value):
                     continue
                 got = session.loader.load(b.index)
                 if got is not None and got[0] != 'later':
-                    import warnings
-                    warnings.warn(b.message(), RuntimeWarning, stacklevel=2)
+                    _autoload.warn_user(b.message())
     torch._logging._init_logs()
 
 
@@ -154,8 +153,7 @@ def attach(session):
     # registered the name (a changed one is loaded now, and learned again).
     got = session.loader.verify(b.index)
     if got is not None and got[0] != 'later':
-        import warnings
-        warnings.warn(b.message(), RuntimeWarning, stacklevel=2)
+        _autoload.warn_user(b.message())
     if b.state != 'unloaded':
         return
     torch.utils.rename_privateuse1_backend(name)

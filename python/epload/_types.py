@@ -176,11 +176,25 @@ class EntryPoint:
     def _key(self):
         return self.name, self.value, self.group
 
-    def __lt__(self, other):
-        return self._key() < other._key()
+    if sys.version_info >= (3, 11):
+        def __lt__(self, other):
+            return self._key() < other._key()
 
-    def __eq__(self, other):
-        return self._key() == other._key()
+        def __eq__(self, other):
+            return self._key() == other._key()
+    else:
+        # Python 3.10's EntryPoint is a namedtuple (name, value, group): it
+        # compares as that tuple, with tuples, and is unequal to anything
+        # else (`"a:b" in entry_points(group=g)` is False, not an error).
+        def __lt__(self, other):
+            return self._key() < (other._key() if isinstance(other, EntryPoint) else other)
+
+        def __eq__(self, other):
+            if isinstance(other, EntryPoint):
+                return self._key() == other._key()
+            if isinstance(other, tuple):
+                return self._key() == other
+            return NotImplemented
 
     def __hash__(self):
         return hash(self._key())

@@ -21,13 +21,16 @@ const char k_help[] =
     "registered it when an earlier run loaded it, the CLI's or a Python\n"
     "program's) and the backend's state.  Then the backends whose devices are\n"
     "not known until they load,\n"
-    "hooks, and backends that cannot load, with the reason.\n"
+    "hooks, and backends that cannot load, with the reason.  A backend's last\n"
+    "failed load (this command's or a Python program's) is shown with its cause\n"
+    "until it loads; it is for display: every process tries the backend again.\n"
     "EPLOAD_ENABLE / EPLOAD_DISABLE apply (disabled backends are listed as such).\n\n"
     "Options:\n"
     "  --group G           the autoload group (default: torch.backends)\n"
     "  --json              {\"devices\": [{\"device\",\"backend\",\"dist\",\"how\",\"kind\",\"state\"}],\n"
     "                       \"backends\": [{\"backend\",\"dist\",\"kind\",\"library\",\"state\",\n"
-    "                       \"devices_known\",\"hook\",\"devices\",\"alias_of\",\"error\",\"conflicts\"}]}\n";
+    "                       \"devices_known\",\"hook\",\"devices\",\"alias_of\",\"error\",\"last_failure\",\n"
+    "                       \"conflicts\"}]}\n";
 
 const char* how(DeviceSource s) { return to_string(s); }
 
@@ -72,6 +75,7 @@ std::string json_listing(const std::vector<BackendStatus>& backends, const std::
         .strings("devices", b.devices)
         .str_or_null("alias_of", b.alias_of)
         .str_or_null("error", b.error)
+        .str_or_null("last_failure", b.last_failure)
         .strings("conflicts", b.conflicts)
         .close();
   }
@@ -97,7 +101,7 @@ std::string text_listing(const std::vector<BackendStatus>& backends, const std::
                   static_cast<int>(w_backend), b.name.c_str(), how(d.source), to_string(b.state));
     out += line;
   }
-  std::string unknown, hooks, broken, other;
+  std::string unknown, hooks, broken, other, last;
   for (const BackendStatus& b : backends) {
     if (!b.alias_of.empty()) {
       other += "  " + b.name + ": the same library as " + b.alias_of + "\n";
@@ -111,11 +115,15 @@ std::string text_listing(const std::vector<BackendStatus>& backends, const std::
       unknown += "  " + b.name + " (" + b.library + ")\n";
     }
     for (const std::string& c : b.conflicts) other += "  " + b.name + ": " + c + "\n";
+    if (!b.last_failure.empty() && b.state != BackendState::failed) {
+      last += "  " + b.name + ": " + b.last_failure + "\n";
+    }
   }
   if (!unknown.empty()) out += "\nbackends whose devices are known only after loading them:\n" + unknown;
   if (!hooks.empty()) out += "\nhooks (no device; run at start):\n" + hooks;
   if (!other.empty()) out += "\nnotes:\n" + other;
   if (!broken.empty()) out += "\nbackends that cannot load:\n" + broken;
+  if (!last.empty()) out += "\nlast failed load (an earlier run's; tried again at every start):\n" + last;
   return out;
 }
 

@@ -3,8 +3,8 @@
 // Format (text, one record per line, fields separated by TAB; '\\', TAB, LF
 // and CR inside a field are escaped as \\ \t \n \r):
 //
-//   epload-learned 2
-//   <search path #> <metadata_dir> <name> <value> <kind> <library> <dev>:<ino>:<size>:<mtime_ns>:<ctime_ns>:<mode> <abi> <learned> <devices>
+//   epload-learned 3
+//   <search path #> <metadata_dir> <name> <value> <kind> <library> <dev>:<ino>:<size>:<mtime_ns>:<ctime_ns>:<mode> <abi> <learned> <devices> <failure>
 //   ...
 //   end <record count>
 //
@@ -12,7 +12,9 @@
 // absolute; <kind> is n (native library) or p (Python module: <library> is its file),
 // <abi> is the declared ABI tag or -1 (no section), <learned> 0 or 1,
 // <devices> space-separated "d:<name>" / "l:<name>" / "l:<name>=<kind>" (device
-// names and kinds never need escaping: they are validated).  Every front (the
+// names and kinds never need escaping: they are validated), <failure> the
+// message of the backend's last failed load (empty: none since; shown by
+// `epload devices`, never used to decide a load).  Every front (the
 // CLI, C++ hosts, the Python package) reads and writes this one file.  The trailer makes truncation detectable.
 //
 // Why this shape: a warm start reads this one file instead of opening every
@@ -54,7 +56,7 @@ constexpr KeptFiles k_store_files{"learned-", ".txt"};
 constexpr KeptFiles k_old_store_files{"devices-", ".json"};
 [[maybe_unused]] const bool k_store_files_kept = keep_files(k_store_files) && keep_files(k_old_store_files);
 
-constexpr std::string_view k_magic = "epload-learned 2";
+constexpr std::string_view k_magic = "epload-learned 3";
 constexpr std::size_t k_max_file = 64u << 20;
 
 void append_escaped(std::string& out, std::string_view s) {
@@ -187,7 +189,7 @@ bool valid_devices_field(std::string_view s) {
   return true;
 }
 
-constexpr int k_fields = 10;
+constexpr int k_fields = 11;
 
 enum class Split { ok, no_line_end, wrong_fields };
 
@@ -362,8 +364,9 @@ bool LearnedFile::next(LearnedRecord& r, std::string* why) {
   std::int64_t sp = -1;
   if (!parse_i64(view(0), sp) || sp < 0 || sp > 0xffffff) return fail("bad search path number");
   r.search_path = static_cast<std::uint32_t>(sp);
-  std::string_view* text_fields[] = {nullptr, &r.metadata_dir, &r.name, &r.value, nullptr, &r.library};
-  for (int i = 1; i < 6; ++i) {
+  std::string_view* text_fields[] = {nullptr, &r.metadata_dir, &r.name, &r.value, nullptr, &r.library,
+                                     nullptr,  nullptr,         nullptr, nullptr,  &r.failure};
+  for (int i = 1; i < k_fields; ++i) {
     if (text_fields[i] == nullptr) continue;
     const std::size_t n = static_cast<std::size_t>(fields_end[i] - fields[i]);
     if (!backslash || std::memchr(fields[i], '\\', n) == nullptr) {
@@ -435,6 +438,8 @@ Result<void> write_learned(const std::string& path, std::span<const LearnedRecor
     text += std::to_string(r.abi);
     text += r.learned ? "\t1\t" : "\t0\t";
     text.append(r.devices);
+    text.push_back('\t');
+    append_escaped(text, r.failure);
     text.push_back('\n');
   }
   text += "end " + std::to_string(records.size()) + "\n";

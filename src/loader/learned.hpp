@@ -33,6 +33,10 @@ struct LearnedRecord {
   /// provided it, e.g. "attr": an attribute of the Python host module,
   /// "privateuse1": PyTorch's PrivateUse1 name) entries.
   std::string_view devices;
+  /// The message of the backend's last failed load ("" when none, or when
+  /// it loaded since): for display (`epload devices`), never used to skip a
+  /// load.
+  std::string_view failure;
 };
 
 /// The store file of one (group, search paths) pair: "learned-<hash>.txt" in

@@ -221,6 +221,10 @@ struct Loader::Impl {
   detail::Arena arena;
   std::vector<std::uint32_t> order;
   bool store_dirty = false;
+  /// Backend index -> the message of its last failed load (this process's,
+  /// arena; or an earlier one's, store buffer): kept in the store for
+  /// `epload devices`, never read to decide a load.  Sparse: failures are rare.
+  std::map<std::uint32_t, std::string_view> last_failures;
   std::mutex store_write;  // one writer of the store file at a time
 
   // Slot state transitions and waits: one mutex and condition variable for
@@ -260,6 +264,9 @@ struct Loader::Impl {
   void fail(detail::Slot& s, const std::string& cause);
   Error not_found(std::string_view name);
   void save_store();
+  /// Records the outcome of a load of `s` for the store: its failure, or
+  /// none since.  Registry mutex held.
+  void remember_outcome(const detail::Slot& s, bool ok);
 
   // ---- loader.cpp ------------------------------------------------------------
   Result<void*> lookup_slow(std::string_view name);

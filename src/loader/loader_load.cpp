@@ -170,6 +170,7 @@ void Loader::Impl::load(Slot& s) {
   {
     std::lock_guard<std::mutex> lock(registry);
     if (ok) publish(s, ctx);
+    remember_outcome(s, ok);
     s.out->load_ns = now_ns() - t0;
     s.out->load_seq = static_cast<int>(order.size());
     order.push_back(s.index);

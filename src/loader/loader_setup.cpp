@@ -350,6 +350,7 @@ class Setup {
         s.learned = r->learned;
         m.set_devices_after_meta(s, r->devices);
         s.symbol = attr_of(ep.value);
+        if (!r->failure.empty()) m.last_failures[i] = r->failure;
       } else {
         resolve_fresh(s);
       }

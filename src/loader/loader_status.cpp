@@ -106,6 +106,18 @@ Error Loader::Impl::not_found(std::string_view name) {
 // ---------------------------------------------------------------------------
 // The store.
 
+void Loader::Impl::remember_outcome(const Slot& s, bool ok) {
+  auto it = last_failures.find(s.index);
+  if (ok) {
+    if (it == last_failures.end()) return;
+    last_failures.erase(it);
+  } else {
+    if (it != last_failures.end() && it->second == s.out->error) return;
+    last_failures[s.index] = arena.copy(s.out->error);
+  }
+  store_dirty = true;
+}
+
 void Loader::Impl::save_store() {
   if (store_path.empty()) return;
   std::lock_guard<std::mutex> writer(store_write);
@@ -152,6 +164,7 @@ void Loader::Impl::save_store() {
       // Arena or store: outlives this call.  The epload.devices names are
       // the index's to say, never stored.
       r.devices = s.devices;
+      if (auto f = last_failures.find(i); f != last_failures.end()) r.failure = f->second;
       if (!s.meta_devices.empty()) {
         r.devices = r.devices.size() > s.meta_devices.size() ? r.devices.substr(s.meta_devices.size() + 1)
                                                               : std::string_view();
@@ -229,6 +242,7 @@ BackendStatus Loader::backend(std::size_t index) const {
       b.conflicts = s.out->conflicts;
     }
     b.library.assign(m->library_of(s).view());
+    if (auto f = m->last_failures.find(s.index); f != m->last_failures.end()) b.last_failure.assign(f->second);
     b.devices_known = s.devices_known();
     b.hook = s.hook();
     detail::for_each_device_entry(s.devices, [&](std::string_view d, char tag, std::string_view kind) {

@@ -1,9 +1,14 @@
 """Runs CPython's own importlib.metadata tests (Debian's libpython3.X-testsuite
-for the running interpreter) with ``importlib.metadata.entry_points =
-epload.entry_points`` in place before any test module is imported, and
-prints one JSON line: the unittest outcome and proof that the patch was in
-effect (calls that epload answered from its index, and calls it handed back
-to importlib's original).  Used by test_cpython_metadata_suite.py."""
+for the running interpreter, or the `test` package a pyenv build installs)
+with ``importlib.metadata.entry_points = epload.entry_points`` in place
+before any test module is imported, and prints one JSON line: the unittest
+outcome and proof that the patch was in effect (calls that epload answered
+from its index, and calls it handed back to importlib's original).  Used by
+test_cpython_metadata_suite.py.
+
+With ``--from-env`` nothing is assigned: the interpreter was started with
+``EPLOAD_IMPORTLIB=1`` and epload's installed ``.pth`` hook must have made
+the replacement itself (tests/package/test_importlib_switch.py)."""
 
 import importlib
 import importlib.metadata
@@ -16,7 +21,9 @@ import unittest
 import epload
 from epload import _entry_points as eps
 
-importlib.metadata.entry_points = epload.entry_points
+FROM_ENV = '--from-env' in sys.argv[1:]
+if not FROM_ENV:
+    importlib.metadata.entry_points = epload.entry_points
 
 counts = {'answered': 0, 'handed_back': 0}
 _list, _handback = eps._entry_point_list, eps._importlib_entry_points
@@ -63,6 +70,7 @@ def main():
         'run': result.testsRun,
         'skipped': len(result.skipped),
         'failures': [t.id() + '\n' + tb for t, tb in result.failures + result.errors],
+        'from_env': FROM_ENV,
         'still_patched': importlib.metadata.entry_points is epload.entry_points,
         'counts': counts,
         'log': out.getvalue()[-4000:],

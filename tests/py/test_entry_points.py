@@ -374,7 +374,7 @@ def test_importlib_entry_points_may_be_replaced_by_epload(tmp_path, order):
         z.writestr('zipped-1.0.dist-info/METADATA', 'Name: zipped\nVersion: 1.0\n')
         z.writestr('zipped-1.0.dist-info/entry_points.txt', '[g1]\nz = zipped:f\n')
     first = 'import importlib.metadata as md\nimport epload' if order == 'importlib_first' \
-        else 'import epload\nimport importlib.metadata as md'
+        else 'import epload, epload._entry_points\nimport importlib.metadata as md'
     code = f'''
 import sys, json
 {first}

@@ -137,3 +137,35 @@ def test_host_imported_before_the_hook_is_installed(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ['be_a.be_adev', '_HostFinder', proc.stdout.split()[-1]]
     assert proc.stdout.split()[-1] != '_HostFinder'
+
+
+IMPORTLIB_PROBE = '''
+import json, sys
+native_at_start = "epload._native" in sys.modules
+import importlib.metadata as md
+eps = md.entry_points(group="torch.backends")
+print(json.dumps({"module": md.entry_points.__module__, "native_at_start": native_at_start,
+                  "answer": [[e.name, e.value, e.dist.name] for e in eps]}))
+'''
+
+
+@pytest.mark.parametrize('hosts', [None, 'fakehost'])
+def test_importlib_switch_in_a_fresh_interpreter(tmp_path, venv, hosts):
+    python, _ = venv
+    env = env_for(tmp_path, extra={'EPLOAD_AUTOLOAD_HOSTS': hosts} if hosts else None)
+    env.pop('PYTHONPATH')
+
+    def run(**extra):
+        proc = subprocess.run([python, '-c', IMPORTLIB_PROBE], env=dict(env, **extra), capture_output=True,
+                              text=True, cwd=str(tmp_path), timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+    off, _ = run()
+    on, _ = run(EPLOAD_IMPORTLIB='1')
+    assert off['module'] == 'importlib.metadata' and on['module'] == 'epload._entry_points'
+    assert on['native_at_start'] is False
+    assert on['answer'] == off['answer'] and ['be_a', 'be_a:_autoload', 'be_a'] in on['answer']
+    bad, stderr = run(EPLOAD_IMPORTLIB='on')
+    assert bad['module'] == 'importlib.metadata'
+    assert "EPLOAD_IMPORTLIB='on' is not one of 0, 1: using 0" in stderr

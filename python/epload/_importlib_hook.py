@@ -1,0 +1,153 @@
+"""``EPLOAD_IMPORTLIB=1``: ``importlib.metadata.entry_points`` answered by
+epload in every Python process of the environment, with no code change.
+
+Installed by ``epload-autoload.pth`` through ``_hook.install()``.  Most
+processes never ask for entry points, so nothing is paid up front: the
+switch puts a finder at the front of ``sys.meta_path`` that decorates the
+spec of ``importlib.metadata`` (found by the other finders, as usual) so
+that, right after the module's own code ran, its ``entry_points`` is
+replaced by ``epload.entry_points``.  Only then is ``epload._entry_points``
+imported (pure Python); the native index is loaded at the first call.  If
+``importlib.metadata`` was imported before the hook ran (by another
+``.pth``), it is patched at once.
+
+``epload.entry_points`` keeps importlib's original function before the
+replacement (``_entry_points._keep_original``) and hands the calls it cannot
+answer exactly to it, so importlib's fallback rules hold and a handed-back
+call never comes back here.  ``uninstall()`` puts the original back and
+removes the finder.  The finder offers no ``find_distributions``: it never
+changes what entry_points() answers.
+"""
+
+import os
+import sys
+
+VARIABLE = 'EPLOAD_IMPORTLIB'
+_TARGET = 'importlib.metadata'
+
+
+def wanted():
+    """True when ``$EPLOAD_IMPORTLIB`` is ``1``; ``0`` or unset mean off,
+    another value is a warning naming the variable and its accepted values,
+    and the default (off) applies."""
+    value = os.environ.get(VARIABLE)
+    if value is None or value in ('', '0'):
+        return False
+    if value == '1':
+        return True
+    import warnings
+    warnings.warn(f"{VARIABLE}='{value}' is not one of 0, 1: using 0", RuntimeWarning,
+                  stacklevel=2)
+    return False
+
+
+def _patch(md):
+    """Replaces ``md.entry_points`` by epload's (its original kept first)."""
+    from . import _entry_points as eps
+    if md.entry_points is eps.entry_points:
+        return
+    eps._keep_original()
+    md.entry_points = eps.entry_points
+
+
+def _unpatch(md):
+    from . import _entry_points as eps
+    if md.entry_points is eps.entry_points and eps._original_entry_points is not None:
+        md.entry_points = eps._original_entry_points
+
+
+class _MetadataFinder:
+    """Finds nothing itself: decorates the spec the other finders return
+    for ``importlib.metadata``."""
+
+    def __init__(self):
+        self.busy = False
+
+    def __repr__(self):
+        return f'<epload {VARIABLE} hook for {_TARGET}>'
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != _TARGET or self.busy:
+            return None
+        self.busy = True
+        try:
+            spec = None
+            for finder in sys.meta_path:
+                find = getattr(finder, 'find_spec', None)
+                if finder is self or find is None:
+                    continue
+                spec = find(fullname, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self.busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module'):
+            return spec
+        spec.loader = _Loader(spec.loader)
+        return spec
+
+    def invalidate_caches(self):
+        pass
+
+
+class _Loader:
+    """Delegates to the real loader; patches after ``exec_module``."""
+
+    def __init__(self, loader):
+        self._epload_loader = loader
+
+    def __getattr__(self, name):
+        return getattr(self._epload_loader, name)
+
+    def create_module(self, spec):
+        create = getattr(self._epload_loader, 'create_module', None)
+        return None if create is None else create(spec)
+
+    def exec_module(self, module):
+        real = self._epload_loader
+        real.exec_module(module)
+        # The module behaves as if it was loaded by its own loader (its code
+        # is read back from it when importlib's original must be rebuilt).
+        module.__loader__ = real
+        spec = getattr(module, '__spec__', None)
+        if spec is not None:
+            spec.loader = real
+        if _finder is not None:  # not uninstalled meanwhile
+            _patch(module)
+
+
+_finder = None
+
+
+def install():
+    """Patches ``importlib.metadata`` now if it is imported, else when it
+    is (idempotent)."""
+    global _finder
+    if _finder is not None:
+        return
+    _finder = _MetadataFinder()
+    sys.meta_path.insert(0, _finder)
+    md = sys.modules.get(_TARGET)
+    if md is not None:
+        _patch(md)
+
+
+def uninstall():
+    """Removes the finder and gives ``importlib.metadata`` its own
+    ``entry_points`` back."""
+    global _finder
+    if _finder is None:
+        return
+    try:
+        sys.meta_path.remove(_finder)
+    except ValueError:
+        pass
+    _finder = None
+    md = sys.modules.get(_TARGET)
+    if md is not None:
+        _unpatch(md)
+
+
+def installed():
+    """True while the switch is in effect in this process."""
+    return _finder is not None
