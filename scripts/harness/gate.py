@@ -55,6 +55,7 @@ import time
 from . import options
 from .envs import SOURCE_DIR, clean_env, generate, machine
 from .proc import BenchError, gbench, harness_main, interleaved
+from .report import table
 from .suite_index import Setup
 
 BASELINE = os.path.join(SOURCE_DIR, "bench", "baseline.json")
@@ -215,25 +216,20 @@ def fmt(v):
 
 
 def markdown(args, results, baseline, verdicts, confirmed, started, seconds):
-    lines = [f"## epload benchmark gate ({'quick' if args.quick else 'full'})", ""]
-    if os.environ.get("EPLOAD_TEST_SLOWDOWN"):
-        lines += [f"**EPLOAD_TEST_SLOWDOWN={os.environ['EPLOAD_TEST_SLOWDOWN']} is set: a test-only "
-                  "slowdown is injected; these figures are not epload's.**", ""]
-    lines += ["| ratio | measured | baseline | threshold | verdict |",
-              "|---|---:|---:|---:|---|"]
-    for name in results:
-        b = baseline["ratios"].get(name, {})
-        v = results[name]["value"]
-        verdict = verdicts[name]
-        if name in confirmed:
-            verdict += f" (re-measured: {fmt(confirmed[name])})"
-        lines.append(f"| `{name}` — {RATIOS[name]['what']} | {fmt(v)} | {fmt(b.get('baseline'))} | "
-                     f"{fmt(b.get('threshold'))} | {verdict} |")
-    la = os.getloadavg()
-    lines += ["", f"Smaller is better; a ratio fails above its threshold (bench/baseline.json). "
-              f"{os.cpu_count()} CPUs, load average {la[0]:.1f} at the end; "
-              f"{args.repetitions} repetitions, {args.rounds} process rounds; {seconds:.0f} s; {started}."]
-    return "\n".join(lines) + "\n"
+    slow = os.environ.get("EPLOAD_TEST_SLOWDOWN")
+    rows = [[f"`{n}` — {RATIOS[n]['what']}", fmt(r["value"]),
+             fmt(baseline["ratios"][n].get("baseline")), fmt(baseline["ratios"][n]["threshold"]),
+             verdicts[n] + (f" (re-measured: {fmt(confirmed[n])})" if n in confirmed else "")]
+            for n, r in results.items()]
+    return "\n".join(
+        [f"## epload benchmark gate ({'quick' if args.quick else 'full'})", ""]
+        + ([f"**EPLOAD_TEST_SLOWDOWN={slow} is set: a test-only slowdown is injected; these "
+            "figures are not epload's.**", ""] if slow else [])
+        + table(["ratio", "measured", "baseline", "threshold", "verdict"], "lrrrl", rows)
+        + ["", "Smaller is better; a ratio fails above its threshold (bench/baseline.json). "
+               f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; "
+               f"{args.repetitions} repetitions, {args.rounds} process rounds; {seconds:.0f} s; "
+               f"{started}."]) + "\n"
 
 
 def update_baseline(args, tmp):
