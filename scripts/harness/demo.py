@@ -29,13 +29,12 @@ Steps:
    Before timing, every command is checked: the lookups print the same entry
    points as importlib, the cached ones hit their cache, eager loads every
    backend and lazy exactly one.
-3. The Python-backend comparison: the start-up suite (scripts/bench_startup.py
-   --quick: 10, 100 and 1,000 Python backends among 5,000 distributions).
-4. The same with a real PyTorch: the real-torch suite (scripts/bench_torch.py
-   --quick) in the venv the torch.* tests use (scripts/torch_env.py:
-   torch==2.13.0 and epload, made once under the build directory and
-   reused).  When torch cannot be installed this step fails with the
-   reason; --no-torch (or EPLOAD_SKIP_TORCH=1) skips it.
+3. The Python-backend comparison: scripts/bench_startup.py --quick (10, 100
+   and 1,000 Python backends among 5,000 distributions).
+4. The same with a real PyTorch: scripts/bench_torch.py --quick in the venv
+   of scripts/torch_env.py (torch==2.13.0, made once, reused).  When torch
+   cannot be installed this step fails with the reason; --no-torch (or
+   EPLOAD_SKIP_TORCH=1) skips it.
 
 Files (OUT, default <source>/out/demo): demo.md and demo.json (step 2),
 startup.md, startup.json and startup.png (step 3), torch.md, torch.json and
@@ -53,8 +52,8 @@ import time
 import json
 
 from . import options, suite_startup, suite_torch
-from .envs import (SCRIPTS, SOURCE_DIR, check_entry_points, clean_env, importlib_same_output,
-                   interpreter_path, kept_env, machine, warm_until_hit)
+from .envs import (SOURCE_DIR, check_entry_points, clean_env, importlib_same_output,
+                   interpreter_path, kept_env, machine, torch_python, warm_until_hit)
 from .proc import BenchError, capture, harness_main, interleaved, log
 from .report import fmt_ms, load_average, table, write_report
 from .stats import summarize_rounds
@@ -196,7 +195,7 @@ def derive(stats):
 
 def parse_args(argv):
     p = options.parser("demo.py", __doc__)
-    options.add_common(p, rounds=(9, 9), warmup=(1, 1), outputs=False)
+    options.add_common(p, rounds=(9, 9), outputs=False, quick=False)
     p.add_argument("--out", default=os.path.join(SOURCE_DIR, "out", "demo"),
                    help="where results and environments go (<source>/out/demo)")
     p.add_argument("--backends", type=int, default=1000, help="native backends (1000)")
@@ -259,13 +258,7 @@ def python_backends(args):
 def real_torch(args):
     """Step 4: the real-torch suite, --quick, in the torch venv; returns its files."""
     log("demo: real PyTorch: the venv (scripts/torch_env.py; made once, reused) ...")
-    sys.path.insert(0, SCRIPTS)
-    import torch_env
-    try:
-        python = str(torch_env.ensure(args.build, log=lambda m: log(f"demo:   {m}")))
-    except torch_env.TorchEnvError as e:
-        raise BenchError(f"the real-PyTorch comparison needs a venv with torch: {e}; "
-                         "--no-torch skips it")
+    python = torch_python(args.build, "demo")
     log("demo: real PyTorch: scripts/bench_torch.py --quick ...")
     extra = ["--python", python, "--build", args.build, "--sizes", args.torch_sizes,
              "--env-dir", os.path.join(args.out, "torch-envs")]

@@ -11,6 +11,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 import time
 
 from .proc import BenchError, capture, log, remove_tree
@@ -187,3 +188,14 @@ def warm_until_hit(argvs, env, pause=0.02):
             time.sleep(pause)
         else:
             raise BenchError(f"{label}: the cache never hit:\n{proc.stderr.strip()}")
+
+
+def torch_python(build, prog):
+    """The python of the venv with a real torch that the torch.* tests use
+    (scripts/torch_env.py: made once under the build directory, reused)."""
+    sys.path.insert(0, SCRIPTS)
+    import torch_env
+    try:
+        return str(torch_env.ensure(build, log=lambda m: log(f"{prog}:   {m}")))
+    except torch_env.TorchEnvError as e:
+        raise BenchError(f"no venv with torch: {e}")

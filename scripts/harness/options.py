@@ -22,20 +22,21 @@ def parser(prog, doc, epilog=""):
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def add_common(p, rounds, warmup, python="/usr/bin/python3", outputs=True, tools=None,
-               python_help=None):
+def add_common(p, rounds, warmup=(1, 1), python="/usr/bin/python3", outputs=True, tools=None,
+               python_help=None, quick=True):
     """The options every suite shares.  ``rounds`` and ``warmup`` are
     (default, --quick default); ``tools`` {tool: whether `auto` runs it in
     --quick mode too} adds --strace / --hyperfine."""
-    p.add_argument("--rounds", type=int,
-                   help=f"timed rounds ({rounds[0]}; --quick: {rounds[1]})")
+    q = "; --quick: {}" if quick else ""
+    p.add_argument("--rounds", type=int, help=f"timed rounds ({rounds[0]}{q.format(rounds[1])})")
     p.add_argument("--warmup", type=int,
-                   help=f"untimed rounds first ({warmup[0]}; --quick: {warmup[1]})")
-    p.add_argument("--quick", action="store_true", help="fewer rounds, fewer extra passes")
+                   help=f"untimed rounds first ({warmup[0]}{q.format(warmup[1])})")
+    if quick:
+        p.add_argument("--quick", action="store_true", help="fewer rounds, fewer extra passes")
     p.add_argument("--python", default=python, help=python_help or f"interpreter ({python})")
     p.add_argument("--build", default=DEFAULT_BUILD,
                    help="epload build directory (default: $EPLOAD_BUILD_DIR, else <source>/build)")
-    p.set_defaults(_rounds=rounds, _warmup=warmup, _tools=tools or {})
+    p.set_defaults(_rounds=rounds, _warmup=warmup, _tools=tools or {}, quick=False)
     for tool in tools or {}:
         p.add_argument(f"--{tool}", choices=("auto", "on", "off"), default="auto",
                        help=f"the {tool} pass (auto: if installed"

@@ -51,12 +51,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 
 from . import options
-from .envs import SCRIPTS, SOURCE_DIR, clean_env, kept_env, machine
+from .envs import SOURCE_DIR, clean_env, kept_env, machine, torch_python
 from .proc import BenchError, capture, harness_main, interleaved, log
 from .report import fmt_ms, load_average, plot_marginals, table, write_report
 from .stats import paired_ci, summarize, summarize_rounds
@@ -104,7 +103,6 @@ FIXTURE_DIR = os.path.join(SOURCE_DIR, "tests", "torch", "backends")
 # The fixture backends that load cleanly under stock autoload (common: the
 # module they share).
 DEFAULT_FIXTURES = ("common", "foo", "hook", "bar")
-TORCH_ENV = os.path.join(SCRIPTS, "torch_env.py")
 __doc__ = __doc__.format(variants="".join(f"  {n:<18} {v[0]}\n" for n, v in VARIANTS.items()))
 
 DESCRIBE = """import json, os, sys, importlib.metadata as m, importlib.util as u
@@ -462,16 +460,6 @@ def plot(result, path):
 
 # ----------------------------------------------------------------- main ---
 
-def torch_env_python(build, error):
-    """The venv's python from scripts/torch_env.py (created once, reused)."""
-    proc = subprocess.run([sys.executable, TORCH_ENV, "--build", build, "--python"],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    if proc.returncode != 0:
-        error(f"no venv with torch: scripts/torch_env.py failed (exit {proc.returncode}):\n"
-              f"{proc.stderr.strip()[-2000:]}")
-    return proc.stdout.strip().splitlines()[-1]
-
-
 def parse_args(argv):
     p = options.parser("bench_torch.py", __doc__)
     options.add_common(p, rounds=(11, 3), warmup=(1, 0), python=None,
@@ -502,7 +490,10 @@ def parse_args(argv):
     for d in args.fixtures:
         if not os.path.isdir(d):
             p.error(f"--fixtures: no directory {d}")
-    args.python = python or torch_env_python(args.build, p.error)
+    try:
+        args.python = python or torch_python(args.build, "bench_torch")
+    except BenchError as e:
+        p.error(str(e))
     if not os.access(args.python, os.X_OK):
         p.error(f"interpreter not found: {args.python}")
     args.python = os.path.abspath(args.python)  # a venv's python: never resolve the symlink
