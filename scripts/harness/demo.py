@@ -55,7 +55,7 @@ from . import options, suite_startup, suite_torch
 from .envs import (SOURCE_DIR, check_entry_points, clean_env, importlib_same_output,
                    interpreter_path, kept_env, machine, torch_python, warm_until_hit)
 from .proc import BenchError, capture, harness_main, interleaved, log
-from .report import fmt_ms, load_average, table, write_report
+from .report import fmt_ms, load_average, table, times, write_report
 from .stats import summarize_rounds
 
 GROUP = "torch.backends"
@@ -139,10 +139,6 @@ def markdown(result):
                                                                          "importlib-same"))
     imp_cpu, same_cpu = (st[r]["cpu_median_ms"] - st["bare"]["cpu_median_ms"]
                          for r in ("importlib", "importlib-same"))
-
-    def times(s):
-        return [fmt_ms(s["median_ms"]), f"{fmt_ms(s['q1_ms'])}–{fmt_ms(s['q3_ms'])}",
-                fmt_ms(s["cpu_median_ms"])]
     rows = []
     for v in LOOKUPS:
         s = st[v]

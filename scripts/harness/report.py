@@ -20,6 +20,12 @@ def fmt_ratio(r):
     return f"{r:,.0f}×" if r >= 100 else f"{r:.1f}×"
 
 
+def times(s):
+    """A summary's cells: median, IQR and CPU time, ms."""
+    return [fmt_ms(s["median_ms"]), f"{fmt_ms(s['q1_ms'])}–{fmt_ms(s['q3_ms'])}",
+            fmt_ms(s["cpu_median_ms"])]
+
+
 def table(head, align, rows):
     """A Markdown table: ``head`` the column titles, ``align`` one letter a
     column (l left, r right), ``rows`` lists of cells."""

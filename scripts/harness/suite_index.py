@@ -42,7 +42,7 @@ from .envs import (check_entry_points, clean_env, generate, importlib_same_outpu
                    warm_until_hit)
 from .proc import (BenchError, capture, harness_main, hyperfine_pass, interleaved, log,
                    remove_tree, strace_counts)
-from .report import fmt_ms, load_average, table, write_report
+from .report import fmt_ms, load_average, table, times, write_report
 from .stats import quartiles, summarize_rounds
 from .targets import REACH, budget_floor, stat_baseline
 
@@ -102,6 +102,8 @@ class Setup:
             self.floor["floor-exe"] = [args.floor_exe]
         self.epload = {"epload-exe": [args.epload, "--version"], "cold": ep + ["--no-cache"],
                        "full": cached + ["full"], "paths": cached + ["paths"]}
+        # Untimed work before each run of a command (name -> callable).
+        self.before = {}
 
     def stat_list(self, env, tmp):
         """Writes what `full` validation stats, as epload_floor --stat reads
@@ -234,8 +236,7 @@ def commands_table(result):
                 rows.append(["stevedore (cached)", "not installed"] + [""] * (6 + bool(hf)))
             continue
         s, sc = m["stats"][n], m.get("strace", {}).get(n)
-        rows.append([label(n), fmt_ms(s["median_ms"]), f"{fmt_ms(s['q1_ms'])}–{fmt_ms(s['q3_ms'])}",
-                     fmt_ms(s["cpu_median_ms"])]
+        rows.append([label(n)] + times(s)
                     + ([f"{sc[k]:,}" for k in ("total", "stat", "openat", "getdents64")]
                        if sc else [""] * 4)
                     + ([fmt_ms(hf[n]["median_ms"]) if n in hf else ""] if hf else []))
@@ -403,7 +404,7 @@ def measure_main(args, env, tmp, stevedore_dir, result):
         listed, result["floor_stats"] = s.stat_list(env, tmp)
         commands["floor-full"] = s.floor["floor-exe"] + ["--stat", listed]
     log(f"timing {len(commands)} commands x {args.rounds} rounds ...")
-    raw = interleaved(commands, env, args.rounds, args.warmup, tmp)
+    raw = interleaved(commands, env, args.rounds, args.warmup, tmp, before=s.before)
     stats, derived, ratios = analyse(raw)
     m = result["main"] = {"commands": commands, "stats": stats, "derived": derived,
                           "ratios": ratios, "search_path": s.search}

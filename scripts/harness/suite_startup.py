@@ -56,7 +56,8 @@ from .envs import (SCRIPTS, clean_env, kept_env, machine, stevedore_location,
                    stevedore_lookup)
 from .proc import (capture, harness_main, hyperfine_pass, interleaved, log, progress_line,
                    strace_counts)
-from .report import fmt_ms, fmt_ratio, load_average, plot_marginals, table, write_report
+from .report import (fmt_ms, fmt_ratio, load_average, plot_marginals, table, times,
+                     write_report)
 from .stats import ratio, summarize_rounds
 from .targets import REACH, budget_floor, stat_floor
 from .verify import checked_run, index_hit, retry_check
@@ -341,8 +342,7 @@ def size_table(row):
         cells = ["1" if v == ref else "not installed" if ref not in st and ref == "stevedore"
                  else "" if ref not in st or v == "bare" else fmt_ratio(ra[v][ref]["wall"])
                  for ref in REFERENCES]
-        rows.append([label, fmt_ms(s["median_ms"]), f"{fmt_ms(s['q1_ms'])}–{fmt_ms(s['q3_ms'])}",
-                     fmt_ms(s["cpu_median_ms"])]
+        rows.append([label] + times(s)
                     + (["", ""] if v == "bare" else [fmt_ms(s["marginal_ms"]),
                                                      fmt_ms(s["marginal_cpu_ms"])]) + cells)
     return [f"#### {row['backends']:,} backends ({row['distributions']:,} distributions)\n"] + \

@@ -57,7 +57,7 @@ import time
 from . import options
 from .envs import SOURCE_DIR, clean_env, kept_env, machine, torch_python
 from .proc import BenchError, capture, harness_main, interleaved, log
-from .report import fmt_ms, load_average, plot_marginals, table, write_report
+from .report import fmt_ms, load_average, plot_marginals, table, times, write_report
 from .stats import paired_ci, summarize, summarize_rounds
 from .targets import budget_cells, stat_floor
 from .verify import checked_run, index_hit, retry_check
@@ -82,8 +82,8 @@ VARIANTS = {
 EPLOAD_VARIANTS = ("epload-eager", "epload-lazy", "epload-lazy-paths", "lazy-first-foo")
 LOADS_ALL = ("stock", "epload-eager")
 # Timed inside the processes at the largest size, alternating: name ->
-# (the variant whose variables it runs with, the code timed after `import torch`).
-IN_PROCESS = {"lazy": ("lazy-first-foo", TO_FOO), "by-hand": ("foo-by-hand", "{call}; " + TO_FOO)}
+# (variables, the code timed after `import torch`).
+IN_PROCESS = {"lazy": (LAZY, TO_FOO), "by-hand": (OFF, "{call}; " + TO_FOO)}
 # Test-only sabotage (--break-variant): name -> (variables added, body).
 BREAK = {"stock": ({"EPLOAD_GEN_HOST": "no_such_host_module"}, None),
          "epload-eager": ({"EPLOAD_GEN_HOST": "no_such_host_module"}, None),
@@ -182,8 +182,11 @@ class Size:
         self.commands = {v: self.argv(self.body[v]) for v in self.variants}
         timed = ("import torch; import time as _t; _t0 = _t.perf_counter_ns(); {work}; "
                  f"print({TIME_MARK!r} + str(_t.perf_counter_ns() - _t0))")
-        self.timed = {k: (self.envs[v], self.argv(timed.format(work=code.format(**fmt))))
-                      for k, (v, code) in IN_PROCESS.items()}
+        self.timed = {k: (dict(self.base, **env),
+                          self.argv(timed.format(work=code.format(**fmt))))
+                      for k, (env, code) in IN_PROCESS.items()}
+        # Untimed work before each run of a variant (name -> callable).
+        self.before = {}
         self.probe = PROBE.format(module=self.foo_module)
 
     def argv(self, body, suffix=""):
@@ -386,8 +389,7 @@ def markdown(result):
          f"{cfg['warmup']} warm-up, whole-process medians; {cfg['machine']['cpus']} CPUs, "
          f"{load_average(cfg)}.\n"]
     for row in result["sizes"]:
-        rows = [[label, fmt_ms(s["median_ms"]), f"{fmt_ms(s['q1_ms'])}–{fmt_ms(s['q3_ms'])}",
-                 fmt_ms(s["cpu_median_ms"])]
+        rows = [[label] + times(s)
                 + (["", ""] if v == "floor" else [fmt_ms(s["marginal_ms"]),
                                                   f"{s['marginal_pct']:+.2f}%"])
                 + [interval(s.get("paired")), interval(s.get("paired_cpu"), False)]
@@ -515,7 +517,8 @@ def measure_size(args, info, tmp, n):
     verified = size.warm_and_verify()
     log(f"bench_torch: {n:,} backends: {len(size.variants)} variants x "
         f"{args.warmup + args.rounds} interleaved rounds ...")
-    raw = interleaved(size.commands, size.base, args.rounds, args.warmup, work, envs=size.envs)
+    raw = interleaved(size.commands, size.base, args.rounds, args.warmup, work, envs=size.envs,
+                      before=size.before)
     row = {"backends": n, "fixtures": len(size.fixtures),
            "distributions": n + (args.noise if n else 0),
            "stats": analyse(raw), "verified": verified, "commands": size.commands,
@@ -536,7 +539,8 @@ def first_use(args, size):
     first = {"backends": size.n, "runs": args.first_runs, "lazy": summarize(f["lazy"]),
              "by_hand": summarize(f["by-hand"]),
              "commands": {k: argv for k, (_, argv) in size.timed.items()}}
-    first["lazy_ms"], first["by_hand_ms"] = first["lazy"]["median_ms"], first["by_hand"]["median_ms"]
+    first["lazy_ms"] = first["lazy"]["median_ms"]
+    first["by_hand_ms"] = first["by_hand"]["median_ms"]
     return first
 
 
