@@ -46,24 +46,19 @@ from .report import fmt_ms, load_average, table, times, write_report
 from .stats import quartiles, summarize_rounds
 from .targets import REACH, budget_floor, stat_baseline
 
-# The commands, in report order: name -> (label, what it measures).
+# The commands, in report order: name -> label.
 COMMANDS = {
-    "true": ("process floor `/bin/true`", "the floor of starting any process from the harness"),
-    "bare": ("bare `python3 -I -S`", 'python3 -I -S -c "<put SITE on sys.path>"'),
-    "importlib": ("importlib.metadata `entry_points(group=)`",
-                  "the same + importlib.metadata.entry_points(group=GROUP)"),
-    "importlib-same": ("importlib.metadata, same output as epload (name, value, dist, version)",
-                       "the same + printing what `epload entry-points` prints"),
-    "stevedore": ("stevedore cached `get_group_all`",
-                  "the same + stevedore's cached lookup, cache warmed first"),
-    "floor-exe": ("floor: linked like epload, exits at once (`bench/epload_floor`)",
-                  "bench/epload_floor: linked like epload, exits at once"),
-    "floor-full": ("floor under `full`: its stat calls alone (`bench/epload_floor --stat`)",
-                   "the same program making exactly `full`'s stat calls, on two CPUs"),
-    "epload-exe": ("`epload --version`", "the cost of starting the epload process"),
-    "cold": ("epload `--no-cache` (cold scan)", "epload entry-points ... --no-cache"),
-    "full": ("epload cached, `--validate full`", "epload entry-points ... (cache warmed)"),
-    "paths": ("epload cached, `--validate paths`", "the same, --validate paths"),
+    "true": "process floor `/bin/true`",
+    "bare": "bare `python3 -I -S`",
+    "importlib": "importlib.metadata `entry_points(group=)`",
+    "importlib-same": "importlib.metadata, same output as epload (name, value, dist, version)",
+    "stevedore": "stevedore cached `get_group_all`",
+    "floor-exe": "floor: linked like epload, exits at once (`bench/epload_floor`)",
+    "floor-full": "floor under `full`: its stat calls alone (`bench/epload_floor --stat`)",
+    "epload-exe": "`epload --version`",
+    "cold": "epload `--no-cache` (cold scan)",
+    "full": "epload cached, `--validate full`",
+    "paths": "epload cached, `--validate paths`",
 }
 # The targets: importlib's marginal cost ÷ each epload mode's whole process,
 # and the floor each is set beside.
@@ -74,7 +69,7 @@ STAT_TARGET = 1.5        # a cached `full` process ≤ 1.5x its bare stat calls
 STAT_CASES = (("ValidateFull", "epload validate `full` only (BM_CacheValidateFull)"),
               ("LoadValidateFull", "epload load + validate `full` (BM_CacheLoadValidateFull)"),
               ("LoadValidatePaths", "epload load + validate `paths` (BM_CacheLoadValidatePaths)"))
-__doc__ = __doc__.format(commands="".join(f"  {n:<15} {w}\n" for n, (_, w) in COMMANDS.items()))
+__doc__ = __doc__.format(commands="".join(f"  {n:<15} {w}\n" for n, w in COMMANDS.items()))
 
 
 class Setup:
@@ -210,7 +205,7 @@ def floors(result):
 # --------------------------------------------------------------- report ---
 
 def label(n):
-    return COMMANDS[n][0]
+    return COMMANDS[n]
 
 
 def markdown(result):
