@@ -151,7 +151,7 @@ def markdown(result):
     L = [f"### Start-up cost: {cfg['backends']:,} native backends among "
          f"{cfg['noise']:,} other distributions\n",
          f"Whole processes, {cfg['rounds']} interleaved rounds (medians; CPU = user + sys); "
-         f"{cfg['machine']['cpus']} CPUs, {load_average(cfg).replace(' and ', ', ')}.\n",
+         f"{cfg['machine']['cpus']} CPUs, {load_average(cfg)}.\n",
          "**Entry-point lookup** (group `torch.backends`):\n"]
     L += table(["command", "median ms", "IQR ms", "CPU ms",
                 "importlib's marginal cost ÷ this: lookup alone", "same output"], "lrrrrr", rows)
