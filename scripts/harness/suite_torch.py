@@ -533,14 +533,15 @@ def measure_size(args, info, tmp, n):
 
 
 def first_use(args, size):
-    """In-process time of the first to("foo"), lazy and by hand."""
+    """The IN_PROCESS timings at the largest size (the first to("foo"),
+    lazy and by hand): each one's summary under its name (- as _)."""
     log(f"bench_torch: first to({args.device!r}), in-process, {args.first_runs} pairs ...")
-    f = size.timed_in_process(args.first_runs)
-    first = {"backends": size.n, "runs": args.first_runs, "lazy": summarize(f["lazy"]),
-             "by_hand": summarize(f["by-hand"]),
+    first = {"backends": size.n, "runs": args.first_runs,
              "commands": {k: argv for k, (_, argv) in size.timed.items()}}
-    first["lazy_ms"] = first["lazy"]["median_ms"]
-    first["by_hand_ms"] = first["by_hand"]["median_ms"]
+    for k, ns in size.timed_in_process(args.first_runs).items():
+        key = k.replace("-", "_")
+        first[key] = summarize(ns)
+        first[key + "_ms"] = first[key]["median_ms"]
     return first
 
 
