@@ -24,7 +24,7 @@ INDEX = SOURCE_DIR / "scripts" / "bench_index.py"
 DEMO = SOURCE_DIR / "scripts" / "demo.py"
 DEMO_SH = SOURCE_DIR / "scripts" / "demo.sh"
 
-TINY = ["--noise", "12", "--runs", "2", "--warmup", "0", "--strace", "off",
+TINY = ["--noise", "12", "--rounds", "2", "--warmup", "0", "--strace", "off",
         "--hyperfine", "off"]
 
 
@@ -183,7 +183,7 @@ def test_startup_first_device_broken_fails_clearly(tmp_path):
     (["--sizes", "0"], "each size must be at least 1"),
     (["--sizes", "a,b"], "comma-separated integers"),
     (["--noise", "-1"], "--noise must be >= 0"),
-    (["--runs", "0"], "--runs must be >= 1"),
+    (["--rounds", "0"], "--rounds must be >= 1"),
     (["--break-variant", "nope"], "invalid choice"),
 ])
 def test_startup_usage_errors(args, message):
@@ -199,7 +199,7 @@ def test_startup_without_a_build_says_what_to_do(tmp_path):
 
 
 def test_startup_env_dir_reused(tmp_path):
-    args = ["--sizes", "2", *TINY, "--runs", "1", "--build", BUILD_DIR,
+    args = ["--sizes", "2", *TINY, "--rounds", "1", "--build", BUILD_DIR,
             "--env-dir", tmp_path / "envs"]
     first = run(STARTUP, *args)
     assert first.returncode == 0, first.stderr
@@ -224,7 +224,7 @@ def test_startup_env_dir_reused(tmp_path):
 def test_index_harness_reports_budgets_against_floors(tmp_path):
     out = tmp_path / "i.json"
     proc = run(INDEX, "--quick", "--backends", "6", "--noise", "30", "--scaling-sizes", "",
-               "--no-strace", "--hyperfine", "off", "--epload", BUILD_DIR / "epload",
+               "--strace", "off", "--hyperfine", "off", "--build", BUILD_DIR,
                "--json-out", out, "--keep")
     assert proc.returncode == 0, proc.stderr
     kept = pathlib.Path(proc.stderr.rsplit("kept ", 1)[1].strip())  # --keep: the list is in it
@@ -275,7 +275,7 @@ def check_index_harness_floors(data, md):
 
 
 def test_index_harness_bad_floor_exe(tmp_path):
-    proc = run(INDEX, "--floor-exe", tmp_path / "nope", "--epload", BUILD_DIR / "epload")
+    proc = run(INDEX, "--floor-exe", tmp_path / "nope", "--build", BUILD_DIR)
     assert proc.returncode == 2
     assert "--floor-exe" in proc.stderr and "not an executable" in proc.stderr
 

@@ -1,0 +1,80 @@
+"""Whole-process A/B timing: two or more commands interleaved round by round.
+
+    python3 scripts/ab.py [--rounds N] [--warmup W] [--settle S] -- CMD_A ARGS... -- CMD_B ARGS... [-- CMD_C ...]
+
+Every round runs each command once (so drift on the machine hits all alike;
+in an order shuffled each round, so no command always follows the same one:
+see scripts/harness/proc.py) and times it as the harnesses do (wall time;
+CPU = the child's user + sys).  Prints, per command, the median, the
+interquartile range and the median CPU time, then the median of the paired
+per-round differences against the first command and the ratio of medians.
+Exits 1 if a command fails (its stderr is shown).  Stdout of the commands
+is discarded.  This is how BENCHMARKS.md's two-build figures are made:
+compare builds in one run, never across runs.
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+
+from .proc import harness_main, interleaved
+from .stats import summarize_rounds
+
+USAGE = "usage: ab.py [--rounds N] [--warmup W] [--settle S] -- CMD_A ... -- CMD_B ..."
+
+
+def parse(argv):
+    if "--" not in argv:
+        if "-h" in argv or "--help" in argv:
+            try:
+                print(__doc__.strip())
+            except BrokenPipeError:  # `ab.py --help | head`
+                pass
+            raise SystemExit(0)
+        print(USAGE, file=sys.stderr)
+        raise SystemExit(2)
+    cut = argv.index("--")
+    p = argparse.ArgumentParser(prog="ab.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=40, help="timed rounds (default 40)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed rounds first (default 3)")
+    p.add_argument("--settle", type=int, default=0,
+                   help="untimed runs of each command right before its timed run, so that it is "
+                        "timed after itself rather than after whatever the shuffle put first "
+                        "(default 0)")
+    args = p.parse_args(argv[:cut])
+    cmds = [[]]
+    for a in argv[cut + 1:]:
+        if a == "--":
+            cmds.append([])
+        else:
+            cmds[-1].append(a)
+    if len(cmds) < 2 or any(not c for c in cmds):
+        p.error("give at least two non-empty commands, each after '--'")
+    for c in cmds:  # posix_spawn does not search PATH
+        exe = shutil.which(c[0])
+        if exe is None:
+            p.error(f"command not found or not executable: {c[0]}")
+        c[0] = exe
+    if args.rounds < 1 or args.warmup < 0 or args.settle < 0:
+        p.error("--rounds must be >= 1, --warmup and --settle >= 0")
+    args.commands = {chr(ord("A") + i): c for i, c in enumerate(cmds)}
+    return args
+
+
+def run(args, tmp):
+    raw = interleaved(args.commands, dict(os.environ), args.rounds, args.warmup, tmp,
+                      settle=args.settle)
+    stats = summarize_rounds(raw, reference="A")
+    for n, c in args.commands.items():
+        s = stats[n]
+        paired = statistics.median(a - b for a, b in zip(raw[n]["wall"], raw["A"]["wall"])) / 1e6
+        print(f"{n}: median {s['median_ms']:.3f} ms (IQR {s['q1_ms']:.3f}-{s['q3_ms']:.3f}, "
+              f"CPU {s['cpu_median_ms']:.3f}); paired vs A {paired:+.3f} ms; ratio to A "
+              f"{s['median_ms'] / stats['A']['median_ms']:.3f}   {' '.join(c)}")
+    return 0
+
+
+def main(argv=None):
+    return harness_main("ab.py", parse, run, argv)

@@ -1,0 +1,389 @@
+"""epload's CI benchmark gate: ratios measured within one run, compared with
+the thresholds committed in bench/baseline.json.
+
+    scripts/bench_gate --quick                 # what CI runs (< 3 minutes on 2 cores)
+    scripts/bench_gate                         # more repetitions and rounds
+    scripts/bench_gate --only cached_over_cold # one ratio (repeatable, or a,b)
+    scripts/bench_gate --update-baseline       # measure 5 times, rewrite the baseline
+
+Ratios (each "smaller is better"; each numerator and denominator measured in
+the same run, so a slower or busier machine moves both):
+
+  lazy_over_eager         BM_LoaderStartupLazy/1000 / BM_LoaderStartupEager/1000:
+                          start-up at 1,000 native backends, lazy against loading
+                          them all (CPU time; eager runs in fork()ed children)
+  cached_over_cold        BM_CacheLoadValidateFull/N / BM_ScanCold/N: opening the
+                          index from a valid cache (full validation) against a
+                          cold scan, N distributions (process CPU time)
+  hot_lookup_over_hashmap BM_LoaderHotLookup/1000 / BM_HashMapLookup/1000: a loaded
+                          device's lookup against a plain
+                          std::unordered_map<std::string_view, void*> (CPU time)
+  epload_over_importlib   whole processes, 6,000 distributions (1,000 backends):
+                          `epload entry-points` with a warm cache (full validation)
+                          against importlib.metadata's marginal cost (its process
+                          minus a bare interpreter), CPU time (user + sys), the
+                          commands interleaved round by round (scripts/bench_index.py)
+
+Noise handling: medians over repetitions (Google Benchmark with random
+interleaving of the suites' repetitions) and over interleaved rounds; CPU
+time rather than wall time, since on a shared 2-core machine wall time
+mostly measures the neighbours; thresholds set with margin from the spread
+seen over repeated runs (see BENCHMARKS.md, "CI gate"); and a ratio past its
+threshold is measured once more, and fails the gate only if it is past it
+again.
+
+Exit status: 0 every ratio within its threshold; 1 a regression; 2 the gate
+could not measure (build missing, a benchmark failed) or a usage error.
+
+TEST-ONLY: EPLOAD_TEST_SLOWDOWN=validate:2000 (read by an epload library built
+with -DEPLOAD_TEST_HOOKS=ON, as scripts/setup.sh builds)
+makes each cache validation spin 2,000 µs of CPU, pushing cached_over_cold
+past its threshold; tests/cli/test_bench_gate.py uses it to show the gate
+fails on a real regression.  Never set it otherwise: the gate says so in its
+summary when it is set.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+
+from . import options
+from .envs import SOURCE_DIR, clean_env, generate, machine
+from .proc import BenchError, gbench, harness_main, interleaved
+from .report import table
+from .suite_index import Setup
+
+BASELINE = os.path.join(SOURCE_DIR, "bench", "baseline.json")
+# Distributions for cached_over_cold: below the size at which validation
+# splits over two threads (500 watched files), so both sides are one
+# thread's CPU plus, for the scan, its helper's (process CPU time).
+CACHE_SIZE = 300
+# The reference environment of the whole-process ratio.
+PROCESS_BACKENDS, PROCESS_NOISE = 1000, 5000
+
+# The ratios: numerator and denominator (Google Benchmark run name, time
+# field), or "process" for the whole-process one.
+RATIOS = {
+    "lazy_over_eager": {
+        "what": "lazy / eager start-up, 1,000 native backends (CPU)",
+        "num": ("BM_LoaderStartupLazy/1000", "cpu_time"),
+        # Manual time: the child's CPU time for create + start.
+        "den": ("BM_LoaderStartupEager/1000", "real_time"),
+    },
+    "cached_over_cold": {
+        "what": f"cached (full validation) / cold index, {CACHE_SIZE} distributions (CPU)",
+        "num": (f"BM_CacheLoadValidateFull/{CACHE_SIZE}", "cpu_time"),
+        "den": (f"BM_ScanCold/{CACHE_SIZE}", "cpu_time"),
+        "repetitions_factor": 3,  # sub-millisecond cases: more, equally short repetitions
+    },
+    "hot_lookup_over_hashmap": {
+        "what": "hot lookup / std::unordered_map lookup, 1,000 devices (CPU)",
+        "num": ("BM_LoaderHotLookup/1000", "cpu_time"),
+        "den": ("BM_HashMapLookup/1000", "cpu_time"),
+        # Nanosecond timings shift with whatever shares the core: many short
+        # repetitions (cheap here) make the medians steady.
+        "repetitions_factor": 4,
+        "min_time": 0.02,
+    },
+    "epload_over_importlib": {
+        "what": f"epload process (warm cache, full) / importlib.metadata marginal, "
+                f"{PROCESS_BACKENDS + PROCESS_NOISE:,} distributions (CPU)",
+        "process": True,
+    },
+}
+
+# Margins for --update-baseline: threshold = max(median * margin, max seen * 1.25).
+# Larger where the measurement is noisier (forks, whole processes, ns timings).
+MARGINS = {"lazy_over_eager": 2.0, "cached_over_cold": 1.6, "hot_lookup_over_hashmap": 2.2,
+           "epload_over_importlib": 2.0}
+T0 = time.monotonic()
+
+
+def log(msg):
+    print(f"bench_gate: [{time.monotonic() - T0:5.1f} s] {msg}", file=sys.stderr, flush=True)
+
+
+def run_gbench(args, names, tmp, repetitions, min_time):
+    """epload_bench once for ``names``, repetitions randomly interleaved;
+    {run name: {"real_time": [ns], "cpu_time": [ns]}} per repetition."""
+    # A trailing '/' or end keeps BM_X/1000 from matching BM_X/10000.
+    pattern = "^(" + "|".join(n + "(/|$)" for n in names) + ")"
+    rows = gbench(args.bench_exe, pattern, dict(os.environ, EPLOAD_BENCH_SIZES=str(CACHE_SIZE)),
+                  tmp, repetitions, min_time, ["--benchmark_enable_random_interleaving=true"])
+    res = {}
+    for b in rows:
+        if b.get("run_type") != "iteration" or b.get("error_occurred"):
+            continue
+        # Strip the modifiers Google Benchmark appends (/iterations:5, /real_time, ...).
+        key = "/".join(p for p in b["run_name"].split("/") if ":" not in p and p not in
+                       ("real_time", "manual_time", "process_time"))
+        r = res.setdefault(key, {"real_time": [], "cpu_time": []})
+        r["real_time"].append(b["real_ns"])
+        r["cpu_time"].append(b["cpu_ns"])
+    missing = [n for n in names if n not in res]
+    if missing:
+        raise BenchError(f"epload_bench reported nothing for {', '.join(missing)} "
+                         "(a benchmark failed or was renamed?)")
+    return res
+
+
+def process_ratio(args, tmp):
+    """epload (warm cache, full) CPU / importlib marginal CPU, interleaved:
+    the index suite's commands on its reference environment."""
+    env = clean_env(tmp)
+    if "EPLOAD_TEST_SLOWDOWN" in os.environ:
+        env["EPLOAD_TEST_SLOWDOWN"] = os.environ["EPLOAD_TEST_SLOWDOWN"]
+    out = os.path.join(tmp, "process-env")
+    if not os.path.isdir(out):
+        log(f"generating {PROCESS_BACKENDS + PROCESS_NOISE:,} distributions ...")
+        manifest = generate(args.python, out, PROCESS_BACKENDS, PROCESS_NOISE, "torch.backends")
+    else:
+        with open(os.path.join(out, "manifest.json")) as f:
+            manifest = json.load(f)
+    s = Setup(args, manifest["search_path"], os.path.join(tmp, "process-work"), env, None)
+    s.check_answers(args.python, env, PROCESS_BACKENDS)
+    s.warm(env)
+    commands = {"bare": s.py["bare"], "importlib": s.py["importlib"], "full": s.epload["full"]}
+    raw = interleaved(commands, env, args.rounds, 1, tmp)
+    cpu = {n: statistics.median(v["cpu"]) for n, v in raw.items()}
+    marginal = cpu["importlib"] - cpu["bare"]
+    if marginal <= 0:
+        raise BenchError("importlib's marginal CPU time came out <= 0: the measurement is broken")
+    return cpu["full"] / marginal, {n: round(v / 1e6, 3) for n, v in cpu.items()}
+
+
+# ------------------------------------------------------------------------ the gate ---
+
+def measure(args, which, tmp):
+    """Measures the ratios in `which`; returns {name: {"value", "detail"}}."""
+    out = {}
+    gb = [n for n in which if not RATIOS[n].get("process")]
+    # One epload_bench run per (repetitions, min_time) setting.
+    groups = {}
+    for n in gb:
+        key = (args.repetitions * RATIOS[n].get("repetitions_factor", 1),
+               min(args.min_time, RATIOS[n].get("min_time", args.min_time)))
+        groups.setdefault(key, []).append(n)
+    for (repetitions, min_time), members in groups.items():
+        names = []
+        for n in members:
+            for side in ("num", "den"):
+                if RATIOS[n][side][0] not in names:
+                    names.append(RATIOS[n][side][0])
+        log(f"Google Benchmark: {', '.join(names)} x {repetitions} repetitions ...")
+        res = run_gbench(args, names, tmp, repetitions, min_time)
+        for n in members:
+            (a, am), (b, bm) = RATIOS[n]["num"], RATIOS[n]["den"]
+            num, den = statistics.median(res[a][am]), statistics.median(res[b][bm])
+            out[n] = {"value": num / den,
+                      "detail": {a: f"{num / 1e3:.3f} us ({am})", b: f"{den / 1e3:.3f} us ({bm})",
+                                 "repetitions": len(res[a][am])}}
+    if "epload_over_importlib" in which:
+        log(f"whole processes: bare, importlib, epload x {args.rounds} interleaved rounds ...")
+        value, cpu_ms = process_ratio(args, tmp)
+        out["epload_over_importlib"] = {"value": value, "detail": {"cpu_median_ms": cpu_ms,
+                                                                    "rounds": args.rounds}}
+    return out
+
+
+def load_baseline(path):
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except OSError as e:
+        raise BenchError(f"cannot read the baseline {path}: {e.strerror}")
+    except ValueError as e:
+        raise BenchError(f"baseline {path} is not valid JSON: {e}")
+    ratios = data.get("ratios") if isinstance(data, dict) else None
+    if not isinstance(ratios, dict):
+        raise BenchError(f"baseline {path} has no \"ratios\" object")
+    for name, r in ratios.items():
+        if name not in RATIOS:
+            raise BenchError(f"baseline {path}: unknown ratio '{name}' (known: {', '.join(RATIOS)})")
+        t = r.get("threshold") if isinstance(r, dict) else None
+        if not isinstance(t, (int, float)) or t <= 0:
+            raise BenchError(f"baseline {path}: ratio '{name}' needs a positive number \"threshold\"")
+    return data
+
+
+def fmt(v):
+    return "-" if v is None else (f"{v:.4f}" if v < 10 else f"{v:.1f}")
+
+
+def markdown(args, results, baseline, verdicts, confirmed, started, seconds):
+    slow = os.environ.get("EPLOAD_TEST_SLOWDOWN")
+    rows = [[f"`{n}` — {RATIOS[n]['what']}", fmt(r["value"]),
+             fmt(baseline["ratios"][n].get("baseline")), fmt(baseline["ratios"][n]["threshold"]),
+             verdicts[n] + (f" (re-measured: {fmt(confirmed[n])})" if n in confirmed else "")]
+            for n, r in results.items()]
+    return "\n".join(
+        [f"## epload benchmark gate ({'quick' if args.quick else 'full'})", ""]
+        + ([f"**EPLOAD_TEST_SLOWDOWN={slow} is set: a test-only slowdown is injected; these "
+            "figures are not epload's.**", ""] if slow else [])
+        + table(["ratio", "measured", "baseline", "threshold", "verdict"], "lrrrl", rows)
+        + ["", "Smaller is better; a ratio fails above its threshold (bench/baseline.json). "
+               f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; "
+               f"{args.repetitions} repetitions, {args.rounds} process rounds; {seconds:.0f} s; "
+               f"{started}."]) + "\n"
+
+
+def update_baseline(args, tmp):
+    runs = args.update_runs
+    seen = {n: [] for n in args.only}
+    for k in range(runs):
+        log(f"baseline run {k + 1} of {runs} ...")
+        for n, r in measure(args, args.only, tmp).items():
+            seen[n].append(r["value"])
+    try:
+        with open(args.baseline) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        data = {}
+    data.setdefault("format", 1)
+    ratios = data.setdefault("ratios", {})
+    for n, values in seen.items():
+        med = statistics.median(values)
+        ratios[n] = {
+            "what": RATIOS[n]["what"],
+            "baseline": round(med, 6),
+            "threshold": round(max(med * MARGINS[n], max(values) * 1.25), 6),
+            "margin": MARGINS[n],
+            "observed": {"runs": len(values), "min": round(min(values), 6), "max": round(max(values), 6),
+                         "mode": "quick" if args.quick else "full"},
+        }
+    shown = [a for k, a in enumerate(sys.argv[1:])
+             if not (a.startswith("--build") or (k > 0 and sys.argv[k] == "--build"))]
+    data["updated"] = {"date": datetime.date.today().isoformat(), "machine": machine(),
+        "command": " ".join(["scripts/bench_gate"] + shown),
+        "rule": "threshold = max(baseline * margin, max observed * 1.25)"}
+    with open(args.baseline + ".tmp", "w") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+    os.replace(args.baseline + ".tmp", args.baseline)
+    for n in seen:
+        r = ratios[n]
+        print(f"{n}: baseline {fmt(r['baseline'])}, threshold {fmt(r['threshold'])} "
+              f"(observed {fmt(r['observed']['min'])}..{fmt(r['observed']['max'])} over {runs} runs)")
+    print(f"wrote {args.baseline}")
+    return 0
+
+
+def scratch_dir(args):
+    """Where generated environments go: --tmpdir, else /dev/shm when it is a
+    writable tmpfs with room (creating and deleting ~20,000 small files there
+    costs seconds instead of minutes on a busy disk), else the system's."""
+    if args.tmpdir:
+        return args.tmpdir
+    shm = "/dev/shm"
+    try:
+        st = os.statvfs(shm)
+        if os.access(shm, os.W_OK) and st.f_bavail * st.f_frsize > (1 << 30):
+            with open("/proc/mounts") as f:
+                if any(line.split()[1:3] == [shm, "tmpfs"] for line in f):
+                    return shm
+    except OSError:
+        pass
+    return None
+
+
+def parse_args(argv):
+    p = options.parser("bench_gate", __doc__)
+    options.add_common(p, rounds=(15, 7), warmup=(1, 1), outputs=False)
+    p.add_argument("--only", action="append", default=[], metavar="RATIO",
+                   help="measure only these ratios (repeatable or comma-separated)")
+    p.add_argument("--baseline", default=BASELINE, help="thresholds file (bench/baseline.json)")
+    p.add_argument("--repetitions", type=int, help="Google Benchmark repetitions (quick 5, full 9)")
+    p.add_argument("--no-confirm", action="store_true",
+                   help="fail at once, without re-measuring a ratio past its threshold")
+    p.add_argument("--update-baseline", action="store_true",
+                   help="measure the ratios --update-runs times and rewrite the baseline's "
+                        "thresholds (see BENCHMARKS.md before committing it)")
+    p.add_argument("--update-runs", type=int, default=5, metavar="N")
+    p.add_argument("--tmpdir", metavar="DIR",
+                   help="where to generate environments (default: /dev/shm if a tmpfs, else $TMPDIR)")
+    p.add_argument("--json-out", metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--summary", metavar="FILE",
+                   help="also append the Markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY)")
+    args = options.finish(p, p.parse_args(argv))
+    only = [n.strip() for o in args.only for n in o.split(",") if n.strip()]
+    bad = [n for n in only if n not in RATIOS]
+    if bad:
+        p.error(f"--only: unknown ratio {', '.join(bad)} (known: {', '.join(RATIOS)})")
+    args.only = only or list(RATIOS)
+    args.repetitions = args.repetitions or (5 if args.quick else 9)
+    args.min_time = 0.05 if args.quick else 0.2
+    if args.repetitions < 1 or args.update_runs < 1:
+        p.error("--repetitions and --update-runs must be >= 1")
+    args.epload = os.path.join(args.build, "epload")
+    args.bench_exe = os.path.join(args.build, "bench", "epload_bench")
+    args.group = "torch.backends"
+    need = [args.bench_exe] if any(not RATIOS[n].get("process") for n in args.only) else []
+    for exe in need + ([args.epload] if "epload_over_importlib" in args.only else []):
+        if not os.access(exe, os.X_OK):
+            p.error(f"{exe} not found: build first (cmake --build {args.build}) "
+                    "or pass --build DIR")
+    return args
+
+
+def main(argv=None):
+    return harness_main("bench_gate", parse_args, run, argv, tmp_base=scratch_dir)
+
+
+def run(args, tmp):
+    """The gate; every error on the way is "could not measure" (status 2)."""
+    os.environ["TMPDIR"] = tmp  # epload_bench generates its environments there too
+    try:
+        return update_baseline(args, tmp) if args.update_baseline else judge(args, tmp)
+    except BenchError as e:
+        e.status = 2
+        raise
+
+
+def judge(args, tmp):
+    """Measures, confirms what is past its threshold, reports; 1 on a regression."""
+    t0 = time.monotonic()
+    started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    baseline = load_baseline(args.baseline)
+    missing = [n for n in args.only if n not in baseline["ratios"]]
+    if missing:
+        raise BenchError(f"baseline {args.baseline} has no threshold for {', '.join(missing)} "
+                         "(scripts/bench_gate --update-baseline --only NAME adds one)")
+    results = measure(args, args.only, tmp)
+    thresholds = {n: baseline["ratios"][n]["threshold"] for n in results}
+    verdicts, confirmed = {}, {}
+    over = [n for n, r in results.items() if r["value"] > thresholds[n]]
+    if over and not args.no_confirm:
+        # One more measurement of what failed: a noisy moment fails one
+        # measurement, a regression fails both.
+        log(f"past threshold: {', '.join(over)}; measuring again to confirm ...")
+        confirmed = {n: r["value"] for n, r in measure(args, over, tmp).items()}
+    for n, r in results.items():
+        t = thresholds[n]
+        failed = r["value"] > t and (args.no_confirm or confirmed.get(n, r["value"]) > t)
+        verdicts[n] = "**FAIL**" if failed else ("pass" if r["value"] <= t else "pass (noise)")
+    summary = markdown(args, results, baseline, verdicts, confirmed, started, time.monotonic() - t0)
+    sys.stdout.write(summary)
+    if args.summary:
+        with open(args.summary, "a") as f:
+            f.write(summary)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump({"results": results, "confirmed": confirmed, "verdicts": verdicts,
+                       "thresholds": thresholds, "quick": args.quick,
+                       "seconds": time.monotonic() - t0}, f, indent=1)
+            f.write("\n")
+    failed = [n for n, v in verdicts.items() if v == "**FAIL**"]
+    if failed:
+        print(f"bench_gate: REGRESSION: {', '.join(failed)} past the threshold in {args.baseline}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

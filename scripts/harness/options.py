@@ -1,0 +1,113 @@
+"""The one option vocabulary of the harnesses: --rounds (timed rounds),
+--warmup (untimed rounds first), --quick, --python, --build, --sizes,
+--noise, --env-dir, --strace/--hyperfine (auto|on|off), --json-out,
+--md-out, --plot, --keep.  Each suite adds what only it has."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+
+from .envs import SOURCE_DIR
+
+DEFAULT_BUILD = os.environ.get("EPLOAD_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
+
+
+def parser(prog, doc, epilog=""):
+    """An ArgumentParser whose help is the suite's docstring (and epilog)."""
+    return argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0],
+                                   epilog=doc.split("\n\n", 1)[1] + epilog,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_common(p, rounds, warmup=(1, 1), python="/usr/bin/python3", outputs=True, tools=None,
+               python_help=None, quick=True):
+    """The options every suite shares.  ``rounds`` and ``warmup`` are
+    (default, --quick default); ``tools`` {tool: whether `auto` runs it in
+    --quick mode too} adds --strace / --hyperfine."""
+    q = "; --quick: {}" if quick else ""
+    p.add_argument("--rounds", type=int, help=f"timed rounds ({rounds[0]}{q.format(rounds[1])})")
+    p.add_argument("--warmup", type=int,
+                   help=f"untimed rounds first ({warmup[0]}{q.format(warmup[1])})")
+    if quick:
+        p.add_argument("--quick", action="store_true", help="fewer rounds, fewer extra passes")
+    p.add_argument("--python", default=python, help=python_help or f"interpreter ({python})")
+    p.add_argument("--build", default=DEFAULT_BUILD,
+                   help="epload build directory (default: $EPLOAD_BUILD_DIR, else <source>/build)")
+    p.set_defaults(_rounds=rounds, _warmup=warmup, _tools=tools or {}, quick=False)
+    for tool in tools or {}:
+        p.add_argument(f"--{tool}", choices=("auto", "on", "off"), default="auto",
+                       help=f"the {tool} pass (auto: if installed"
+                            + ("" if tools[tool] else ", not --quick") + ")")
+    if outputs:
+        p.add_argument("--json-out", metavar="FILE", help="write all results as JSON")
+        p.add_argument("--md-out", metavar="FILE", help="also write the Markdown report to FILE")
+        p.add_argument("--plot", metavar="PNG", help="plot marginal cost against backends")
+        p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+
+
+def add_sizes(p, default, what, least, env_dir=True):
+    """--sizes (numbers of backends), --noise, and --env-dir."""
+    p.add_argument("--sizes", default=default, help=f"{what}, comma-separated ({default})")
+    p.add_argument("--noise", type=int, default=5000,
+                   help="ordinary distributions beside the backends (5000)")
+    p.set_defaults(_least=least)
+    if env_dir:
+        p.add_argument("--env-dir", metavar="DIR",
+                       help="generate the environments into DIR and keep them there; a later "
+                            "run with the same sizes reuses them (default: a temporary "
+                            "directory, removed at the end)")
+
+
+def finish(p, args, min_rounds=1):
+    """Quick defaults, ranges, paths and tools checked: p.error (exit 2)
+    names the option and what it must be."""
+    args.rounds = args.rounds if args.rounds is not None else args._rounds[args.quick]
+    args.warmup = args.warmup if args.warmup is not None else args._warmup[args.quick]
+    if args.rounds < min_rounds or args.warmup < 0:
+        p.error(f"--rounds must be >= {min_rounds} and --warmup >= 0")
+    if hasattr(args, "sizes"):
+        args.sizes = parse_sizes(p, args.sizes, args._least)
+        if args.noise < 0:
+            p.error("--noise must be >= 0")
+    args.build = os.path.abspath(args.build)
+    if getattr(args, "env_dir", None):
+        args.env_dir = os.path.abspath(args.env_dir)
+    if args.python is not None and not os.access(args.python, os.X_OK):
+        p.error(f"interpreter not found: {args.python}")
+    for tool, in_quick in args._tools.items():
+        mode = getattr(args, tool)
+        if mode == "on" and not shutil.which(tool):
+            p.error(f"--{tool} on: {tool} is not installed (apt-get install {tool})")
+        setattr(args, tool, mode == "on" or (mode == "auto" and (in_quick or not args.quick)
+                                             and shutil.which(tool) is not None))
+    if getattr(args, "plot", None):
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            p.error(f"--plot needs matplotlib in {sys.executable} "
+                    "(apt-get install python3-matplotlib; run with /usr/bin/python3)")
+    return args
+
+
+def parse_sizes(p, text, least):
+    """--sizes TEXT as a sorted list of distinct integers, each >= least."""
+    try:
+        sizes = sorted({int(s) for s in text.split(",") if s.strip()})
+    except ValueError:
+        p.error(f"--sizes must be comma-separated integers, got {text!r}")
+    if not sizes or any(n < least for n in sizes):
+        p.error(f"--sizes: each size must be {'at least 1' if least else '0 or more'}")
+    return sizes
+
+
+def executable(p, path, option, default):
+    """An optional helper program: --OPTION's path (which must be
+    executable), else ``default`` when executable, else None."""
+    if path is None:
+        return default if os.access(default, os.X_OK) else None
+    if not os.access(path, os.X_OK):
+        p.error(f"{option} {path}: not an executable")
+    return path

@@ -1,0 +1,93 @@
+"""The suites' outputs: Markdown tables on stdout (and --md-out), the whole
+result as JSON (--json-out), and a plot of marginal cost against the number
+of backends (--plot)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .proc import BenchError
+
+
+def fmt_ms(v):
+    return f"{v:.2f}" if v < 100 else f"{v:.1f}"
+
+
+def fmt_ratio(r):
+    if r is None:
+        return "n/a"
+    return f"{r:,.0f}×" if r >= 100 else f"{r:.1f}×"
+
+
+def times(s):
+    """A summary's cells: median, IQR and CPU time, ms."""
+    return [fmt_ms(s["median_ms"]), f"{fmt_ms(s['q1_ms'])}–{fmt_ms(s['q3_ms'])}",
+            fmt_ms(s["cpu_median_ms"])]
+
+
+def table(head, align, rows):
+    """A Markdown table: ``head`` the column titles, ``align`` one letter a
+    column (l left, r right), ``rows`` lists of cells."""
+    sep = "|" + "".join("---:|" if a == "r" else "---|" for a in align)
+    return ["| " + " | ".join(head) + " |", sep] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def load_average(cfg):
+    """"1-minute load average X before, Y after" from a result's config."""
+    la, lb = cfg.get("load_average_before"), cfg.get("load_average_after")
+    return (f"1-minute load average {la[0]:.2f} before" if la else "") + (
+        f" and {lb[0]:.2f} after" if la and lb else "")
+
+
+def write_report(result, report, md_out=None, json_out=None, plot_to=None, plot=None):
+    """The Markdown report on stdout (and in md_out), the result as JSON in
+    json_out, and plot(result, plot_to) if asked."""
+    sys.stdout.write(report)
+    sys.stdout.flush()
+    if md_out:
+        with open(md_out, "w") as f:
+            f.write(report)
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump(result, f, indent=1)
+            f.write("\n")
+    if plot_to:
+        plot(result, plot_to)
+
+
+def plot_marginals(path, rows, labels, reference, xlabel, ylabel, title):
+    """A PNG of every variant's marginal cost against the number of backends
+    (log-log, one line per variant; epload's dashed): ``rows`` the per-size
+    results ({"backends", "stats"}), ``labels`` {variant: label} in order."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise BenchError(f"--plot needs matplotlib in {sys.executable} "
+                         "(apt-get install python3-matplotlib)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+    fig, ax = plt.subplots(figsize=(10, 5.5), dpi=110)
+    rows = [r for r in rows if r["backends"] > 0]
+    for v, label in labels.items():
+        pts = [(r["backends"], r["stats"][v]["marginal_ms"]) for r in rows
+               if v != reference and v in r["stats"] and r["stats"][v]["marginal_ms"] > 0]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts],
+                    "--" if v.startswith(("epload", "lazy")) else "-", marker="o",
+                    label=label.replace("`", ""))
+    xs = [r["backends"] for r in rows]
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(xs)
+    ax.set_xticklabels([f"{x:,}" for x in xs])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,452 @@
+"""Process-level benchmark of entry-point discovery: epload against
+importlib.metadata (and stevedore's cache) on a generated environment.
+
+One run does everything, every command interleaved round by round:
+{commands}
+The interpreter runs with -I -S: no user or system site-packages, so the
+search path is the interpreter's own (stdlib) entries with SITE inserted
+first, in the -c code itself.  bare and importlib differ only by the lookup.
+epload gets exactly that list as --path arguments, so both look at the same
+directories in the same order.  Before timing, the answers are compared: the
+(name, value, dist) triples epload prints must equal importlib's.
+
+Reported per command: wall-time median and interquartile range over
+--rounds rounds (after --warmup rounds), and median CPU time (user+sys of
+the child).  Derived: importlib's marginal cost (importlib - bare) divided by
+the cost of each epload mode, for the whole epload process (what a caller
+pays) and for its marginal cost over `epload --version`.  System calls per
+run come from `strace -f -c`.  A second, scaling run times the epload modes
+at 100, 1,000 and 10,000 distributions (`paths` target: grows < 3x).
+
+Each target's budget (importlib's marginal cost divided by the target ratio)
+is set beside its floor measured in the same rounds: floor-exe for the cold
+scan and `paths`, floor-full for `full`.  A budget below its floor says the
+target cannot be reached on this machine, whatever epload does.
+
+If hyperfine is installed, a confirmation pass runs the main commands under
+`hyperfine -N --export-json` (not interleaved; reported alongside).
+
+Output: a Markdown report on stdout, everything as JSON with --json-out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+
+from . import options
+from .envs import (check_entry_points, clean_env, generate, importlib_same_output,
+                   interpreter_path, machine, norm, stevedore_location, stevedore_lookup,
+                   warm_until_hit)
+from .proc import (BenchError, capture, harness_main, hyperfine_pass, interleaved, log,
+                   remove_tree, strace_counts)
+from .report import fmt_ms, load_average, table, times, write_report
+from .stats import quartiles, summarize_rounds
+from .targets import REACH, budget_floor, stat_baseline
+
+# The commands, in report order: name -> label.
+COMMANDS = {
+    "true": "process floor `/bin/true`",
+    "bare": "bare `python3 -I -S`",
+    "importlib": "importlib.metadata `entry_points(group=)`",
+    "importlib-same": "importlib.metadata, same output as epload (name, value, dist, version)",
+    "stevedore": "stevedore cached `get_group_all`",
+    "floor-exe": "floor: linked like epload, exits at once (`bench/epload_floor`)",
+    "floor-full": "floor under `full`: its stat calls alone (`bench/epload_floor --stat`)",
+    "epload-exe": "`epload --version`",
+    "cold": "epload `--no-cache` (cold scan)",
+    "full": "epload cached, `--validate full`",
+    "paths": "epload cached, `--validate paths`",
+}
+# The targets: importlib's marginal cost ÷ each epload mode's whole process,
+# and the floor each is set beside.
+TARGETS = {"cold": 8.0, "full": 30.0, "paths": 200.0}
+FLOOR_OF = {"cold": "floor-exe", "full": "floor-full", "paths": "floor-exe"}
+SCALING_TARGET = 3.0     # `paths` grows < 3x from the smallest to the largest size
+STAT_TARGET = 1.5        # a cached `full` process ≤ 1.5x its bare stat calls
+STAT_CASES = (("ValidateFull", "epload validate `full` only (BM_CacheValidateFull)"),
+              ("LoadValidateFull", "epload load + validate `full` (BM_CacheLoadValidateFull)"),
+              ("LoadValidatePaths", "epload load + validate `paths` (BM_CacheLoadValidatePaths)"))
+__doc__ = __doc__.format(commands="".join(f"  {n:<15} {w}\n" for n, w in COMMANDS.items()))
+
+
+class Setup:
+    """The commands for one generated environment."""
+
+    def __init__(self, args, site, tmp, env, stevedore_dir):
+        self.site, self.group = site, args.group
+        self.cache_dir = os.path.join(tmp, "epload-cache")
+        os.makedirs(self.cache_dir, mode=0o700, exist_ok=True)
+        self.search = [site] + interpreter_path(args.python, env)
+        prefix = f"import sys; sys.path.insert(0, {site!r}); "
+        py = [args.python, "-I", "-S", "-c"]
+        self.py = {"bare": py + [prefix.rstrip("; ")],
+                   "importlib": py + [prefix + "from importlib.metadata import entry_points; "
+                                      f"eps = entry_points(group={self.group!r})"],
+                   "importlib-same": py + [prefix + importlib_same_output(self.group)]}
+        if stevedore_dir:
+            self.py["stevedore"] = py + [prefix + stevedore_lookup(stevedore_dir, self.group)]
+        self.epload_exe = args.epload
+        self.paths = [a for p in self.search for a in ("--path", p)]
+        ep = [args.epload, "entry-points", *self.paths, "--group", self.group]
+        cached = ep + ["--cache-dir", self.cache_dir, "--validate"]
+        self.floor = {"true": [shutil.which("true") or "/bin/true"]}
+        if getattr(args, "floor_exe", None):
+            self.floor["floor-exe"] = [args.floor_exe]
+        self.epload = {"epload-exe": [args.epload, "--version"], "cold": ep + ["--no-cache"],
+                       "full": cached + ["full"], "paths": cached + ["paths"]}
+        # Untimed work before each run of a command (name -> callable).
+        self.before = {}
+
+    def stat_list(self, env, tmp):
+        """Writes what `full` validation stats, as epload_floor --stat reads
+        it: one DIR<TAB>REL line per search path (REL empty) and per watched
+        file, from the warmed cache file (its head's search paths and its
+        watch_digest section; format in docs/cache-format.md).  Returns the
+        file's path and the number of lines."""
+        where = capture([self.epload_exe, "index", "path", *self.paths, "--cache-dir",
+                         self.cache_dir], env).stdout.strip()
+        with open(where, "rb") as f:
+            lines = f.read().split(b"\n")
+        head = json.loads(lines[0])
+
+        def raw(s):  # a byte string as the cache writes it
+            return bytes.fromhex(s["hex"]) if isinstance(s, dict) else s.encode()
+        dirs = [raw(p["path"]) for p in head["search_paths"]]
+        sec = next((x for x in head["sections"] if x[0] == "watch_digest"), None)
+        if sec is None:
+            raise BenchError(f"{where}: no watch_digest section to take the watched files from")
+        files = json.loads(lines[1 + head["sections"].index(sec)])["files"]
+        rows = [d + b"\t" for d in dirs] + [dirs[g[0]] + b"\t" + raw(r)
+                                            for g in files for r in g[1:]]
+        if any(b"\n" in r for r in rows):
+            raise BenchError("a watched path holds a newline: epload_floor --stat cannot list it")
+        out = os.path.join(tmp, "floor-stat-list.txt")
+        with open(out, "wb") as f:
+            f.write(b"\n".join(rows) + b"\n")
+        return out, len(rows)
+
+    def check_answers(self, python, env, expected_backends):
+        """Refuses to time a comparison whose answers differ."""
+        check_entry_points(python, env, self.site, self.group, expected_backends,
+                           {f"epload ({m})": self.epload[m] for m in ("cold", "full", "paths")},
+                           site_first=True)
+
+        def lines(text):  # (head, dist normalized, version) per printed line
+            out = []
+            for line in text.splitlines():
+                head, _, tail = line.rpartition("  [")
+                dist, _, version = tail.rstrip("]").rpartition(" ")
+                out.append((head, norm(dist), version))
+            return out
+        same = capture(self.py["importlib-same"], env).stdout
+        ours = capture(self.epload["full"], env).stdout
+        if lines(same) != lines(ours):
+            raise BenchError("importlib (same output) and `epload entry-points` print different "
+                             f"lines: {len(same.splitlines())} vs {len(ours.splitlines())}")
+
+    def warm(self, env):
+        """Writes the caches and waits until both validation levels hit."""
+        warm_until_hit({f"epload ({m})": self.epload[m] for m in ("full", "paths")}, env)
+        if "stevedore" in self.py:
+            capture(self.py["stevedore"], env)
+
+
+# ------------------------------------------------------------- analysis ---
+
+def analyse(raw):
+    """Every command's summary; importlib's marginal costs; each epload
+    mode's ratios against the targets."""
+    stats = summarize_rounds(raw)
+    med = {n: s["median_ms"] for n, s in stats.items()}
+    cpu = {n: s["cpu_median_ms"] for n, s in stats.items()}
+    derived = {f"{ref.replace('-same', '_same')}_marginal_ms": med[ref] - med["bare"]
+               for ref in ("importlib", "importlib-same", "stevedore") if ref in med}
+    ratios = {}
+    if "importlib" not in med:
+        return stats, derived, ratios
+    imp = derived["importlib_marginal_ms"]
+    derived["importlib_marginal_cpu_ms"] = cpu["importlib"] - cpu["bare"]
+    for mode, target in TARGETS.items():
+        whole, marginal = med[mode], med[mode] - med["epload-exe"]
+        # Paired per-round ratios: round i's importlib marginal over round i's
+        # epload time; their spread shows how stable the ratio is.
+        q1, pm, q3 = quartiles(sorted((i - b) / e for i, b, e in zip(
+            raw["importlib"]["wall"], raw["bare"]["wall"], raw[mode]["wall"])))
+        r = ratios[mode] = {
+            "epload_ms": whole, "epload_marginal_ms": marginal, "ratio": imp / whole,
+            "ratio_vs_marginal": imp / marginal if marginal > 0 else None,
+            # CPU time (user+sys of the child): less sensitive to other load.
+            "ratio_cpu": derived["importlib_marginal_cpu_ms"] / cpu[mode],
+            "paired_ratio_median": pm, "paired_ratio_q1": q1, "paired_ratio_q3": q3,
+            "target": target, "met": imp / whole >= target}
+        if "importlib_same_marginal_ms" in derived:
+            r["ratio_same_output"] = derived["importlib_same_marginal_ms"] / whole
+            r["met_same_output"] = r["ratio_same_output"] >= target
+        if "stevedore_marginal_ms" in derived:
+            r["ratio_vs_stevedore"] = derived["stevedore_marginal_ms"] / whole
+    return stats, derived, ratios
+
+
+def floors(result):
+    """Each target's budget (importlib's marginal ÷ the ratio: the most a
+    whole epload process may cost) against the floor under it (FLOOR_OF)."""
+    st, ratios = result["main"]["stats"], result["main"]["ratios"]
+    if "floor-exe" not in st or not ratios:
+        return None
+    return {mode: budget_floor({"floor": FLOOR_OF[mode], "epload_ms": r["epload_ms"]},
+                               r["epload_ms"] * r["ratio"] / r["target"],
+                               st[FLOOR_OF[mode]]["median_ms"])
+            for mode, r in ratios.items() if FLOOR_OF[mode] in st}
+
+
+# --------------------------------------------------------------- report ---
+
+def label(n):
+    return COMMANDS[n]
+
+
+def markdown(result):
+    """The whole report, one section after another."""
+    L = commands_table(result) + ratios_table(result["main"])
+    if result.get("stat_baseline"):
+        L += stat_baseline_table(result["main"], result["stat_baseline"])
+    if result.get("floors"):
+        L += floors_table(result)
+    if result.get("scaling"):
+        L += scaling_table(result["scaling"])
+    return "\n".join(L) + "\n"
+
+
+def commands_table(result):
+    """Every command's times, system calls and hyperfine median."""
+    m, cfg = result["main"], result["config"]
+    hf = m.get("hyperfine")
+    rows = []
+    for n in COMMANDS:
+        if n not in m["stats"]:
+            if n == "stevedore":
+                rows.append(["stevedore (cached)", "not installed"] + [""] * (6 + bool(hf)))
+            continue
+        s, sc = m["stats"][n], m.get("strace", {}).get(n)
+        rows.append([label(n)] + times(s)
+                    + ([f"{sc[k]:,}" for k in ("total", "stat", "openat", "getdents64")]
+                       if sc else [""] * 4)
+                    + ([fmt_ms(hf[n]["median_ms"]) if n in hf else ""] if hf else []))
+    return [f"### Entry-point lookup, {cfg['distributions']:,} distributions "
+            f"({cfg['backends']:,} with `{cfg['group']}`), {cfg['rounds']} interleaved rounds\n",
+            f"{cfg['machine']['cpus']} CPUs; {load_average(cfg)}.\n"] + table(
+        ["command", "median ms", "IQR ms", "CPU ms", "syscalls", "stat", "openat", "getdents64"]
+        + (["hyperfine median ms"] if hf else []), "l" + "r" * (7 + bool(hf)), rows)
+
+
+def ratios_table(m):
+    """importlib's marginal cost over each epload mode, against the targets."""
+    d = m["derived"]
+    rows = []
+    for mode, r in m["ratios"].items():
+        met = "yes" if r["met"] else f"**NO** ({r['ratio']:.1f}× of {r['target']:.0f}×)"
+        if "met_same_output" in r:
+            met += "; " + ("yes" if r["met_same_output"] else "**NO**")
+        rows.append([label(mode), fmt_ms(r["epload_ms"]), f"**{r['ratio']:.1f}×**",
+                     f"{r['paired_ratio_q1']:.1f}–{r['paired_ratio_q3']:.1f}×",
+                     f"{r['ratio_cpu']:.1f}×",
+                     f"{r['ratio_vs_marginal']:.0f}×" if r["ratio_vs_marginal"] else "n/a",
+                     f"**{r['ratio_same_output']:.1f}×**" if "ratio_same_output" in r else "n/a",
+                     f"≥ {r['target']:.0f}×", met])
+    return ["", f"importlib.metadata marginal cost (importlib − bare): "
+                f"**{fmt_ms(d['importlib_marginal_ms'])} ms** for the lookup alone"
+                + (f", **{fmt_ms(d['importlib_same_marginal_ms'])} ms** for the same output as "
+                   "`epload entry-points`" if "importlib_same_marginal_ms" in d else "")
+                + (f"; stevedore cached marginal: {fmt_ms(d['stevedore_marginal_ms'])} ms"
+                   if "stevedore_marginal_ms" in d else "; stevedore: not installed") + ".\n"] \
+        + table(["epload mode", "epload ms (whole process)", "importlib lookup marginal ÷ epload",
+                 "paired-round IQR", "same in CPU time", "÷ epload marginal over `--version`",
+                 "importlib same-output marginal ÷ epload", "target",
+                 "met (lookup; same output)"], "lrrrrrrrl", rows)
+
+
+def stat_baseline_table(m, sb):
+    """Cached `full` validation against the bare cost of its stat calls."""
+    bare, full = sb["StatBaseline"], m["stats"]["full"]
+    rows = [["bare `fstatat` calls (BM_CacheStatBaseline)", fmt_ms(bare["real_ms"]),
+             fmt_ms(bare["cpu_ms"]), "1.00"]]
+    rows += [[what, fmt_ms(sb[k]["real_ms"]), fmt_ms(sb[k]["cpu_ms"]),
+              f"{sb[k]['real_ms'] / bare['real_ms']:.2f}"] for k, what in STAT_CASES]
+    rows.append(["whole process `epload entry-points` cached `full` (above)",
+                 fmt_ms(full["median_ms"]), fmt_ms(full["cpu_median_ms"]),
+                 f"{sb['full_process_over_bare_stats']:.2f}"])
+    ok = sb["full_process_over_bare_stats"] <= sb["target"]
+    return ["", f"### Cached `full` validation against the bare cost of its {bare['stats']:,} "
+                "stat calls (epload_bench, medians)\n"] \
+        + table(["figure", "wall ms", "CPU ms", "÷ bare stats"], "lrrr", rows) \
+        + ["", f"Target ≤ {sb['target']}× the bare stat cost: whole process "
+               f"{'met' if ok else '**NOT met**'} ({sb['full_process_over_bare_stats']:.2f}×); "
+               f"in-process load+validate {sb['full_inprocess_over_bare_stats']:.2f}×."]
+
+
+def floors_table(result):
+    """Each target's budget in this run against the floor under it."""
+    m, fl = result["main"], result["floors"]
+    what = {"floor-exe": "`epload_floor`: linked like epload, exits at once",
+            "floor-full": f"`epload_floor --stat`: the same {result.get('floor_stats', 0):,} "
+                          "stat calls on two CPUs, nothing else"}
+    rows = [[label(mode), f"≥ {m['ratios'][mode]['target']:.0f}×", fmt_ms(f["budget_ms"]),
+             what[f["floor"]], fmt_ms(f["floor_ms"]), fmt_ms(f["epload_ms"]),
+             fmt_ms(f["epload_ms"] - f["floor_ms"]), REACH[f["reachable"]]]
+            for mode, f in fl.items()]
+    return ["", "### The targets' budgets against their floors (same rounds)\n"] + table(
+        ["epload mode", "target", "budget: importlib lookup marginal ÷ target", "floor",
+         "floor ms", "epload ms", "epload − floor", "reachable here"], "lrrlrrrl", rows)
+
+
+def scaling_table(sc):
+    """The scaling run: the epload modes at each size, and `paths`' growth."""
+    rows = []
+    for row in sc["sizes"]:
+        s = row["stats"]
+        rows.append([f"{row['distributions']:,}"] + [fmt_ms(s[n]["median_ms"]) for n in (
+            "true", "epload-exe", "paths")] + [
+            fmt_ms(s["paths"]["median_ms"] - s["epload-exe"]["median_ms"]),
+            fmt_ms(s["paths"]["cpu_median_ms"]), fmt_ms(s["full"]["median_ms"]),
+            fmt_ms(s["cold"]["median_ms"])])
+    g, target = sc["paths_growth"], sc["target"]
+    gm = ("n/a (the smallest marginal is within noise of zero)" if g["marginal"] is None
+          else f"{g['marginal']:.2f}× ({'met' if g['marginal'] < target else '**not met**'})")
+    return ["", f"### Scaling ({sc['rounds']} interleaved rounds per size; ms, median)\n"] + table(
+        ["distributions", "/bin/true", "epload --version", "paths", "paths marginal",
+         "paths CPU", "full", "cold"], "r" * 8, rows) + [
+        "", f"`paths` growth {sc['sizes'][0]['distributions']:,} → "
+            f"{sc['sizes'][-1]['distributions']:,}: whole process **{g['whole']:.2f}×** "
+            f"(target < {target:.0f}×: {'met' if g['whole'] < target else '**NOT met**'}); "
+            f"marginal over `epload --version`: {gm}; CPU time {g['cpu']:.2f}×."]
+
+
+# ----------------------------------------------------------------- main ---
+
+def parse_args(argv):
+    p = options.parser("bench_index.py", __doc__)
+    options.add_common(p, rounds=(21, 5), warmup=(3, 1),
+                       tools={"strace": True, "hyperfine": False})
+    p.add_argument("--backends", type=int, default=1000, help="backend distributions (1000)")
+    p.add_argument("--noise", type=int, default=5000, help="ordinary distributions (5000)")
+    p.add_argument("--group", default="torch.backends")
+    p.add_argument("--bench-exe", help="epload_bench, for the bare stat baseline "
+                   "(default: <build>/bench/epload_bench; skipped if absent)")
+    p.add_argument("--floor-exe", help="epload_floor, the process floor (default: "
+                   "<build>/bench/epload_floor; skipped if absent)")
+    p.add_argument("--scaling-sizes", default="100,1000,10000",
+                   help="distribution counts of the scaling run ('' to skip)")
+    p.add_argument("--scaling-rounds", type=int, help="rounds per scaling size (15; --quick: 5)")
+    args = options.finish(p, p.parse_args(argv))
+    args.scaling_rounds = args.scaling_rounds or (5 if args.quick else 15)
+    if args.backends < 1 or args.noise < 0 or args.scaling_rounds < 1:
+        p.error("--backends and --scaling-rounds must be >= 1 (the ratios need a lookup that "
+                "finds something), --noise >= 0")
+    args.sizes = options.parse_sizes(p, args.scaling_sizes, 6) if args.scaling_sizes else []
+    args.epload = os.path.join(args.build, "epload")
+    bench = os.path.join(args.build, "bench")
+    args.bench_exe = options.executable(p, args.bench_exe, "--bench-exe",
+                                        os.path.join(bench, "epload_bench"))
+    args.floor_exe = options.executable(p, args.floor_exe, "--floor-exe",
+                                        os.path.join(bench, "epload_floor"))
+    if not os.access(args.epload, os.X_OK):
+        p.error(f"epload executable not found at {args.epload}: build it first "
+                "(see CONTRIBUTING.md) or pass --build DIR")
+    return args
+
+
+def main(argv=None):
+    return harness_main("bench_index.py", parse_args, run, argv)
+
+
+def run(args, tmp):
+    """The main run, the stat baseline, the floors and the scaling run;
+    writes the report."""
+    env = clean_env(tmp)
+    stevedore_dir = stevedore_location(args.python, env)
+    result = {"config": {
+        "backends": args.backends, "distributions": args.backends + args.noise,
+        "group": args.group, "rounds": args.rounds, "warmup": args.warmup,
+        "python": args.python, "epload": args.epload, "machine": machine(),
+        "stevedore": stevedore_dir is not None, "load_average_before": os.getloadavg()}}
+    measure_main(args, env, tmp, stevedore_dir, result)
+    if args.bench_exe:
+        log("bare stat baseline (epload_bench) ...")
+        result["stat_baseline"] = stat_figures(args, env, tmp, result["main"]["stats"])
+    result["floors"] = floors(result)
+    if args.sizes:
+        result["scaling"] = scaling(args, env, tmp)
+    result["config"]["load_average_after"] = os.getloadavg()
+    write_report(result, markdown(result), args.md_out, args.json_out)
+    return 0
+
+
+def measure_main(args, env, tmp, stevedore_dir, result):
+    """Every command at --backends + --noise distributions, checked, warmed
+    and timed interleaved; sets result["floor_stats"] (when epload_floor is
+    there) and result["main"]."""
+    log(f"generating {args.backends + args.noise} distributions ...")
+    manifest = generate(args.python, os.path.join(tmp, "env"), args.backends, args.noise,
+                        args.group)
+    s = Setup(args, manifest["search_path"], tmp, env, stevedore_dir)
+    s.check_answers(args.python, env, args.backends)
+    s.warm(env)
+    commands = {**s.floor, **s.py, **s.epload}
+    if "floor-exe" in s.floor:
+        listed, result["floor_stats"] = s.stat_list(env, tmp)
+        commands["floor-full"] = s.floor["floor-exe"] + ["--stat", listed]
+    log(f"timing {len(commands)} commands x {args.rounds} rounds ...")
+    raw = interleaved(commands, env, args.rounds, args.warmup, tmp, before=s.before)
+    stats, derived, ratios = analyse(raw)
+    m = result["main"] = {"commands": commands, "stats": stats, "derived": derived,
+                          "ratios": ratios, "search_path": s.search}
+    if args.strace:
+        log("counting system calls ...")
+        m["strace"] = {n: strace_counts(c, env, tmp) for n, c in commands.items()}
+    if args.hyperfine:
+        log("hyperfine confirmation pass ...")
+        m["hyperfine"] = hyperfine_pass(commands, env, args.rounds, args.warmup, tmp)
+
+
+def stat_figures(args, env, tmp, stats):
+    """epload_bench's figures at this size, and the whole `full` process and
+    the in-process ones over the bare stat cost."""
+    sb = stat_baseline(args.bench_exe, args.backends + args.noise, env, tmp, args.quick)
+    bare = sb["StatBaseline"]["real_ms"]
+    sb["full_process_over_bare_stats"] = stats["full"]["median_ms"] / bare
+    sb["full_inprocess_over_bare_stats"] = sb["LoadValidateFull"]["real_ms"] / bare
+    sb["validate_over_bare_stats"] = sb["ValidateFull"]["real_ms"] / bare
+    sb["target"] = STAT_TARGET
+    return sb
+
+
+def scaling(args, env, tmp):
+    """The epload modes at each --scaling-sizes count (one distribution in six
+    a backend), and how `paths` grows from the first to the last."""
+    rows = []
+    for n in args.sizes:
+        log(f"scaling: {n} distributions ...")
+        b, d = max(1, n // 6), os.path.join(tmp, f"scale-{n}")
+        man = generate(args.python, d, b, n - b, args.group)
+        ss = Setup(args, man["search_path"], os.path.join(d, "work"), env, None)
+        ss.check_answers(args.python, env, b)
+        ss.warm(env)
+        raw = interleaved({**ss.floor, **ss.epload}, env, args.scaling_rounds, args.warmup, tmp)
+        rows.append({"distributions": n, "backends": b, "stats": analyse(raw)[0]})
+        remove_tree(d)
+    first, last = rows[0]["stats"], rows[-1]["stats"]
+    m0 = first["paths"]["median_ms"] - first["epload-exe"]["median_ms"]
+    m1 = last["paths"]["median_ms"] - last["epload-exe"]["median_ms"]
+    growth = {"whole": last["paths"]["median_ms"] / first["paths"]["median_ms"],
+              # A marginal within noise of zero has no meaningful ratio.
+              "marginal": m1 / m0 if m0 > 0.05 else None,
+              "cpu": last["paths"]["cpu_median_ms"] / first["paths"]["cpu_median_ms"]}
+    return {"rounds": args.scaling_rounds, "sizes": rows, "paths_growth": growth,
+            "target": SCALING_TARGET}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,524 @@
+"""Whole-process start-up harness for Python backends: what a Python program
+pays at start for its plugin backends, with importlib.metadata, stevedore,
+PyTorch's own autoload loop, and epload (eager, lazy, `paths` validation).
+
+For each number of backends (--sizes) among --noise ordinary distributions,
+one environment is generated with `scripts/gen_env.py --kind python` and
+these variants are timed as whole processes, interleaved round by round:
+{variants}
+Every variant runs the same way, so that they differ only by what is measured:
+
+* `/usr/bin/python3 -I -S -c "<prelude>; <variant>"`.  -I: no PYTHON*
+  variables, no user site, no script directory on sys.path; -S: no
+  site-packages of the machine, so the only distributions are the generated
+  ones.
+* The prelude is identical text in every variant apart from the dict of
+  environment variables it sets:
+      import os, sys; os.environ.update({{...}});
+      sys.path[0:0] = [<build>/python]; sys.path += [HOSTDIR, SITE]
+  <build>/python goes where PYTHONPATH would put it, the host package (a
+  PyTorch-like `torch` whose __init__ ends with stock PyTorch's loop,
+  scripts/stock_autoload.py, or with epload.autoload) and the generated
+  site-packages go where site-packages sit in a normal interpreter.  The
+  variables are set in the prelude, so that the command lines alone define
+  the variants (the same commands run under strace and hyperfine).
+* The timed processes share one clean environment (PATH, HOME, LC_ALL and an
+  XDG_CACHE_HOME in the run's temporary directory).
+
+Before timing, each size is warmed and every variant is verified by running
+it once with a check appended: the lookups must find exactly the generated
+backends; the eager ones must have imported every backend and set every
+device on the host; lazy none (lazy-first exactly one); the epload variants
+must report an index cache hit.  A variant that does not do its job stops
+the run with a message saying what was wrong.
+
+Reported per variant and size: wall-time median and IQR, median CPU time,
+and the marginal cost over `bare` (wall and CPU).  Ratios are reference
+marginal ÷ variant marginal from the same run; a marginal within noise of
+zero has no ratio.  The targets are judged at the largest size, each ratio
+target's budget beside its floor: floor-native's marginal, plus for the
+variants that check every file (`full`) the bare cost of those stat calls
+shared by the CPUs (epload_bench; skipped when absent).  System calls
+(strace -f -c) and a hyperfine -N pass are taken at the largest size.
+
+Output: Markdown on stdout (and --md-out), JSON (--json-out), a PNG of the
+marginal cost against the number of backends (--plot, matplotlib).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from . import options
+from .envs import (SCRIPTS, clean_env, kept_env, machine, stevedore_location,
+                   stevedore_lookup)
+from .proc import (capture, harness_main, hyperfine_pass, interleaved, log, progress_line,
+                   strace_counts)
+from .report import (fmt_ms, fmt_ratio, load_average, plot_marginals, table, times,
+                     write_report)
+from .stats import ratio, summarize_rounds
+from .targets import REACH, budget_floor, stat_floor
+from .verify import checked_run, index_hit, retry_check
+
+sys.path.insert(0, SCRIPTS)
+import stock_autoload  # noqa: E402  (also the Python tests' oracle)
+
+GROUP = "torch.backends"
+HOST = "torch"
+HOST_SWITCH = "EPLOAD_BENCH_HOST_AUTOLOAD"  # the fixture host: "pytorch" (default) or "epload"
+VERIFY_MARK = "EPLOAD-BENCH-VERIFY "
+EP = "import epload; eps = epload.entry_points(group={g!r})"
+EPLOAD_HOST = {HOST_SWITCH: "epload"}
+
+# The variants, in report order: name -> (label, kind, variables, measured statement).
+# The statement's {g} is the group, {floor} build/bench, {stevedore} the lookup,
+# {first} the device of the middle backend.
+VARIANTS = {
+    "bare": ("bare interpreter (`python3 -I -S`)", "bare", {}, ""),
+    "importlib": ("importlib.metadata `entry_points(group=)`", "lookup", {},
+                  "from importlib.metadata import entry_points; eps = entry_points(group={g!r})"),
+    "stevedore": ("stevedore cached `get_group_all`", "lookup", {}, "{stevedore}"),
+    "pytorch-eager": ("PyTorch-style eager autoload (`import torch`)", "eager", {},
+                      f"import {HOST}"),
+    "floor-native": ("floor: empty module linked like `epload._native`", "floor", {},
+                     "sys.path.insert(0, {floor!r}); import _epload_floor"),
+    "epload-import": ("`import epload`", "import", {}, "import epload"),
+    "epload-ep": ("epload `entry_points(group=)`, `full`", "lookup", {}, EP),
+    "epload-ep-paths": ("epload `entry_points(group=)`, `paths`", "lookup",
+                        {"EPLOAD_VALIDATE": "paths"}, EP),
+    "epload-eager": ("epload eager autoload", "eager", dict(EPLOAD_HOST, EPLOAD_MODE="eager"),
+                     f"import {HOST}"),
+    "epload-lazy": ("epload lazy autoload, nothing used", "lazy",
+                    dict(EPLOAD_HOST, EPLOAD_MODE="lazy"), f"import {HOST}"),
+    "epload-lazy-paths": ("epload lazy autoload, `paths`", "lazy",
+                          dict(EPLOAD_HOST, EPLOAD_MODE="lazy", EPLOAD_VALIDATE="paths"),
+                          f"import {HOST}"),
+    "epload-lazy-first": ("epload lazy + first device", "first",
+                          dict(EPLOAD_HOST, EPLOAD_MODE="lazy"),
+                          f"import {HOST}; dev = {HOST}.{{first}}"),
+}
+REFERENCES = {"importlib": "importlib", "stevedore": "stevedore", "pytorch-eager": "PyTorch-eager"}
+# The targets: (variant, reference, minimum ratio reference ÷ variant).
+RATIO_TARGETS = [
+    ("epload-ep", "importlib", 40.0),
+    ("epload-ep", "stevedore", 10.0),
+    ("epload-ep-paths", "importlib", 300.0),
+    ("epload-ep-paths", "stevedore", 80.0),
+    ("epload-lazy", "pytorch-eager", 20.0),
+]
+IMPORT_TARGET_MS = 2.0
+# Variants whose index check stats every watched file (`full` validation):
+# their floor includes the bare cost of those stats.
+FULL_CHECK = ("epload-ep", "epload-lazy")
+__doc__ = __doc__.format(variants="".join(f"  {n:<18} {v[0]}\n" for n, v in VARIANTS.items()))
+
+# The fixture host: stock PyTorch's autoload at the end of its __init__, or
+# the one line a framework that adopted epload would have instead.
+HOST_INIT = '''\
+"""A PyTorch-like host package for scripts/bench_startup.py: its import ends
+by autoloading the torch.backends entry points, with stock PyTorch's loop (the
+default) or, when {switch}=epload, with epload.autoload (mode from
+EPLOAD_MODE)."""
+import os
+
+
+{functions}
+
+
+if os.environ.get("{switch}", "pytorch") == "epload":
+    import epload
+    epload.autoload(group="torch.backends", host=__name__)
+elif _autoload_enabled():
+    _autoload_backends()
+'''
+
+
+def write_host(hostdir):
+    d = os.path.join(hostdir, HOST)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "__init__.py"), "w") as f:
+        f.write(HOST_INIT.format(switch=HOST_SWITCH,
+                                 functions=stock_autoload.FUNCTIONS.strip("\n")))
+
+
+# Test-only sabotage (--break-variant) per kind: the verification must catch
+# it.  Eager and first use: the backends look for a host that does not
+# exist; lazy: it runs eagerly; lookups: ask for a group nobody provides.
+BREAK = {"eager": {"EPLOAD_GEN_HOST": "no_such_host_module"},
+         "first": {"EPLOAD_GEN_HOST": "no_such_host_module"}, "lazy": {"EPLOAD_MODE": "eager"}}
+
+PROBE = ("\nimport json as _j\n"
+         f"_h = sys.modules.get({HOST!r})\n"
+         "_e = globals().get('eps')\n"
+         "_r = {'modules': sorted(k for k in sys.modules if k.startswith('gen_backend_')),\n"
+         "      'devices': sorted(k for k in (vars(_h) if _h else {}) if k.startswith('dev')),\n"
+         "      'found': None if _e is None else\n"
+         "          [e[0] if isinstance(e, (list, tuple)) else e.name for e in _e],\n"
+         "      'epload': 'epload' in sys.modules,\n"
+         "      'floor': '_epload_floor' in sys.modules}\n"
+         f"print({VERIFY_MARK!r} + _j.dumps(_r))\n")
+
+
+class Size:
+    """The variants' command lines for one generated environment."""
+
+    def __init__(self, args, manifest, hostdir, stevedore_dir, work):
+        self.work, self.env, self.python = work, clean_env(work), args.python
+        self.site = manifest["search_path"]
+        self.backends = [b["entry_point"] for b in manifest["backends"]]
+        self.devices = [b["device"] for b in manifest["backends"]]
+        packages = [b["package"] for b in manifest["backends"]]
+        mid = len(self.devices) // 2
+        self.first_device, self.first_package = self.devices[mid], packages[mid]
+        self.pkg, self.hostdir = args.package_dir, hostdir
+        self.order = None  # importlib's order of the backends, once verified
+        absent = {"stevedore": not stevedore_dir, "floor-native": not args.floor_dir}
+        self.variants = [v for v in VARIANTS if not absent.get(v)]
+        self.vars, self.code = {}, {}
+        for v in self.variants:
+            _, kind, env, body = VARIANTS[v]
+            env, g = dict(env), GROUP
+            if v == args.break_variant:
+                env.update(BREAK.get(kind, {}))
+                g = g + ".broken" if kind not in BREAK else g
+            self.vars[v] = env
+            self.code[v] = body.format(g=g, floor=args.floor_dir, first=self.first_device,
+                                       stevedore=stevedore_lookup(stevedore_dir, g)
+                                       if stevedore_dir else "")
+        self.commands = {v: self.argv(v) for v in self.variants}
+
+    def argv(self, v, extra_env=None, suffix=""):
+        env = dict(self.vars[v], **(extra_env or {}))
+        prelude = (f"import os, sys; os.environ.update({env!r}); sys.path[0:0] = [{self.pkg!r}]; "
+                   f"sys.path += [{self.hostdir!r}, {self.site!r}]")
+        body = self.code[v]
+        return [self.python, "-I", "-S", "-c", prelude + (f"; {body}" if body else "") + suffix]
+
+    def check(self, v):
+        """Runs variant v once with the probe appended; returns (report, stderr)."""
+        extra = {"EPLOAD_DEBUG": "1"} if v.startswith("epload-") else None
+        return checked_run(self.argv(v, extra, PROBE), self.env, VERIFY_MARK, v,
+                           f"variant {v} ({VARIANTS[v][0]}) failed at {len(self.backends)} "
+                           f"backends; its code: {self.code[v]}")
+
+    def problems(self, v, r, stderr):
+        """What is wrong with variant v's run (empty: it did its job)."""
+        kind, n, out = VARIANTS[v][1], len(self.backends), []
+        if kind == "lookup":
+            found = r["found"] or []
+            if sorted(found) != sorted(self.backends):
+                out.append(f"found {len(found)} entry points of {GROUP!r}, expected the "
+                           f"{n} generated backends")
+            elif self.order is not None and found != self.order:
+                out.append("found the backends in another order than importlib.metadata")
+            elif v == "importlib":
+                self.order = found  # discovery order: raw directory-listing order
+        if kind == "eager":
+            if len(r["modules"]) != n:
+                out.append(f"imported {len(r['modules'])} of the {n} backend modules")
+            if r["devices"] != sorted(self.devices):
+                out.append(f"the host has {len(r['devices'])} of the {n} device attributes "
+                           f"after `import {HOST}` (the backends did not register their devices)")
+        if kind == "lazy":
+            if r["modules"]:
+                out.append(f"imported {len(r['modules'])} backend module(s) at start "
+                           f"(e.g. {r['modules'][0]}); lazy must import none when devices "
+                           "are known")
+            if r["devices"]:
+                out.append(f"the host has {len(r['devices'])} device attribute(s) at start")
+        if kind == "first" and (r["modules"] != [self.first_package]
+                                or r["devices"] != [self.first_device]):
+            out.append(f"after using {HOST}.{self.first_device}: modules {r['modules'][:5]}, "
+                       f"devices {r['devices'][:5]} (expected exactly {self.first_package} "
+                       f"and {self.first_device})")
+        if kind == "floor" and not r.get("floor"):
+            out.append("did not import _epload_floor")
+        if (kind in ("bare", "import", "floor") or v in ("importlib", "stevedore")) \
+                and (r["modules"] or r["devices"]):
+            out.append("imported backends although it should not")
+        if v.startswith("epload-") and v != "epload-import":
+            out += index_hit(stderr)
+        return out
+
+    def warm_and_verify(self, attempts=40):
+        """Warms every cache (epload's index and learned devices, stevedore's)
+        and verifies every variant; only the epload variants' caches can need
+        another try."""
+        # epload's eager autoload learns every backend's devices for the lazy ones.
+        for v in ("epload-eager", "stevedore"):
+            if v in self.commands:
+                capture(self.commands[v], self.env)
+        report = {}
+        for v in self.variants:
+            r, tries = retry_check(v, VARIANTS[v][0], f"{len(self.backends)} backends",
+                                   self.code[v], self.check, self.problems,
+                                   attempts if v.startswith("epload-") else 1)
+            report[v] = {"modules_imported": len(r["modules"]), "devices_set": len(r["devices"]),
+                         "found": None if r["found"] is None else len(r["found"]),
+                         "attempts": tries}
+        return report
+
+
+# ------------------------------------------------------------- analysis ---
+
+def analyse(raw):
+    stats = summarize_rounds(raw, reference="bare")
+    ratios = {v: {ref: {"wall": ratio(stats[ref]["marginal_ms"], s["marginal_ms"]),
+                        "cpu": ratio(stats[ref]["marginal_cpu_ms"], s["marginal_cpu_ms"])}
+                  for ref in REFERENCES if ref in stats and ref != v}
+              for v, s in stats.items()}
+    return stats, ratios
+
+
+def judge(sizes, stat_base=None):
+    """The start-up targets at the size with the most distributions, each
+    ratio target with its budget (the reference's marginal ÷ the ratio)
+    beside its floor: floor-native's marginal, plus for FULL_CHECK variants
+    the bare stats' CPU time shared by the CPUs."""
+    row = max(sizes, key=lambda r: (r["distributions"], r["backends"]))
+    st, ra = row["stats"], row["ratios"]
+    where = {"backends": row["backends"], "distributions": row["distributions"]}
+    m = st["epload-import"]["marginal_ms"] if "epload-import" in st else None
+    out = [dict(where, target=f"`import epload` ≤ {IMPORT_TARGET_MS:g} ms (marginal)",
+                variant="epload-import", reference=None, needed=IMPORT_TARGET_MS, measured=m,
+                measured_cpu=st.get("epload-import", {}).get("marginal_cpu_ms"),
+                met=None if m is None else m <= IMPORT_TARGET_MS)]
+    for v, ref, need in RATIO_TARGETS:
+        t = dict(where, target=f"{VARIANTS[v][0]}: ≤ 1/{need:g} of {ref}'s marginal cost",
+                 variant=v, reference=ref, needed=need)
+        out.append(t)
+        if ref not in st:
+            t.update(measured=None, measured_cpu=None, met=None,
+                     note=f"{ref} not installed" if ref == "stevedore" else f"{ref} not measured")
+            continue
+        r = ra[v][ref]
+        t.update(measured=r["wall"], measured_cpu=r["cpu"],
+                 met=None if r["wall"] is None else r["wall"] >= need)
+        if r["wall"] is None:
+            t["note"] = "marginal cost within noise of zero"
+        if "floor-native" in st:
+            t["floor_libraries_ms"] = st["floor-native"]["marginal_ms"]
+            full = v in FULL_CHECK
+            if full and stat_base:
+                t["floor_stats_ms"] = stat_base["floor_ms"]
+            budget_floor(t, st[ref]["marginal_ms"] / need, None if full and not stat_base else
+                         t["floor_libraries_ms"] + t.get("floor_stats_ms", 0.0))
+    return out
+
+
+# --------------------------------------------------------------- report ---
+
+def markdown(result):
+    cfg = result["config"]
+    L = [f"### Python-backend start-up: {', '.join(f'{n:,}' for n in cfg['sizes'])} backends "
+         f"among {cfg['noise']:,} ordinary distributions\n",
+         f"{cfg['rounds']} interleaved rounds per size after {cfg['warmup']} warm-up; "
+         f"whole-process medians; {cfg['machine']['cpus']} CPUs, {load_average(cfg)}"
+         f"; backends' import cost {cfg['import_cost_ms']:g} ms.\n"]
+    for row in result["sizes"]:
+        L += size_table(row)
+        if row.get("strace") or row.get("hyperfine"):
+            L += syscall_table(row)
+        L.append("")
+    L.append("Ratios are the reference's marginal cost ÷ the variant's (marginal = median − "
+             "bare median), wall time, same run; n/a when the variant's marginal is within "
+             "noise of zero.\n")
+    if len(result["sizes"]) > 1:
+        L += marginal_table(result["sizes"])
+    return "\n".join(L + targets_table(result)) + "\n"
+
+
+def size_table(row):
+    """One size's table: every variant's times, marginals and ratios."""
+    st, ra, rows = row["stats"], row["ratios"], []
+    for v, (label, *_) in VARIANTS.items():
+        if v not in st:
+            rows.append([label, "not built" if v == "floor-native" else "not installed"]
+                        + [""] * 7)
+            continue
+        s = st[v]
+        cells = ["1" if v == ref else "not installed" if ref not in st and ref == "stevedore"
+                 else "" if ref not in st or v == "bare" else fmt_ratio(ra[v][ref]["wall"])
+                 for ref in REFERENCES]
+        rows.append([label] + times(s)
+                    + (["", ""] if v == "bare" else [fmt_ms(s["marginal_ms"]),
+                                                     fmt_ms(s["marginal_cpu_ms"])]) + cells)
+    return [f"#### {row['backends']:,} backends ({row['distributions']:,} distributions)\n"] + \
+        table(["variant", "median ms", "IQR ms", "CPU ms", "marginal ms", "marginal CPU ms"]
+              + [f"{r} ÷" for r in REFERENCES.values()], "l" + "r" * 8, rows)
+
+
+def syscall_table(row):
+    """The system-call counts and hyperfine medians taken at one size."""
+    sc, hf = row.get("strace") or {}, row.get("hyperfine") or {}
+    rows = [[VARIANTS[v][0]] + ([f"{sc[v][k]:,}" for k in ("total", "stat", "openat",
+                                                           "getdents64")] if v in sc else
+                                [""] * 4) + ([fmt_ms(hf[v]["median_ms"]) if v in hf else ""]
+                                             if hf else []) for v in VARIANTS if v in row["stats"]]
+    return ["", f"System calls at {row['backends']:,} backends (one run each under "
+                "`strace -f -c`)" + (" and `hyperfine -N` medians (not interleaved)"
+                                     if hf else "") + ":\n"] + table(
+        ["variant", "syscalls", "stat", "openat", "getdents64"] + (["hyperfine ms"] if hf
+                                                                   else []),
+        "lrrrr" + ("r" if hf else ""), rows)
+
+
+def marginal_table(sizes):
+    """Every variant's marginal cost at every size, side by side."""
+    rows = [[label] + ["not installed" if v not in r["stats"] else
+                       f"{fmt_ms(r['stats'][v]['marginal_ms'])} "
+                       f"({fmt_ms(r['stats'][v]['marginal_cpu_ms'])})" for r in sizes]
+            for v, (label, *_) in VARIANTS.items() if v != "bare"]
+    return ["#### Marginal cost over the bare interpreter (ms, wall; CPU in parentheses)\n"] + \
+        table(["variant"] + [f"{r['backends']:,} backends" for r in sizes],
+              "l" + "r" * len(sizes), rows) + [""]
+
+
+def targets_table(result):
+    """The start-up targets: measured, met, and each budget beside its floor."""
+    t0, sb = result["targets"][0], result.get("stat_baseline")
+    L = [f"#### Start-up targets, at {t0['backends']:,} backends "
+         f"({t0['distributions']:,} distributions)\n"]
+    L += table(["target", "measured (wall)", "CPU time", "met", "budget ms", "floor ms",
+                "reachable here"], "lrrlrrl", [target_cells(t) for t in result["targets"]])
+    L.append("")
+    if any("floor_libraries_ms" in t for t in result["targets"]):
+        L.append("Budget: the reference's marginal cost ÷ the target ratio, the most epload's "
+                 "marginal may cost. Floor: loading the shared libraries epload's module needs "
+                 "(floor-native: an empty module linked like it)"
+                 + (f", plus for `full` validation its {sb['stats']:,} stat calls alone "
+                    f"(epload_bench BM_CacheStatBaseline, {fmt_ms(sb['cpu_ms'])} ms of CPU in "
+                    f"process) shared by {sb['cpus']} CPUs" if sb else "")
+                 + ": a lower bound no implementation can beat on this machine.\n")
+    return L
+
+
+def target_cells(t):
+    """One target's row: target, measured, CPU, met, budget, floor, reachable."""
+    if t["reference"] is None:
+        meas, cpu = (("n/a" if x is None else f"{fmt_ms(x)} ms")
+                     for x in (t["measured"], t["measured_cpu"]))
+    else:
+        meas = fmt_ratio(t["measured"]) if t["measured"] is not None else t.get("note", "n/a")
+        cpu = fmt_ratio(t["measured_cpu"])
+    if t["met"] is None:
+        met = t.get("note", "n/a")
+    elif t["met"]:
+        met = "yes"
+    elif t["reference"] is None:
+        met = f"**no** ({fmt_ms(t['measured'])} ms)"
+    else:
+        met = f"**no** ({fmt_ratio(t['measured'])} of {t['needed']:g}×)"
+    budget = fmt_ms(t["budget_ms"]) if "budget_ms" in t else ""
+    floor = reach = ""
+    if "floor_ms" in t:
+        floor = fmt_ms(t["floor_ms"]) + (f" ({fmt_ms(t['floor_libraries_ms'])} + "
+                                         f"{fmt_ms(t['floor_stats_ms'])} stats)"
+                                         if "floor_stats_ms" in t else "")
+        reach = REACH[t["reachable"]]
+    elif "floor_libraries_ms" in t:
+        floor = f"≥ {fmt_ms(t['floor_libraries_ms'])} + stats"
+        reach = "n/a (no stat model: epload_bench absent)"
+    return [t["target"], meas, cpu, met, budget, floor, reach]
+
+
+def plot(result, path):
+    plot_marginals(path, result["sizes"], {v: x[0] for v, x in VARIANTS.items()}, "bare",
+                   f"Python backends (among {result['config']['noise']:,} other distributions)",
+                   "marginal start-up cost over a bare interpreter (ms, median)",
+                   "Whole-process start-up cost of plugin backends")
+
+
+# ----------------------------------------------------------------- main ---
+
+def parse_args(argv):
+    p = options.parser("bench_startup.py", __doc__)
+    options.add_common(p, rounds=(15, 5), warmup=(2, 1),
+                       tools={"strace": False, "hyperfine": False})
+    options.add_sizes(p, "10,100,1000", "numbers of Python backends", 1)
+    p.add_argument("--import-cost-ms", type=float, default=0.0,
+                   help="CPU time each backend's import burns (gen_env.py; default 0)")
+    p.add_argument("--no-stevedore", action="store_true",
+                   help="leave stevedore out even if installed")
+    p.add_argument("--break-variant", metavar="NAME", choices=list(VARIANTS),
+                   help="TEST ONLY: sabotage one variant (its backends find no host, or its "
+                        "lookup asks for another group) to show the verification stops the run")
+    args = options.finish(p, p.parse_args(argv))
+    args.package_dir = os.path.join(args.build, "python")
+    fdir = os.path.join(args.build, "bench")
+    args.floor_dir = fdir if os.path.isdir(fdir) and any(
+        n.startswith("_epload_floor.") for n in os.listdir(fdir)) else None
+    pkg = os.path.join(args.package_dir, "epload")
+    if not os.path.isfile(os.path.join(pkg, "__init__.py")) or \
+            not any(n.startswith("_native") for n in os.listdir(pkg)):
+        p.error(f"no built epload package in {args.package_dir}: build first "
+                f"(cmake --build {args.build}) or pass --build DIR")
+    return args
+
+
+def main(argv=None):
+    return harness_main("bench_startup.py", parse_args, run, argv)
+
+
+def run(args, tmp):
+    """Every size, then the stat floor and the targets; writes the report."""
+    stevedore_dir = None if args.no_stevedore else stevedore_location(args.python, clean_env(tmp))
+    hostdir = os.path.join(tmp, "host")
+    write_host(hostdir)
+    result = {"config": {
+        "sizes": args.sizes, "noise": args.noise, "group": GROUP,
+        "import_cost_ms": args.import_cost_ms, "rounds": args.rounds, "warmup": args.warmup,
+        "python": args.python, "package_dir": args.package_dir, "stevedore": stevedore_dir,
+        "machine": machine(), "load_average_before": os.getloadavg(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}, "sizes": []}
+    if args.break_variant:
+        result["config"]["broken_variant"] = args.break_variant
+    for n in args.sizes:
+        result["sizes"].append(measure_size(args, n, tmp, hostdir, stevedore_dir))
+    sb = None
+    if "floor-native" in result["sizes"][-1]["stats"]:
+        sb = stat_floor("bench_startup", args.build, args.sizes[-1] + args.noise,
+                        clean_env(tmp), tmp, args.quick)
+    if sb:
+        result["stat_baseline"] = sb
+    result["targets"] = judge(result["sizes"], sb)
+    result["config"]["load_average_after"] = os.getloadavg()
+    write_report(result, markdown(result), args.md_out, args.json_out, args.plot, plot)
+    return 0
+
+
+def measure_size(args, n, tmp, hostdir, stevedore_dir):
+    """One size: generate, verify every variant, time them interleaved, and
+    at the largest size count system calls and run hyperfine."""
+    work = os.path.join(tmp, f"size-{n}")
+    os.makedirs(work)
+    where = os.path.join(args.env_dir or os.path.join(tmp, "envs"), f"python-{n}-{args.noise}"
+                         + (f"-cost{args.import_cost_ms:g}" if args.import_cost_ms else ""))
+    manifest = kept_env("bench_startup", args.python, where, n, args.noise, GROUP,
+                        extra=("--import-cost-ms", args.import_cost_ms))
+    size = Size(args, manifest, hostdir, stevedore_dir, work)
+    log(f"bench_startup: {n:,} backends: warming caches, verifying "
+        f"{len(size.variants)} variants ...")
+    verified = size.warm_and_verify()
+    log(f"bench_startup: {n:,} backends: {len(size.variants)} variants x "
+        f"{args.warmup + args.rounds} interleaved rounds ...")
+    raw = interleaved(size.commands, size.env, args.rounds, args.warmup, work,
+                      progress=progress_line)
+    stats, ratios = analyse(raw)
+    row = {"backends": n, "distributions": n + args.noise, "stats": stats,
+           "ratios": ratios, "verified": verified, "commands": size.commands,
+           "first_device": size.first_device}
+    if n == args.sizes[-1] and args.strace:
+        log("bench_startup: counting system calls ...")
+        row["strace"] = {v: strace_counts(c, size.env, work) for v, c in size.commands.items()}
+    if n == args.sizes[-1] and args.hyperfine:
+        log("bench_startup: hyperfine pass ...")
+        row["hyperfine"] = hyperfine_pass(size.commands, size.env, args.rounds, args.warmup,
+                                          work)
+    return row
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,584 @@
+"""Real PyTorch start-up harness: what `import torch` costs with its device
+backends, stock autoload against epload, in a venv holding a real torch.
+
+The interpreter (--python) is a venv's with torch (2.13.0 here), epload with
+its `.pth` hook, and the fixture backends of tests/torch/backends (among
+them `foo`, a working PrivateUse1 backend).  For each number of generated
+backends (--sizes; 0 = the fixtures alone) one environment is generated with
+`scripts/gen_env.py --kind python --import-cost-ms 20` (each backend's
+import burns 20 ms of CPU) among --noise ordinary distributions, and these
+variants are timed as whole processes, interleaved round by round:
+{variants}
+Every command is `PY -I -c "import sys; sys.path += [SITE]; <body>"`: -I
+keeps PYTHON* variables, the user site and the current directory out, the
+venv's site-packages (torch, epload's hook, the fixtures) are processed as
+usual, the generated site-packages goes after them.  The variants differ only
+in their body and in the EPLOAD_* / TORCH_* variables of their environment
+(which the .pth hook reads at interpreter start); every process gets the same
+clean base environment with XDG_CACHE_HOME in the run's temporary directory.
+
+Before timing, each size is warmed (a lazy run learns every backend's
+devices) and every variant is checked once with a probe appended: stock and
+eager must have imported every generated backend and foo; lazy none of them
+(and lazy-first-foo exactly foo, with the tensor on device foo); the epload
+variants must hit their index cache.  A variant that does not do its job
+stops the run with what was wrong.
+
+Measured inside the processes (--first-runs runs): the time of the first
+`to("foo")`, lazy against by hand (autoload off: importing and calling foo's
+entry point, then the same operation), at the largest size; and at each size
+what lazy epload adds: the .pth hook's import at interpreter start (-X
+importtime) plus what epload added inside `import torch` (the trace's
+`import torch` span less torch's own body).  `import torch` alone varies by
+~100 ms from run to run, so whole-process differences cannot resolve lazy
+epload's few ms: the targets on lazy's added cost use the in-process figure,
+with the whole-process interval beside it.
+
+Reported per size and variant: wall median, IQR, CPU median, the marginal
+cost over the floor as ms and % of the floor, and the median of the
+per-round paired differences with a 95% bootstrap interval ("within noise"
+when it holds 0).  Targets: lazy at the largest size ≤ 1% above the floor
+(`full`; its budget beside the bare cost of its stat calls, epload_bench),
+and within noise with `paths`; stock's marginal ÷ lazy's ≥ 100× at 100
+backends; first `to("foo")` ≤ foo's own import cost + 1 ms.
+
+Output: Markdown on stdout (and --md-out), JSON (--json-out), a PNG of the
+marginal cost against the number of backends (--plot, matplotlib).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+
+from . import options
+from .envs import SOURCE_DIR, clean_env, kept_env, machine, torch_python
+from .proc import BenchError, capture, harness_main, interleaved, log
+from .report import fmt_ms, load_average, plot_marginals, table, times, write_report
+from .stats import paired_ci, summarize, summarize_rounds
+from .targets import budget_cells, stat_floor
+from .verify import checked_run, index_hit, retry_check
+
+GROUP = "torch.backends"
+VERIFY_MARK = "EPLOAD-BENCH-TORCH "
+TIME_MARK = "EPLOAD-BENCH-FIRST-NS "
+OFF = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+LAZY = {"EPLOAD_AUTOLOAD_HOSTS": "torch", "EPLOAD_MODE": "lazy"}
+TO_FOO = "x = torch.ones(2).to({device!r})"
+# The variants, in report order: name -> (label, variables, body after
+# `import torch`).  {device} is --device, {call} foo's entry point called.
+VARIANTS = {
+    "floor": ("`import torch`, autoload off: the floor", OFF, ""),
+    "stock": ("stock autoload (importlib.metadata, every backend)", {}, ""),
+    "epload-eager": ("epload eager", dict(LAZY, EPLOAD_MODE="eager"), ""),
+    "epload-lazy": ("epload lazy, `full`", LAZY, ""),
+    "epload-lazy-paths": ("epload lazy, `paths`", dict(LAZY, EPLOAD_VALIDATE="paths"), ""),
+    "lazy-first-foo": ("epload lazy + first `to(\"foo\")`", LAZY, TO_FOO),
+    "foo-by-hand": ("autoload off, foo by hand + `to(\"foo\")`", OFF, "{call}; " + TO_FOO),
+}
+EPLOAD_VARIANTS = ("epload-eager", "epload-lazy", "epload-lazy-paths", "lazy-first-foo")
+LOADS_ALL = ("stock", "epload-eager")
+# Timed inside the processes at the largest size, alternating: name ->
+# (variables, the code timed after `import torch`).
+IN_PROCESS = {"lazy": (LAZY, TO_FOO), "by-hand": (OFF, "{call}; " + TO_FOO)}
+# Test-only sabotage (--break-variant): name -> (variables added, body).
+BREAK = {"stock": ({"EPLOAD_GEN_HOST": "no_such_host_module"}, None),
+         "epload-eager": ({"EPLOAD_GEN_HOST": "no_such_host_module"}, None),
+         "epload-lazy": ({"EPLOAD_MODE": "eager"}, None),
+         "epload-lazy-paths": ({"EPLOAD_MODE": "eager"}, None),
+         "foo-by-hand": ({}, "import {module}; " + TO_FOO)}
+# The targets.
+LAZY_FULL_MAX_PCT = 1.0     # lazy (`full`) at the largest size: at most 1% above the floor
+STOCK_OVER_LAZY = 100.0     # stock's marginal ÷ lazy's, at RATIO_SIZE backends
+RATIO_SIZE = 100
+FIRST_USE_SLACK_MS = 1.0    # first to("foo") ≤ foo's own import cost + 1 ms
+# Fewer whole-process rounds give no interval worth a verdict (with 3, the
+# bootstrap interval is the spread of 3 differences of ~100 ms noise): the
+# targets that need one are then reported, not judged.
+MIN_JUDGE_ROUNDS = 7
+FIXTURE_DIR = os.path.join(SOURCE_DIR, "tests", "torch", "backends")
+# The fixture backends that load cleanly under stock autoload (common: the
+# module they share).
+DEFAULT_FIXTURES = ("common", "foo", "hook", "bar")
+__doc__ = __doc__.format(variants="".join(f"  {n:<18} {v[0]}\n" for n, v in VARIANTS.items()))
+
+DESCRIBE = """import json, os, sys, importlib.metadata as m, importlib.util as u
+sys.path += {fixtures!r}
+import torch
+eps = [[e.name, e.value, e.dist.name if e.dist else None]
+       for e in m.entry_points(group='torch.backends')]
+ep = u.find_spec('epload')
+hook = [os.path.join(p, 'epload-autoload.pth') for p in sys.path
+        if os.path.isfile(os.path.join(p, 'epload-autoload.pth'))]
+print(json.dumps({{'torch': torch.__version__, 'torch_dir': os.path.dirname(torch.__file__),
+                  'python': sys.version.split()[0], 'executable': sys.executable,
+                  'prefix': sys.prefix, 'epload': ep.origin if ep else None,
+                  'hook': hook[0] if hook else None, 'backends': eps}}))
+"""
+
+
+def describe_python(python, env, fixtures):
+    """torch's version and location, epload's, the hook, and the backends
+    the venv and the fixture directories hold."""
+    try:
+        proc = capture([python, "-I", "-c", DESCRIBE.format(fixtures=fixtures)], dict(env, **OFF))
+    except BenchError as err:
+        raise BenchError(f"{python} cannot `import torch`: {err}\nThe harness needs a venv "
+                         "with torch==2.13.0, epload and the fixture backends (see --help)")
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    if not info["epload"]:
+        raise BenchError(f"{python}: epload is not installed in it")
+    if not info["hook"]:
+        raise BenchError(f"{python}: epload-autoload.pth is not on its sys.path (epload's "
+                         ".pth hook): EPLOAD_AUTOLOAD_HOSTS would do nothing")
+    return info
+
+
+PROBE = ("\nimport json as _j\n"
+         "_t = sys.modules.get('torch')\n"
+         "_x = globals().get('x')\n"
+         "_r = {{'modules': sum(1 for k in list(sys.modules) if k.startswith('gen_backend_')),\n"
+         "      'devices': sum(1 for k in list(vars(_t)) if k.startswith('dev')"
+         " and k[3:].isdigit()),\n"
+         "      'foo': {module!r} in sys.modules,\n"
+         "      'epload': 'epload' in sys.modules,\n"
+         "      'x': None if _x is None else [_x.device.type, _x.cpu().tolist()]}}\n"
+         f"print({VERIFY_MARK!r} + _j.dumps(_r))\n")
+
+
+class Size:
+    """The variants' commands and environments for one generated environment
+    (``manifest`` None: the fixture backends alone)."""
+
+    def __init__(self, args, info, manifest, work):
+        self.args, self.python, self.work = args, args.python, work
+        self.base = clean_env(work)
+        self.paths = args.fixtures + ([manifest["search_path"]] if manifest else [])
+        self.n = len(manifest["backends"]) if manifest else 0
+        foo = [b for b in info["backends"] if b[0] == args.foo_backend]
+        if not foo:
+            raise BenchError(f"the venv holds no torch.backends entry point named "
+                             f"{args.foo_backend!r} (found: "
+                             f"{', '.join(b[0] for b in info['backends']) or 'none'}); install "
+                             "the fixture backends or pass --foo-backend")
+        self.fixtures = info["backends"]
+        module, _, attr = foo[0][1].partition(":")
+        self.foo_module = module.strip()
+        fmt = {"device": args.device, "module": self.foo_module,
+               "call": (f"from {self.foo_module} import {attr.strip()} as _f; _f()"
+                        if attr.strip() else f"import {self.foo_module}")}
+        self.variants = list(VARIANTS)
+        self.body = {v: ("import torch; " + b.format(**fmt)).rstrip("; ")
+                     for v, (_, _, b) in VARIANTS.items()}
+        self.envs = {v: dict(self.base, **VARIANTS[v][1]) for v in self.variants}
+        if args.break_variant:
+            more, body = BREAK[args.break_variant]
+            self.envs[args.break_variant].update(more)
+            if body:
+                self.body[args.break_variant] = "import torch; " + body.format(**fmt)
+        self.commands = {v: self.argv(self.body[v]) for v in self.variants}
+        timed = ("import torch; import time as _t; _t0 = _t.perf_counter_ns(); {work}; "
+                 f"print({TIME_MARK!r} + str(_t.perf_counter_ns() - _t0))")
+        self.timed = {k: (dict(self.base, **env),
+                          self.argv(timed.format(work=code.format(**fmt))))
+                      for k, (env, code) in IN_PROCESS.items()}
+        # Untimed work before each run of a variant (name -> callable).
+        self.before = {}
+        self.probe = PROBE.format(module=self.foo_module)
+
+    def argv(self, body, suffix=""):
+        return [self.python, "-I", "-c", f"import sys; sys.path += {self.paths!r}; {body}{suffix}"]
+
+    def check(self, v):
+        env = dict(self.envs[v], **({"EPLOAD_DEBUG": "1"} if v in EPLOAD_VARIANTS else {}))
+        return checked_run(self.argv(self.body[v], self.probe), env, VERIFY_MARK, v,
+                           f"variant {v} ({VARIANTS[v][0]}) failed at {self.n} generated "
+                           f"backends; its code: {self.body[v]}")
+
+    def problems(self, v, r, stderr):
+        n, out, device = self.n, [], self.args.device
+        if v in LOADS_ALL:
+            if r["modules"] != n or r["devices"] != n:
+                out.append(f"imported {r['modules']} of the {n} generated backends, "
+                           f"{r['devices']} device attributes on torch")
+            if not r["foo"]:
+                out.append(f"did not import {self.foo_module}")
+        elif r["modules"] or r["devices"]:
+            out.append(f"imported {r['modules']} generated backend(s) ({r['devices']} device "
+                       "attributes on torch); expected none")
+        if v in ("floor", "epload-lazy", "epload-lazy-paths") and r["foo"]:
+            out.append(f"imported {self.foo_module}; expected not")
+        if v in ("lazy-first-foo", "foo-by-hand") and (
+                r["x"] is None or r["x"][0] != device or r["x"][1] != [1.0, 1.0]):
+            out.append(f"torch.ones(2).to({device!r}) gave {r['x']}")
+        if (v in EPLOAD_VARIANTS) != r["epload"]:
+            out.append("imported epload" if r["epload"] else "did not import epload")
+        return out + (index_hit(stderr) if v in EPLOAD_VARIANTS else [])
+
+    def warm_and_verify(self, attempts=40):
+        """Warms epload's caches and checks every variant; retries the epload
+        ones while their caches settle.  The first run is lazy, as a user's
+        first lazy run: it loads every backend whose devices are not known
+        yet and learns them, foo's PrivateUse1 name included."""
+        capture(self.commands["epload-lazy"], self.envs["epload-lazy"])
+        report = {}
+        for v in self.variants:
+            r, tried = retry_check(v, VARIANTS[v][0], f"{self.n} generated backends", self.body[v],
+                                   self.check, self.problems,
+                                   attempts if v in EPLOAD_VARIANTS else 1)
+            report[v] = dict(r, attempts=tried)
+        return report
+
+    def in_process(self, runs):
+        """What epload adds inside lazy processes, per run: the import of its
+        .pth hook at interpreter start (``-X importtime``) and, from a trace
+        (EPLOAD_TRACE), the `import torch` span less torch's own body.
+        {"pth": [ns], "import_torch": [ns], "in_import": [ns]}."""
+        out = {"pth": [], "import_torch": [], "in_import": []}
+        env = self.envs["epload-lazy"]
+        for k in range(runs):
+            proc = capture([self.python, "-X", "importtime"] + self.argv("pass")[1:], env)
+            out["pth"].append(hook_import_ns(proc.stderr))
+            path = os.path.join(self.work, f"lazy-trace-{k}.json")
+            capture(self.commands["epload-lazy"], dict(env, EPLOAD_TRACE=path))
+            whole, added = epload_share(path)
+            out["import_torch"].append(whole)
+            out["in_import"].append(added)
+        return out
+
+    def timed_in_process(self, runs):
+        """In-process ns of each IN_PROCESS measurement, alternating."""
+        out = {k: [] for k in self.timed}
+        for _ in range(runs):
+            for k, (env, argv) in self.timed.items():
+                stdout = capture(argv, env).stdout
+                line = next((ln for ln in stdout.splitlines() if ln.startswith(TIME_MARK)), None)
+                if line is None:
+                    raise BenchError(f"in-process timing ({k}) printed no time:\n{stdout[-500:]}")
+                out[k].append(int(line[len(TIME_MARK):]))
+        return out
+
+
+def epload_share(trace_path):
+    """From one lazy process's trace: the `import torch` span the .pth hook
+    records and what epload added to it (that span less "body of torch"), ns."""
+    with open(trace_path) as f:
+        events = [e for e in json.load(f)["traceEvents"]
+                  if e.get("ph") == "X" and e.get("cat") == "total"]
+    spans = {}
+    for name in ("import torch", "body of torch"):
+        found = [e for e in events if e["name"] == name]
+        if len(found) != 1:
+            raise BenchError(f"{trace_path}: {len(found)} `{name}` spans, not one (an epload "
+                             "without the host-body span?)")
+        spans[name] = found[0]["dur"]
+    return int(spans["import torch"] * 1e3), int((spans["import torch"]
+                                                  - spans["body of torch"]) * 1e3)
+
+
+def hook_import_ns(importtime_stderr):
+    """The cumulative import time of ``epload._hook`` from ``-X importtime``, ns."""
+    for line in importtime_stderr.splitlines():
+        if line.startswith("import time:") and line.rsplit("|", 1)[-1].strip() == "epload._hook":
+            return int(line.split("|")[1]) * 1000
+    raise BenchError("no `epload._hook` import in -X importtime's output: is the .pth hook "
+                     "installed and EPLOAD_AUTOLOAD_HOSTS set?\n" + importtime_stderr[-500:])
+
+
+# ------------------------------------------------------------- analysis ---
+
+def analyse(raw):
+    stats = summarize_rounds(raw, reference="floor")
+    f = stats["floor"]["median_ms"]
+    for v, s in stats.items():
+        s["marginal_pct"] = 100.0 * s["marginal_ms"] / f
+        if v != "floor":
+            s["paired"] = paired_ci(raw[v]["wall"], raw["floor"]["wall"])
+            s["paired_cpu"] = paired_ci(raw[v]["cpu"], raw["floor"]["cpu"])
+    return stats
+
+
+def whole_process(stats):
+    p = stats["paired"]
+    return (f"whole process {p['median_ms']:+.1f} ms, 95% CI [{p['ci95_ms'][0]:+.1f}, "
+            f"{p['ci95_ms'][1]:+.1f}]")
+
+
+def judge(sizes, first, stat_base, rounds):
+    """The real-torch targets, each with its budget.  Lazy's added cost is
+    taken in-process; a target on it is met when that is within budget and
+    the whole-process interval's lower end is too.  Below MIN_JUDGE_ROUNDS
+    rounds, the targets that need that interval are not judged."""
+    big = max(sizes, key=lambda r: (r["distributions"], r["backends"]))
+    st = big["stats"]
+    floor_ms = st["floor"]["median_ms"]
+    where = f"{big['backends']:,} generated backends, {big['distributions']:,} distributions"
+    budget = floor_ms * LAZY_FULL_MAX_PCT / 100
+    lazy, added = st["epload-lazy"], big["in_process"]["total"]["median_ms"]
+    out = [{"target": f"lazy `import torch` (`full`) ≤ {LAZY_FULL_MAX_PCT:g}% above the floor",
+            "where": where, "budget_ms": budget,
+            "measured": f"in-process {added:.2f} ms ({100 * added / floor_ms:.2f}% of the "
+                        f"floor's {fmt_ms(floor_ms)} ms); " + whole_process(lazy),
+            "met": added <= budget and lazy["paired"]["ci95_ms"][0] <= budget}]
+    if stat_base:
+        out[0]["floor_ms"] = stat_base["floor_ms"]  # full's stat calls, bare
+    paths = st["epload-lazy-paths"]
+    # No cost detectable above the floor: the interval reaches 0 or below
+    # (wholly below is drift between rounds, not a gain).
+    out.append({"target": "lazy `import torch` (`paths`) within noise of the floor",
+                "where": where, "measured": whole_process(paths),
+                "met": paths["paired"]["ci95_ms"][0] <= 0})
+    row = next((r for r in sizes if r["backends"] == RATIO_SIZE), None)
+    if row is None:
+        out.append({"target": f"stock's added cost ÷ lazy's ≥ {STOCK_OVER_LAZY:g}× at "
+                              f"{RATIO_SIZE} backends", "where": "not measured (size absent)",
+                    "measured": "n/a", "met": None, "unjudged": "not measured"})
+    else:
+        stock, lazy = row["stats"]["stock"], row["stats"]["epload-lazy"]
+        added = row["in_process"]["total"]["median_ms"]
+        gain = stock["paired"]["median_ms"]
+        r = gain / added if added else None
+        out.append({
+            "target": f"stock's added cost ÷ lazy's ≥ {STOCK_OVER_LAZY:g}×",
+            "where": f"{row['backends']:,} generated backends, {row['distributions']:,} "
+                     "distributions",
+            "measured": (f"{r:,.0f}×: stock {gain:+,.0f} ms (paired, 95% CI "
+                         f"[{stock['paired']['ci95_ms'][0]:+,.0f}, "
+                         f"{stock['paired']['ci95_ms'][1]:+,.0f}]) ÷ lazy in-process "
+                         f"{added:.2f} ms" if r else "in-process n/a")
+                        + "; lazy's " + whole_process(lazy),
+            "met": r is not None and r >= STOCK_OVER_LAZY
+                   and lazy["paired"]["ci95_ms"][0] <= gain / STOCK_OVER_LAZY,
+            "budget_ms": gain / STOCK_OVER_LAZY})
+    if first:
+        lz, bh = first["lazy_ms"], first["by_hand_ms"]
+        out.append({"target": f"first `to(\"foo\")` ≤ foo's own import cost + "
+                              f"{FIRST_USE_SLACK_MS:g} ms", "where": where + ", in-process",
+                    "measured": f"{lz:.2f} ms against {bh:.2f} ms by hand ({lz - bh:+.2f} ms)",
+                    "met": lz <= bh + FIRST_USE_SLACK_MS, "budget_ms": bh + FIRST_USE_SLACK_MS})
+    for t in out[:3]:
+        if rounds < MIN_JUDGE_ROUNDS and t["met"] is not None:
+            t["met"] = None
+            t["unjudged"] = f"not judged: {rounds} rounds (needs ≥ {MIN_JUDGE_ROUNDS})"
+    for t in out:
+        if "floor_ms" in t and "budget_ms" in t:
+            t["reachable"] = t["budget_ms"] >= t["floor_ms"]
+    return out
+
+
+# --------------------------------------------------------------- report ---
+
+def interval(p, noise=True):
+    return "" if p is None else (f"{p['median_ms']:+.2f} [{p['ci95_ms'][0]:+.2f}, "
+                                 f"{p['ci95_ms'][1]:+.2f}]"
+                                 + (" within noise" if noise and p["within_noise"] else ""))
+
+
+def markdown(result):
+    cfg, info = result["config"], result["torch"]
+    L = [f"### Real PyTorch {info['torch']}: `import torch` with "
+         f"{', '.join(f'{n:,}' for n in cfg['sizes'])} generated backends among "
+         f"{cfg['noise']:,} ordinary distributions\n",
+         f"torch {info['torch']} from `{info['torch_dir']}` (Python {info['python']}, "
+         f"`{cfg['python']}`); epload from `{info['epload']}`; fixture backends: "
+         f"{', '.join(b[0] for b in info['backends'])}. Each generated backend's import "
+         f"burns {cfg['import_cost_ms']:g} ms. {cfg['rounds']} interleaved rounds after "
+         f"{cfg['warmup']} warm-up, whole-process medians; {cfg['machine']['cpus']} CPUs, "
+         f"{load_average(cfg)}.\n"]
+    for row in result["sizes"]:
+        rows = [[label] + times(s)
+                + (["", ""] if v == "floor" else [fmt_ms(s["marginal_ms"]),
+                                                  f"{s['marginal_pct']:+.2f}%"])
+                + [interval(s.get("paired")), interval(s.get("paired_cpu"), False)]
+                for v, (label, *_) in VARIANTS.items() if (s := row["stats"].get(v))]
+        L += [f"#### {row['backends']:,} generated backends + {row['fixtures']} fixtures "
+              f"({row['distributions']:,} distributions)\n"] + table(
+            ["variant", "median ms", "IQR ms", "CPU ms", "over floor ms", "over floor %",
+             "paired median ms [95% CI]", "CPU over floor ms [95% CI]"], "lrrrrrll", rows) + [""]
+    if result.get("first_use"):
+        f = result["first_use"]
+        L += [f"#### First `torch.ones(2).to(\"foo\")`, in-process ({f['runs']} pairs, "
+              f"{f['backends']:,} generated backends)\n"] + table(
+            ["process", "median ms", "IQR ms"], "lrr",
+            [[what, f"{f[k]['median_ms']:.2f}", f"{f[k]['q1_ms']:.2f}–{f[k]['q3_ms']:.2f}"]
+             for k, what in (("lazy", "lazy: the first `to(\"foo\")` (imports foo)"),
+                             ("by_hand", "autoload off: foo's entry point by hand, then "
+                                         "`to(\"foo\")`"))]) + [""]
+    return "\n".join(L + in_process_table(result["sizes"])
+                     + targets_table(result["targets"])) + "\n"
+
+
+def in_process_table(sizes):
+    """What lazy epload adds, measured inside its processes, per size."""
+    rows = []
+    for r in sizes:
+        ip, floor = r["in_process"], r["stats"]["floor"]["median_ms"]
+        rows.append([f"{r['backends']:,}", str(ip["runs"]),
+                     fmt_ms(ip["import_torch"]["median_ms"]), f"{ip['pth']['median_ms']:.2f}",
+                     f"{ip['in_import']['median_ms']:.2f}",
+                     f"{ip['total']['median_ms']:.2f} ({ip['total']['q1_ms']:.2f}–"
+                     f"{ip['total']['q3_ms']:.2f})",
+                     f"{100 * ip['total']['median_ms'] / floor:.2f}%"])
+    return ["#### What lazy epload adds, measured inside the processes\n"] + table(
+        ["generated backends", "runs", "`import torch` ms", ".pth hook's import ms",
+         "added inside `import torch` ms", "epload in all, ms (IQR)", "% of the floor"],
+        "rrrrrlr", rows) + [
+        "\nThe .pth hook's import: `-X importtime`'s cumulative time of `epload._hook` "
+        "at interpreter start. Added inside `import torch`: the trace's (EPLOAD_TRACE) "
+        "`import torch` span less torch's own body (`body of torch`): epload's "
+        "imports, its native module, discovery, matching, the hook backend's load. "
+        "In all: the median of the per-run sums.\n"]
+
+
+def targets_table(targets):
+    """The real-torch targets with their budgets and floors."""
+    rows = [[t["target"], t["where"], t["measured"],
+             t.get("unjudged", "n/a") if t["met"] is None else ("yes" if t["met"] else "**no**")]
+            + budget_cells(t) for t in targets]
+    return ["#### Real-torch targets\n"] + table(
+        ["target", "where", "measured", "met", "budget ms", "floor ms", "reachable here"],
+        "llllrrl", rows) + [
+        "", "Over floor: the variant's median − the floor's median (same run). Paired: the "
+            "median of the per-round differences from the floor, with a 95% bootstrap "
+            "interval; within noise when it holds 0. Lazy's added cost is the in-process "
+            "figure (above); a target on it is met when that is within budget and the "
+            "whole-process interval's lower end is too; with fewer than "
+            f"{MIN_JUDGE_ROUNDS} rounds (`--quick`) those targets are not judged. "
+            "Floor under `full`: the bare cost of "
+            "its stat calls (epload_bench BM_CacheStatBaseline, CPU time ÷ CPUs).\n"]
+
+
+def plot(result, path):
+    plot_marginals(path, result["sizes"], {v: x[0] for v, x in VARIANTS.items()}, "floor",
+                   f"generated Python backends ({result['config']['import_cost_ms']:g} ms import "
+                   f"each) among {result['config']['noise']:,} other distributions",
+                   "cost over `import torch` with autoload off (ms, median)",
+                   f"Real PyTorch {result['torch']['torch']}: what backends add to import torch "
+                   f"(floor {fmt_ms(result['sizes'][-1]['stats']['floor']['median_ms'])} ms)")
+
+
+# ----------------------------------------------------------------- main ---
+
+def parse_args(argv):
+    p = options.parser("bench_torch.py", __doc__)
+    options.add_common(p, rounds=(11, 3), warmup=(1, 0), python=None,
+                       python_help="the interpreter of a venv with torch and epload (with its "
+                       ".pth hook) installed (default: the venv scripts/torch_env.py makes under "
+                       "the build directory, as the torch.* tests do)")
+    options.add_sizes(p, "10,100,1000", "generated Python backends; 0 = fixtures alone", 0)
+    p.add_argument("--fixtures", default=",".join(DEFAULT_FIXTURES),
+                   help="directories put on sys.path before the generated environment: the "
+                        "fixture backends (default: tests/torch/backends/ "
+                        + ", ".join(DEFAULT_FIXTURES) + ")")
+    p.add_argument("--import-cost-ms", type=float, default=20.0,
+                   help="CPU time each generated backend's import burns (20)")
+    p.add_argument("--first-runs", type=int, help="in-process runs (15; --quick: 3)")
+    p.add_argument("--foo-backend", default="foo",
+                   help="entry-point name of the PrivateUse1 fixture backend (foo)")
+    p.add_argument("--device", default="foo", help="its device name (foo)")
+    p.add_argument("--break-variant", metavar="NAME", choices=list(BREAK),
+                   help="TEST ONLY: sabotage one variant to show the verification stops the run")
+    args = p.parse_args(argv)
+    python, args.python = args.python, None  # the venv's, once the rest is checked
+    args = options.finish(p, args, min_rounds=2)
+    args.first_runs = args.first_runs or (3 if args.quick else 15)
+    if args.import_cost_ms < 0 or args.first_runs < 1:
+        p.error("--import-cost-ms must be >= 0, --first-runs >= 1")
+    args.fixtures = [os.path.abspath(os.path.join(FIXTURE_DIR, d)) for d in
+                     args.fixtures.split(",") if d.strip()]
+    for d in args.fixtures:
+        if not os.path.isdir(d):
+            p.error(f"--fixtures: no directory {d}")
+    try:
+        args.python = python or torch_python(args.build, "bench_torch")
+    except BenchError as e:
+        p.error(str(e))
+    if not os.access(args.python, os.X_OK):
+        p.error(f"interpreter not found: {args.python}")
+    args.python = os.path.abspath(args.python)  # a venv's python: never resolve the symlink
+    return args
+
+
+def measure_size(args, info, tmp, n):
+    """One size: its variants verified, timed in interleaved rounds, and
+    lazy epload measured inside its processes.  Returns (row, size)."""
+    work = os.path.join(tmp, f"size-{n}")
+    os.makedirs(work)
+    manifest = None if n == 0 else kept_env(
+        "bench_torch", "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK)
+        else sys.executable, os.path.join(args.env_dir or os.path.join(tmp, "envs"),
+                                          f"python-{n}-{args.noise}-cost{args.import_cost_ms:g}"),
+        n, args.noise, GROUP, extra=("--import-cost-ms", args.import_cost_ms))
+    size = Size(args, info, manifest, work)
+    log(f"bench_torch: {n:,} backends: warming, verifying {len(size.variants)} variants ...")
+    verified = size.warm_and_verify()
+    log(f"bench_torch: {n:,} backends: {len(size.variants)} variants x "
+        f"{args.warmup + args.rounds} interleaved rounds ...")
+    raw = interleaved(size.commands, size.base, args.rounds, args.warmup, work, envs=size.envs,
+                      before=size.before)
+    row = {"backends": n, "fixtures": len(size.fixtures),
+           "distributions": n + (args.noise if n else 0),
+           "stats": analyse(raw), "verified": verified, "commands": size.commands,
+           "environments": {v: VARIANTS[v][1] for v in size.variants}}
+    log(f"bench_torch: {n:,} backends: epload's own time in lazy processes, "
+        f"{args.first_runs} runs ...")
+    ip = size.in_process(args.first_runs)
+    row["in_process"] = {
+        "runs": args.first_runs, **{k: summarize(v) for k, v in ip.items()},
+        "total": summarize([a + b for a, b in zip(ip["pth"], ip["in_import"])])}
+    return row, size
+
+
+def first_use(args, size):
+    """The IN_PROCESS timings at the largest size (the first to("foo"),
+    lazy and by hand): each one's summary under its name (- as _)."""
+    log(f"bench_torch: first to({args.device!r}), in-process, {args.first_runs} pairs ...")
+    first = {"backends": size.n, "runs": args.first_runs,
+             "commands": {k: argv for k, (_, argv) in size.timed.items()}}
+    for k, ns in size.timed_in_process(args.first_runs).items():
+        key = k.replace("-", "_")
+        first[key] = summarize(ns)
+        first[key + "_ms"] = first[key]["median_ms"]
+    return first
+
+
+def run(args, tmp):
+    # The fixtures are copied: their imports write __pycache__ there, not
+    # into the source tree.
+    fixtures = [os.path.join(tmp, "fixtures", os.path.basename(d)) for d in args.fixtures]
+    for d, copy in zip(args.fixtures, fixtures):
+        shutil.copytree(d, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    args.fixtures = fixtures
+    info = describe_python(args.python, clean_env(tmp), args.fixtures)
+    log(f"bench_torch: torch {info['torch']} in {info['torch_dir']}")
+    result = {"config": {
+        "sizes": args.sizes, "noise": args.noise, "import_cost_ms": args.import_cost_ms,
+        "rounds": args.rounds, "warmup": args.warmup, "first_runs": args.first_runs,
+        "python": args.python, "machine": machine(), "load_average_before": os.getloadavg(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}, "torch": info, "sizes": []}
+    first = None
+    for n in args.sizes:
+        row, size = measure_size(args, info, tmp, n)
+        result["sizes"].append(row)
+        if n == args.sizes[-1]:
+            first = result["first_use"] = first_use(args, size)
+    largest = args.sizes[-1]
+    stat_base = None if args.quick or largest == 0 else stat_floor(
+        "bench_torch", args.build, largest + args.noise, clean_env(tmp), tmp, False)
+    if stat_base:
+        result["stat_baseline"] = stat_base
+    result["targets"] = judge(result["sizes"], first, stat_base, args.rounds)
+    result["config"]["load_average_after"] = os.getloadavg()
+    write_report(result, markdown(result), args.md_out, args.json_out, args.plot, plot)
+    return 0
+
+
+def main(argv=None):
+    return harness_main("bench_torch.py", parse_args, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

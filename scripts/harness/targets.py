@@ -1,0 +1,73 @@
+"""Targets judged against what the machine allows.
+
+A ratio target (reference's cost ÷ epload's ≥ R) gives a budget: the
+reference's marginal cost ÷ R, the most epload may cost.  It is set beside
+its floor, measured in the same run: what no implementation can go below on
+this machine (a program linked like epload that exits at once; an empty
+module linked like epload's; the bare stat calls a `full` validation makes).
+A budget below its floor says the target cannot be reached here, whatever
+epload does."""
+
+from __future__ import annotations
+
+import os
+
+from .proc import gbench, log
+from .report import fmt_ms
+
+REACH = {True: "yes", False: "**no**: the budget is below the floor"}
+
+
+def budget_floor(t, budget_ms, floor_ms=None):
+    """Sets a target's budget, and with a floor its floor and whether the
+    budget reaches it; returns the target."""
+    t["budget_ms"] = budget_ms
+    if floor_ms is not None:
+        t["floor_ms"] = floor_ms
+        t["reachable"] = budget_ms >= floor_ms
+    return t
+
+
+def budget_cells(t):
+    """A target's budget, floor and reachable cells ('' where absent)."""
+    return [fmt_ms(t["budget_ms"]) if "budget_ms" in t else "",
+            fmt_ms(t["floor_ms"]) if "floor_ms" in t else "",
+            REACH[t["reachable"]] if "reachable" in t else ""]
+
+
+STAT_CASES = "StatBaseline|ValidateFull|LoadValidateFull|LoadValidatePaths"
+
+
+def stat_baseline(bench_exe, distributions, env, tmp, quick, which=STAT_CASES):
+    """In-process figures from epload_bench at ``distributions``: the bare
+    cost of the stat calls `full` validation makes (BM_CacheStatBaseline:
+    the same fstatat calls relative to a directory descriptor, nothing else),
+    and epload's validate / load+validate.  epload_bench generates its own
+    copy of the environment (same generator, same arguments, same content).
+    {case: {"real_ms", "cpu_ms"[, "stats"]}}, medians."""
+    rows = gbench(bench_exe, f"^BM_Cache({which})/",
+                  dict(env, EPLOAD_BENCH_SIZES=str(distributions)), tmp,
+                  3 if quick else 7, 0.05 if quick else 0.2,
+                  ["--benchmark_report_aggregates_only=true"])
+    res = {}
+    for b in rows:
+        if b.get("aggregate_name") == "median":
+            r = res[b["run_name"].split("/")[0].removeprefix("BM_Cache")] = {
+                "real_ms": b["real_ns"] / 1e6, "cpu_ms": b["cpu_ns"] / 1e6}
+            if "stats" in b:
+                r["stats"] = int(b["stats"])
+    return res
+
+
+def stat_floor(prog, build, distributions, env, tmp, quick):
+    """The floor under `full` validation in a process: the bare stat calls'
+    CPU time shared by the machine's CPUs (epload validates on several), or
+    None when build/bench/epload_bench is absent."""
+    bench_exe = os.path.join(build, "bench", "epload_bench")
+    if not os.access(bench_exe, os.X_OK):
+        return None
+    log(f"{prog}: the bare cost of `full`'s stat calls (epload_bench) ...")
+    b = stat_baseline(bench_exe, distributions, env, tmp, quick, "StatBaseline")["StatBaseline"]
+    cpus = os.cpu_count() or 1
+    return {"cpu_ms": b["cpu_ms"], "real_ms": b["real_ms"], "stats": b.get("stats", 0),
+            "cpus": cpus, "distributions": distributions, "floor_ms": b["cpu_ms"] / cpus}
