@@ -288,11 +288,10 @@ bool Reader::section_row(od::value v) {
   if (name.starts_with("group:")) {
     s.kind = Kind::group;
     s.group = name.substr(6);
-  } else if (name.starts_with("stamps:")) {
-    s.kind = Kind::stamps;
-    s.group = name.substr(7);
   } else if (name == "dists") {
     s.kind = Kind::dists;
+  } else if (name == "listings") {
+    s.kind = Kind::listings;
   } else if (name == "watched") {
     s.kind = Kind::watched;
   } else if (name == "watch_digest") {

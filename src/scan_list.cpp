@@ -87,4 +87,17 @@ int Listing::add_directory(std::uint32_t path, int fd, bool base_is_egg) {
   return 0;
 }
 
+void Listing::add_stored(std::uint32_t path, std::span<const WatchedName> children, bool base_is_egg) {
+  for (const WatchedName& child : children) {
+    Candidate c;
+    c.path = path;
+    c.name_off = static_cast<std::uint32_t>(m_pool.size());
+    c.name_len = static_cast<std::uint32_t>(child.rel_path.size());
+    c.kind = classify_child(child.rel_path, base_is_egg);
+    m_pool.append(child.rel_path);
+    m_pool.push_back('\0');
+    m_cands.push_back(c);
+  }
+}
+
 }  // namespace epload::detail

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>      // indices
+#include <span>         // stored listings
 #include <string>       // name pool
 #include <string_view>  // names out
 #include <vector>       // candidates
 
+#include "epload/index.hpp"  // WatchedName
 #include "scan_lookup.hpp"
 
 namespace epload::detail {
@@ -28,6 +30,10 @@ class Listing {
   /// a failed getdents64: then nothing of the directory is appended (what
   /// importlib does when os.listdir raises, even after a partial listing).
   int add_directory(std::uint32_t path, int fd, bool base_is_egg);
+
+  /// Appends the candidates of search path `path` as a previous listing
+  /// recorded them (children in discovery order), without listing it.
+  void add_stored(std::uint32_t path, std::span<const WatchedName> children, bool base_is_egg);
 
   std::uint32_t size() const { return static_cast<std::uint32_t>(m_cands.size()); }
   const Candidate& operator[](std::uint32_t i) const { return m_cands[i]; }
