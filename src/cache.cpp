@@ -367,6 +367,15 @@ bool Reader::load_complete() {
     if (!parse_section(s, [&](od::document& d) { return group(d, g, GroupMode::complete); })) return false;
   }
   if (!parse_section(*at.listings, [&](od::document& d) { return listings(d, at.listings->count); })) return false;
+  {
+    const Index& so_far = Hooks::in_progress(m_builder);
+    std::vector<std::uint32_t> counts(m_paths.size(), 0);
+    for (const WatchedName& c : Hooks::listed(so_far)) ++counts[c.search_path];
+    for (std::uint32_t i = 0; i < counts.size(); ++i) {
+      // (listed_count() answers from the head's counts here.)
+      if (Hooks::listed_count(so_far, i) != counts[i]) return fail("search path listed counts disagree with \"listings\"");
+    }
+  }
   if (!parse_section(*at.watched, [&](od::document& d) { return watched(d, at.watched->count); })) return false;
   return parse_section(*at.watch_digest,
                        [&](od::document& d) { return watch_digest(d, at.watch_digest->count, /*add=*/false); });

@@ -195,12 +195,16 @@ class EarlyFullCheck {
   struct State;
 
  private:
-  friend bool still_valid(const Index&, Validation, std::string*, EarlyFullCheck*);
+  friend bool still_valid(const Index&, Validation, std::string*, EarlyFullCheck*, bool*);
   std::unique_ptr<State> m;
 };
 
 /// still_valid() (cache.hpp), joining `early` when it was started on this
-/// index's watched names; `early` is finished or abandoned on return.
-bool still_valid(const Index& index, Validation validation, std::string* why, EarlyFullCheck* early);
+/// index's watched names; `early` is finished or abandoned on return.  With
+/// `watched_ok` under `full`, the watched files are checked even when a
+/// search path changed, and `watched_ok` says whether they all hold (what a
+/// refresh then need not stat again); otherwise it is left false.
+bool still_valid(const Index& index, Validation validation, std::string* why, EarlyFullCheck* early,
+                 bool* watched_ok = nullptr);
 
 }  // namespace epload::detail

@@ -7,10 +7,12 @@
 //   - a search path whose stamp still holds is not listed again: its stored
 //     listing stands for its children; a changed one is listed again;
 //   - a surviving distribution found at the same place in the old index is
-//     reused when its watched files still have their stamps (stat'ed one by
-//     one, on two threads, as the scan reads; under `paths` validation only
-//     those under a changed search path are stat'ed, the others trusted as
-//     `paths` trusts them); any other distribution is read.
+//     reused when its watched files still have their stamps: known when the
+//     `full` check that found the file stale found only search paths
+//     changed (it checks the files too, see still_valid()), else stat'ed one
+//     by one, on two threads, as the scan reads (under `paths` validation
+//     only those under a changed search path, the others trusted as `paths`
+//     trusts them); any other distribution is read.
 // importlib's order and first-wins are then recomputed over the whole list,
 // so the answer is the scan's.  Racy stamps (stamp.hpp): the refresh's clock
 // is read before its first stat, a path or file whose old stamp was racy at
@@ -48,7 +50,8 @@ std::string summary(const RefreshStats& s) {
 
 }  // namespace
 
-Result<Refreshed> refresh_index(int fd, const std::string& path, const CacheKey& key, const CacheOptions& options) {
+Result<Refreshed> refresh_index(int fd, const std::string& path, const CacheKey& key, const CacheOptions& options,
+                                bool watched_hold) {
   profile::Span span(profile::Phase::total, "refresh");
   // Before the first stat: the new index's scan time (see above).
   const std::int64_t now = coarse_now_ns();
@@ -64,6 +67,7 @@ Result<Refreshed> refresh_index(int fd, const std::string& path, const CacheKey&
   ScanReuse reuse;
   reuse.previous = &prev;
   reuse.trust_unchanged_paths = options.validation == Validation::paths;
+  reuse.watched_hold = watched_hold && options.validation == Validation::full;
   const auto paths = prev.search_paths();
   const auto stamps = prev.search_path_stamps();
   reuse.path_unchanged.resize(paths.size());

@@ -195,10 +195,11 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
     }
   }
   std::string stale;
-  if (!still_valid(*index, validation, &stale, &early)) {
+  bool watched_ok = false;
+  if (!still_valid(*index, validation, &stale, &early, &watched_ok)) {
     if (index->watched_digest() == nullptr) out.why = "stale: " + stale;
     // Refreshed from its parts (cache_refresh.cpp); if that fails, scanned.
-    if (auto r = refresh_index(fd.fd, path, key, options); r) {
+    if (auto r = refresh_index(fd.fd, path, key, options, watched_ok); r) {
       out.refreshed = std::move(r.value());
       if (out.why.empty()) out.why = "stale: " + stale;
       return out;

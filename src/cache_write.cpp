@@ -111,7 +111,8 @@ void watched_row(JsonWriter& w, const WatchedFile& f) {
 /// Appends the head line (docs/cache-format.md) with section offsets shifted by
 /// `base`; the checksum is filled in by the caller.
 std::size_t write_head(std::string& out, const Index& index, const WriteOptions& options,
-                       const std::vector<std::string_view>& paths_text, const std::string& first_error,
+                       const std::vector<std::string_view>& paths_text, const std::vector<std::uint32_t>& listed,
+                       const std::string& first_error,
                        const std::vector<SectionRecord>& sections, std::size_t base) {
   JsonWriter w(out);
   w.raw("{\"format\":\"epload-index\",\"version\":");
@@ -132,7 +133,9 @@ std::size_t write_head(std::string& out, const Index& index, const WriteOptions&
     w.bytes(paths_text[i]);
     w.raw(",\"stamp\":[");
     w.stamp_numbers(i < stamps.size() ? stamps[i] : FileStamp{});
-    w.raw("]}");
+    w.raw("],\"listed\":");
+    w.number(i < listed.size() ? listed[i] : 0);
+    w.raw("}");
   }
   w.raw("],\"first_error\":");
   w.raw(first_error);
@@ -393,6 +396,13 @@ Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& 
   body.watched();
   body.watch_digest();
   const std::string first_error = body.first_error();
+  // How many children each search path listed: what a partial load checks
+  // a changed path against (an entry that listed none and lists none now
+  // contributes nothing still).
+  std::vector<std::uint32_t> listed(paths.size(), 0);
+  for (const WatchedName& c : IndexBuilderHooks::listed(index)) {
+    if (c.search_path < listed.size()) ++listed[c.search_path];
+  }
 
   // The head's length depends on the offsets it records, which depend on
   // its length: grow the base until it stops changing.
@@ -400,7 +410,7 @@ Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& 
   std::size_t base = 0, checksum_at = 0;
   for (;;) {
     out.clear();
-    checksum_at = write_head(out, index, options, *paths_text, first_error, body.sections, base);
+    checksum_at = write_head(out, index, options, *paths_text, listed, first_error, body.sections, base);
     if (out.size() == base) break;
     base = out.size();
   }

@@ -38,6 +38,7 @@ struct Index::Data {
   bool watched_complete = true;
   std::optional<WatchedDigest> watched_digest;  // set: watched_names, not watched
   std::vector<WatchedName> listed;               // the listings' candidates (scan_reuse.hpp)
+  std::vector<std::uint32_t> listed_count;       // per search path, from a cache file's head
   std::vector<std::string_view> loaded_groups;  // sorted, distinct
   bool has_first_error = false;
   Distribution first_error;  // the global one, when has_first_error
@@ -175,6 +176,20 @@ void detail::IndexBuilderHooks::add_listed(IndexBuilder& b, std::uint32_t search
   d.listed.push_back({d.arena.copy(child), search_path});
 }
 std::span<const WatchedName> detail::IndexBuilderHooks::listed(const Index& index) { return index.m->listed; }
+void detail::IndexBuilderHooks::set_listed_count(IndexBuilder& b, std::uint32_t path, std::uint32_t count) {
+  auto& counts = b.m->index.m->listed_count;
+  if (counts.size() <= path) counts.resize(path + 1);
+  counts[path] = count;
+}
+bool detail::IndexBuilderHooks::listed_known(const Index& index) {
+  return !index.m->listed_count.empty() || !index.m->listed.empty() || index.m->dists.empty();
+}
+std::uint32_t detail::IndexBuilderHooks::listed_count(const Index& index, std::uint32_t path) {
+  if (path < index.m->listed_count.size()) return index.m->listed_count[path];
+  std::uint32_t n = 0;
+  for (const WatchedName& c : index.m->listed) n += c.search_path == path;
+  return n;
+}
 
 void IndexBuilder::reserve(std::size_t dists, std::size_t entry_points, std::size_t watched,
                            std::size_t names) {

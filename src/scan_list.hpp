@@ -13,6 +13,12 @@
 
 namespace epload::detail {
 
+/// True when search path `path` contributes no metadata path now: it does
+/// not exist, or it is a directory none of whose children importlib's
+/// Lookup takes.  False otherwise (a file, which may be a zip archive; a
+/// listing that fails; a child that is metadata).
+bool lists_no_metadata(const char* path);
+
 /// One metadata path in discovery order, before de-duplication.
 struct Candidate {
   std::uint32_t path = 0;      ///< search path index

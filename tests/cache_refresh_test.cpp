@@ -49,6 +49,35 @@ TEST_F(Invalidation, RefreshReadsOnlyWhatChanged) {
   refresh_then_hit("1 of 2 path entries listed again, 0 of 5 distributions read");
 }
 
+TEST_F(Invalidation, AnEntryWithoutMetadataThatChangesIsListedAgainNotRefreshed) {
+  // A script's directory first on the path: files come and go there.
+  const std::string script = t / "script";
+  test::write_file(script + "/train.py", "print()\n");
+  options.search_paths = {script, site1, site2};
+  warm();
+  const std::string file = cache_file_path(options);
+  const std::string bytes = test::read_file(file);
+  test::write_file(script + "/train.log", "step 1\n");
+  CacheReport r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+  EXPECT_EQ(test::read_file(file), bytes) << "nothing to write";
+  // Until metadata appears there: then it is a refresh.
+  test::make_dist(script, "local", "1.0", "[g]\nlocal = local:main\n");
+  r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
+  EXPECT_EQ(counts(r), "1 of 3 path entries listed again, 1 of 6 distributions read");
+  // And an entry that goes from no metadata to a file (a zip, maybe) is not
+  // taken for an empty one.
+  std::filesystem::remove_all(script);
+  test::next_tick();
+  EXPECT_EQ(open_checked().status, CacheStatus::refreshed);
+  test::next_tick();
+  EXPECT_EQ(open_checked().status, CacheStatus::hit);
+  test::write_file(script, "not a directory");
+  r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
+}
+
 TEST_F(Invalidation, RefreshNeverReadsAShadowedCopyAndReadsAnUnshadowedOne) {
   // site2's "shadow" is shadowed once site1 has its own copy; a broken copy
   // there is never read (its error never surfaces) while shadowed.
