@@ -23,6 +23,10 @@ processes, interleaved round by round in shuffled order
   epload-lazy    EPLOAD_MODE=lazy: no backend with a known device is
                  imported (hooks still run); `full` validation
   epload-lazy-paths  the same with EPLOAD_VALIDATE=paths
+  epload-lazy-dirty  epload-lazy with a script's directory first on sys.path
+                 that changes before every `import torch` (a new file is made
+                 there first, as a training script's outputs or an editor's
+                 save would): that entry is listed again, the index still hits
   lazy-first-foo epload-lazy, then `torch.ones(2).to("foo")`
   foo-by-hand    autoload off, foo's entry point imported and called by hand,
                  then `torch.ones(2).to("foo")`
@@ -100,10 +104,11 @@ VARIANTS = {
     "epload-eager": {"EPLOAD_AUTOLOAD_HOSTS": "torch", "EPLOAD_MODE": "eager"},
     "epload-lazy": LAZY,
     "epload-lazy-paths": dict(LAZY, EPLOAD_VALIDATE="paths"),
+    "epload-lazy-dirty": LAZY,
     "lazy-first-foo": LAZY,
     "foo-by-hand": {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
 }
-EPLOAD_VARIANTS = ("epload-eager", "epload-lazy", "epload-lazy-paths", "lazy-first-foo")
+EPLOAD_VARIANTS = ("epload-eager", "epload-lazy", "epload-lazy-paths", "epload-lazy-dirty", "lazy-first-foo")
 
 
 # ---------------------------------------------------------------- venv ---
@@ -187,12 +192,18 @@ class Size:
         call = (f"from {self.foo_module} import {attr.strip()} as _f; _f()" if attr.strip()
                 else f"import {self.foo_module}")
         to_foo = f"torch.ones(2).to({args.device!r})"
+        script_dir = os.path.join(work, "script-dir")
+        os.makedirs(script_dir, exist_ok=True)
+        dirty = (f"import os as _o, time as _tm; sys.path.insert(0, {script_dir!r}); "
+                 f"open(_o.path.join({script_dir!r}, 'out-%d-%d.log' % (_o.getpid(), _tm.time_ns())), 'w')"
+                 ".close(); import torch")
         body = {
             "floor": "import torch",
             "stock": "import torch",
             "epload-eager": "import torch",
             "epload-lazy": "import torch",
             "epload-lazy-paths": "import torch",
+            "epload-lazy-dirty": dirty,
             "lazy-first-foo": f"import torch; x = {to_foo}",
             "foo-by-hand": f"import torch; {call}; x = {to_foo}",
         }
@@ -257,7 +268,7 @@ class Size:
             if r["modules"] or r["devices"]:
                 out.append(f"imported {r['modules']} generated backend(s) ({r['devices']} device "
                            "attributes on torch); expected none")
-        if v in ("floor", "epload-lazy", "epload-lazy-paths") and r["foo"]:
+        if v in ("floor", "epload-lazy", "epload-lazy-paths", "epload-lazy-dirty") and r["foo"]:
             out.append(f"imported {self.foo_module}; expected not")
         if v in ("lazy-first-foo", "foo-by-hand"):
             if r["x"] is None or r["x"][0] != self.args.device or r["x"][1] != [1.0, 1.0]:

@@ -17,6 +17,7 @@ LABELS = {
     "epload-eager": "epload eager",
     "epload-lazy": "epload lazy, `full`",
     "epload-lazy-paths": "epload lazy, `paths`",
+    "epload-lazy-dirty": "epload lazy, `full`, script's directory changed before each run",
     "lazy-first-foo": "epload lazy + first `to(\"foo\")`",
     "foo-by-hand": "autoload off, foo by hand + `to(\"foo\")`",
 }
@@ -69,6 +70,14 @@ def judge(sizes, first, stat_base, rounds):
     if stat_base:
         t["floor_ms"] = stat_base["cpu_ms"] / stat_base["cpus"]  # full's stat calls, bare
     out.append(t)
+    dirty = st.get("epload-lazy-dirty")
+    if dirty is not None:
+        # The whole-process figure: its in-process share is the lazy one's,
+        # plus the listing of the changed script's directory.
+        out.append({"target": f"lazy `import torch` (`full`), script's directory changed before each run, "
+                              f"≤ {LAZY_FULL_MAX_PCT:g}% above the floor",
+                    "where": where, "budget_ms": budget, "measured": whole_process(dirty),
+                    "met": dirty["paired"]["ci95_ms"][0] <= budget})
     paths = st["epload-lazy-paths"]
     out.append({"target": "lazy `import torch` (`paths`) within noise of the floor",
                 "where": where, "measured": whole_process(paths),
