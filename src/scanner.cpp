@@ -142,6 +142,16 @@ class Scan {
   /// Phase 2 of a refresh: takes distribution `kept` from the previous index
   /// into `d` and `out` when it is there, unchanged (scan_reuse.hpp).
   bool reuse(const Kept& kept, DistOut& d, WorkerOut& out, std::string& scratch) const;
+  /// What a refresh listed and read, into `stats`.
+  void count(const std::vector<WorkerOut>& outs, detail::RefreshStats& stats) const {
+    stats.paths = m_paths.size();
+    stats.paths_listed = 0;
+    for (std::size_t i = 0; i < m_paths.size(); ++i) {
+      if (m_reuse == nullptr || !m_reuse->path_unchanged[i]) ++stats.paths_listed;
+    }
+    stats.dists = stats.dists_read = m_kept.size();
+    for (const WorkerOut& o : outs) stats.dists_read -= o.reused;
+  }
   /// Phase 1 of a refresh: the stored listing of unchanged path `i`.
   void reuse_listing(std::uint32_t i, std::size_t& cursor, std::size_t& kept_fds, std::size_t fd_budget);
   /// Phase 2, one distribution's name and version, into `d`.
@@ -504,16 +514,7 @@ Result<Index> Scan::run(std::int64_t scanned_at, detail::RefreshStats* stats) {
   if (!io_failed.empty()) m_builder.set_not_cacheable(io_failed);
   m_builder.reserve(n, total_entries, total_watches);
 
-  if (stats != nullptr) {
-    stats->paths = m_paths.size();
-    stats->paths_listed = 0;
-    for (std::size_t i = 0; i < m_paths.size(); ++i) {
-      if (m_reuse == nullptr || !m_reuse->path_unchanged[i]) ++stats->paths_listed;
-    }
-    stats->dists = n;
-    stats->dists_read = n;
-    for (const WorkerOut& o : outs) stats->dists_read -= o.reused;
-  }
+  if (stats != nullptr) count(outs, *stats);
 
   // Phase 3: into the builder, in discovery order: the listings (what a
   // refresh reuses for the paths that did not change), then the rest.
