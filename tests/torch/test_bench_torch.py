@@ -19,7 +19,7 @@ BENCH = SOURCE / 'scripts' / 'bench_torch.py'
 HOST_PYTHON = '/usr/bin/python3'
 TINY = ['--sizes', '2', '--noise', '5', '--import-cost-ms', '1', '--rounds', '2',
         '--first-runs', '1', '--quick']
-VARIANTS = {'floor', 'stock', 'epload-eager', 'epload-lazy', 'epload-lazy-paths',
+VARIANTS = {'floor', 'stock', 'epload-eager', 'epload-lazy', 'epload-lazy-paths', 'epload-lazy-dirty',
             'lazy-first-foo', 'foo-by-hand'}
 
 
@@ -68,7 +68,7 @@ def test_json_has_every_variant_verified(bench):
     ver = row['verified']
     for v in ('stock', 'epload-eager'):
         assert ver[v]['modules'] == 2 and ver[v]['devices'] == 2 and ver[v]['foo']
-    for v in ('floor', 'epload-lazy', 'epload-lazy-paths'):
+    for v in ('floor', 'epload-lazy', 'epload-lazy-paths', 'epload-lazy-dirty'):
         assert ver[v]['modules'] == 0 and not ver[v]['foo']
     for v in ('lazy-first-foo', 'foo-by-hand'):
         assert ver[v]['modules'] == 0 and ver[v]['x'] == ['foo', [1.0, 1.0]]
