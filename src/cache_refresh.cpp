@@ -38,7 +38,7 @@ namespace epload::detail {
 
 namespace {
 
-/// "1 of 2 path entries listed again, 1 of 6,001 distributions read".
+/// "1 of 2 path entries listed again, 1 of 6001 distributions read".
 std::string summary(const RefreshStats& s) {
   auto plural = [](std::size_t n, const char* one, const char* many) {
     return std::to_string(n) + " " + (n == 1 ? one : many);

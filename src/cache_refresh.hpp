@@ -13,7 +13,7 @@
 namespace epload::detail {
 
 /// A refreshed index and what the refresh did ("1 of 2 path entries listed
-/// again, 1 of 6,001 distributions read").
+/// again, 1 of 6001 distributions read").
 struct Refreshed {
   std::shared_ptr<const Index> index;
   std::string summary;
