@@ -11,7 +11,7 @@
 // rounds, and compares the targets' budgets with it.
 //
 // simdjson's function is declared here rather than through <simdjson.h>:
-// only src/cache.cpp includes that header, and nothing here calls it.
+// only src/cache/cache.cpp includes that header, and nothing here calls it.
 
 #include <Python.h>
 

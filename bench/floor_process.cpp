@@ -18,7 +18,7 @@
 // relative to an O_PATH descriptor of its DIR, and the calls are shared, 32
 // at a time from an atomic counter, by the calling thread and one helper
 // created already placed on another allowed CPU (epload's own
-// run_on_two_cpus, src/parallel.hpp).  LIST is read whole with one read
+// run_on_two_cpus, src/base/parallel.hpp).  LIST is read whole with one read
 // and split in place.
 // What an `epload entry-points` run under `full` costs above this is ours:
 // reading and checking the cache, answering.
@@ -26,7 +26,7 @@
 // scripts/bench_index.py times both forms beside `epload --version` and every
 // `epload entry-points` mode, in the same rounds, and compares the targets'
 // budgets with them.  simdjson's function is declared here rather than
-// through <simdjson.h>: only src/cache.cpp includes that header, and nothing
+// through <simdjson.h>: only src/cache/cache.cpp includes that header, and nothing
 // here calls it.
 
 #include <fcntl.h>

@@ -175,12 +175,10 @@ inline Index tiny_index() {
 }
 
 /// What a partial read of `groups` expects (the other fields: defaults).
-inline detail::ReadExpectations groups_only(std::vector<std::string> groups, bool watched = false,
-                                     bool group_stamps = false) {
+inline detail::ReadExpectations groups_only(std::vector<std::string> groups, bool watched = false) {
   detail::ReadExpectations e;
   e.groups = std::move(groups);
   e.watched = watched;
-  e.group_stamps = group_stamps;
   return e;
 }
 

@@ -29,18 +29,18 @@ using test::next_tick;
 
 TEST_F(Invalidation, Install) {
   test::make_dist(site2, "delta", "1.0", "[torch.backends]\nnew = delta:init\n");
-  expect_rebuilt("search path changed");
+  expect_refreshed("search path changed");
 }
 
 TEST_F(Invalidation, Uninstall) {
   fs::remove_all(site1 + "/beta-1.0.dist-info");
-  expect_rebuilt("search path changed");
+  expect_refreshed("search path changed");
 }
 
 TEST_F(Invalidation, Upgrade) {
   fs::remove_all(site1 + "/alpha-1.0.dist-info");
   test::make_dist(site1, "alpha", "2.0", "[console_scripts]\nalpha = alpha.cli2:main\n");
-  expect_rebuilt();
+  expect_refreshed();
 }
 
 TEST_F(Invalidation, InPlaceRewriteWithSameSizeAndRestoredMtime) {
@@ -55,7 +55,7 @@ TEST_F(Invalidation, InPlaceRewriteWithSameSizeAndRestoredMtime) {
   ASSERT_EQ(after.st_size, before.st_size);
   ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
   ASSERT_EQ(after.st_ino, before.st_ino);
-  expect_rebuilt("entry_points.txt");
+  expect_refreshed("entry_points.txt");
 }
 
 TEST_F(Invalidation, WhileValidatingSeesTheHitAndIsDroppedWhenStale) {
@@ -98,7 +98,7 @@ TEST_F(Invalidation, WhileValidatingSeesTheHitAndIsDroppedWhenStale) {
   seen.clear();
   auto stale = open_index(options, &r);
   ASSERT_TRUE(stale) << stale.error().message;
-  EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
   ASSERT_EQ(seen.size(), two_cpus ? 1u : 0u);
   if (two_cpus) {
     EXPECT_NE(seen[0], stale.value());
@@ -131,17 +131,17 @@ TEST_F(Invalidation, WhileValidatingSeesTheHitAndIsDroppedWhenStale) {
 
 TEST_F(Invalidation, EntryPointsFileCreatedInExistingDistInfo) {
   test::write_file(ep_file(site1, "noeps-1.0"), "[g]\nlate = noeps:late\n");
-  expect_rebuilt("appeared");
+  expect_refreshed("appeared");
 }
 
 TEST_F(Invalidation, EntryPointsFileDeleted) {
   ASSERT_EQ(::unlink(ep_file(site1, "alpha-1.0").c_str()), 0);
-  expect_rebuilt("removed");
+  expect_refreshed("removed");
 }
 
 TEST_F(Invalidation, ShadowingDistAppearsInEarlierPath) {
   test::make_dist(site1, "shadow", "9.0", "[g]\nwho = site1:shadow\n");
-  expect_rebuilt();
+  expect_refreshed();
   auto idx = open_index(options);
   ASSERT_TRUE(idx);
   EXPECT_EQ((*idx)->find("g", "who")->value, "site1:shadow");
@@ -169,7 +169,7 @@ TEST_F(Invalidation, SearchPathCreatedAfterScan) {
   options.search_paths.push_back(later);
   warm();  // cached with the path absent
   test::make_dist(later, "zeta", "1.0", "[g]\nz = zeta:z\n");
-  expect_rebuilt("appeared");
+  expect_refreshed("appeared");
 }
 
 TEST_F(Invalidation, RacyChangeWithinTheScanTickIsNotMissed) {
@@ -209,7 +209,7 @@ TEST_F(Invalidation, RacyChangeWithinTheScanTickIsNotMissed) {
   EXPECT_FALSE(still_valid(forged(now.ctime_ns - 1), Validation::full));  // ctime alone is enough
 
   ASSERT_TRUE(write_index(racy, cache_file_path(options)));
-  expect_rebuilt("racy");
+  expect_refreshed("racy");
 }
 
 // File systems that keep coarser times than nanoseconds truncate them, so a
@@ -266,12 +266,12 @@ TEST_F(Invalidation, FutureDatedFileDoesNotDefeatTheCacheAndEditsAreSeen) {
   future[0].tv_nsec = future[1].tv_nsec = 123456789;
   ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), future, 0), 0);
   next_tick();  // the ctime the dating stamped is older than the next scan
-  expect_rebuilt("changed");
+  expect_refreshed("changed");
   EXPECT_EQ(open_checked().status, CacheStatus::hit);
   EXPECT_EQ(open_checked().status, CacheStatus::hit);
   test::write_file(f, "[torch.backends]\nnpu = beta_npx:init\n");  // same size
   ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), future, 0), 0);
-  expect_rebuilt("changed");
+  expect_refreshed("changed");
 }
 
 TEST_F(Invalidation, RacySearchPathIsNotTrustedEvenInPathsMode) {
@@ -299,15 +299,15 @@ TEST_F(Invalidation, PathsModeMissesInPlaceEditsButNotInstalls) {
   EXPECT_EQ(r.status, CacheStatus::hit);
   EXPECT_EQ((*stale)->find("torch.backends", "npu")->value, "beta_npu:init");
   options.validation = Validation::full;
-  expect_rebuilt("entry_points.txt");
+  expect_refreshed("entry_points.txt");
 
   options.validation = Validation::paths;
   warm();
   test::make_dist(site2, "installed", "1.0", "[g]\ni = inst:i\n");
-  expect_rebuilt("search path");
+  expect_refreshed("search path");
   warm();
   fs::remove_all(site2 + "/installed-1.0.dist-info");
-  expect_rebuilt("search path");
+  expect_refreshed("search path");
 }
 
 TEST_F(Invalidation, LargeWatchListIsCheckedOnBothThreads) {
@@ -348,7 +348,7 @@ TEST_F(Invalidation, ManySearchPathsAreAllWatched) {
     const std::string dist = fs::path(edited).filename().string().substr(4);
     ASSERT_NO_FATAL_FAILURE(rewrite_in_place(edited + "/d" + dist + "x7-1.0.dist-info/entry_points.txt",
                                              "[g]\nd" + dist + "x7 = m:h\n"));
-    expect_rebuilt();
+    expect_refreshed();
   }
   // Fewer files than the two-thread threshold: the same on one thread, with
   // the edited tree the 18th search path (after 17 empty ones).
@@ -360,7 +360,7 @@ TEST_F(Invalidation, ManySearchPathsAreAllWatched) {
   options.search_paths.push_back(paths[17]);
   warm();
   ASSERT_NO_FATAL_FAILURE(rewrite_in_place(paths[17] + "/d17x2-1.0.dist-info/entry_points.txt", "[g]\nd17x2 = m:h\n"));
-  expect_rebuilt("entry_points.txt");
+  expect_refreshed("entry_points.txt");
 }
 
 TEST_F(Invalidation, MoreSearchPathsThanDescriptorsAreWatched) {
@@ -373,7 +373,7 @@ TEST_F(Invalidation, MoreSearchPathsThanDescriptorsAreWatched) {
   warm();
   ASSERT_NO_FATAL_FAILURE(
       rewrite_in_place(options.search_paths[280] + "/d280x1-1.0.dist-info/entry_points.txt", "[g]\nd280x1 = m:h\n"));
-  expect_rebuilt();
+  expect_refreshed();
 }
 
 TEST_F(Invalidation, RescanOutOfDescriptorsNeverPoisonsTheCache) {
@@ -391,7 +391,7 @@ TEST_F(Invalidation, RescanOutOfDescriptorsNeverPoisonsTheCache) {
     EXPECT_NE(got.error().message.find("Too many open files"), std::string::npos) << got.error().message;
   }
   CacheReport r = open_checked();  // equal to a fresh scan, or it fails
-  EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
   auto got = open_index(options, &r);
   ASSERT_TRUE(got);
   EXPECT_EQ((*got)->first_error(), nullptr);

@@ -54,10 +54,13 @@ class Invalidation : public ::testing::Test {
 
   CacheReport open_checked() { return test::open_checked(options); }
 
-  /// Expects the next open to notice a change and rebuild.
-  void expect_rebuilt(const std::string& reason_part = "") {
+  /// Expects the next open to find no usable cache file and scan.
+  void expect_rebuilt(const std::string& reason_part = "") { expect_status(CacheStatus::rebuilt, reason_part); }
+  /// Expects the next open to notice a change and refresh the cache file.
+  void expect_refreshed(const std::string& reason_part = "") { expect_status(CacheStatus::refreshed, reason_part); }
+  void expect_status(CacheStatus status, const std::string& reason_part) {
     CacheReport r = open_checked();
-    EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
+    EXPECT_EQ(r.status, status) << r.reason;
     if (!reason_part.empty()) {
       EXPECT_NE(r.reason.find(reason_part), std::string::npos) << r.reason;
     }

@@ -47,7 +47,7 @@ TEST_F(Invalidation, GroupQueryNoticesWhatACompleteQueryNotices) {
   ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
   idx = open_index(options, &r);
   ASSERT_TRUE(idx);
-  EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
   EXPECT_NE(r.reason.find("entry_points.txt"), std::string::npos) << r.reason;
   EXPECT_EQ((*idx)->find("torch.backends", "npu")->value, "beta_npx:init");
 
@@ -59,7 +59,7 @@ TEST_F(Invalidation, GroupQueryNoticesWhatACompleteQueryNotices) {
   ASSERT_EQ(r.status, CacheStatus::hit) << r.reason;
   ASSERT_EQ(::unlink(ep_file(site1, "alpha-1.0").c_str()), 0);
   ASSERT_TRUE(open_index(options, &r));
-  EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
 }
 
 TEST_F(Invalidation, GroupCatalogRevalidatesOnEveryGet) {
@@ -81,7 +81,7 @@ TEST_F(Invalidation, GroupCatalogRevalidatesOnEveryGet) {
     test::make_dist(site2, name, "1.0", "[torch.backends]\n" + name + " = late:init\n");
     auto c = catalog.get(&r);
     ASSERT_TRUE(c);
-    EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
+    EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
     EXPECT_NE((*c)->find("torch.backends", name), nullptr);
     next_tick();
   }
@@ -155,7 +155,7 @@ TEST_F(Invalidation, CatalogRevalidatesOnEveryGet) {
   test::make_dist(site2, "late", "1.0", "[torch.backends]\nlate = late:init\n");
   auto c = catalog.get(&r);
   ASSERT_TRUE(c);
-  EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
   EXPECT_NE((*c)->find("torch.backends", "late"), nullptr);
   EXPECT_EQ((*a)->find("torch.backends", "late"), nullptr) << "old users keep the old index";
 }

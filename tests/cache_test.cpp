@@ -207,11 +207,11 @@ TEST(Cache, ResolvesCacheDirectoryFromOptionsThenEnvironment) {
 TEST(Cache, ReadRejectsOtherFormatVersion) {
   TempDir t;
   ASSERT_TRUE(write_index(sample_index(), t / "i.json"));
-  edit_file(t / "i.json", "\"version\":3,", "\"version\":4,");
+  edit_file(t / "i.json", "\"version\":4,", "\"version\":5,");
   auto r = read_index(t / "i.json");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, Errc::cache);
-  EXPECT_NE(r.error().message.find("format version 4"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("format version 5"), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find(t / "i.json"), std::string::npos) << r.error().message;
 }
 
@@ -224,9 +224,9 @@ TEST(Cache, ReadRejectsForeignAndEmptyFiles) {
       {"\"epload-index\"", "not an epload index"},
       {"{\"format\":\"stevedore\",\"version\":1}", "not an epload index"},
       {"{\"groups\":{\"console_scripts\":[]},\"path_values\":[]}", "not an epload index"},
-      {"{\"format\":\"epload-index\",\"version\":3}", "truncated"},
-      {"{\"format\":\"epload-index\",\"version\":3}\n", "truncated"},
-      {"{\"format\":\"epload-index\",\"version\":2,\"checksum\":\"0123456789abcdef\"}\n", "format version 2"},
+      {"{\"format\":\"epload-index\",\"version\":4}", "truncated"},
+      {"{\"format\":\"epload-index\",\"version\":4}\n", "truncated"},
+      {"{\"format\":\"epload-index\",\"version\":3,\"checksum\":\"0123456789abcdef\"}\n", "format version 3"},
       {"{\"format\":\"epload-index\",\"version\":1,\"checksum\":\"0123456789abcdef\",\n\"key\":{}}", "format version 1"},
       {"{\n\"format\": \"epload-index\"}", "malformed"},
       {"{\"format\":\"epload-index\",\"version\":\"1\"}", "version"},
@@ -260,21 +260,21 @@ TEST(Cache, ReadRejectsValidJsonWithBadContent) {
     bool group_read_sees = true;  // the head or line 1 (group:g) is read by a query of "g"
   };
   const Edit edits[] = {
-      {3, ",0,\"\"]", ",7,\"\"]"},                           // dist -> nonexistent search path
-      {3, ",0,\"\"]", ",0]"},                                // short dist
-      {3, ",0,\"\"]", ",0,\"\",1]"},                          // long dist
+      {2, ",0,\"\"]", ",7,\"\"]"},                           // dist -> nonexistent search path
+      {2, ",0,\"\"]", ",0]"},                                // short dist
+      {2, ",0,\"\"]", ",0,\"\",1]"},                          // long dist
       {1, "\"entry_points\":[[0,", "\"entry_points\":[[5,"},  // entry point -> nonexistent dist
       {1, "{\"dists\":[[0,", "{\"dists\":[[1,"},              // group dist -> nonexistent dist
       {1, "\"n.dist-info\",0]", "\"n.dist-info\",4]"},         // group dist -> nonexistent path
       {1, "{\"dists\":[[0,", "{\"dists\":[[0,0,"},            // long group dist
       {1, "{\"dists\"", "{\"distz\""},
       {4, "[[0,\"n.dist-info", "[[3,\"n.dist-info"},          // watched -> nonexistent path
-      {3, "[[\"n\",", "[[1,"},                                // wrong type
-      {3, "[[\"n\",", "[[{\"hex\":\"zz\"},"},                 // bad hex
-      {3, "[[\"n\",", "[[{\"hex\":\"6\"},"},                  // odd hex
-      {3, "[[\"n\",", "[[{\"hex\":\"6e\",\"x\":1},"},         // extra field
-      {3, "[[\"n\",", "[[\"\\ud800\","},                        // lone surrogate
-      {3, "[[\"n\",", "[[\"\\q\","},                            // unknown escape
+      {2, "[[\"n\",", "[[1,"},                                // wrong type
+      {2, "[[\"n\",", "[[{\"hex\":\"zz\"},"},                 // bad hex
+      {2, "[[\"n\",", "[[{\"hex\":\"6\"},"},                  // odd hex
+      {2, "[[\"n\",", "[[{\"hex\":\"6e\",\"x\":1},"},         // extra field
+      {2, "[[\"n\",", "[[\"\\ud800\","},                        // lone surrogate
+      {2, "[[\"n\",", "[[\"\\q\","},                            // unknown escape
       {0, "\"relocatable\":false", "\"relocatable\":0"},
       {1, ",\"e\",\"v\"]", ",\"e\"]"},                          // short entry point
       {1, ",\"e\",\"v\"]", ",\"e\",\"v\",\"w\"]"},
@@ -289,10 +289,13 @@ TEST(Cache, ReadRejectsValidJsonWithBadContent) {
       {0, "\"first_error\":null", "\"first_error\":{\"dist\":[0,\"n\",\"1\",\"n.dist-info\",0],\"message\":\"x\"}",
        false},  // (only the "dists" section can contradict it)
       {0, "\"first_error\":null", "\"first_error\":{\"dist\":[1,\"n\",\"1\",\"n.dist-info\",0],\"message\":\"x\"}"},
-      {0, "\"group:g\"", "\"group:h\""},                        // stamps:g no longer follows its group
+      {0, "\"listings\"", "\"watched\""},                      // listings missing, two watched sections
       {0, "\"dists\"", "\"distz\""},                            // unknown section
       {0, "\"watched\"", "\"dists\""},                          // two dists sections
-      {0, ",1],[\"stamps:g\"", ",2],[\"stamps:g\""},            // count disagrees
+      {0, ",1],[\"listings\"", ",2],[\"listings\"", false},     // count disagrees (only "dists" can say)
+      {3, "[]", "[[0]]"},                                      // an empty listing
+      {3, "[]", "[[0,\"n.dist-info\"]]"},                      // more children than the head says
+      {0, "\"listings\"", "\"stamps:g\""},                      // a section of format 3
   };
   for (const Edit& e : edits) {
     reseal(t / "bad.json", edit_line(good, e.line, e.from, e.to));
@@ -311,7 +314,7 @@ TEST(Cache, ReadRejectsValidJsonWithBadContent) {
   const std::pair<std::string, std::string> decodes[] = {
       {"\\u006e", "n"}, {"\\/", "/"}, {"\\ud83d\\ude00", "\xf0\x9f\x98\x80"}, {"\\u00e9", "\xc3\xa9"}};
   for (const auto& [escaped, decoded] : decodes) {
-    std::string text = edit_line(good, 3, "[[\"n\",", "[[\"" + escaped + "\",");
+    std::string text = edit_line(good, 2, "[[\"n\",", "[[\"" + escaped + "\",");
     text = edit_line(text, 1, "[[0,\"n\",", "[[0,\"" + escaped + "\",");
     reseal(t / "bad.json", text);
     auto r = read_index(t / "bad.json");

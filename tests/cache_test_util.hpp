@@ -29,6 +29,7 @@
 #include "epload/cache.hpp"
 #include "epload/index.hpp"
 #include "epload/scanner.hpp"
+#include "index_hooks.hpp"
 #include "stamp.hpp"
 
 namespace epload::test {
@@ -205,6 +206,17 @@ inline bool identical(const Index& a, const Index& b, std::string* why = nullptr
 }
 
 /// The answer only: distributions and entry points, in order.
+/// The watched files of `index` with their stamps, one per line.
+inline std::string provenance_text(const Index& index) {
+  std::string out;
+  for (const WatchedFile& w : index.watched_files()) {
+    out += std::to_string(w.search_path) + " " + std::string(w.rel_path) + " " + std::to_string(w.stamp.ino) + " " +
+           std::to_string(w.stamp.size) + " " + std::to_string(w.stamp.mtime_ns) + " " +
+           std::to_string(w.stamp.ctime_ns) + " " + std::to_string(w.stamp.mode) + "\n";
+  }
+  return out;
+}
+
 inline std::string answer_text(const Index& index) {
   std::string out;
   for (const Distribution& d : index.distributions()) {
@@ -275,6 +287,9 @@ inline Index copy_index(const Index& src, const IndexEdit& edit = {}) {
     if (edit.watched_stamp) edit.watched_stamp(f.rel_path, s);
     b.add_watched_file(f.search_path, f.rel_path, s);
   }
+  for (const WatchedName& c : detail::IndexBuilderHooks::listed(src)) {
+    detail::IndexBuilderHooks::add_listed(b, c.search_path, c.rel_path);
+  }
   b.set_scanned_at(edit.scanned_at ? *edit.scanned_at : src.scanned_at_ns());
   return b.build();
 }
@@ -288,6 +303,11 @@ inline CacheReport open_checked(const CacheOptions& options) {
   EXPECT_TRUE(fresh) << fresh.error().message;
   if (got && fresh) {
     EXPECT_EQ(answer_text(**got), answer_text(*fresh)) << report.reason;
+    if (report.status == CacheStatus::refreshed) {
+      // A refresh records what a scan records: the same watched files with
+      // the same stamps, in the same order (the next check relies on them).
+      EXPECT_EQ(provenance_text(**got), provenance_text(*fresh)) << report.reason;
+    }
   }
   return report;
 }

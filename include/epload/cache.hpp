@@ -51,10 +51,6 @@ struct CacheOptions {
   /// distribution.  A rebuild still scans everything and may return the
   /// complete Index.
   std::vector<std::string> groups;
-  /// With `groups`: also load the stamps of the watched files inside those
-  /// groups' distributions (e.g. their entry_points.txt), for
-  /// Index::stamped_files().  (A rebuild's complete Index has every stamp.)
-  bool group_stamps = false;
   /// Optional, for hosts that build on the index at once (a loader): on a
   /// cache hit whose `full` check runs on the other CPU, called on the
   /// calling thread with the Index while that check is still running, so
@@ -70,11 +66,15 @@ struct CacheOptions {
 enum class CacheStatus {
   hit,       ///< cache file valid and used
   rebuilt,   ///< scanned, and the cache file (re)written
+  /// The cache file was stale: its answer was recomputed from the parts
+  /// that did not change (listings, distributions) and what changed was
+  /// read again, then the file rewritten; CacheReport::reason says how much.
+  refreshed,
   uncached,  ///< scanned; no cache used (disabled, or directory unusable)
   shipped,   ///< the shipped read-only index was used
 };
 
-/// "hit", "rebuilt", "uncached" or "shipped".
+/// "hit", "rebuilt", "refreshed", "uncached" or "shipped".
 const char* to_string(CacheStatus status);
 
 /// What happened, for --verbose and tests.

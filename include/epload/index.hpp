@@ -101,10 +101,6 @@ class Index {
   /// The watched files by name, in order, when watched_digest() is set;
   /// else empty.
   std::span<const WatchedName> watched_names() const;
-  /// Watched files with their stamps: watched_files() unless those carry
-  /// names only, in which case the stamps a partial load was asked for (the
-  /// files inside its groups' distributions; CacheOptions::group_stamps).
-  std::span<const WatchedFile> stamped_files() const;
   /// Provenance: CLOCK_REALTIME_COARSE (ns) taken before the first stat of
   /// the scan.  A stamp with mtime or ctime >= this may have changed again
   /// within the same clock tick, unseen ("racy"); caches must not trust it.
@@ -173,11 +169,10 @@ class IndexBuilder {
   void add_watched_file(std::uint32_t search_path, std::string_view rel_path,
                         const FileStamp& stamp);
   void set_scanned_at(std::int64_t ns);
-  /// Optional: room for this many more distributions, entry points and
-  /// watched files, watched names and stamped files (fewer reallocations,
-  /// and fewer fresh pages touched).
-  void reserve(std::size_t dists, std::size_t entry_points, std::size_t watched, std::size_t names = 0,
-               std::size_t stamped = 0);
+  /// Optional: room for this many more distributions, entry points,
+  /// watched files and watched names (fewer reallocations, and fewer fresh
+  /// pages touched).
+  void reserve(std::size_t dists, std::size_t entry_points, std::size_t watched, std::size_t names = 0);
 
   /// Marks the index as one that must not be cached (Index::not_cacheable()).
   void set_not_cacheable(std::string_view why);

@@ -8,7 +8,7 @@ after ``torch_npu`` ran).
 What loads and when is decided by the core's Loader (include/epload/
 loader.hpp, through ``_native.open_loader``), the same code the ``epload``
 command and C++ hosts run: the switches (epload/switches.hpp), the
-learned-devices store (one file format, src/learned.cpp, that ``epload
+learned-devices store (one file format, src/loader/learned.cpp, that ``epload
 devices`` reads too), and what is known of each backend.  This module only
 imports and calls a backend when the Loader asks, and tells it which public
 attributes the backend added to the host (its devices, kind "attr").  Modes:

@@ -213,9 +213,8 @@ bool Reader::group_entry(Element v, GroupData& out, GroupMode mode, std::size_t 
   return true;
 }
 
-/// A stamped row; with `stamped_only`, for stamped_files() alone (the
-/// watched list is the digest's names).
-bool Reader::watched_file(od::value v, bool stamped_only) {
+/// A stamped row of "watched".
+bool Reader::watched_file(od::value v) {
   std::uint32_t path = 0;
   std::string_view rel;
   FileStamp stamp;
@@ -225,12 +224,45 @@ bool Reader::watched_file(od::value v, bool stamped_only) {
     return stamp_field(xv, k - 2, "watched file stamp", stamp);
   });
   if (!ok) return false;
-  if (stamped_only) {
-    Hooks::add_stamped_file(m_builder, path, rel, stamp);
-    return true;
-  }
   m_builder.add_watched_file(path, rel, stamp);
   digest_add(m_stamped_digest, m_stamped_rows++, stamp);
+  return true;
+}
+
+/// One run of "listings": [search path, child, child, ...], search paths
+/// ascending.
+bool Reader::listing_run(od::value v, std::size_t& n, std::size_t count, std::uint32_t& last) {
+  od::array arr;
+  if (auto e = v.get_array().get(arr)) return fail(e, "listing");
+  std::uint32_t path = 0;
+  std::size_t k = 0;
+  for (auto x : arr) {
+    od::value xv;
+    if (auto e = x.get(xv)) return fail(e, "listing");
+    if (k++ == 0) {
+      if (!index(xv, "listing search path", m_paths.size(), path)) return false;
+      if (n != 0 && path <= last) return fail("listings out of order");
+      last = path;
+      continue;
+    }
+    std::string_view child;
+    if (!bytes(xv, "listed child", m_s1, child)) return false;
+    if (child.empty() || child.find('/') != std::string_view::npos) return fail("listed child is not a file name");
+    if (n >= count) return fail("holds more listed children than the head says (" + std::to_string(count) + ")");
+    Hooks::add_listed(m_builder, path, child);
+    ++n;
+  }
+  if (k < 2) return fail("empty listing");
+  return true;
+}
+
+bool Reader::listings(od::document& doc, std::size_t count) {
+  std::size_t n = 0;
+  std::uint32_t last = 0;
+  if (!each(doc, "listings", [&](od::value xv) { return listing_run(xv, n, count, last); })) return false;
+  if (n != count) {
+    return fail("holds " + std::to_string(n) + " listed children, the head says " + std::to_string(count));
+  }
   return true;
 }
 
@@ -302,9 +334,9 @@ bool Reader::watch_digest(od::document& doc, std::size_t count, bool add) {
   return true;
 }
 
-bool Reader::watched(od::document& doc, std::size_t count, bool stamped_only) {
+bool Reader::watched(od::document& doc, std::size_t count) {
   std::size_t n = 0;
-  const bool ok = each(doc, "watched files", [&](od::value xv) { return watched_file(xv, stamped_only) && ++n; });
+  const bool ok = each(doc, "watched files", [&](od::value xv) { return watched_file(xv) && ++n; });
   if (!ok) return false;
   if (n != count) {
     return fail("holds " + std::to_string(n) + " watched files, the head says " + std::to_string(count));
@@ -330,18 +362,19 @@ bool Reader::load_complete() {
   }
   GroupData g;
   for (const Section& s : m_sections) {
-    if (s.kind == Kind::stamps) {
-      // Not needed (the watched section has every stamp), but a complete
-      // read vouches for every byte of the file.
-      const char* data = nullptr;
-      std::size_t capacity = 0;
-      m_problem.where = s.name;
-      if (!m_bytes.fetch(s, data, capacity)) return false;
-      m_problem.where.clear();
-    }
     if (s.kind != Kind::group) continue;
     g.section = &s;
     if (!parse_section(s, [&](od::document& d) { return group(d, g, GroupMode::complete); })) return false;
+  }
+  if (!parse_section(*at.listings, [&](od::document& d) { return listings(d, at.listings->count); })) return false;
+  {
+    const Index& so_far = Hooks::in_progress(m_builder);
+    std::vector<std::uint32_t> counts(m_paths.size(), 0);
+    for (const WatchedName& c : Hooks::listed(so_far)) ++counts[c.search_path];
+    for (std::uint32_t i = 0; i < counts.size(); ++i) {
+      // (listed_count() answers from the head's counts here.)
+      if (Hooks::listed_count(so_far, i) != counts[i]) return fail("search path listed counts disagree with \"listings\"");
+    }
   }
   if (!parse_section(*at.watched, [&](od::document& d) { return watched(d, at.watched->count); })) return false;
   return parse_section(*at.watch_digest,
@@ -353,9 +386,9 @@ bool Reader::load_partial() {
   std::sort(wanted.begin(), wanted.end());
   wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
 
-  // What to read, in file order: the groups' sections (and their stamps
-  // sections, or the watched section).  Their bytes stay in their buffers
-  // until the Index is built: the rows below are views into them.
+  // What to read, in file order: the groups' sections (and the watched
+  // names or stamps).  Their bytes stay in their buffers until the Index is
+  // built: the rows below are views into them.
   std::vector<const Section*> needed;
   std::size_t eps_total = 0, stamps_total = 0;
   for (std::string_view group : wanted) {
@@ -363,30 +396,21 @@ bool Reader::load_partial() {
     if (s == nullptr) continue;  // no entry points in this group
     needed.push_back(s);
     eps_total += static_cast<std::size_t>(s->count);
-    const Section* stamps = s + 1;  // check_layout(): a stamps section follows its group's
-    if (m_expect.group_stamps && !m_expect.watched_stamps && stamps != m_sections.data() + m_sections.size() &&
-        stamps->kind == Kind::stamps) {
-      needed.push_back(stamps);
-      stamps_total += static_cast<std::size_t>(stamps->count);
-    }
   }
-  // `full` validation: the names and their digest (the groups' stamps, if
-  // wanted, come from their own sections), unless every stamp is wanted (a
-  // stale cache names the file that changed).
+  // `full` validation: the names and their digest, unless every stamp is
+  // wanted (a stale cache names the file that changed).
   std::size_t names_total = 0;
   if (m_expect.watched) {
     needed.push_back(m_expect.watched_stamps ? m_layout.watched : m_layout.watch_digest);
     (m_expect.watched_stamps ? stamps_total : names_total) += static_cast<std::size_t>(m_layout.watched->count);
   }
   std::sort(needed.begin(), needed.end());  // pointers into m_sections: file order
-  // A group's stamps beside the digest's names go to stamped_files() only.
-  const bool stamped_only = m_expect.watched && !m_expect.watched_stamps;
   m_builder.reserve(0, 0, 0, names_total);  // first: the early check waits for these
   if (!names_first(names_total, needed)) return false;
-  m_builder.reserve(eps_total, eps_total, stamped_only ? 0 : stamps_total, 0, stamped_only ? stamps_total : 0);
+  m_builder.reserve(eps_total, eps_total, stamps_total, 0);
   if (!m_bytes.read_sections(needed)) return false;
   std::vector<GroupData> groups;
-  if (!load_groups(needed, groups) || !load_stamps(needed, stamped_only)) return false;
+  if (!load_groups(needed, groups) || !load_stamps(needed)) return false;
   finish_partial(wanted, names_total, groups);
   return true;
 }
@@ -473,15 +497,15 @@ bool Reader::merge_groups(const std::vector<GroupData>& groups) {
   return true;
 }
 
-/// The sections among `needed` that are not groups': stamps, the watched
-/// names with their digest, or every watched file with its stamp.
-bool Reader::load_stamps(const std::vector<const Section*>& needed, bool stamped_only) {
+/// The sections among `needed` that are not groups': the watched names
+/// with their digest, or every watched file with its stamp.
+bool Reader::load_stamps(const std::vector<const Section*>& needed) {
   for (const Section* s : needed) {
     if (s->kind == Kind::group) continue;
     const bool ok =
         s->kind == Kind::watch_digest
             ? parse_section(*s, [&](od::document& d) { return watch_digest(d, s->count, /*add=*/true); })
-            : parse_section(*s, [&](od::document& d) { return watched(d, s->count, stamped_only && s->kind == Kind::stamps); });
+            : parse_section(*s, [&](od::document& d) { return watched(d, s->count); });
     if (!ok) return false;
   }
   return true;

@@ -33,7 +33,7 @@ namespace epload::detail {
 
 /// Bumped whenever the file layout or its meaning changes; part of the key,
 /// so files of other versions are simply never looked up (and pruned).
-inline constexpr int k_cache_format_version = 3;
+inline constexpr int k_cache_format_version = 4;
 
 /// Bumped whenever the scanner's answer for the same files changes (2: a
 /// dist-info stem stands for METADATA only as the wheel format writes it;
@@ -126,8 +126,6 @@ struct ReadExpectations {
   std::vector<std::string> groups;
   /// Partial reads: also the watched section (`full` validation needs it).
   bool watched = false;
-  /// Partial reads: also the groups' stamps sections.
-  bool group_stamps = false;
   /// Partial reads with `watched`: every watched file with its stamp, not
   /// only their names and digest (to name the file that changed).
   bool watched_stamps = false;
@@ -197,12 +195,16 @@ class EarlyFullCheck {
   struct State;
 
  private:
-  friend bool still_valid(const Index&, Validation, std::string*, EarlyFullCheck*);
+  friend bool still_valid(const Index&, Validation, std::string*, EarlyFullCheck*, bool*);
   std::unique_ptr<State> m;
 };
 
 /// still_valid() (cache.hpp), joining `early` when it was started on this
-/// index's watched names; `early` is finished or abandoned on return.
-bool still_valid(const Index& index, Validation validation, std::string* why, EarlyFullCheck* early);
+/// index's watched names; `early` is finished or abandoned on return.  With
+/// `watched_ok` under `full`, the watched files are checked even when a
+/// search path changed, and `watched_ok` says whether they all hold (what a
+/// refresh then need not stat again); otherwise it is left false.
+bool still_valid(const Index& index, Validation validation, std::string* why, EarlyFullCheck* early,
+                 bool* watched_ok = nullptr);
 
 }  // namespace epload::detail

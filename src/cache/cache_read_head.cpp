@@ -172,11 +172,15 @@ bool Reader::search_path(od::value v) {
   if (auto e = v.get_object().get(obj)) return fail(e, "search path");
   std::string_view stored;
   FileStamp stamp;
+  std::uint64_t listed = 0;
   std::size_t k = 0;
   for (auto f : obj) {
     std::string_view name;
     if (auto e = f.unescaped_key().get(name)) return fail(e, "search path");
-    if (k == 0 && name == "path") {
+    if (k == 2 && name == "listed") {
+      if (!u64(f.value(), "search path listed count", listed)) return false;
+      if (listed > 0xffffffffu) return fail("search path listed count out of range");
+    } else if (k == 0 && name == "path") {
       if (!bytes(f.value(), "search path", m_s1, stored)) return false;
     } else if (k == 1 && name == "stamp") {
       if (!row(f.value(), "search path stamp", 6, [&](std::size_t n, od::value xv) {
@@ -189,7 +193,8 @@ bool Reader::search_path(od::value v) {
     }
     ++k;
   }
-  if (k != 2) return fail("incomplete search path");
+  if (k != 3) return fail("incomplete search path");
+  Hooks::set_listed_count(m_builder, static_cast<std::uint32_t>(m_paths.size()), static_cast<std::uint32_t>(listed));
   return add_search_path(stored, stamp);
 }
 
@@ -288,11 +293,10 @@ bool Reader::section_row(od::value v) {
   if (name.starts_with("group:")) {
     s.kind = Kind::group;
     s.group = name.substr(6);
-  } else if (name.starts_with("stamps:")) {
-    s.kind = Kind::stamps;
-    s.group = name.substr(7);
   } else if (name == "dists") {
     s.kind = Kind::dists;
+  } else if (name == "listings") {
+    s.kind = Kind::listings;
   } else if (name == "watched") {
     s.kind = Kind::watched;
   } else if (name == "watch_digest") {

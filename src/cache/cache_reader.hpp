@@ -156,8 +156,10 @@ class Reader {
   bool group(od::document& doc, GroupData& out, GroupMode mode);
   bool group_dist(Element v, GroupData& out, GroupMode mode, std::size_t rows, std::uint32_t& last);
   bool group_entry(Element v, GroupData& out, GroupMode mode, std::size_t dist_rows);
-  bool watched(od::document& doc, std::size_t count, bool stamped_only = false);
-  bool watched_file(od::value v, bool stamped_only);
+  bool watched(od::document& doc, std::size_t count);
+  bool watched_file(od::value v);
+  bool listings(od::document& doc, std::size_t count);
+  bool listing_run(od::value v, std::size_t& n, std::size_t count, std::uint32_t& last);
   bool watch_digest(od::document& doc, std::size_t count, bool add);
   bool watch_run(od::value v, std::size_t& n, std::size_t count, bool add);
   bool load_complete();
@@ -165,7 +167,7 @@ class Reader {
   bool names_first(std::size_t names_total, std::vector<const Section*>& needed);
   bool load_groups(const std::vector<const Section*>& needed, std::vector<GroupData>& groups);
   bool merge_groups(const std::vector<GroupData>& groups);
-  bool load_stamps(const std::vector<const Section*>& needed, bool stamped_only);
+  bool load_stamps(const std::vector<const Section*>& needed);
   void finish_partial(const std::vector<std::string_view>& wanted, std::size_t names_total,
                       const std::vector<GroupData>& groups);
   const Section* find(Kind kind, std::string_view group) const;

@@ -85,17 +85,18 @@ bool check_layout(const std::vector<Section>& sections, std::uint64_t head_len, 
         }
         last_group = &s;
         break;
-      case Kind::stamps:
-        if (tail || i == 0 || sections[i - 1].kind != Kind::group || sections[i - 1].group != s.group) {
-          return fail_section(problem, s, "does not follow its group's section");
-        }
-        break;
       case Kind::dists:
         if (tail) return problem.fail("two \"dists\" sections");
         out.dists = &s;
         break;
+      case Kind::listings:
+        if (out.dists == nullptr || out.listings != nullptr || out.watched != nullptr) {
+          return problem.fail("section \"listings\" is out of order");
+        }
+        out.listings = &s;
+        break;
       case Kind::watched:
-        if (out.dists == nullptr || out.watched != nullptr || i + 2 < sections.size()) {
+        if (out.listings == nullptr || out.watched != nullptr || i + 2 < sections.size()) {
           return problem.fail("section \"watched\" is out of order");
         }
         out.watched = &s;
@@ -111,8 +112,8 @@ bool check_layout(const std::vector<Section>& sections, std::uint64_t head_len, 
         break;
     }
   }
-  if (out.dists == nullptr || out.watched == nullptr || out.watch_digest == nullptr) {
-    return problem.fail("missing \"dists\", \"watched\" or \"watch_digest\" section");
+  if (out.dists == nullptr || out.listings == nullptr || out.watched == nullptr || out.watch_digest == nullptr) {
+    return problem.fail("missing \"dists\", \"listings\", \"watched\" or \"watch_digest\" section");
   }
   if (at != size) return problem.fail("trailing data after the last section");
   return true;

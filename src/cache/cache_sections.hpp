@@ -29,7 +29,7 @@ struct ReadProblem {
 };
 
 /// What a section holds.
-enum class Kind { group, stamps, dists, watched, watch_digest };
+enum class Kind { group, dists, listings, watched, watch_digest };
 
 /// One row of the head's "sections".  The views point into the head's
 /// buffer (or the reader's copies of escaped strings), which live as long
@@ -37,7 +37,7 @@ enum class Kind { group, stamps, dists, watched, watch_digest };
 struct Section {
   Kind kind = Kind::group;
   std::string_view name;   // as stored, for messages
-  std::string_view group;  // group and stamps sections: the group
+  std::string_view group;  // group sections: the group
   std::string_view hash;   // 16 hex digits, decoded when the section is read
   std::uint64_t offset = 0, length = 0, count = 0;
 };
@@ -45,6 +45,7 @@ struct Section {
 /// The sections every file has, as check_layout() found them.
 struct Layout {
   const Section* dists = nullptr;
+  const Section* listings = nullptr;
   const Section* watched = nullptr;
   const Section* watch_digest = nullptr;
 };

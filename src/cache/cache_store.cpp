@@ -46,6 +46,7 @@
 
 #include "kept_files.hpp"
 #include "cache_internal.hpp"
+#include "cache_refresh.hpp"
 #include "epload/profile.hpp"
 #include "epload/scanner.hpp"
 #include "memory.hpp"
@@ -89,7 +90,6 @@ Result<Index> open_shipped(const std::string& path, const CacheOptions& options)
   // Only the search-path stamps are checked for a shipped index: the watched
   // list is never needed.
   expect.groups = options.groups;
-  expect.group_stamps = options.group_stamps;
   auto index = read_index_fd(fd.fd, path, expect);
   if (!index) return index.error();
   std::string why;
@@ -102,6 +102,7 @@ struct Lookup {
   std::shared_ptr<const Index> index;  // set on a valid hit
   std::string why;                     // else: why not
   bool dir_unsafe = false;             // never write into it
+  Refreshed refreshed;                 // stale: the answer refreshed from the file's parts
 };
 
 /// Checks the open descriptor `fd` of `path` (`what`: "cache directory" or
@@ -171,7 +172,6 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
   expect.key = &key;
   expect.groups = options.groups;
   expect.watched = validation == Validation::full;  // only `full` needs the watched stamps
-  expect.group_stamps = options.group_stamps;
   expect.map_file = cache_files_mapped();
   // Under `full`, the stat calls start on the other CPU as soon as the
   // names are read, while the groups are parsed.
@@ -195,8 +195,16 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
     }
   }
   std::string stale;
-  if (!still_valid(*index, validation, &stale, &early)) {
-    out.why = "stale: " + name_the_change(*index, fd.fd, path, expect, validation, std::move(stale));
+  bool watched_ok = false;
+  if (!still_valid(*index, validation, &stale, &early, &watched_ok)) {
+    if (index->watched_digest() == nullptr) out.why = "stale: " + stale;
+    // Refreshed from its parts (cache_refresh.cpp); if that fails, scanned.
+    if (auto r = refresh_index(fd.fd, path, key, options, watched_ok); r) {
+      out.refreshed = std::move(r.value());
+      if (out.why.empty()) out.why = "stale: " + stale;
+      return out;
+    }
+    if (out.why.empty()) out.why = "stale: " + name_the_change(*index, fd.fd, path, expect, validation, std::move(stale));
     return out;
   }
   out.index = std::move(index);
@@ -271,9 +279,10 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
     return found.index;
   }
 
-  auto index = scan_now();
+  const bool refreshed = found.refreshed.index != nullptr;
+  auto index = refreshed ? Result<std::shared_ptr<const Index>>(std::move(found.refreshed.index)) : scan_now();
   if (!index) return index;
-  rep.reason = prefix + found.why;
+  rep.reason = prefix + (refreshed ? found.refreshed.summary + " (" + found.why + ")" : found.why);
   if (const std::string_view why = (*index)->not_cacheable(); !why.empty()) {
     // The answer holds an I/O error that may be gone next time, with the
     // file unchanged: cached, it would be served for good.
@@ -294,7 +303,7 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
     rep.cache_dir_problem = stored.error().message;
     return index;
   }
-  rep.status = CacheStatus::rebuilt;
+  rep.status = refreshed ? CacheStatus::refreshed : CacheStatus::rebuilt;
   return index;
 }
 
@@ -338,6 +347,7 @@ const char* to_string(CacheStatus status) {
   switch (status) {
     case CacheStatus::hit: return "hit";
     case CacheStatus::rebuilt: return "rebuilt";
+    case CacheStatus::refreshed: return "refreshed";
     case CacheStatus::uncached: return "uncached";
     case CacheStatus::shipped: return "shipped";
   }
@@ -368,7 +378,9 @@ Result<std::shared_ptr<const Index>> Catalog::get(
     if (ok) {
       if (report != nullptr) {
         *report = how;
-        if (how.status == CacheStatus::rebuilt) report->status = CacheStatus::hit;
+        if (how.status == CacheStatus::rebuilt || how.status == CacheStatus::refreshed) {
+          report->status = CacheStatus::hit;
+        }
         if (report->status == CacheStatus::hit) report->reason.clear();
       }
       return current;

@@ -45,6 +45,8 @@
 
 #include "cache_internal.hpp"
 #include "epload/profile.hpp"
+#include "index_hooks.hpp"
+#include "scan_list.hpp"
 #include "parallel.hpp"
 #include "stamp.hpp"
 #include "watch_digest.hpp"
@@ -343,10 +345,18 @@ bool paths_unchanged(const Index& index, Validation validation, std::string* why
     if (why) *why = "index has no stamps for its search paths";
     return false;
   }
+  const bool listed_known = IndexBuilderHooks::listed_known(index);
   for (std::size_t i = 0; i < paths.size(); ++i) {
     const FileStamp now = detail::path_stamp(detail::os_path(paths[i]));
     profile::count(profile::Counter::stat);
     const bool racy = detail::is_racy(stamps[i], index.scanned_at_ns());
+    if ((now != stamps[i] || racy) && listed_known && IndexBuilderHooks::listed_count(index, i) == 0 &&
+        paths[i].find('\0') == std::string_view::npos && lists_no_metadata(detail::os_path(paths[i]).c_str())) {
+      // An entry that listed no metadata and lists none now (a script's
+      // directory that gained a log file) contributes nothing still: listed
+      // again on each check, not a reason to refresh.
+      continue;
+    }
     if (now != stamps[i] || racy) {
       if (why) *why = "search path " + describe(stamps[i], now, racy, std::string(paths[i]));
       return false;
@@ -389,7 +399,8 @@ bool check_answer(const Index& index, const FullCheck& check, std::size_t count,
 
 }  // namespace
 
-bool still_valid(const Index& index, Validation validation, std::string* why, EarlyFullCheck* early) {
+bool still_valid(const Index& index, Validation validation, std::string* why, EarlyFullCheck* early,
+                 bool* watched_ok) {
   // A check started on other names than this index's (never, in the reader's
   // use) or not wanted is stopped first; a started one is otherwise joined
   // below, and every return path leaves it finished.
@@ -407,7 +418,12 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
   } finish{started != nullptr ? early : nullptr};
   profile::Span span(profile::Phase::stat, validation == Validation::full ? "validate full" : "validate paths");
   profile::test_slowdown(profile::SlowPoint::validate);  // test builds only
-  if (!paths_unchanged(index, validation, why)) return false;
+  const bool paths_ok = paths_unchanged(index, validation, why);
+  // A changed search path need not end the check: a refresh wants to know
+  // whether the watched files still hold, and the stats are under way.
+  const bool files_too = watched_ok != nullptr && validation == Validation::full && index.watched_complete() &&
+                         index.search_path_stamps().size() == index.search_paths().size();
+  if (!paths_ok && !files_too) return false;
   if (validation == Validation::paths) return true;
 
   FullCheck local;
@@ -420,7 +436,10 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
     check.by_digest = index.watched_digest() != nullptr;
   }
   const std::size_t count = check.size();
-  if (count == 0) return true;
+  if (count == 0) {
+    if (watched_ok != nullptr) *watched_ok = true;
+    return paths_ok;
+  }
   if (started != nullptr) {
     // The helper has been at it since the names were read: take the rest
     // of the chunks here, then wait for its last one.
@@ -431,7 +450,9 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
   } else {
     check.run();
   }
-  return check_answer(index, check, count, why);
+  const bool files_ok = check_answer(index, check, count, paths_ok ? why : nullptr);
+  if (watched_ok != nullptr) *watched_ok = files_ok;
+  return paths_ok && files_ok;
 }
 
 }  // namespace detail

@@ -10,19 +10,18 @@
 // function of the offset base, so this takes two or three rounds).  Byte
 // strings that are valid UTF-8 become JSON strings with ", \ and control
 // characters escaped (so no line ever holds a raw newline); any other
-// becomes {"hex":"..."}.  Distributions and watched files appear twice (in
-// their group's sections and in "dists" / "watched"), so their text is
-// encoded once and copied.  6,000 distributions make 2.6 MB (1.65x the
+// becomes {"hex":"..."}.  Distributions appear twice (in their groups'
+// sections and in "dists"), so their text is encoded once and copied.  6,000 distributions make 2.6 MB (1.65x the
 // single document of version 1), serialized in ~4 ms: paid once per change
 // of the environment, for a hit that reads a tenth of it.
 #include <algorithm>  // sort, lower_bound
 #include <charconv>   // to_chars
 #include <limits>
-#include <unordered_map>  // watched file -> distribution
 #include <vector>
 
 #include "cache_internal.hpp"
 #include "epload/metadata.hpp"  // find_invalid_utf8
+#include "index_hooks.hpp"       // the listings
 #include "watch_digest.hpp"
 
 namespace epload::detail {
@@ -112,7 +111,8 @@ void watched_row(JsonWriter& w, const WatchedFile& f) {
 /// Appends the head line (docs/cache-format.md) with section offsets shifted by
 /// `base`; the checksum is filled in by the caller.
 std::size_t write_head(std::string& out, const Index& index, const WriteOptions& options,
-                       const std::vector<std::string_view>& paths_text, const std::string& first_error,
+                       const std::vector<std::string_view>& paths_text, const std::vector<std::uint32_t>& listed,
+                       const std::string& first_error,
                        const std::vector<SectionRecord>& sections, std::size_t base) {
   JsonWriter w(out);
   w.raw("{\"format\":\"epload-index\",\"version\":");
@@ -133,7 +133,9 @@ std::size_t write_head(std::string& out, const Index& index, const WriteOptions&
     w.bytes(paths_text[i]);
     w.raw(",\"stamp\":[");
     w.stamp_numbers(i < stamps.size() ? stamps[i] : FileStamp{});
-    w.raw("]}");
+    w.raw("],\"listed\":");
+    w.number(i < listed.size() ? listed[i] : 0);
+    w.raw("}");
   }
   w.raw("],\"first_error\":");
   w.raw(first_error);
@@ -159,9 +161,9 @@ std::size_t write_head(std::string& out, const Index& index, const WriteOptions&
 }
 
 /// The sections of a serialized index, appended in file order to one
-/// string, with their records for the head.  A distribution's fields and a
-/// watched file's row are written twice (in a group or stamps section, and
-/// in "dists" or "watched"), so each is encoded once (the pools) and copied.
+/// string, with their records for the head.  A distribution's fields are
+/// written in each of its groups' sections and in "dists", so they are
+/// encoded once (the pool) and copied.
 class BodyWriter {
  public:
   BodyWriter(const Index& index, std::span<const std::string_view> dir_text)
@@ -169,16 +171,18 @@ class BodyWriter {
         m_dir_text(dir_text), m_w(body) {
     body.reserve(256 + m_dists.size() * 320 + index.entry_points().size() * 80 + m_watched.size() * 200);
     encode_pools();
-    find_owners();
   }
 
   std::string body;
   std::vector<SectionRecord> sections;
 
-  /// One "group:G" section per group, each followed by its "stamps:G"
-  /// section when its distributions hold watched files.
+  /// One "group:G" section per group.
   void groups();
   void dists();
+  /// The children of each search path that importlib's Lookup takes, in
+  /// discovery order (shadowed ones included), in runs by search path: what
+  /// a refresh reuses for a search path that did not change.
+  void listings();
   void watched();
   /// The watched files by name only, in runs by search path, with the
   /// digest of their stamps: all `full` validation reads (watch_digest.hpp).
@@ -210,11 +214,7 @@ class BodyWriter {
   std::string_view dist_fields(std::size_t gi) const {
     return std::string_view(m_dist_pool).substr(m_dist_at[gi], m_dist_at[gi + 1] - m_dist_at[gi]);
   }
-  std::string_view watched_text(std::size_t k) const {
-    return std::string_view(m_watched_pool).substr(m_watched_at[k], m_watched_at[k + 1] - m_watched_at[k]);
-  }
   void encode_pools();
-  void find_owners();
   void group(std::string_view group);
 
   const Index& m_index;
@@ -222,11 +222,8 @@ class BodyWriter {
   std::span<const WatchedFile> m_watched;
   std::span<const std::string_view> m_dir_text;
   JsonWriter m_w;
-  std::string m_dist_pool, m_watched_pool;
-  std::vector<std::size_t> m_dist_at, m_watched_at;
-  // The watched files inside distribution gi: m_watch_list[m_watch_begin[gi]
-  // .. m_watch_begin[gi + 1]).
-  std::vector<std::uint32_t> m_watch_begin, m_watch_list;
+  std::string m_dist_pool;
+  std::vector<std::size_t> m_dist_at;
   std::vector<std::uint32_t> m_local;  // scratch: a group's distributions, ascending
 };
 
@@ -244,43 +241,6 @@ void BodyWriter::encode_pools() {
     pw.raw(",");
     pw.number(d.search_path);
     m_dist_at[gi + 1] = m_dist_pool.size();
-  }
-  m_watched_at.assign(m_watched.size() + 1, 0);
-  m_watched_pool.reserve(m_watched.size() * 112);
-  JsonWriter ww(m_watched_pool);
-  for (std::size_t k = 0; k < m_watched.size(); ++k) {
-    watched_row(ww, m_watched[k]);
-    m_watched_at[k + 1] = m_watched_pool.size();
-  }
-}
-
-/// Which distribution each watched file lies in: (search path, directory of
-/// the file) against (search path, stored metadata directory).
-void BodyWriter::find_owners() {
-  constexpr std::uint32_t k_none = std::numeric_limits<std::uint32_t>::max();
-  m_watch_begin.assign(m_dists.size() + 1, 0);
-  // (The same directory name can lie in several search paths.)
-  std::unordered_multimap<std::string_view, std::uint32_t> by_dir;
-  by_dir.reserve(m_dists.size());
-  for (std::size_t gi = 0; gi < m_dists.size(); ++gi) {
-    if (is_relative(m_dir_text[gi])) by_dir.emplace(m_dir_text[gi], static_cast<std::uint32_t>(gi));
-  }
-  std::vector<std::uint32_t> owner(m_watched.size(), k_none);
-  for (std::size_t k = 0; k < m_watched.size(); ++k) {
-    const std::string_view rel = m_watched[k].rel_path;
-    const std::size_t slash = rel.rfind('/');
-    if (slash == std::string_view::npos) continue;
-    auto [it, end] = by_dir.equal_range(rel.substr(0, slash));
-    while (it != end && m_dists[it->second].search_path != m_watched[k].search_path) ++it;
-    if (it == end) continue;
-    owner[k] = it->second;
-    ++m_watch_begin[it->second + 1];
-  }
-  for (std::size_t gi = 0; gi < m_dists.size(); ++gi) m_watch_begin[gi + 1] += m_watch_begin[gi];
-  m_watch_list.resize(m_watch_begin[m_dists.size()]);
-  std::vector<std::uint32_t> fill(m_watch_begin.begin(), m_watch_begin.end() - 1);
-  for (std::size_t k = 0; k < m_watched.size(); ++k) {
-    if (owner[k] != k_none) m_watch_list[fill[owner[k]]++] = static_cast<std::uint32_t>(k);
   }
 }
 
@@ -319,22 +279,6 @@ void BodyWriter::group(std::string_view group) {
   }
   m_w.raw("]}");
   end();
-
-  std::size_t stamps = 0;
-  for (std::uint32_t gi : m_local) stamps += m_watch_begin[gi + 1] - m_watch_begin[gi];
-  if (stamps == 0) return;
-  begin("stamps:" + std::string(group), stamps);
-  m_w.raw("[");
-  first = true;
-  for (std::uint32_t gi : m_local) {
-    for (std::uint32_t k = m_watch_begin[gi]; k < m_watch_begin[gi + 1]; ++k) {
-      if (!first) m_w.raw(",");
-      first = false;
-      m_w.raw(watched_text(m_watch_list[k]));
-    }
-  }
-  m_w.raw("]");
-  end();
 }
 
 void BodyWriter::dists() {
@@ -347,8 +291,24 @@ void BodyWriter::dists() {
   });
 }
 
+void BodyWriter::listings() {
+  const auto listed = IndexBuilderHooks::listed(m_index);
+  begin("listings", listed.size());
+  m_w.raw("[");
+  for (std::size_t k = 0; k < listed.size(); ++k) {
+    if (k == 0 || listed[k].search_path != listed[k - 1].search_path) {
+      m_w.raw(k == 0 ? "[" : "],[");
+      m_w.number(listed[k].search_path);
+    }
+    m_w.raw(",");
+    m_w.bytes(listed[k].rel_path);
+  }
+  m_w.raw(listed.empty() ? "]" : "]]");
+  end();
+}
+
 void BodyWriter::watched() {
-  array_section("watched", m_watched.size(), [&](std::size_t k) { m_w.raw(watched_text(k)); });
+  array_section("watched", m_watched.size(), [&](std::size_t k) { watched_row(m_w, m_watched[k]); });
 }
 
 void BodyWriter::watch_digest() {
@@ -432,9 +392,17 @@ Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& 
   BodyWriter body(index, dir_text);
   body.groups();
   body.dists();
+  body.listings();
   body.watched();
   body.watch_digest();
   const std::string first_error = body.first_error();
+  // How many children each search path listed: what a partial load checks
+  // a changed path against (an entry that listed none and lists none now
+  // contributes nothing still).
+  std::vector<std::uint32_t> listed(paths.size(), 0);
+  for (const WatchedName& c : IndexBuilderHooks::listed(index)) {
+    if (c.search_path < listed.size()) ++listed[c.search_path];
+  }
 
   // The head's length depends on the offsets it records, which depend on
   // its length: grow the base until it stops changing.
@@ -442,7 +410,7 @@ Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& 
   std::size_t base = 0, checksum_at = 0;
   for (;;) {
     out.clear();
-    checksum_at = write_head(out, index, options, *paths_text, first_error, body.sections, base);
+    checksum_at = write_head(out, index, options, *paths_text, listed, first_error, body.sections, base);
     if (out.size() == base) break;
     base = out.size();
   }

@@ -12,6 +12,8 @@
 
 #include <cerrno>    // errno
 #include <cstdio>    // fprintf, fwrite
+#include <cstdlib>   // getenv
+#include <string_view>
 #include <optional>  // the target's suffixes, once known
 
 namespace epload::cli {
@@ -213,7 +215,9 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, C
   }
   CacheReport report;
   auto index = open_index(co, &report);
-  if (options.verbose) {
+  // EPLOAD_DEBUG, the Python front's switch for the same report, asks for it too.
+  const char* debug = std::getenv("EPLOAD_DEBUG");
+  if (options.verbose || (debug != nullptr && *debug != '\0' && std::string_view(debug) != "0")) {
     std::fprintf(stderr, "epload: cache %s%s%s%s%s\n", to_string(report.status),
                  report.file.empty() ? "" : " (", report.file.c_str(), report.file.empty() ? "" : ")",
                  report.reason.empty() ? "" : (": " + report.reason).c_str());

@@ -251,6 +251,7 @@ Findings gather(HostRun& r) {
 const char* cache_outcome(const CacheReport& report) {
   return report.status == CacheStatus::hit       ? "cache hit"
          : report.status == CacheStatus::rebuilt ? "cache rebuilt (scanned)"
+         : report.status == CacheStatus::refreshed ? "cache refreshed (what changed was read)"
          : report.status == CacheStatus::shipped ? "shipped index"
                                                  : "uncached (scanned)";
 }

@@ -37,7 +37,8 @@ struct Index::Data {
   bool complete = true;
   bool watched_complete = true;
   std::optional<WatchedDigest> watched_digest;  // set: watched_names, not watched
-  std::vector<WatchedFile> stamped;              // only with a digest
+  std::vector<WatchedName> listed;               // the listings' candidates (scan_reuse.hpp)
+  std::vector<std::uint32_t> listed_count;       // per search path, from a cache file's head
   std::vector<std::string_view> loaded_groups;  // sorted, distinct
   bool has_first_error = false;
   Distribution first_error;  // the global one, when has_first_error
@@ -60,9 +61,6 @@ const WatchedDigest* Index::watched_digest() const {
   return m->watched_digest ? &*m->watched_digest : nullptr;
 }
 std::span<const WatchedName> Index::watched_names() const { return m->watched_names; }
-std::span<const WatchedFile> Index::stamped_files() const {
-  return m->watched_digest ? std::span<const WatchedFile>(m->stamped) : std::span<const WatchedFile>(m->watched);
-}
 
 std::span<const EntryPoint> Index::group(std::string_view group) const {
   const auto& g = m->groups;
@@ -173,27 +171,39 @@ void IndexBuilder::set_scanned_at(std::int64_t ns) { m->index.m->scanned_at_ns =
 void detail::IndexBuilderHooks::set_watched_digest(IndexBuilder& b, const WatchedDigest& digest) {
   b.m->index.m->watched_digest = digest;
 }
-void detail::IndexBuilderHooks::add_stamped_file(IndexBuilder& b, std::uint32_t search_path, std::string_view rel_path,
-                                    const FileStamp& stamp) {
+void detail::IndexBuilderHooks::add_listed(IndexBuilder& b, std::uint32_t search_path, std::string_view child) {
   auto& d = *b.m->index.m;
-  d.stamped.push_back({search_path, d.arena.copy(rel_path), stamp});
+  d.listed.push_back({d.arena.copy(child), search_path});
+}
+std::span<const WatchedName> detail::IndexBuilderHooks::listed(const Index& index) { return index.m->listed; }
+void detail::IndexBuilderHooks::set_listed_count(IndexBuilder& b, std::uint32_t path, std::uint32_t count) {
+  auto& counts = b.m->index.m->listed_count;
+  if (counts.size() <= path) counts.resize(path + 1);
+  counts[path] = count;
+}
+bool detail::IndexBuilderHooks::listed_known(const Index& index) {
+  return !index.m->listed_count.empty() || !index.m->listed.empty() || index.m->dists.empty();
+}
+std::uint32_t detail::IndexBuilderHooks::listed_count(const Index& index, std::uint32_t path) {
+  if (path < index.m->listed_count.size()) return index.m->listed_count[path];
+  std::uint32_t n = 0;
+  for (const WatchedName& c : index.m->listed) n += c.search_path == path;
+  return n;
 }
 
 void IndexBuilder::reserve(std::size_t dists, std::size_t entry_points, std::size_t watched,
-                           std::size_t names, std::size_t stamped) {
+                           std::size_t names) {
   auto& d = *m->index.m;
   d.dists.reserve(d.dists.size() + dists);
   m->pending_dist.reserve(m->pending_dist.size() + entry_points);
   d.eps.reserve(d.eps.size() + entry_points);
   d.watched.reserve(d.watched.size() + watched);
   d.watched_names.reserve(d.watched_names.size() + names);
-  d.stamped.reserve(d.stamped.size() + stamped);
   detail::prefault_capacity(d.dists);
   detail::prefault_capacity(m->pending_dist);
   detail::prefault_capacity(d.eps);
   detail::prefault_capacity(d.watched);
   detail::prefault_capacity(d.watched_names);
-  detail::prefault_capacity(d.stamped);
 }
 
 void detail::IndexBuilderHooks::set_partial(IndexBuilder& b, std::span<const std::string_view> groups) {

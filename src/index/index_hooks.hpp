@@ -36,10 +36,22 @@ struct IndexBuilderHooks {
   /// Says that the watched files are the names added, and `digest` is the
   /// digest of their stamps (see Index::watched_digest()).
   static void set_watched_digest(IndexBuilder& b, const WatchedDigest& digest);
-  /// Records a stamped file for stamped_files() of an index whose watched
-  /// files carry names only.
-  static void add_stamped_file(IndexBuilder& b, std::uint32_t search_path, std::string_view rel_path,
-                               const FileStamp& stamp);
+  /// Records a candidate metadata path of a listing (a child of a search
+  /// path that importlib's Lookup takes, in discovery order, shadowed ones
+  /// included): what a refresh reuses for a search path that did not change.
+  static void add_listed(IndexBuilder& b, std::uint32_t search_path, std::string_view child);
+  /// The listings recorded (by a scan, or a complete cache load), in
+  /// discovery order; empty for a partial load.
+  static std::span<const WatchedName> listed(const Index& index);
+  /// Records how many children search path `path` listed (the cache
+  /// reader's head, for a partial load, which does not read the listings).
+  static void set_listed_count(IndexBuilder& b, std::uint32_t path, std::uint32_t count);
+  /// How many children search path `path` listed: the recorded count, else
+  /// those among listed().
+  static std::uint32_t listed_count(const Index& index, std::uint32_t path);
+  /// True when the listings (or their counts) are known: a scan, or a read
+  /// of a cache file; not an index assembled without them.
+  static bool listed_known(const Index& index);
   /// Makes the index partial: it holds only `groups` (see
   /// Index::complete()).  Without this call the index is complete.
   static void set_partial(IndexBuilder& b, std::span<const std::string_view> groups);

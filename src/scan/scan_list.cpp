@@ -10,6 +10,8 @@
 #include "scan_list.hpp"
 
 #include <dirent.h>  // getdents64, struct dirent64
+#include <fcntl.h>   // open
+#include <unistd.h>  // close
 
 #include <algorithm>  // sort, stable_sort
 #include <cerrno>     // errno
@@ -85,6 +87,43 @@ int Listing::add_directory(std::uint32_t path, int fd, bool base_is_egg) {
   }
   m_cands.insert(m_cands.end(), m_eggs.begin(), m_eggs.end());
   return 0;
+}
+
+void Listing::add_stored(std::uint32_t path, std::span<const WatchedName> children, bool base_is_egg) {
+  for (const WatchedName& child : children) {
+    Candidate c;
+    c.path = path;
+    c.name_off = static_cast<std::uint32_t>(m_pool.size());
+    c.name_len = static_cast<std::uint32_t>(child.rel_path.size());
+    c.kind = classify_child(child.rel_path, base_is_egg);
+    m_pool.append(child.rel_path);
+    m_pool.push_back('\0');
+    m_cands.push_back(c);
+  }
+}
+
+bool lists_no_metadata(const char* path) {
+  const int fd = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT;  // ENOTDIR: a file, maybe a zip
+  const bool egg = base_is_egg(path);
+  bool none = true;
+  alignas(8) char buf[32 * 1024];
+  for (;;) {
+    profile::count(profile::Counter::readdir);
+    const ssize_t n = ::getdents64(fd, buf, sizeof buf);
+    if (n <= 0) {
+      none = none && n == 0;
+      break;
+    }
+    for (ssize_t off = 0; off < n && none;) {
+      const auto* d = reinterpret_cast<const struct dirent64*>(buf + off);
+      off += d->d_reclen;
+      none = classify_child(std::string_view(d->d_name, std::strlen(d->d_name)), egg) == ChildKind::none;
+    }
+    if (!none) break;
+  }
+  ::close(fd);
+  return none;
 }
 
 }  // namespace epload::detail

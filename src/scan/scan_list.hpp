@@ -3,13 +3,21 @@
 #pragma once
 
 #include <cstdint>      // indices
+#include <span>         // stored listings
 #include <string>       // name pool
 #include <string_view>  // names out
 #include <vector>       // candidates
 
+#include "epload/index.hpp"  // WatchedName
 #include "scan_lookup.hpp"
 
 namespace epload::detail {
+
+/// True when search path `path` contributes no metadata path now: it does
+/// not exist, or it is a directory none of whose children importlib's
+/// Lookup takes.  False otherwise (a file, which may be a zip archive; a
+/// listing that fails; a child that is metadata).
+bool lists_no_metadata(const char* path);
 
 /// One metadata path in discovery order, before de-duplication.
 struct Candidate {
@@ -28,6 +36,10 @@ class Listing {
   /// a failed getdents64: then nothing of the directory is appended (what
   /// importlib does when os.listdir raises, even after a partial listing).
   int add_directory(std::uint32_t path, int fd, bool base_is_egg);
+
+  /// Appends the candidates of search path `path` as a previous listing
+  /// recorded them (children in discovery order), without listing it.
+  void add_stored(std::uint32_t path, std::span<const WatchedName> children, bool base_is_egg);
 
   std::uint32_t size() const { return static_cast<std::uint32_t>(m_cands.size()); }
   const Candidate& operator[](std::uint32_t i) const { return m_cands[i]; }

@@ -52,6 +52,7 @@
 #include <atomic>     // phase 2 chunk counter
 #include <cerrno>
 #include <cstring>  // strerror
+#include <memory>   // the previous index of a refresh
 #include <vector>
 
 #include "epload/metadata.hpp"
@@ -60,7 +61,9 @@
 #include "scan_list.hpp"
 #include "scan_lookup.hpp"
 #include "scan_meta.hpp"
+#include "index_hooks.hpp"
 #include "scan_read.hpp"
+#include "scan_reuse.hpp"
 #include "scan_seen.hpp"
 #include "scan_zip.hpp"
 #include "stamp.hpp"
@@ -102,20 +105,24 @@ struct WorkerOut {
   std::vector<Watch> watches;
   std::string stop;       // the first read of the chunk that failed for want of resources
   std::string io_failed;  // the first OSError of the chunk (the answer holds it; not cached)
+  std::size_t reused = 0;  // distributions taken from a previous index
 };
 
 constexpr std::string_view k_entry_points = "/entry_points.txt";
 
 class Scan {
  public:
-  explicit Scan(std::span<const std::string> paths) : m_paths(paths) {}
+  explicit Scan(std::span<const std::string> paths, const detail::ScanReuse* reuse = nullptr)
+      : m_paths(paths), m_reuse(reuse) {
+    if (reuse != nullptr) m_prev = std::make_unique<detail::PreviousParts>(*reuse);
+  }
   ~Scan() {
     for (const int fd : m_dirfds) {
       if (fd >= 0) ::close(fd);
     }
   }
 
-  Result<Index> run();
+  Result<Index> run(std::int64_t scanned_at, detail::RefreshStats* stats = nullptr);
 
  private:
   Result<void> list_paths();
@@ -132,12 +139,29 @@ class Scan {
   /// buffers reused from one distribution to the next.
   bool read_entries(const detail::Candidate& c, DistOut& d, WorkerOut& out, FileReader& reader,
                     std::string& rel, std::string& file, std::vector<ParsedEntry>& parsed) const;
+  /// Phase 2 of a refresh: takes distribution `kept` from the previous index
+  /// into `d` and `out` when it is there, unchanged (scan_reuse.hpp).
+  bool reuse(const Kept& kept, DistOut& d, WorkerOut& out, std::string& scratch) const;
+  /// What a refresh listed and read, into `stats`.
+  void count(const std::vector<WorkerOut>& outs, detail::RefreshStats& stats) const {
+    stats.paths = m_paths.size();
+    stats.paths_listed = 0;
+    for (std::size_t i = 0; i < m_paths.size(); ++i) {
+      if (m_reuse == nullptr || !m_reuse->path_unchanged[i]) ++stats.paths_listed;
+    }
+    stats.dists = stats.dists_read = m_kept.size();
+    for (const WorkerOut& o : outs) stats.dists_read -= o.reused;
+  }
+  /// Phase 1 of a refresh: the stored listing of unchanged path `i`.
+  void reuse_listing(std::uint32_t i, std::size_t& cursor, std::size_t& kept_fds, std::size_t fd_budget);
   /// Phase 2, one distribution's name and version, into `d`.
   void name_distribution(const Kept& kept, bool has_entries, DistOut& d, WorkerOut& out,
                          FileReader& reader, std::string& rel) const;
   std::string_view child_of(const detail::Candidate& c) const { return m_listing.name(c); }
 
   std::span<const std::string> m_paths;
+  const detail::ScanReuse* m_reuse = nullptr;     // a refresh: what it may reuse
+  std::unique_ptr<detail::PreviousParts> m_prev;  // a refresh: the previous index by place
   IndexBuilder m_builder;
   std::vector<int> m_dirfds;  // one per search path; -1: not listed, or read by whole paths
   detail::Listing m_listing;
@@ -170,7 +194,12 @@ Result<void> Scan::list_paths() {
     fd_budget = std::min<std::size_t>(fd_budget, static_cast<std::size_t>(lim.rlim_cur / 4));
   }
   std::size_t kept_fds = 0;
+  std::size_t cursor = 0;  // into the previous index's listings (a refresh)
   for (std::uint32_t i = 0; i < m_paths.size(); ++i) {
+    if (m_reuse != nullptr && m_reuse->path_unchanged[i]) {
+      reuse_listing(i, cursor, kept_fds, fd_budget);
+      continue;
+    }
     const std::string& path = m_paths[i];
     const char* p = path.empty() ? "." : path.c_str();
     int fd = -1;
@@ -238,6 +267,25 @@ Result<void> Scan::list_paths() {
   return {};
 }
 
+void Scan::reuse_listing(std::uint32_t i, std::size_t& cursor, std::size_t& kept_fds, std::size_t fd_budget) {
+  // Its stamp was checked (the same, not racy) just before this scan began.
+  const Index& prev = m_prev->index();
+  m_builder.add_search_path(m_paths[i], prev.search_path_stamps()[i]);
+  const auto listed = detail::IndexBuilderHooks::listed(prev);
+  while (cursor < listed.size() && listed[cursor].search_path < i) ++cursor;
+  const std::size_t begin = cursor;
+  while (cursor < listed.size() && listed[cursor].search_path == i) ++cursor;
+  // Its distributions' files are stat'ed (and new ones read) relative to a
+  // descriptor, as in a scan; without one (none to be had), by whole paths.
+  int fd = -1;
+  if (cursor != begin && kept_fds < fd_budget) {
+    fd = ::open(m_paths[i].empty() ? "." : m_paths[i].c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) ++kept_fds;
+  }
+  m_dirfds.push_back(fd);
+  m_listing.add_stored(i, listed.subspan(begin, cursor - begin), detail::base_is_egg(m_paths[i]));
+}
+
 // Phase 1b: unique_everseen over _normalized_name, in discovery order.
 void Scan::deduplicate() {
   detail::SeenSet seen;
@@ -292,12 +340,52 @@ void Scan::process(std::size_t begin, std::size_t end, WorkerOut& out, FileReade
       out.dists.push_back(d);
       continue;
     }
+    if (m_prev && reuse(kept, d, out, file)) {
+      d.entries_end = static_cast<std::uint32_t>(out.entries.size());
+      d.watch_end = static_cast<std::uint32_t>(out.watches.size());
+      out.dists.push_back(d);
+      ++out.reused;
+      continue;
+    }
     const bool has_entries = read_entries(m_listing[kept.cand], d, out, reader, rel, file, parsed);
     d.entries_end = static_cast<std::uint32_t>(out.entries.size());
     name_distribution(kept, has_entries, d, out, reader, rel);
     d.watch_end = static_cast<std::uint32_t>(out.watches.size());
     out.dists.push_back(d);
   }
+}
+
+bool Scan::reuse(const Kept& kept, DistOut& d, WorkerOut& out, std::string& scratch) const {
+  const detail::Candidate& c = m_listing[kept.cand];
+  const std::int64_t found = m_prev->find(c.path, child_of(c));
+  if (found < 0) return false;
+  const auto p = static_cast<std::uint32_t>(found);
+  if (!m_prev->unchanged(p, m_dirfds[c.path], m_paths[c.path], scratch)) return false;
+  const Index& prev = m_prev->index();
+  const Distribution& dist = prev.distributions()[p];
+  if (kept.meta.read) {  // named by METADATA in phase 1, just now
+    d.name = append(out.pool, kept.meta.name.in(m_meta_pool));
+    d.version = append(out.pool, kept.meta.version.in(m_meta_pool));
+  } else {
+    d.name = append(out.pool, dist.name);
+    d.version = append(out.pool, dist.version);
+  }
+  if (!dist.error.empty()) d.error = append(out.pool, dist.error);
+  const auto eps = prev.entry_points();
+  for (const std::uint32_t k : m_prev->entries(p)) {
+    // Grouped, not in file order: build() sorts by group stably, and each
+    // group keeps this distribution's file order, so the answer is the same.
+    out.entries.push_back({append(out.pool, eps[k].group), append(out.pool, eps[k].name), append(out.pool, eps[k].value)});
+  }
+  auto watches = m_prev->watches(p);
+  // A name read in phase 1 was watched there, afresh, before every
+  // distribution's own files: only the last (entry_points.txt) is phase 2's.
+  if (kept.meta.read && !watches.empty()) watches = watches.last(1);
+  const auto watched = prev.watched_files();
+  for (const std::uint32_t k : watches) {
+    out.watches.push_back({c.path, append(out.pool, watched[k].rel_path), watched[k].stamp});
+  }
+  return true;
 }
 
 bool Scan::read_entries(const detail::Candidate& c, DistOut& d, WorkerOut& out, FileReader& reader,
@@ -386,8 +474,8 @@ void Scan::name_distribution(const Kept& kept, bool has_entries, DistOut& d, Wor
   }
 }
 
-Result<Index> Scan::run() {
-  m_builder.set_scanned_at(detail::coarse_now_ns());  // before the first stat
+Result<Index> Scan::run(std::int64_t scanned_at, detail::RefreshStats* stats) {
+  m_builder.set_scanned_at(scanned_at);  // before the first stat
   if (auto r = list_paths(); !r) return r.error();
   deduplicate();
   if (!m_stop.empty()) return Error{Errc::io, m_stop};
@@ -426,7 +514,13 @@ Result<Index> Scan::run() {
   if (!io_failed.empty()) m_builder.set_not_cacheable(io_failed);
   m_builder.reserve(n, total_entries, total_watches);
 
-  // Phase 3: into the builder, in discovery order.
+  if (stats != nullptr) count(outs, *stats);
+
+  // Phase 3: into the builder, in discovery order: the listings (what a
+  // refresh reuses for the paths that did not change), then the rest.
+  for (std::uint32_t ci = 0; ci < m_listing.size(); ++ci) {
+    detail::IndexBuilderHooks::add_listed(m_builder, m_listing[ci].path, child_of(m_listing[ci]));
+  }
   for (const Watch& w : m_meta_watches) {
     m_builder.add_watched_file(w.path, w.rel.in(m_meta_pool), w.stamp);
   }
@@ -456,7 +550,18 @@ Result<Index> scan(std::span<const std::string> search_paths) {
   profile::Span span(profile::Phase::scan);
   profile::test_slowdown(profile::SlowPoint::scan);
   Scan s(search_paths);
-  return s.run();
+  return s.run(detail::coarse_now_ns());
 }
+
+namespace detail {
+
+Result<Index> scan_refreshing(std::span<const std::string> search_paths, const ScanReuse& reuse,
+                              std::int64_t scanned_at, RefreshStats* stats) {
+  profile::Span span(profile::Phase::scan, "refresh");
+  Scan s(search_paths, &reuse);
+  return s.run(scanned_at, stats);
+}
+
+}  // namespace detail
 
 }  // namespace epload

@@ -367,7 +367,7 @@ def test_loader_created_during_the_index_check_is_kept_only_if_the_index_is(tmp_
     proc = run(m["search_path"], cache, "load", other["device"], "--json", "--verbose", check=0)
     data = json.loads(proc.stdout)
     assert data["create_overlapped"] is False, proc.stderr
-    assert "rebuilt" in proc.stderr and "entry_points.txt" in proc.stderr, proc.stderr
+    assert "refreshed" in proc.stderr and "entry_points.txt" in proc.stderr, proc.stderr
     assert data["backend"] == other["entry_point"][:-1] + "Z"
 
 

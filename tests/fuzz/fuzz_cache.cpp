@@ -175,7 +175,6 @@ unsigned touch_index(const Index& index) {
     sum += touch(w.rel_path);
     fuzz::check(w.search_path < index.search_paths().size(), "a watched name's search path is out of range");
   }
-  for (const WatchedFile& w : index.stamped_files()) sum += touch(w.rel_path);
   if (const Distribution* e = index.first_error()) sum += touch(e->name) + touch(e->error);
   return sum;
 }
@@ -242,7 +241,6 @@ void read_all_ways(const std::string& bytes) {
     e.base_dir = std::string(k_shipped_base);  // (only a relocatable file uses it)
     e.groups = how == 1 ? std::vector<std::string>{groups.back(), groups[0], "no.such.group"}
                         : std::vector<std::string>{groups[0]};
-    e.group_stamps = how != 0;
     e.watched = how >= 2;                 // `full` validation
     e.watched_stamps = how == 3;          // naming the file that changed
     detail::EarlyFullCheck early;

@@ -297,7 +297,7 @@ def test_reinstalled_backend_is_learned_again(tmp_path):
 
 
 def store_of(tmp_path):
-    """The learned-devices store (the core's file, src/learned.cpp)."""
+    """The learned-devices store (the core's file, src/loader/learned.cpp)."""
     found = [n for n in os.listdir(tmp_path / 'cache') if n.startswith('learned-')]
     assert len(found) == 1, found
     return tmp_path / 'cache' / found[0]

@@ -1,8 +1,11 @@
 """The cache never serves a stale answer: random sequences of installs,
 removals, upgrades and in-place edits (same size, mtime restored) of a
-generated tree, each followed at once by epload.entry_points() with the
-cache on (`full` validation, the default) and by importlib.metadata, in this
-interpreter.  No sleeps between steps: changes made in the same clock tick
+generated tree, shadowing and unshadowing copies, search path entries that
+disappear and come back, and files that are no distribution, each followed
+at once by epload.entry_points() with the cache on (`full` validation, the
+default) and by importlib.metadata, in this interpreter.  A stale cache file
+is refreshed from its parts (only what changed is read again), so every
+step also checks that refresh against importlib.  No sleeps between steps: changes made in the same clock tick
 as the cache was written must be caught by the racy rule, not by luck.
 Deterministic: fixed seeds (EPLOAD_RANDOM_TREES for more).
 """
@@ -47,9 +50,14 @@ def rewrite_in_place(path, data):
 def step(rng, paths, counter):
     dirs = metadata_dirs(paths)
     sites = [p for p in paths if os.path.isdir(p) and os.path.basename(p).startswith('site')]
-    kind = rng.choice(['edit', 'edit', 'install', 'remove', 'upgrade', 'drop-eps', 'add-eps', 'nothing'])
-    if kind in ('edit', 'drop-eps', 'add-eps', 'remove', 'upgrade') and not dirs:
+    kind = rng.choice(['edit', 'edit', 'install', 'remove', 'upgrade', 'drop-eps', 'add-eps', 'nothing',
+                       'shadow', 'unshadow', 'path-away', 'path-back', 'junk'])
+    if kind in ('edit', 'drop-eps', 'add-eps', 'remove', 'upgrade', 'shadow', 'unshadow') and not dirs:
         kind = 'install'
+    if kind in ('install', 'shadow') and not sites:
+        kind = 'path-back'
+    if kind in ('shadow', 'unshadow', 'path-away', 'path-back', 'junk'):
+        return shape_step(rng, paths, dirs, sites, counter, kind)
     if kind == 'edit':
         d = rng.choice(dirs)
         eps = os.path.join(d, 'entry_points.txt')
@@ -93,6 +101,51 @@ def step(rng, paths, counter):
         eps = os.path.join(rng.choice(dirs), 'entry_points.txt')
         if not os.path.exists(eps):
             treekit.write(pathlib.Path(eps), gen.entry_points_text(rng, None))
+    return kind
+
+
+def shape_step(rng, paths, dirs, sites, counter, kind):
+    """The changes that move distributions between search path entries or
+    touch an entry without touching a distribution."""
+    if kind == 'shadow':
+        # A copy of a distribution in an earlier entry than its own: the
+        # earlier one wins from now on, the later one is no longer read.
+        d = rng.choice(dirs)
+        later = os.path.dirname(d)
+        earlier = [p for p in sites if paths.index(p) < paths.index(later)] if later in paths else []
+        if not earlier:
+            return 'nothing'
+        target = os.path.join(rng.choice(earlier), os.path.basename(d))
+        if os.path.exists(target):
+            return 'nothing'
+        shutil.copytree(d, target)
+        eps = os.path.join(target, 'entry_points.txt')
+        treekit.write(pathlib.Path(eps), gen.entry_points_text(rng, None))
+    elif kind == 'unshadow':
+        # The first copy of a name that has another copy later goes away.
+        by_name = {}
+        for d in dirs:
+            by_name.setdefault(os.path.basename(d).lower().partition('-')[0], []).append(d)
+        twins = [ds for ds in by_name.values() if len(ds) > 1]
+        if not twins:
+            return 'nothing'
+        shutil.rmtree(rng.choice(twins)[0])
+    elif kind == 'path-away':
+        site = rng.choice(sites) if sites else None
+        if site is None or os.path.exists(site + '.away'):
+            return 'nothing'
+        os.rename(site, site + '.away')
+    elif kind == 'path-back':
+        away = [p for p in paths if os.path.isdir(p + '.away') and not os.path.exists(p)]
+        if not away:
+            return 'nothing'
+        site = rng.choice(away)
+        os.rename(site + '.away', site)
+    elif kind == 'junk':
+        # What a script's directory sees between runs: a log, a checkpoint.
+        if not sites:
+            return 'nothing'
+        treekit.write(pathlib.Path(rng.choice(sites)) / f'output{counter}.log', 'not a distribution')
     return kind
 
 
@@ -149,19 +202,27 @@ def test_cli_cache_file_follows_random_changes(tmp_path, seed, epload_bin):
     paths = gen.build_paths(rng, tmp_path)
     cache = str(tmp_path / 'cache')
 
+    refreshed = 0
     for counter in range(15):
         kind = step(rng, paths, counter) if counter else 'first'
         importlib.invalidate_caches()
-        want, got = importlib_rows(paths), run_epload_cached(epload_bin, paths, cache)
-        assert got == want, f'seed {seed}, step {counter} ({kind})'
+        want = importlib_rows(paths)
+        got, how = run_epload_cached(epload_bin, paths, cache)
+        assert got == want, f'seed {seed}, step {counter} ({kind}): {how}'
+        refreshed += 'cache refreshed' in how
+    # The steps change the tree under a cache file that is there: they are
+    # answered by refreshes (a scan only where importlib raises, which is
+    # never cached, or where a refresh cannot be had).
+    assert refreshed > 0, f'seed {seed}: no step was answered by a refresh'
 
 
 def run_epload_cached(exe, paths, cache):
+    """(rows or None where epload exits 1, its --verbose report)."""
     import json
     import subprocess
-    argv = [exe, 'entry-points', '--json', f'--cache-dir={cache}'] + [f'--path={p}' for p in paths]
+    argv = [exe, 'entry-points', '--json', '--verbose', f'--cache-dir={cache}'] + [f'--path={p}' for p in paths]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     if p.returncode == 1:
-        return None
+        return None, p.stderr
     assert p.returncode == 0, p.stderr
-    return [[e['group'], e['name'], e['value'], e['dist'], e['version']] for e in json.loads(p.stdout)]
+    return [[e['group'], e['name'], e['value'], e['dist'], e['version']] for e in json.loads(p.stdout)], p.stderr

@@ -9,6 +9,7 @@ import importlib.metadata as im
 import os
 import pickle
 import sys
+import time
 import warnings
 import zipfile
 
@@ -491,6 +492,14 @@ print([e.value for e in epload.entry_points(group="g1")])
     assert first.stdout == second.stdout == proc.stdout
     assert 'epload: index rebuilt' in first.stderr and 'epload: index hit' in second.stderr
     assert any(p.name.startswith('index-') for p in cache.iterdir())
+    # A change: the index is refreshed, and EPLOAD_DEBUG says what was
+    # reused and what was read again.
+    time.sleep(0.05)  # past the scan's clock tick: its stamps are not racy
+    make_dist(s, 'later', entry_points={'g1': ['later = m:later']})
+    third = run_py(tmp_path, code, env={'EPLOAD_DEBUG': '1'})
+    assert sorted(eval(third.stdout)) == ['m:f', 'm:later'], third.stderr  # in directory order
+    assert 'epload: index refreshed: 1 of 1 path entry listed again, 1 of 2 distributions read' in third.stderr, \
+        third.stderr
 
 
 @pytest.mark.parametrize('odd', [b'/bytes/entry', 'nul\0inside', pytest.param(None, id='pathlike')])

@@ -1,0 +1,147 @@
+// bench_refresh.cpp — a stale cache file refreshed from its parts, against a
+// plain hit of the same query.
+//
+// The search path is a script's directory (empty of distributions, first, as
+// sys.path[0]) then the generated site-packages; the query is one group under
+// `full` validation, as `epload.entry_points(group=...)` asks.  Each case
+// makes one change before each iteration (untimed, then a pause of 10 ms so
+// that the change is older than the refresh's clock tick: its own stamps are
+// then not racy) and times open_index(), which must report a refresh:
+//
+//   BM_RefreshHit       nothing changed: the plain hit (the denominator)
+//   BM_RefreshNewFile   a file created in the script's directory (a hit that
+//                       lists that directory again)
+//   BM_RefreshAddDist   one distribution installed (removed again untimed)
+//   BM_RefreshRemoveDist one distribution removed (installed again untimed)
+//   BM_RefreshEditDist  one entry_points.txt rewritten
+//
+// BENCHMARKS.md records the ratios to BM_RefreshHit at 6,000 distributions.
+#include <sys/stat.h>  // mkdir
+#include <unistd.h>    // unlink
+
+#include <chrono>
+#include <cstdio>  // remove
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "bench_util.hpp"
+#include "epload/cache.hpp"
+
+namespace {
+
+using epload::bench::env_for;
+using epload::bench::fail;
+using epload::bench::GeneratedEnv;
+
+enum class Change { none, new_file, add_dist, remove_dist, edit_dist };
+
+void write(const std::string& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return;
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+}
+
+/// The extra distribution the add/remove cases install and remove.
+void install_extra(const GeneratedEnv& env) {
+  const std::string dir = env.site + "/zz_refresh_extra-1.0.dist-info";
+  std::filesystem::create_directories(dir);
+  write(dir + "/METADATA", "Metadata-Version: 2.1\nName: zz_refresh_extra\nVersion: 1.0\n\n");
+  write(dir + "/entry_points.txt", "[torch.backends]\nzz_refresh_extra = zz_refresh_extra:init\n");
+}
+void remove_extra(const GeneratedEnv& env) { std::filesystem::remove_all(env.site + "/zz_refresh_extra-1.0.dist-info"); }
+
+/// Opens until the cache answers with `want` (after the 10 ms pause that
+/// keeps the answer's stamps from being racy); false when it never does.
+bool settle(const epload::CacheOptions& o) {
+  epload::CacheReport r;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!epload::open_index(o, &r)) return false;
+    if (r.status == epload::CacheStatus::hit) return true;
+  }
+  return false;
+}
+
+void refresh(benchmark::State& state, Change change) {
+  const auto* env = env_for(state);
+  if (env == nullptr) return;
+  const std::string script_dir = env->cache_dir + "-script";
+  std::filesystem::create_directories(script_dir);
+  epload::CacheOptions o;
+  o.search_paths = {script_dir, env->site};
+  o.cache_dir = env->cache_dir;
+  o.groups = {"torch.backends"};
+  if (change == Change::remove_dist) install_extra(*env);
+  if (!settle(o)) return fail(state, "the cache never hit");
+  // A new file in an entry that holds no metadata is a hit: the entry is
+  // listed again and still contributes nothing (cache_validate.cpp).
+  const epload::CacheStatus want = change == Change::none || change == Change::new_file ? epload::CacheStatus::hit
+                                                                                        : epload::CacheStatus::refreshed;
+  // The file edited: the first backend distribution's, alternately two texts.
+  std::string edited;
+  for (const auto& e : std::filesystem::directory_iterator(env->site)) {
+    const std::string p = e.path().string() + "/entry_points.txt";
+    if (p.find("backend") != std::string::npos && std::filesystem::exists(p)) {
+      edited = p;
+      break;
+    }
+  }
+  if (change == Change::edit_dist && edited.empty()) return fail(state, "no backend distribution to edit");
+  const std::string original = edited.empty() ? "" : [&] {
+    std::string s;
+    epload::bench::read_file(edited, s);
+    return s;
+  }();
+  static std::size_t n = 0;  // across repetitions too: every new file is new
+  for (auto _ : state) {
+    state.PauseTiming();
+    ++n;
+    switch (change) {
+      case Change::none: break;
+      case Change::new_file: write(script_dir + "/out" + std::to_string(n) + ".log", "step\n"); break;
+      case Change::add_dist:
+        remove_extra(*env);
+        if (!settle(o)) return fail(state, "no hit after the removal");
+        install_extra(*env);
+        break;
+      case Change::remove_dist:
+        install_extra(*env);
+        if (!settle(o)) return fail(state, "no hit after the install");
+        remove_extra(*env);
+        break;
+      case Change::edit_dist: write(edited, n % 2 != 0 ? original + "# edit\n" : original); break;
+    }
+    if (change != Change::none) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    state.ResumeTiming();
+    epload::CacheReport r;
+    auto index = epload::open_index(o, &r);
+    if (!index || r.status != want) {
+      return fail(state, "not a " + std::string(epload::to_string(want)) + ": " + (index ? r.reason : index.error().message));
+    }
+    benchmark::DoNotOptimize((*index)->group("torch.backends").size());
+  }
+  remove_extra(*env);
+  if (!edited.empty()) write(edited, original);
+}
+
+/// 6,000 distributions (EPLOAD_BENCH_SIZES overrides; 100 under smoke).
+void refresh_sizes(benchmark::internal::Benchmark* b) {
+  b->Unit(benchmark::kMicrosecond)->UseRealTime()->MeasureProcessCPUTime()->Iterations(20);
+  if (std::getenv("EPLOAD_BENCH_SIZES") != nullptr || epload::bench::smoke()) return epload::bench::sizes(b);
+  b->Arg(6000);
+}
+
+void BM_RefreshHit(benchmark::State& state) { refresh(state, Change::none); }
+void BM_RefreshNewFile(benchmark::State& state) { refresh(state, Change::new_file); }
+void BM_RefreshAddDist(benchmark::State& state) { refresh(state, Change::add_dist); }
+void BM_RefreshRemoveDist(benchmark::State& state) { refresh(state, Change::remove_dist); }
+void BM_RefreshEditDist(benchmark::State& state) { refresh(state, Change::edit_dist); }
+BENCHMARK(BM_RefreshHit)->Apply(refresh_sizes);
+BENCHMARK(BM_RefreshNewFile)->Apply(refresh_sizes);
+BENCHMARK(BM_RefreshAddDist)->Apply(refresh_sizes);
+BENCHMARK(BM_RefreshRemoveDist)->Apply(refresh_sizes);
+BENCHMARK(BM_RefreshEditDist)->Apply(refresh_sizes);
+
+}  // namespace

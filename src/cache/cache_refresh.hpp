@@ -1,0 +1,30 @@
+// cache_refresh.hpp — a stale cache file refreshed from its parts
+// (cache_refresh.cpp).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cache_internal.hpp"
+#include "epload/cache.hpp"
+#include "epload/index.hpp"
+#include "epload/result.hpp"
+
+namespace epload::detail {
+
+/// A refreshed index and what the refresh did ("1 of 2 path entries listed
+/// again, 1 of 6001 distributions read").
+struct Refreshed {
+  std::shared_ptr<const Index> index;
+  std::string summary;
+};
+
+/// Recomputes the answer of the stale cache file open on `fd` (`path`,
+/// carrying `key`), reusing what did not change: see cache_refresh.cpp.
+/// `watched_hold`: every watched file of the file was just checked and holds
+/// (validation found only search paths changed), so none is stat'ed again.
+/// An error (the file cannot be read whole, or the scan fails) means "scan".
+Result<Refreshed> refresh_index(int fd, const std::string& path, const CacheKey& key, const CacheOptions& options,
+                                bool watched_hold);
+
+}  // namespace epload::detail

@@ -1,0 +1,220 @@
+// A stale cache file is refreshed from its parts: only changed search path
+// entries are listed again and only new, gone or changed distributions read,
+// and the answer (and what it records to check it next time) is a scan's,
+// through sequences of changes.  open_checked() compares each answer with a
+// fresh scan, and a refresh's watched files and stamps with the scan's.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cache_invalidation_util.hpp"
+#include "epload/cache.hpp"
+#include "epload/scanner.hpp"
+
+namespace epload {
+namespace {
+
+using test::Invalidation;
+
+/// "N of M path entr..., K of L distributions read" in a refresh's reason.
+std::string counts(const CacheReport& r) { return r.reason.substr(0, r.reason.find(" (")); }
+
+TEST_F(Invalidation, RefreshReadsOnlyWhatChanged) {
+  // Each change is followed by a clock tick, so that the refresh's stamps
+  // are not racy and the next open is a hit (else it refreshes again).
+  auto refresh_then_hit = [&](const std::string& want) {
+    test::next_tick();
+    CacheReport r = open_checked();
+    EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
+    EXPECT_EQ(counts(r), want);
+    r = open_checked();
+    EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+  };
+  // A file that is no distribution in the first entry (a script's directory).
+  test::write_file(site1 + "/train.log", "step 1\n");
+  refresh_then_hit("1 of 2 path entries listed again, 0 of 5 distributions read");
+  // One distribution installed in the second: it alone is read.
+  test::make_dist(site2, "delta", "1.0", "[g]\ndelta = delta:main\n");
+  refresh_then_hit("1 of 2 path entries listed again, 1 of 6 distributions read");
+  // One entry_points.txt edited: no entry listed, that distribution read.
+  test::write_file(ep_file(site1, "alpha-1.0"), "[console_scripts]\nalpha = alpha.cli:main2\n");
+  refresh_then_hit("0 of 2 path entries listed again, 1 of 6 distributions read");
+  // One removed: nothing read.
+  std::filesystem::remove_all(site2 + "/delta-1.0.dist-info");
+  refresh_then_hit("1 of 2 path entries listed again, 0 of 5 distributions read");
+}
+
+TEST_F(Invalidation, AnEntryWithoutMetadataThatChangesIsListedAgainNotRefreshed) {
+  // A script's directory first on the path: files come and go there.
+  const std::string script = t / "script";
+  test::write_file(script + "/train.py", "print()\n");
+  options.search_paths = {script, site1, site2};
+  warm();
+  const std::string file = cache_file_path(options);
+  const std::string bytes = test::read_file(file);
+  test::write_file(script + "/train.log", "step 1\n");
+  CacheReport r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+  EXPECT_EQ(test::read_file(file), bytes) << "nothing to write";
+  // Until metadata appears there: then it is a refresh.
+  test::make_dist(script, "local", "1.0", "[g]\nlocal = local:main\n");
+  r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
+  EXPECT_EQ(counts(r), "1 of 3 path entries listed again, 1 of 6 distributions read");
+  // And an entry that goes from no metadata to a file (a zip, maybe) is not
+  // taken for an empty one.
+  std::filesystem::remove_all(script);
+  test::next_tick();
+  EXPECT_EQ(open_checked().status, CacheStatus::refreshed);
+  test::next_tick();
+  EXPECT_EQ(open_checked().status, CacheStatus::hit);
+  test::write_file(script, "not a directory");
+  r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
+}
+
+TEST_F(Invalidation, RefreshNeverReadsAShadowedCopyAndReadsAnUnshadowedOne) {
+  // site2's "shadow" is shadowed once site1 has its own copy; a broken copy
+  // there is never read (its error never surfaces) while shadowed.
+  test::make_dist(site1, "shadow", "1.0", "[g]\nwho = site1:shadow\n");
+  CacheReport r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
+  test::next_tick();
+  test::write_file(ep_file(site2, "shadow-2.0"), "[g]\nno equals sign here\n");
+  r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
+  auto got = open_index(options, &r);
+  ASSERT_TRUE(got);
+  EXPECT_EQ((*got)->first_error(), nullptr);
+  EXPECT_EQ((*got)->find("g", "who")->value, "site1:shadow");
+
+  // Unshadowed: site2's copy, never read before, is read now (and its error
+  // is the answer's, as importlib's).
+  test::next_tick();
+  std::filesystem::remove_all(site1 + "/shadow-1.0.dist-info");
+  r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
+  EXPECT_EQ(counts(r), "1 of 2 path entries listed again, 1 of 5 distributions read");
+  got = open_index(options, &r);
+  ASSERT_TRUE(got);
+  ASSERT_NE((*got)->first_error(), nullptr);
+  EXPECT_NE(std::string((*got)->first_error()->metadata_dir).find("shadow-2.0"), std::string::npos);
+}
+
+TEST_F(Invalidation, RefreshFollowsAPathEntryThatDisappearsAndComesBack) {
+  std::filesystem::rename(site2, site2 + ".away");
+  CacheReport r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
+  EXPECT_EQ(counts(r), "1 of 2 path entries listed again, 0 of 3 distributions read");
+  std::filesystem::rename(site2 + ".away", site2);
+  r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
+  // Its distributions come back as new ones: read again.
+  EXPECT_EQ(counts(r), "1 of 2 path entries listed again, 2 of 5 distributions read");
+}
+
+TEST_F(Invalidation, PathsRefreshListsOnlyTheChangedEntry) {
+  options.validation = Validation::paths;
+  warm();
+  // An in-place edit under an unchanged entry is not seen under `paths` (its
+  // documented trade-off) and an install in the other entry is: only that
+  // entry is listed again, and only its distributions are checked.
+  test::write_file(ep_file(site1, "alpha-1.0"), "[console_scripts]\nalpha = alpha.cli:other\n");
+  test::make_dist(site2, "delta", "1.0", "[g]\ndelta = delta:main\n");
+  CacheReport r;
+  auto got = open_index(options, &r);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
+  EXPECT_EQ(counts(r), "1 of 2 path entries listed again, 1 of 6 distributions read");
+  EXPECT_EQ((*got)->find("console_scripts", "alpha")->value, "alpha.cli:main") << "site1 was trusted";
+  EXPECT_NE((*got)->find("g", "delta"), nullptr);
+}
+
+TEST_F(Invalidation, ShippedIndexIsNeverRewrittenByARefresh) {
+  const std::string shipped = t / "env.index";
+  auto idx = scan(options.search_paths);
+  ASSERT_TRUE(idx);
+  ASSERT_TRUE(write_index(*idx, shipped, /*relocatable=*/true));
+  const std::string bytes = test::read_file(shipped);
+  options.shipped_index = shipped;
+  test::next_tick();
+  CacheReport r = open_checked();
+  ASSERT_EQ(r.status, CacheStatus::shipped) << r.reason;
+  test::make_dist(site2, "delta", "1.0", "[g]\ndelta = delta:main\n");
+  r = open_checked();  // the user cache answers, refreshed
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
+  EXPECT_NE(r.shipped_problem.find("stale"), std::string::npos) << r.shipped_problem;
+  EXPECT_EQ(test::read_file(shipped), bytes);
+}
+
+TEST_F(Invalidation, ConcurrentRefreshesAllAnswerRightAndLeaveAGoodFile) {
+  test::make_dist(site2, "delta", "1.0", "[g]\ndelta = delta:main\n");
+  auto fresh = scan(options.search_paths);
+  ASSERT_TRUE(fresh);
+  const std::string want = test::answer_text(*fresh);
+  std::vector<std::string> answers(4);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto got = open_index(options);
+      answers[i] = got ? test::answer_text(**got) : got.error().message;
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (const std::string& a : answers) EXPECT_EQ(a, want);
+  test::next_tick();
+  CacheReport r = open_checked();
+  EXPECT_TRUE(r.status == CacheStatus::hit || r.status == CacheStatus::refreshed) << r.reason;
+}
+
+/// Random sequences of changes over three entries, each step checked against
+/// a fresh scan (open_checked), no clock waits between steps but for the
+/// racy rule's own.
+TEST_F(Invalidation, RandomChangeSequencesAreRefreshedExactly) {
+  const std::string site3 = t / "site3";
+  test::make_dist(site3, "gamma", "0.5", "[torch.backends]\nxpu = gamma_old:init\n");
+  options.search_paths = {site1, site2, site3};
+  warm();
+  std::mt19937 rng(7);
+  const std::vector<std::string> sites = {site1, site2, site3};
+  int refreshed = 0;
+  for (int step = 0; step < 120; ++step) {
+    const std::string& site = sites[rng() % sites.size()];
+    const std::string name = "p" + std::to_string(rng() % 6);
+    const std::string dir = site + "/" + name + "-1.0.dist-info";
+    const bool there = std::filesystem::exists(dir);
+    switch (rng() % 6) {
+      case 0:  // install (or shadow, when another entry has it)
+      case 1:
+        if (!there) test::make_dist(site, name, "1.0", "[g]\n" + name + " = " + site.substr(site.size() - 5) + ":x\n");
+        break;
+      case 2:  // remove (or unshadow)
+        std::filesystem::remove_all(dir);
+        break;
+      case 3:  // edit
+        if (there) test::write_file(dir + "/entry_points.txt", "[g]\n" + name + " = e" + std::to_string(step) + ":x\n");
+        break;
+      case 4:  // an entry goes away or comes back
+        if (std::filesystem::exists(site + ".away") && std::filesystem::exists(site)) break;
+        if (std::filesystem::exists(site)) std::filesystem::rename(site, site + ".away");
+        else if (std::filesystem::exists(site + ".away")) std::filesystem::rename(site + ".away", site);
+        break;
+      default:  // not a distribution
+        if (std::filesystem::exists(site)) test::write_file(site + "/out" + std::to_string(step) + ".log", "x");
+        break;
+    }
+    SCOPED_TRACE("step " + std::to_string(step));
+    const CacheReport r = open_checked();
+    ASSERT_NE(r.status, CacheStatus::uncached) << r.reason;
+    refreshed += r.status == CacheStatus::refreshed;
+  }
+  EXPECT_GT(refreshed, 60) << "most steps change something under a cache file";
+}
+
+}  // namespace
+}  // namespace epload
