@@ -9,7 +9,9 @@
 // first occurrence).
 #include "scan_list.hpp"
 
-#include <dirent.h>  // getdents64, struct dirent64
+#include <dirent.h>       // struct dirent64
+#include <sys/syscall.h>  // SYS_getdents64
+#include <unistd.h>       // syscall
 
 #include <algorithm>  // sort, stable_sort
 #include <cerrno>     // errno
@@ -27,7 +29,9 @@ int Listing::add_directory(std::uint32_t path, int fd, bool base_is_egg) {
   alignas(8) char buf[32 * 1024];
   for (;;) {
     profile::count(profile::Counter::readdir);
-    const ssize_t n = ::getdents64(fd, buf, sizeof buf);
+    // The system call, not glibc's getdents64() wrapper: that one appeared
+    // in glibc 2.30, and the release wheels run on glibc 2.28 (manylinux_2_28).
+    const auto n = static_cast<ssize_t>(::syscall(SYS_getdents64, fd, buf, sizeof buf));
     if (n < 0) return errno;  // os.listdir raises: the path lists nothing
     if (n == 0) break;
     for (ssize_t off = 0; off < n;) {
