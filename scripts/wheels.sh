@@ -38,6 +38,9 @@ arch=x86_64
 glibc=2.28
 policy=manylinux_${glibc/./_}_$arch
 say() { echo "wheels: $*" >&2; }
+# pip, quiet but for errors; this machine's index configuration may name
+# local directories that do not exist, of which pip warns once per package.
+pip_q() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 die() { echo "wheels: $*" >&2; exit 1; }
 
 # ---- the interpreters -------------------------------------------------------
@@ -75,7 +78,7 @@ if ! cmp -s "$reqs/tool-requirements.txt" "$tools/.installed" 2>/dev/null ||
   say "tools venv in $tools (Zig, auditwheel, build; ~150 MB from PyPI)"
   rm -rf "$tools"
   "${pythons[0]}" -m venv "$tools"
-  "$tools/bin/python" -m pip install -q --no-deps --require-hashes -r "$reqs/tool-requirements.txt" \
+  pip_q "$tools/bin/python" -m pip install -q --no-deps --require-hashes -r "$reqs/tool-requirements.txt" \
     -r "$reqs/build-requirements.txt"
   cp "$reqs/tool-requirements.txt" "$tools/.installed"
   cp "$reqs/build-requirements.txt" "$tools/.installed-build"
@@ -123,12 +126,12 @@ for py in "${pythons[@]}"; do
   if ! cmp -s "$reqs/build-requirements.txt" "$venv/.installed" 2>/dev/null; then
     rm -rf "$venv"
     "$py" -m venv "$venv"
-    "$venv/bin/python" -m pip install -q --no-deps --require-hashes -r "$reqs/build-requirements.txt"
+    pip_q "$venv/bin/python" -m pip install -q --no-deps --require-hashes -r "$reqs/build-requirements.txt"
     cp "$reqs/build-requirements.txt" "$venv/.installed"
   fi
   say "$tag: building with $py"
   t0=$(date +%s)
-  PATH=$venv/bin:$PATH "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$work/raw/$tag" \
+  PATH=$venv/bin:$PATH pip_q "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$work/raw/$tag" \
     --config-settings=build-dir="$work/cmake-$tag" \
     --config-settings=cmake.define.CMAKE_C_COMPILER="$work/bin/zig-cc" \
     --config-settings=cmake.define.CMAKE_CXX_COMPILER="$work/bin/zig-c++" \
