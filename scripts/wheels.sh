@@ -141,15 +141,19 @@ for py in "${pythons[@]}"; do
   raw=$(ls "$work/raw/$tag"/epload-*.whl)
   # Retag (nothing to graft: auditwheel fails if the wheel needs a library
   # outside the policy), then confirm.
-  "$tools/bin/auditwheel" -q repair --plat "$policy" --only-plat -w "$out" "$raw" ||
+  "$tools/bin/auditwheel" repair --plat "$policy" --only-plat -w "$out" "$raw" ||
     die "$tag: auditwheel repair --plat $policy refused $raw"
   wheel=$(ls "$out"/epload-"$version"-"$tag"-"$tag"-*.whl)
   "$tools/bin/auditwheel" show "$wheel" >"$work/show-$tag.txt" || die "$tag: auditwheel show failed on $wheel"
-  grep -q "consistent with the following platform tag: \"manylinux_" "$work/show-$tag.txt" ||
-    { cat "$work/show-$tag.txt" >&2; die "$tag: auditwheel show does not find $wheel manylinux"; }
+  # "... is consistent with the following platform tag: "manylinux_2_17_x86_64"":
+  # that glibc version must be at most the policy's.
+  shown=$(tr '\n' ' ' <"$work/show-$tag.txt" | grep -o 'platform tag: "manylinux_[0-9]*_[0-9]*_'"$arch"'"' |
+          grep -o '[0-9]*_[0-9]*' | head -1)
+  [ -n "$shown" ] && [ "$(printf '%s\n' "${shown/_/.}" "$glibc" | sort -V | tail -1)" = "$glibc" ] ||
+    { cat "$work/show-$tag.txt" >&2; die "$tag: auditwheel show does not put $wheel within $policy"; }
   "$tools/bin/python" "$reqs/elf_policy.py" "$policy" "$wheel" >&2 ||
     die "$tag: $wheel has a binary beyond $policy (above)"
-  say "$tag: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB, $(($(date +%s) - t0)) s)"
+  say "$tag: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB, $(($(date +%s) - t0)) s; auditwheel: manylinux_${shown}_$arch)"
 done
 
 say "done in $(($(date +%s) - start)) s: $out"
