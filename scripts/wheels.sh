@@ -94,6 +94,22 @@ for lang in cc c++; do
 done
 export ZIG_GLOBAL_CACHE_DIR=$work/zig-cache ZIG_LOCAL_CACHE_DIR=$work/zig-cache
 
+# One unwinder per process: the system's libgcc_s.so.1, not a static copy of
+# Zig's libunwind.  A C++ backend (built with g++, libstdc++) that throws out
+# of its init unwinds through our frames with libgcc_s; our personality
+# routine calling a second, static unwinder on that context crashes the
+# process instead of reporting a failed backend.  Named first on the link
+# line, libgcc_s defines _Unwind_* before Zig's libunwind.a is searched, so
+# no member of it is linked.  The build machine's copy only serves the link
+# (its own needs, newer than glibc 2.28, are not ours: allowed undefined);
+# the symbols bound are GCC_3.0-GCC_4.2.0, in every manylinux policy.
+gcc_s=$(ldconfig -p 2>/dev/null | sed -n 's/.*libgcc_s\.so\.1 (libc6,x86-64) => //p' | head -1)
+[ -n "$gcc_s" ] || for d in /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64; do
+  [ -e "$d/libgcc_s.so.1" ] && { gcc_s=$d/libgcc_s.so.1; break; }
+done
+[ -n "$gcc_s" ] || die "no libgcc_s.so.1 on this machine to link against (ldconfig -p)"
+link_flags="$gcc_s -Wl,--allow-shlib-undefined"
+
 # ---- pinned sources of simdjson and mimalloc --------------------------------
 cmake_bin=$tools/bin/cmake
 "$cmake_bin" -DEPLOAD_DEPS_DIR="$work/deps" -P "$here/cmake/fetch_bundled.cmake"
@@ -135,6 +151,8 @@ for py in "${pythons[@]}"; do
     --config-settings=build-dir="$work/cmake-$tag" \
     --config-settings=cmake.define.CMAKE_C_COMPILER="$work/bin/zig-cc" \
     --config-settings=cmake.define.CMAKE_CXX_COMPILER="$work/bin/zig-c++" \
+    --config-settings=cmake.define.CMAKE_EXE_LINKER_FLAGS="$link_flags" \
+    --config-settings=cmake.define.CMAKE_MODULE_LINKER_FLAGS="$link_flags" \
     --config-settings=cmake.define.EPLOAD_BUNDLED_DEPS=ON \
     --config-settings=cmake.define.EPLOAD_DEPS_DIR="$work/deps" \
     "$src" || die "$tag: the build failed (its output is above)"
