@@ -43,6 +43,9 @@ set_target_properties(simdjson::simdjson PROPERTIES
 set(EPLOAD_SIMDJSON source CACHE STRING "simdjson implementation: auto, source or shared" FORCE)
 
 # ---- mimalloc: one object file that overrides the allocator ---------------
+if(NOT EPLOAD_MIMALLOC)
+  return()
+endif()
 epload_mimalloc_tarball(epload_name epload_url)
 epload_bundled_tarball(mimalloc "${epload_name}" "${EPLOAD_MIMALLOC_SHA256}" epload_tarball)
 set(epload_mimalloc_src "${epload_bundled_dir}/mimalloc-${EPLOAD_MIMALLOC_VERSION}")

@@ -159,7 +159,7 @@ for py in "${pythons[@]}"; do
   raw=$(ls "$work/raw/$tag"/epload-*.whl)
   # Retag (nothing to graft: auditwheel fails if the wheel needs a library
   # outside the policy), then confirm.
-  "$tools/bin/auditwheel" repair --plat "$policy" --only-plat -w "$out" "$raw" ||
+  PATH=$tools/bin:$PATH "$tools/bin/auditwheel" repair --plat "$policy" --only-plat -w "$out" "$raw" ||
     die "$tag: auditwheel repair --plat $policy refused $raw"
   wheel=$(ls "$out"/epload-"$version"-"$tag"-"$tag"-*.whl)
   "$tools/bin/auditwheel" show "$wheel" >"$work/show-$tag.txt" || die "$tag: auditwheel show failed on $wheel"
