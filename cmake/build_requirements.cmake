@@ -15,12 +15,14 @@
 
 function(epload_fail_missing missing)
   list(JOIN missing " " names)
+  # Indented lines are printed as they are (CMake wraps the others).
   message(FATAL_ERROR
-    "epload cannot be built from source here: missing ${names}.\n"
+    "epload cannot be built from source here: these build packages are missing:\n"
+    "    ${names}\n"
     "Install them (Debian 12 or 13):\n"
     "    sudo apt-get install ${names}\n"
-    "or, from a checkout, scripts/setup.sh --deps-only.  "
-    "A release wheel needs none of them: see the README's Install section.")
+    "or, from a checkout, scripts/setup.sh --deps-only.  A release wheel needs none of them "
+    "(README.md, Install).")
 endfunction()
 
 macro(epload_check_compiler)

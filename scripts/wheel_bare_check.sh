@@ -105,9 +105,9 @@ if [ -n "$sdist" ]; then
   rc=$?
   set -e
   [ $rc -ne 0 ] || die "pip install of the sdist succeeded on a machine without a compiler?"
-  msg=$(printf '%s\n' "$out" | grep -A3 "epload cannot be built from source here" || true)
+  msg=$(printf "%s\n" "$out" | grep -A8 "epload cannot be built from source here" || true)
   [ -n "$msg" ] || { printf '%s\n' "$out" | tail -30 >&2; die "the sdist did not stop with the missing-packages message"; }
-  printf '%s\n' "$msg" | grep -q "missing g++ libsimdjson-dev libmimalloc-dev python3-dev" ||
+  printf '%s\n' "$msg" | grep -q "^ *g++ libsimdjson-dev libmimalloc-dev python3-dev$" ||
     { printf '%s\n' "$out" | tail -30 >&2; die "the message does not name every missing package"; }
   printf '%s\n' "$msg" | grep -q "sudo apt-get install g++ libsimdjson-dev libmimalloc-dev python3-dev" ||
     die "the message does not give the install command"
