@@ -69,7 +69,6 @@ def test_differential_and_cpython_suites_pass_against_the_installed_wheel(instal
     tests = ["test_differential.py", "test_differential_random.py", "test_entry_points.py",
              "test_cpython_metadata_suite.py"]
     proc = run([venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-                "-W", "ignore::DeprecationWarning",
                 *[PY_TESTS / t for t in tests]], env=env, cwd=tmp_path, check=False, timeout=2400)
     tail = proc.stdout[-6000:]
     assert proc.returncode == 0, f"Python {f['version']}:\n{tail}\n{proc.stderr[-3000:]}"
