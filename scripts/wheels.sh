@@ -165,13 +165,13 @@ for py in "${pythons[@]}"; do
   "$tools/bin/auditwheel" show "$wheel" >"$work/show-$tag.txt" || die "$tag: auditwheel show failed on $wheel"
   # "... is consistent with the following platform tag: "manylinux_2_17_x86_64"":
   # that glibc version must be at most the policy's.
-  shown=$(tr '\n' ' ' <"$work/show-$tag.txt" | grep -o 'platform tag: "manylinux_[0-9]*_[0-9]*_'"$arch"'"' |
-          grep -o '[0-9]*_[0-9]*' | head -1)
-  [ -n "$shown" ] && [ "$(printf '%s\n' "${shown/_/.}" "$glibc" | sort -V | tail -1)" = "$glibc" ] ||
+  shown=$(tr '\n' ' ' <"$work/show-$tag.txt" |
+          sed -n 's/.*platform tag: *"manylinux_\([0-9]*\)_\([0-9]*\)_'"$arch"'".*/\1.\2/p')
+  [ -n "$shown" ] && [ "$(printf '%s\n' "$shown" "$glibc" | sort -V | tail -1)" = "$glibc" ] ||
     { cat "$work/show-$tag.txt" >&2; die "$tag: auditwheel show does not put $wheel within $policy"; }
   "$tools/bin/python" "$reqs/elf_policy.py" "$policy" "$wheel" >&2 ||
     die "$tag: $wheel has a binary beyond $policy (above)"
-  say "$tag: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB, $(($(date +%s) - t0)) s; auditwheel: manylinux_${shown}_$arch)"
+  say "$tag: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB, $(($(date +%s) - t0)) s; auditwheel: manylinux_${shown/./_}_$arch)"
 done
 
 say "done in $(($(date +%s) - start)) s: $out"
