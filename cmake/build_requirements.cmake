@@ -30,10 +30,15 @@ macro(epload_check_compiler)
   if(NOT epload_cxx)
     set(epload_cxx "$ENV{CXX}")
   endif()
-  if(NOT epload_cxx)
+  # A compiler named (CXX, as pip's build sets it from the interpreter's
+  # sysconfig: x86_64-linux-gnu-g++ on Debian) must exist; else any on PATH.
+  if(epload_cxx)
+    string(REGEX REPLACE " .*" "" epload_cxx "${epload_cxx}")  # "ccache g++" style: the first word
+    find_program(epload_cxx_found NAMES "${epload_cxx}" NO_CACHE)
+  else()
     find_program(epload_cxx_found NAMES c++ g++ clang++ NO_CACHE)
-    set(epload_cxx "${epload_cxx_found}")
   endif()
+  set(epload_cxx "${epload_cxx_found}")
   if(NOT epload_cxx)
     set(epload_missing g++)
     if(NOT EPLOAD_BUNDLED_DEPS)
