@@ -10,6 +10,7 @@
 #   scripts/wheels.sh                    every CPython 3.10-3.13 found (pyenv's
 #                                        versions, then python3.X on PATH)
 #   scripts/wheels.sh PYTHON...          those interpreters only
+#   EPLOAD_WHEELS_VERSIONS="3.11 3.13"   without arguments: only these versions
 #   EPLOAD_WHEELS_OUT=dir                where the wheels go (default dist/)
 #   EPLOAD_WHEELS_WORK=dir               tools, sources and build trees
 #                                        (default build/wheels/, reused)
@@ -54,7 +55,7 @@ if (($#)); then
   done
 else
   pyenv_root=$(pyenv root 2>/dev/null || echo "${PYENV_ROOT:-$HOME/.pyenv}")
-  for v in 3.10 3.11 3.12 3.13; do
+  for v in ${EPLOAD_WHEELS_VERSIONS:-3.10 3.11 3.12 3.13}; do
     found=
     # The newest patch release pyenv has, else python3.X on PATH.
     for d in $(ls -d "$pyenv_root"/versions/$v.* 2>/dev/null | sort -V -r); do
