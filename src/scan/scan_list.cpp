@@ -9,9 +9,10 @@
 // first occurrence).
 #include "scan_list.hpp"
 
-#include <dirent.h>  // getdents64, struct dirent64
-#include <fcntl.h>   // open
-#include <unistd.h>  // close
+#include <dirent.h>       // struct dirent64
+#include <fcntl.h>        // open
+#include <sys/syscall.h>  // SYS_getdents64
+#include <unistd.h>       // close, syscall
 
 #include <algorithm>  // sort, stable_sort
 #include <cerrno>     // errno
@@ -21,6 +22,17 @@
 
 namespace epload::detail {
 
+namespace {
+
+// One getdents64 batch.  The system call, not glibc's getdents64() wrapper:
+// that one appeared in glibc 2.30, and the release wheels run on glibc 2.28
+// (manylinux_2_28).
+ssize_t read_entries(int fd, char* buf, std::size_t size) {
+  return static_cast<ssize_t>(::syscall(SYS_getdents64, fd, buf, size));
+}
+
+}  // namespace
+
 int Listing::add_directory(std::uint32_t path, int fd, bool base_is_egg) {
   m_infos.clear();
   m_eggs.clear();
@@ -29,7 +41,7 @@ int Listing::add_directory(std::uint32_t path, int fd, bool base_is_egg) {
   alignas(8) char buf[32 * 1024];
   for (;;) {
     profile::count(profile::Counter::readdir);
-    const ssize_t n = ::getdents64(fd, buf, sizeof buf);
+    const ssize_t n = read_entries(fd, buf, sizeof buf);
     if (n < 0) return errno;  // os.listdir raises: the path lists nothing
     if (n == 0) break;
     for (ssize_t off = 0; off < n;) {
@@ -110,7 +122,7 @@ bool lists_no_metadata(const char* path) {
   alignas(8) char buf[32 * 1024];
   for (;;) {
     profile::count(profile::Counter::readdir);
-    const ssize_t n = ::getdents64(fd, buf, sizeof buf);
+    const ssize_t n = read_entries(fd, buf, sizeof buf);
     if (n <= 0) {
       none = none && n == 0;
       break;

@@ -146,3 +146,38 @@ def source_tree():
             st = os.lstat(os.path.join(dirpath, n))
             out[os.path.relpath(os.path.join(dirpath, n), SOURCE_DIR)] = (st.st_size, st.st_mtime_ns)
     return out
+
+
+# ---- the release wheels (scripts/wheels.sh) ----------------------------------
+# package.wheels builds them into WHEELS_OUT with its tools and trees under
+# WHEELS_WORK; $EPLOAD_WHEELS_DIR names other wheels to test (dist/, say).
+WHEELS_OUT = WORK / "dist"
+WHEELS_WORK = BUILD_DIR / "wheels"
+ELF_POLICY = SOURCE_DIR / "scripts" / "wheels" / "elf_policy.py"
+
+
+def release_wheels():
+    """The release wheels under test, sorted by name."""
+    where = pathlib.Path(os.environ.get("EPLOAD_WHEELS_DIR") or WHEELS_OUT)
+    return sorted(where.glob(f"epload-{project_version()}-cp3*-manylinux*.whl"))
+
+
+def wheel_tools():
+    """The bin/ of scripts/wheels.sh's tools venv (auditwheel, elf_policy's
+    pyelftools)."""
+    tools = pathlib.Path(os.environ.get("EPLOAD_WHEELS_WORK") or WHEELS_WORK) / "tools" / "bin"
+    assert (tools / "auditwheel").exists(), f"no {tools}/auditwheel: run scripts/wheels.sh first"
+    return tools
+
+
+def wheel_python(wheel):
+    """The interpreter a wheel (epload-V-cpXY-...) is for: pyenv's newest
+    X.Y, else pythonX.Y on PATH."""
+    tag = re.search(r"-cp3(\d+)-", wheel.name).group(1)
+    version = f"3.{tag}"
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    found = sorted(glob.glob(os.path.join(root, "versions", version + ".*", "bin", "python" + version)),
+                   key=lambda p: [int(x) for x in re.findall(r"\d+", p.split("/versions/")[1].split("/")[0])])
+    exe = found[-1] if found else shutil.which("python" + version, path=clean_env().get("PATH"))
+    assert exe, f"no CPython {version} on this machine for {wheel.name}"
+    return exe

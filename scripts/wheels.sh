@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# wheels.sh — the release: one manylinux_2_28_x86_64 wheel per CPython and the
+# sdist, into dist/.  Needs only the interpreters, network and no root:
+# everything else comes pinned by SHA-256 from PyPI (Zig as the compiler,
+# auditwheel, the build backend, CMake, Ninja: scripts/wheels/*.txt) and from
+# Debian's archive (simdjson and mimalloc sources: cmake/*_pin.cmake), into
+# build/wheels/ — never from the user's caches, so a commit gives the same
+# wheel contents on any machine.
+#
+#   scripts/wheels.sh                    every CPython 3.10-3.13 found (pyenv's
+#                                        versions, then python3.X on PATH)
+#   scripts/wheels.sh PYTHON...          those interpreters only
+#   EPLOAD_WHEELS_VERSIONS="3.11 3.13"   without arguments: only these versions
+#   EPLOAD_WHEELS_OUT=dir                where the wheels go (default dist/)
+#   EPLOAD_WHEELS_WORK=dir               tools, sources and build trees
+#                                        (default build/wheels/, reused)
+#   EPLOAD_JOBS=n                        parallel compile jobs (default nproc)
+#
+# How: the sdist first (from the committed tree: git archive), then each
+# wheel built from that sdist's sources with Zig's clang targeting
+# x86_64-linux-gnu.2.28 (glibc 2.28's symbols, libc++ linked in statically),
+# simdjson and mimalloc compiled in (EPLOAD_BUNDLED_DEPS=ON), tagged by
+# `auditwheel repair`, confirmed by `auditwheel show`; the `epload` command
+# under .data/scripts, which auditwheel does not look at, is checked against
+# the same policy by scripts/wheels/elf_policy.py.  Any breach fails the run.
+# SOURCE_DATE_EPOCH is the commit's time (zip entries, sdist).
+#
+# aarch64 (planned, not built): arch=aarch64, target aarch64-linux-gnu.2.28,
+# policy manylinux_2_28_aarch64; Zig cross-compiles, but each wheel's build
+# needs that interpreter's headers and extension suffix (an aarch64 CPython
+# or its sysconfig data) and its tests an aarch64 machine or qemu-user.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out=${EPLOAD_WHEELS_OUT:-$here/dist}
+work=${EPLOAD_WHEELS_WORK:-$here/build/wheels}
+jobs=${EPLOAD_JOBS:-$(nproc 2>/dev/null || echo 2)}
+arch=x86_64
+glibc=2.28
+policy=manylinux_${glibc/./_}_$arch
+say() { echo "wheels: $*" >&2; }
+# pip, quiet but for errors; this machine's index configuration may name
+# local directories that do not exist, of which pip warns once per package.
+pip_q() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
+die() { echo "wheels: $*" >&2; exit 1; }
+
+# ---- the interpreters -------------------------------------------------------
+version_of() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
+pythons=()
+if (($#)); then
+  for p in "$@"; do
+    v=$(version_of "$p") || die "$p does not run as a Python interpreter"
+    case $v in 3.1[0-3]) ;; *) die "$p is Python $v; the wheels are for CPython 3.10-3.13" ;; esac
+    pythons+=("$(command -v "$p")")
+  done
+else
+  pyenv_root=$(pyenv root 2>/dev/null || echo "${PYENV_ROOT:-$HOME/.pyenv}")
+  for v in ${EPLOAD_WHEELS_VERSIONS:-3.10 3.11 3.12 3.13}; do
+    found=
+    # The newest patch release pyenv has, else python3.X on PATH.
+    for d in $(ls -d "$pyenv_root"/versions/$v.* 2>/dev/null | sort -V -r); do
+      [ -x "$d/bin/python$v" ] && { found=$d/bin/python$v; break; }
+    done
+    [ -n "$found" ] || found=$(command -v "python$v" 2>/dev/null || true)
+    [ -n "$found" ] && pythons+=("$found")
+  done
+  ((${#pythons[@]})) || die "no CPython 3.10-3.13 found (pyenv versions, python3.X on PATH); name them as arguments"
+fi
+say "building for: ${pythons[*]}"
+[ -d "$here/.git" ] || [ -f "$here/.git" ] || die "$here is not a git checkout (the sdist is made from the committed tree)"
+
+# ---- the tools venv: Zig, auditwheel, build (pinned by hash) ---------------
+start=$(date +%s)
+mkdir -p "$work" "$out"
+tools=$work/tools
+reqs=$here/scripts/wheels
+if ! cmp -s "$reqs/tool-requirements.txt" "$tools/.installed" 2>/dev/null ||
+   ! cmp -s "$reqs/build-requirements.txt" "$tools/.installed-build" 2>/dev/null; then
+  say "tools venv in $tools (Zig, auditwheel, build; ~150 MB from PyPI)"
+  rm -rf "$tools"
+  "${pythons[0]}" -m venv "$tools"
+  pip_q "$tools/bin/python" -m pip install -q --no-deps --require-hashes -r "$reqs/tool-requirements.txt" \
+    -r "$reqs/build-requirements.txt"
+  cp "$reqs/tool-requirements.txt" "$tools/.installed"
+  cp "$reqs/build-requirements.txt" "$tools/.installed-build"
+fi
+zig=$("$tools/bin/python" -c 'import ziglang, pathlib; print(pathlib.Path(ziglang.__file__).parent / "zig")')
+
+# Compiler wrappers: CMake wants one executable per language.  Zig's caches
+# are the build's own (never ~/.cache/zig).
+mkdir -p "$work/bin"
+for lang in cc c++; do
+  printf '#!/bin/sh\nexec "%s" %s -target %s-linux-gnu.%s "$@"\n' "$zig" "$lang" "$arch" "$glibc" >"$work/bin/zig-$lang"
+  chmod +x "$work/bin/zig-$lang"
+done
+export ZIG_GLOBAL_CACHE_DIR=$work/zig-cache ZIG_LOCAL_CACHE_DIR=$work/zig-cache
+
+# One unwinder per process: the system's libgcc_s.so.1, not a static copy of
+# Zig's libunwind.  A C++ backend (built with g++, libstdc++) that throws out
+# of its init unwinds through our frames with libgcc_s; our personality
+# routine calling a second, static unwinder on that context crashes the
+# process instead of reporting a failed backend.  Named first on the link
+# line, libgcc_s defines _Unwind_* before Zig's libunwind.a is searched, so
+# no member of it is linked.  The build machine's copy only serves the link
+# (its own needs, newer than glibc 2.28, are not ours: allowed undefined);
+# the symbols bound are GCC_3.0-GCC_4.2.0, in every manylinux policy.
+gcc_s=$(ldconfig -p 2>/dev/null | sed -n 's/.*libgcc_s\.so\.1 (libc6,x86-64) => //p' | head -1)
+[ -n "$gcc_s" ] || for d in /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64; do
+  [ -e "$d/libgcc_s.so.1" ] && { gcc_s=$d/libgcc_s.so.1; break; }
+done
+[ -n "$gcc_s" ] || die "no libgcc_s.so.1 on this machine to link against (ldconfig -p)"
+link_flags="$gcc_s -Wl,--allow-shlib-undefined"
+
+# ---- pinned sources of simdjson and mimalloc --------------------------------
+cmake_bin=$tools/bin/cmake
+"$cmake_bin" -DEPLOAD_DEPS_DIR="$work/deps" -P "$here/cmake/fetch_bundled.cmake"
+
+# ---- the sdist: the committed tree only --------------------------------------
+export SOURCE_DATE_EPOCH=$(git -C "$here" log -1 --format=%ct)
+git -C "$here" diff --quiet HEAD -- || say "note: uncommitted changes are not in the release (git archive of HEAD)"
+rm -rf "$work/tree" && mkdir -p "$work/tree"
+git -C "$here" archive --format=tar HEAD | tar -x -C "$work/tree"
+version=$(sed -n 's/^project(epload VERSION \([0-9.]*\).*/\1/p' "$work/tree/CMakeLists.txt")
+rm -f "$out"/epload-"$version"*.whl "$out"/epload-"$version".tar.gz
+(cd "$work/tree" && "$tools/bin/python" -m build --sdist --no-isolation --outdir "$out" . >/dev/null) ||
+  die "the sdist failed (run: cd $work/tree && $tools/bin/python -m build --sdist --no-isolation .)"
+sdist=$out/epload-$version.tar.gz
+[ -f "$sdist" ] || die "no $sdist after the sdist build"
+rm -rf "$work/src" && mkdir -p "$work/src"
+tar -xzf "$sdist" -C "$work/src"
+src=$work/src/epload-$version
+
+# ---- one wheel per interpreter, from the sdist's sources ---------------------
+# No compiler launcher (ccache would key on the wrapper, not Zig), Ninja from
+# the build venv, the C++ runtime and both libraries linked in.
+unset CMAKE_C_COMPILER_LAUNCHER CMAKE_CXX_COMPILER_LAUNCHER CMAKE_GENERATOR
+export CMAKE_BUILD_PARALLEL_LEVEL=$jobs
+rm -rf "$work/raw"
+for py in "${pythons[@]}"; do
+  v=$(version_of "$py")
+  tag=cp${v/./}
+  venv=$work/build-$tag
+  if ! cmp -s "$reqs/build-requirements.txt" "$venv/.installed" 2>/dev/null; then
+    rm -rf "$venv"
+    "$py" -m venv "$venv"
+    pip_q "$venv/bin/python" -m pip install -q --no-deps --require-hashes -r "$reqs/build-requirements.txt"
+    cp "$reqs/build-requirements.txt" "$venv/.installed"
+  fi
+  say "$tag: building with $py"
+  t0=$(date +%s)
+  PATH=$venv/bin:$PATH pip_q "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$work/raw/$tag" \
+    --config-settings=build-dir="$work/cmake-$tag" \
+    --config-settings=cmake.define.CMAKE_C_COMPILER="$work/bin/zig-cc" \
+    --config-settings=cmake.define.CMAKE_CXX_COMPILER="$work/bin/zig-c++" \
+    --config-settings=cmake.define.CMAKE_EXE_LINKER_FLAGS="$link_flags" \
+    --config-settings=cmake.define.CMAKE_MODULE_LINKER_FLAGS="$link_flags" \
+    --config-settings=cmake.define.EPLOAD_BUNDLED_DEPS=ON \
+    --config-settings=cmake.define.EPLOAD_DEPS_DIR="$work/deps" \
+    "$src" || die "$tag: the build failed (its output is above)"
+  raw=$(ls "$work/raw/$tag"/epload-*.whl)
+  # Retag (nothing to graft: auditwheel fails if the wheel needs a library
+  # outside the policy), then confirm.
+  PATH=$tools/bin:$PATH "$tools/bin/auditwheel" repair --plat "$policy" --only-plat -w "$out" "$raw" ||
+    die "$tag: auditwheel repair --plat $policy refused $raw"
+  wheel=$(ls "$out"/epload-"$version"-"$tag"-"$tag"-*.whl)
+  "$tools/bin/auditwheel" show "$wheel" >"$work/show-$tag.txt" || die "$tag: auditwheel show failed on $wheel"
+  # "... is consistent with the following platform tag: "manylinux_2_17_x86_64"":
+  # that glibc version must be at most the policy's.
+  shown=$(tr '\n' ' ' <"$work/show-$tag.txt" |
+          sed -n 's/.*platform tag: *"manylinux_\([0-9]*\)_\([0-9]*\)_'"$arch"'".*/\1.\2/p')
+  [ -n "$shown" ] && [ "$(printf '%s\n' "$shown" "$glibc" | sort -V | tail -1)" = "$glibc" ] ||
+    { cat "$work/show-$tag.txt" >&2; die "$tag: auditwheel show does not put $wheel within $policy"; }
+  "$tools/bin/python" "$reqs/elf_policy.py" "$policy" "$wheel" >&2 ||
+    die "$tag: $wheel has a binary beyond $policy (above)"
+  say "$tag: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB, $(($(date +%s) - t0)) s; auditwheel: manylinux_${shown/./_}_$arch)"
+done
+
+say "done in $(($(date +%s) - start)) s: $out"
+(cd "$out" && ls -l epload-"$version"* >&2)

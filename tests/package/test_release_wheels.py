@@ -1,0 +1,100 @@
+"""The release wheels (scripts/wheels.sh), as files: one per CPython it was
+built for, each tagged manylinux_2_28_x86_64 (or older) for that interpreter
+only, `auditwheel show` within that policy, every binary inside (the `epload`
+command too, which auditwheel does not look at) within it by
+scripts/wheels/elf_policy.py, no debug info, the package, extension, command
+and .pth file and nothing of the C++ development files; pip of another
+Python version refuses it.  The wheels are those of $EPLOAD_WHEELS_DIR, else
+those package.wheels built into the build directory.  Installing them is
+test_installed_wheels.py's."""
+
+import re
+import struct
+import zipfile
+
+import pytest
+
+from pkgenv import ELF_POLICY, facts, other_versions, project_version, release_wheels, run, wheel_python, wheel_tools
+
+WHEELS = release_wheels()
+TAG = re.compile(r"epload-(?P<version>[^-]+)-(?P<py>cp3\d+)-(?P=py)-manylinux_2_(?P<glibc>\d+)_x86_64\.whl$")
+
+
+def test_there_is_a_wheel_per_interpreter_and_an_sdist():
+    names = [w.name for w in WHEELS]
+    assert names, "no release wheels: run scripts/wheels.sh (or ctest -R package.wheels)"
+    assert len({TAG.match(n).group("py") for n in names}) == len(names), names
+    sdists = list(WHEELS[0].parent.glob(f"epload-{project_version()}.tar.gz"))
+    assert sdists, f"no sdist beside {names}"
+
+
+@pytest.mark.parametrize("wheel", WHEELS, ids=lambda w: w.name)
+def test_the_wheel_is_tagged_manylinux_2_28_or_older_for_one_interpreter(wheel):
+    m = TAG.match(wheel.name)
+    assert m, wheel.name
+    assert m.group("version") == project_version() and int(m.group("glibc")) <= 28, wheel.name
+
+
+@pytest.mark.parametrize("wheel", WHEELS, ids=lambda w: w.name)
+def test_auditwheel_and_the_command_check_are_within_the_policy(wheel):
+    tools = wheel_tools()
+    show = run([tools / "auditwheel", "show", wheel]).stdout
+    shown = re.search(r'platform tag:\s+"manylinux_2_(\d+)_x86_64"', show)
+    assert shown and int(shown.group(1)) <= 28, show
+    # Every ELF file of the wheel, the command under .data/scripts included.
+    out = run([tools / "python", ELF_POLICY, "manylinux_2_28_x86_64", wheel]).stdout
+    assert "/scripts/epload: NEEDED" in out and "_native" in out, out
+    assert "BREAKS" not in out, out
+
+
+@pytest.mark.parametrize("wheel", WHEELS, ids=lambda w: w.name)
+def test_the_wheel_holds_package_extension_command_and_hook(wheel):
+    f = facts(wheel_python(wheel))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    data = f"epload-{project_version()}.data"
+    assert {"epload/__init__.py", "epload/_native" + f["ext_suffix"], "epload-autoload.pth",
+            f"{data}/scripts/epload"} <= names
+    assert not [n for n in names if n.startswith(("include/", "lib/", f"{data}/data/", f"{data}/headers/"))]
+    assert not [n for n in names if "/_native" in n and n != "epload/_native" + f["ext_suffix"]]
+    info = zipfile.ZipFile(wheel).getinfo(f"{data}/scripts/epload")
+    assert (info.external_attr >> 16) & 0o111, "the command is not executable"
+
+
+def elf_section_names(data):
+    """The section names of a 64-bit little-endian ELF image."""
+    assert data[:6] == b"\x7fELF\x02\x01", "not a 64-bit little-endian ELF file"
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    def header(i):
+        return struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize)
+    strtab = header(shstrndx)
+    names = data[strtab[4]:strtab[4] + strtab[5]]
+    return {names[header(i)[0]:names.index(b"\0", header(i)[0])].decode() for i in range(shnum)}
+
+
+@pytest.mark.parametrize("wheel", WHEELS, ids=lambda w: w.name)
+def test_the_wheel_binaries_carry_no_debug_info(wheel):
+    # RelWithDebInfo builds with -g; the install strips (pyproject.toml,
+    # install.strip).
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            data = z.read(name)
+            if data[:4] != b"\x7fELF":
+                continue
+            sections = elf_section_names(data)
+            assert ".text" in sections, (name, sorted(sections))
+            assert not [s for s in sections if s.startswith(".debug")], (name, sorted(sections))
+
+
+@pytest.mark.parametrize("wheel", WHEELS, ids=lambda w: w.name)
+def test_pip_of_another_python_version_refuses_the_wheel(wheel, tmp_path):
+    mine = facts(wheel_python(wheel))
+    others = [f for f in other_versions(mine["version"])
+              if run([f["executable"], "-m", "pip", "--version"], check=False).returncode == 0]
+    assert others, f"no CPython other than {mine['version']} with pip on this machine"
+    target = tmp_path / "site"
+    proc = run([others[0]["executable"], "-m", "pip", "install", "--no-deps", "--no-index", "--target", target,
+                wheel], check=False)
+    assert proc.returncode != 0, proc.stdout
+    assert "is not a supported wheel on this platform" in proc.stderr, proc.stderr
+    assert not target.exists() or not list(target.iterdir())
