@@ -7,7 +7,7 @@
 // parse only), BM_CacheValidate{Full,Paths} (stats only, on an index in
 // memory) and BM_CacheWrite (serialize + atomic replace).
 //
-// BM_CacheStatBaseline is the reference for the issue's "within 1.5x of the
+// BM_CacheStatBaseline is the reference for the target "within 1.5x of the
 // bare cost of the stat calls it makes": the same fstatat calls `full`
 // validation needs (one per search path and per watched file, relative to a
 // directory descriptor), and nothing else.

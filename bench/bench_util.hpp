@@ -4,7 +4,7 @@
 // Environments come from scripts/gen_env.py (the same generator the process-
 // level harness and the tests use), run once per size and per process into a
 // private temporary directory that is removed when the process exits.  One
-// distribution in six is a backend, the proportion of the reference
+// distribution in six is a backend, the proportion of the benchmarks' reference
 // environment (1,000 backends among 6,000 distributions).  Backends are of
 // the Python kind: these suites time discovery, never loading.
 //
