@@ -79,12 +79,12 @@ class _HostFinder:
         pass
 
 
-class _Loader:
-    """Delegates to the real loader; runs the autoload after exec_module."""
+class DelegatingLoader:
+    """A module's real loader in all but ``exec_module``, which subclasses
+    extend (this hook's and ``_importlib_hook``'s)."""
 
-    def __init__(self, loader, group):
+    def __init__(self, loader):
         self._epload_loader = loader
-        self._epload_group = group
 
     def __getattr__(self, name):
         return getattr(self._epload_loader, name)
@@ -92,6 +92,14 @@ class _Loader:
     def create_module(self, spec):
         create = getattr(self._epload_loader, 'create_module', None)
         return None if create is None else create(spec)
+
+
+class _Loader(DelegatingLoader):
+    """Delegates to the real loader; runs the autoload after exec_module."""
+
+    def __init__(self, loader, group):
+        super().__init__(loader)
+        self._epload_group = group
 
     def exec_module(self, module):
         # Under EPLOAD_TRACE the host's whole import (its body and the

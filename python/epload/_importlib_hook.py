@@ -22,6 +22,8 @@ changes what entry_points() answers.
 import os
 import sys
 
+from ._hook import DelegatingLoader
+
 VARIABLE = 'EPLOAD_IMPORTLIB'
 _TARGET = 'importlib.metadata'
 
@@ -90,18 +92,8 @@ class _MetadataFinder:
         pass
 
 
-class _Loader:
+class _Loader(DelegatingLoader):
     """Delegates to the real loader; patches after ``exec_module``."""
-
-    def __init__(self, loader):
-        self._epload_loader = loader
-
-    def __getattr__(self, name):
-        return getattr(self._epload_loader, name)
-
-    def create_module(self, spec):
-        create = getattr(self._epload_loader, 'create_module', None)
-        return None if create is None else create(spec)
 
     def exec_module(self, module):
         real = self._epload_loader
