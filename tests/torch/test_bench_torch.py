@@ -20,7 +20,7 @@ HOST_PYTHON = '/usr/bin/python3'
 TINY = ['--sizes', '2', '--noise', '5', '--import-cost-ms', '1', '--rounds', '2',
         '--first-runs', '1', '--quick']
 VARIANTS = {'floor', 'stock', 'epload-eager', 'epload-lazy', 'epload-lazy-paths',
-            'lazy-first-foo', 'foo-by-hand'}
+            'epload-lazy-dirty', 'lazy-first-foo', 'foo-by-hand'}
 
 
 def have_matplotlib():
@@ -68,7 +68,7 @@ def test_json_has_every_variant_verified(bench):
     ver = row['verified']
     for v in ('stock', 'epload-eager'):
         assert ver[v]['modules'] == 2 and ver[v]['devices'] == 2 and ver[v]['foo']
-    for v in ('floor', 'epload-lazy', 'epload-lazy-paths'):
+    for v in ('floor', 'epload-lazy', 'epload-lazy-paths', 'epload-lazy-dirty'):
         assert ver[v]['modules'] == 0 and not ver[v]['foo']
     for v in ('lazy-first-foo', 'foo-by-hand'):
         assert ver[v]['modules'] == 0 and ver[v]['x'] == ['foo', [1.0, 1.0]]
@@ -92,7 +92,9 @@ def test_json_has_every_variant_verified(bench):
     assert ip['total']['median_ms'] == pytest.approx(
         ip['pth']['median_ms'] + ip['in_import']['median_ms'])
     names = [t['target'] for t in data['targets']]
-    assert len(names) == 4
+    assert len(names) == 5
+    assert names[4].startswith("lazy `import torch` (`full`), script's directory changed")
+    assert data['targets'][4]['met'] is None  # a whole-process verdict, 2 rounds
     assert names[0].startswith('lazy `import torch` (`full`) ≤ 1% above the floor')
     assert data['targets'][0]['measured'].startswith('in-process ')
     assert names[2].startswith("stock's added cost ÷ lazy's ≥ 100×")
