@@ -61,11 +61,11 @@ import time
 
 from . import options
 from .envs import SOURCE_DIR, clean_env, kept_env, machine, torch_python
-from .proc import BenchError, capture, harness_main, interleaved, log
+from .proc import BenchError, capture, harness_main, log
 from .report import fmt_ms, load_average, plot_marginals, table, times, write_report
 from .stats import paired_ci, summarize, summarize_rounds
 from .targets import budget_cells, stat_floor
-from .verify import checked_run, index_hit, retry_check
+from .verify import checked_run, index_hit, retry_check, verified_rounds
 
 GROUP = "torch.backends"
 VERIFY_MARK = "EPLOAD-BENCH-TORCH "
@@ -547,12 +547,7 @@ def measure_size(args, info, tmp, n):
                                           f"python-{n}-{args.noise}-cost{args.import_cost_ms:g}"),
         n, args.noise, GROUP, extra=("--import-cost-ms", args.import_cost_ms))
     size = Size(args, info, manifest, work)
-    log(f"bench_torch: {n:,} backends: warming, verifying {len(size.variants)} variants ...")
-    verified = size.warm_and_verify()
-    log(f"bench_torch: {n:,} backends: {len(size.variants)} variants x "
-        f"{args.warmup + args.rounds} interleaved rounds ...")
-    raw = interleaved(size.commands, size.base, args.rounds, args.warmup, work, envs=size.envs,
-                      before=size.before)
+    verified, raw = verified_rounds("bench_torch", n, size, args, work)
     row = {"backends": n, "fixtures": len(size.fixtures),
            "distributions": n + (args.noise if n else 0),
            "stats": analyse(raw), "verified": verified, "commands": size.commands,
