@@ -23,10 +23,11 @@ def parser(prog, doc, epilog=""):
 
 
 def add_common(p, rounds, warmup=(1, 1), python="/usr/bin/python3", outputs=True, tools=None,
-               python_help=None, quick=True):
+               python_help=None, quick=True, plot=True):
     """The options every suite shares.  ``rounds`` and ``warmup`` are
     (default, --quick default); ``tools`` {tool: whether `auto` runs it in
-    --quick mode too} adds --strace / --hyperfine."""
+    --quick mode too} adds --strace / --hyperfine; ``plot`` False leaves
+    --plot out (a suite with no per-size figures)."""
     q = "; --quick: {}" if quick else ""
     p.add_argument("--rounds", type=int, help=f"timed rounds ({rounds[0]}{q.format(rounds[1])})")
     p.add_argument("--warmup", type=int,
@@ -44,7 +45,8 @@ def add_common(p, rounds, warmup=(1, 1), python="/usr/bin/python3", outputs=True
     if outputs:
         p.add_argument("--json-out", metavar="FILE", help="write all results as JSON")
         p.add_argument("--md-out", metavar="FILE", help="also write the Markdown report to FILE")
-        p.add_argument("--plot", metavar="PNG", help="plot marginal cost against backends")
+        if plot:
+            p.add_argument("--plot", metavar="PNG", help="plot marginal cost against backends")
         p.add_argument("--keep", action="store_true", help="keep the temporary directory")
 
 

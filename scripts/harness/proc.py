@@ -67,7 +67,7 @@ def capture(argv, env):
 
 
 def interleaved(commands, env, rounds, warmup, tmp, progress=None, seed=0, settle=0, envs=None,
-                before=None):
+                before=None, after=None):
     """Times every command once per round, in an order shuffled each round
     (random.Random(seed): reproducible).  With ``settle`` = S, each command
     first runs S times untimed right before its timed run: then every
@@ -75,14 +75,16 @@ def interleaved(commands, env, rounds, warmup, tmp, progress=None, seed=0, settl
     whichever command the shuffle put before it.  ``envs`` maps a command's
     name to its own environment (default ``env``); ``before`` maps a name to
     a callable run before each of its runs, untimed (a variant that changes
-    the environment first).  ``progress(round, total)`` is called before
+    the environment first), ``after`` a name to a callable given the path of
+    the stderr of each of its runs (a check of what the run did).
+    ``progress(round, total)`` is called before
     each round.  Returns {name: {"wall": [ns], "cpu": [ns]}} of the timed
     rounds."""
     names = list(commands)
     out = {n: {"wall": [], "cpu": []} for n in names}
     err = os.path.join(tmp, "stderr.txt")
     order = random.Random(seed)
-    envs, before = envs or {}, before or {}
+    envs, before, after = envs or {}, before or {}, after or {}
     for r in range(warmup + rounds):
         if progress is not None:
             progress(r, warmup + rounds)
@@ -94,6 +96,8 @@ def interleaved(commands, env, rounds, warmup, tmp, progress=None, seed=0, settl
                 if n in before:
                     before[n]()
                 wall, cpu = run_once(commands[n], e, err)
+                if n in after:
+                    after[n](err)
             if r >= warmup:
                 out[n]["wall"].append(wall)
                 out[n]["cpu"].append(cpu)

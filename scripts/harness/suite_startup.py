@@ -54,13 +54,13 @@ import time
 from . import options
 from .envs import (SCRIPTS, clean_env, kept_env, machine, stevedore_location,
                    stevedore_lookup)
-from .proc import (capture, harness_main, hyperfine_pass, interleaved, log, progress_line,
+from .proc import (capture, harness_main, hyperfine_pass, log, progress_line,
                    strace_counts)
 from .report import (fmt_ms, fmt_ratio, load_average, plot_marginals, table, times,
                      write_report)
 from .stats import ratio, summarize_rounds
 from .targets import REACH, budget_floor, stat_floor
-from .verify import checked_run, index_hit, retry_check
+from .verify import checked_run, index_hit, retry_check, verified_rounds
 
 sys.path.insert(0, SCRIPTS)
 import stock_autoload  # noqa: E402  (also the Python tests' oracle)
@@ -165,7 +165,7 @@ class Size:
     """The variants' command lines for one generated environment."""
 
     def __init__(self, args, manifest, hostdir, stevedore_dir, work):
-        self.work, self.env, self.python = work, clean_env(work), args.python
+        self.work, self.base, self.python = work, clean_env(work), args.python
         self.site = manifest["search_path"]
         self.backends = [b["entry_point"] for b in manifest["backends"]]
         self.devices = [b["device"] for b in manifest["backends"]]
@@ -199,7 +199,7 @@ class Size:
     def check(self, v):
         """Runs variant v once with the probe appended; returns (report, stderr)."""
         extra = {"EPLOAD_DEBUG": "1"} if v.startswith("epload-") else None
-        return checked_run(self.argv(v, extra, PROBE), self.env, VERIFY_MARK, v,
+        return checked_run(self.argv(v, extra, PROBE), self.base, VERIFY_MARK, v,
                            f"variant {v} ({VARIANTS[v][0]}) failed at {len(self.backends)} "
                            f"backends; its code: {self.code[v]}")
 
@@ -249,7 +249,7 @@ class Size:
         # epload's eager autoload learns every backend's devices for the lazy ones.
         for v in ("epload-eager", "stevedore"):
             if v in self.commands:
-                capture(self.commands[v], self.env)
+                capture(self.commands[v], self.base)
         report = {}
         for v in self.variants:
             r, tries = retry_check(v, VARIANTS[v][0], f"{len(self.backends)} backends",
@@ -499,23 +499,17 @@ def measure_size(args, n, tmp, hostdir, stevedore_dir):
     manifest = kept_env("bench_startup", args.python, where, n, args.noise, GROUP,
                         extra=("--import-cost-ms", args.import_cost_ms))
     size = Size(args, manifest, hostdir, stevedore_dir, work)
-    log(f"bench_startup: {n:,} backends: warming caches, verifying "
-        f"{len(size.variants)} variants ...")
-    verified = size.warm_and_verify()
-    log(f"bench_startup: {n:,} backends: {len(size.variants)} variants x "
-        f"{args.warmup + args.rounds} interleaved rounds ...")
-    raw = interleaved(size.commands, size.env, args.rounds, args.warmup, work,
-                      progress=progress_line)
+    verified, raw = verified_rounds("bench_startup", n, size, args, work, progress_line)
     stats, ratios = analyse(raw)
     row = {"backends": n, "distributions": n + args.noise, "stats": stats,
            "ratios": ratios, "verified": verified, "commands": size.commands,
            "first_device": size.first_device}
     if n == args.sizes[-1] and args.strace:
         log("bench_startup: counting system calls ...")
-        row["strace"] = {v: strace_counts(c, size.env, work) for v, c in size.commands.items()}
+        row["strace"] = {v: strace_counts(c, size.base, work) for v, c in size.commands.items()}
     if n == args.sizes[-1] and args.hyperfine:
         log("bench_startup: hyperfine pass ...")
-        row["hyperfine"] = hyperfine_pass(size.commands, size.env, args.rounds, args.warmup,
+        row["hyperfine"] = hyperfine_pass(size.commands, size.base, args.rounds, args.warmup,
                                           work)
     return row
 

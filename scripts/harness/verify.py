@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 
-from .proc import BenchError, capture
+from .proc import BenchError, capture, interleaved, log
 
 
 def checked_run(argv, env, mark, name, failure):
@@ -50,3 +50,18 @@ def index_hit(stderr):
         return []
     status = [ln for ln in stderr.splitlines() if "epload: index" in ln]
     return ["no index cache hit (" + (status[-1] if status else "no index status") + ")"]
+
+
+def verified_rounds(prog, n, size, args, work, progress=None):
+    """The per-size run the start-up suites share: ``size`` (a suite's Size:
+    variants, commands, envs, before, warm_and_verify()) warmed and every
+    variant verified, then timed in args.warmup + args.rounds interleaved
+    rounds.  Returns (verification report, interleaved()'s samples)."""
+    log(f"{prog}: {n:,} backends: warming, verifying {len(size.variants)} variants ...")
+    verified = size.warm_and_verify()
+    log(f"{prog}: {n:,} backends: {len(size.variants)} variants x "
+        f"{args.warmup + args.rounds} interleaved rounds ...")
+    raw = interleaved(size.commands, size.base, args.rounds, args.warmup, work,
+                      progress=progress, envs=getattr(size, "envs", None),
+                      before=getattr(size, "before", None))
+    return verified, raw

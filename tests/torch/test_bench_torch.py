@@ -19,8 +19,8 @@ BENCH = SOURCE / 'scripts' / 'bench_torch.py'
 HOST_PYTHON = '/usr/bin/python3'
 TINY = ['--sizes', '2', '--noise', '5', '--import-cost-ms', '1', '--rounds', '2',
         '--first-runs', '1', '--quick']
-VARIANTS = {'floor', 'stock', 'epload-eager', 'epload-lazy', 'epload-lazy-paths', 'epload-lazy-dirty',
-            'lazy-first-foo', 'foo-by-hand'}
+VARIANTS = {'floor', 'stock', 'epload-eager', 'epload-lazy', 'epload-lazy-paths',
+            'epload-lazy-dirty', 'lazy-first-foo', 'foo-by-hand'}
 
 
 def have_matplotlib():

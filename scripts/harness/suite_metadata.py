@@ -1,0 +1,163 @@
+"""Metadata operations one Python process start makes to look up one
+entry-point group, counted with `strace -f -c`: what a shared file system's
+metadata server sees per process, times the number of processes.
+
+    scripts/metadata_ops.py [--dists 6000] [--python PY] [--build DIR]
+                            [--md-out F] [--json-out F] [--keep]
+
+One environment of --dists distributions is generated with
+scripts/gen_env.py (10 Python backends under torch.backends among ordinary
+distributions).  Each variant is a fresh `PY SCRIPT` process, with
+PYTHONPATH holding the built package (<build>/python) and the environment,
+that looks group torch.backends up once:
+
+  importlib         importlib.metadata.entry_points(group=...)
+  epload full       epload.entry_points(group=...), warm cache, EPLOAD_VALIDATE=full
+  epload paths      the same with EPLOAD_VALIDATE=paths
+  shipped index     the same with EPLOAD_INDEX=FILE (`epload index build
+                    --output FILE`, made when the environment was), an
+                    empty cache directory that stays empty
+
+and `baseline` imports the same modules and looks nothing up.  Every
+variant must answer as importlib does (checked).  Reported per variant: the
+calls of the stat family (stat, lstat, fstat, newfstatat, statx), openat,
+getdents64 and read, and their sum, each less the baseline's; and whether
+the process wrote a file into its cache directory.  Needs strace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+
+from . import options
+from .envs import clean_env, ensure_env, machine
+from .proc import BenchError, capture, harness_main, log, strace_counts
+from .report import table, write_report
+
+GROUP = "torch.backends"
+FAMILIES = ("stat", "openat", "getdents64", "read")
+IMPORTS = "import sys, importlib.metadata, epload\n"
+LOOKUPS = {
+    "baseline": "",
+    "importlib": f"importlib.metadata.entry_points(group={GROUP!r})",
+    "epload full": f"epload.entry_points(group={GROUP!r})",
+    "epload paths": f"epload.entry_points(group={GROUP!r})",
+    "shipped index": f"epload.entry_points(group={GROUP!r})",
+}
+
+
+def parse_args(argv):
+    p = options.parser("metadata_ops.py", __doc__)
+    # One strace'd run per variant: no rounds to choose.
+    p.add_argument("--python", default="/usr/bin/python3", help="the interpreter the build is for")
+    p.add_argument("--build", default=options.DEFAULT_BUILD,
+                   help="epload build directory (default: $EPLOAD_BUILD_DIR, else <source>/build)")
+    p.add_argument("--dists", type=int, default=6000, help="distributions (6000)")
+    p.add_argument("--env-dir", metavar="DIR",
+                   help="where the generated environment is kept (default: under the build)")
+    p.add_argument("--json-out", metavar="FILE", help="write all results as JSON")
+    p.add_argument("--md-out", metavar="FILE", help="also write the Markdown report to FILE")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    p.set_defaults(_rounds=(1, 1), _warmup=(0, 0), _tools={}, rounds=None, warmup=None, quick=False)
+    args = options.finish(p, p.parse_args(argv))
+    if args.dists < 11:
+        p.error("--dists must be at least 11 (10 of them are backends)")
+    return args
+
+
+def main(argv=None):
+    return harness_main("metadata_ops.py", parse_args, run, argv)
+
+
+def write_scripts(work):
+    """One script a variant (its directory, not '', is sys.path[0])."""
+    scripts = {}
+    for name, lookup in LOOKUPS.items():
+        scripts[name] = os.path.join(work, name.replace(" ", "-") + ".py")
+        with open(scripts[name], "w") as f:
+            f.write(IMPORTS + ("import json; print(json.dumps(sorted([e.name, e.value] "
+                               f"for e in {lookup})))" if lookup else ""))
+    return scripts
+
+
+def ship_index(args, base, work, env_dir, tmp):
+    """`epload index build` for the search path the processes have (their
+    sys.path: same interpreter, environment and directory); checks that a
+    process uses it.  Returns the index file."""
+    path_script = os.path.join(work, "path.py")
+    with open(path_script, "w") as f:
+        f.write("import json, sys; print(json.dumps(sys.path))\n")
+    paths = json.loads(capture([args.python, path_script], base).stdout)
+    index = os.path.join(env_dir, "env.index")
+    capture([args.epload, "index", "build", "--output", index,
+             *[a for p in paths for a in ("--path", p)]],
+            dict(base, EPLOAD_CACHE_DIR=os.path.join(tmp, "cache-build")))
+    return index
+
+
+def cache_files(d):
+    return set(os.listdir(d)) if os.path.isdir(d) else set()
+
+
+def run(args, tmp):
+    if shutil.which("strace") is None:
+        raise BenchError("strace is not installed (apt-get install strace)")
+    args.epload = os.path.join(args.build, "epload")
+    package = os.path.join(args.build, "python")
+    if not os.path.isfile(args.epload) or not os.path.isdir(os.path.join(package, "epload")):
+        raise BenchError(f"no build in {args.build}: run scripts/setup.sh first")
+    env_dir = args.env_dir or os.path.join(args.build, "bench-metadata-ops", f"env-{args.dists}")
+    manifest, reused = ensure_env(sys.executable, env_dir, 10, args.dists - 10, GROUP)
+    log(f"environment {env_dir} ({'reused' if reused else 'generated'}): {args.dists} distributions")
+    work = os.path.join(tmp, "work")
+    os.makedirs(work)
+    base = dict(clean_env(tmp), PYTHONPATH=os.pathsep.join([package, manifest["search_path"]]))
+    caches = {name: os.path.join(tmp, "cache-" + name.replace(" ", "-")) for name in LOOKUPS}
+    envs = {name: dict(base, EPLOAD_CACHE_DIR=caches[name]) for name in LOOKUPS}
+    envs["epload paths"]["EPLOAD_VALIDATE"] = "paths"
+    # Every script is written before the index is built: a change to a
+    # directory on the path (sys.path[0] is theirs) makes the index stale.
+    scripts = write_scripts(work)
+    envs["shipped index"]["EPLOAD_INDEX"] = ship_index(args, base, work, env_dir, tmp)
+    check = capture([args.python, scripts["shipped index"]],
+                    dict(envs["shipped index"], EPLOAD_DEBUG="1"))
+    if "index shipped" not in check.stderr:
+        raise BenchError(f"the shipped index was not used:\n{check.stderr[-2000:]}")
+    result = {"machine": machine(), "dists": args.dists, "python": args.python, "variants": {}}
+    answers = {}
+    for name in LOOKUPS:
+        argv = [args.python, scripts[name]]
+        # Warm: the cache written (full, paths), the page cache filled.
+        answers[name] = capture(argv, envs[name]).stdout
+        before = cache_files(caches[name])
+        counts = strace_counts(argv, envs[name], tmp)
+        result["variants"][name] = {k: counts[k] for k in FAMILIES} | {
+            "total": counts["total"], "wrote_cache_files": sorted(cache_files(caches[name]) - before)}
+    for name in LOOKUPS:
+        if name != "baseline" and answers[name] != answers["importlib"]:
+            raise BenchError(f"variant {name} answered differently from importlib:\n"
+                             f"{answers[name][:500]}\n!=\n{answers['importlib'][:500]}")
+    if result["variants"]["shipped index"]["wrote_cache_files"]:
+        raise BenchError("the shipped index's process wrote cache files: "
+                         f"{result['variants']['shipped index']['wrote_cache_files']}")
+    floor = result["variants"]["baseline"]
+    for v in result["variants"].values():
+        v["metadata_ops"] = sum(v[k] - floor[k] for k in FAMILIES)
+    write_report(result, markdown(result), md_out=args.md_out, json_out=args.json_out)
+    return 0
+
+
+def markdown(result):
+    floor = result["variants"]["baseline"]
+    rows = [[name, *(f"{v[k] - floor[k]:,}" for k in FAMILIES), f"{v['metadata_ops']:,}",
+             ", ".join(v["wrote_cache_files"]) or "none"]
+            for name, v in result["variants"].items() if name != "baseline"]
+    lines = [f"Metadata operations of one process start's lookup of `{GROUP}`, "
+             f"{result['dists']:,} distributions (`strace -f -c`, less a process that "
+             "looks nothing up):", ""]
+    lines += table(["variant", "stat family", "openat", "getdents64", "read", "total",
+                    "cache files written"], "lrrrrrl", rows)
+    return "\n".join(lines) + "\n"

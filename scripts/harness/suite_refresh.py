@@ -1,0 +1,212 @@
+"""Process-level benchmark of a stale index: what a fresh process pays after
+something changed on its search path, as a ratio to a plain cache hit in the
+same run.
+
+The search path is a script's directory (no distribution there; first, as
+sys.path[0]) then a generated site-packages (--backends + --noise
+distributions).  Two fronts run the same query of one group under `full`
+validation, each a whole process:
+
+  py   python3 -I -S -c "sys.path[:0] = [SCRIPT, SITE, <build>/python];
+       import epload; epload.entry_points(group=GROUP)"
+  cli  epload entry-points --group GROUP --path SCRIPT --path SITE
+
+Cases, each front's and each case's run timed once per round in an order
+shuffled each round (seeded; so slow drift of the machine hits them alike).
+Before each timed run, untimed, its front is brought back to a hit, its
+change is made, and a pause of 10 ms puts the change in an earlier clock
+tick than the run (its stamps are then not racy):
+
+  hit        nothing changed
+  new-file   a file created in the script's directory (a hit that lists
+             that directory again)
+  add        one distribution installed in site-packages
+  remove     that distribution removed
+  edit       one entry_points.txt rewritten
+  cold       the cache file removed first: a full scan and write
+
+Each timed run is checked: hit and new-file must report "index hit", add,
+remove and edit "index refreshed", cold "index rebuilt" (the cli front says
+"cache" for "index"; EPLOAD_DEBUG=1 on every run; its one line on stderr
+costs nothing measurable).  The figures are the given --build's: a build
+that cannot refresh an index stops at the first case it answers otherwise.
+Reported: wall and CPU medians per front and case, and each case's CPU
+median as a ratio to the hit's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import time
+
+from . import options
+from .envs import clean_env, generate, machine
+from .proc import BenchError, capture, harness_main, interleaved, log, progress_line
+from .report import write_report
+
+CASES = ("hit", "new-file", "add", "remove", "edit", "cold")
+WANT = {"hit": "index hit", "new-file": "index hit", "add": "index refreshed",
+        "remove": "index refreshed", "edit": "index refreshed", "cold": "index rebuilt"}
+FRONTS = ("py", "cli")
+PAUSE = 0.01
+
+
+def parse_args(argv):
+    p = options.parser("bench_refresh.py", __doc__)
+    options.add_common(p, rounds=(15, 5), warmup=(0, 0), plot=False)
+    # The name this benchmark's command line had before --rounds.
+    p.add_argument("--runs", dest="rounds", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--backends", type=int, default=1000, help="backend distributions (1000)")
+    p.add_argument("--noise", type=int, default=5000, help="ordinary distributions (5000)")
+    p.add_argument("--group", default="torch.backends")
+    args = options.finish(p, p.parse_args(argv))
+    if args.backends < 1 or args.noise < 0:
+        p.error("--backends must be >= 1, --noise >= 0")
+    args.epload = os.path.join(args.build, "epload")
+    if not os.access(args.epload, os.X_OK):
+        p.error(f"no epload executable at {args.epload}: build it first (scripts/setup.sh)")
+    return args
+
+
+def main(argv=None):
+    return harness_main("bench_refresh.py", parse_args, run, argv)
+
+
+class Front:
+    """One front's command, environment and cache, and the changes the
+    cases make to the tree it shares with the other front."""
+
+    def __init__(self, name, argv, env, cache, tree):
+        self.name, self.argv, self.env, self.cache, self.tree = name, argv, env, cache, tree
+        self.want = {k: v if name == "py" else v.replace("index ", "cache ")
+                     for k, v in WANT.items()}
+
+    def to_hit(self):
+        """Runs until a hit: the other front's changes made it stale."""
+        for _ in range(20):
+            time.sleep(PAUSE)
+            err = capture(self.argv, self.env).stderr
+            if self.want["hit"] in err:
+                return
+        raise BenchError(f"{self.name}: no '{self.want['hit']}' after 20 runs: {err.strip()}")
+
+    def before(self, case):
+        def prepare():
+            if case == "remove" and not os.path.isdir(self.tree.extra):
+                self.tree.add()
+            elif case == "add" and os.path.isdir(self.tree.extra):
+                shutil.rmtree(self.tree.extra)
+            self.to_hit()
+            self.tree.change(case, self.cache)
+            time.sleep(PAUSE)
+        return prepare
+
+    def after(self, case):
+        def check(stderr_path):
+            with open(stderr_path, errors="replace") as f:
+                err = f.read()
+            if self.want[case] not in err:
+                raise BenchError(f"{self.name} {case}: expected '{self.want[case]}', "
+                                 f"got: {err.strip()}")
+        return check
+
+
+class Tree:
+    """The generated tree and the changes the cases make to it."""
+
+    def __init__(self, site, script):
+        self.site, self.script, self.n = site, script, 0
+        self.extra = os.path.join(site, "zz_bench_extra-1.0.dist-info")
+        self.edited = next(os.path.join(site, d, "entry_points.txt")
+                           for d in sorted(os.listdir(site))
+                           if "backend" in d
+                           and os.path.exists(os.path.join(site, d, "entry_points.txt")))
+        with open(self.edited, encoding="utf-8") as f:
+            self.original = f.read()
+
+    def add(self):
+        os.makedirs(self.extra)
+        with open(os.path.join(self.extra, "METADATA"), "w") as f:
+            f.write("Metadata-Version: 2.1\nName: zz_bench_extra\nVersion: 1.0\n\n")
+        with open(os.path.join(self.extra, "entry_points.txt"), "w") as f:
+            f.write("[torch.backends]\nzz_bench_extra = zz_bench_extra:init\n")
+
+    def change(self, case, cache):
+        self.n += 1
+        if case == "new-file":
+            with open(os.path.join(self.script, f"out{self.n}.log"), "w") as f:
+                f.write("step\n")
+        elif case == "add":
+            self.add()
+        elif case == "remove":
+            shutil.rmtree(self.extra)
+        elif case == "edit":
+            with open(self.edited, "w", encoding="utf-8") as f:
+                f.write(self.original + ("# edited\n" if self.n % 2 else ""))
+        elif case == "cold":
+            for name in os.listdir(cache):
+                if name.startswith("index-"):
+                    os.unlink(os.path.join(cache, name))
+
+
+def fronts(args, tmp, site, script):
+    env = dict(clean_env(tmp), EPLOAD_DEBUG="1")
+    tree, out = Tree(site, script), {}
+    for front in FRONTS:
+        cache = os.path.join(tmp, f"cache-{front}")
+        os.makedirs(cache, mode=0o700)
+        if front == "py":
+            code = (f"import sys; sys.path[:0] = [{script!r}, {site!r}, "
+                    f"{os.path.join(args.build, 'python')!r}]; "
+                    f"import epload; epload.entry_points(group={args.group!r})")
+            out[front] = Front(front, [args.python, "-I", "-S", "-c", code],
+                               dict(env, EPLOAD_CACHE_DIR=cache), cache, tree)
+        else:
+            out[front] = Front(front, [args.epload, "entry-points", "--group", args.group,
+                                       "--path", script, "--path", site,
+                                       f"--cache-dir={cache}"], env, cache, tree)
+    return out
+
+
+def run(args, tmp):
+    log(f"generating {args.backends + args.noise} distributions ...")
+    manifest = generate(args.python, os.path.join(tmp, "env"), args.backends, args.noise,
+                        args.group)
+    script = os.path.join(tmp, "script")
+    os.makedirs(script)
+    fr = fronts(args, tmp, manifest["search_path"], script)
+    names = {(f, c): f"{f} {c}" for f in FRONTS for c in CASES}
+    commands = {n: fr[f].argv for (f, c), n in names.items()}
+    log(f"timing {len(CASES)} cases x 2 fronts x {args.rounds} rounds ...")
+    raw = interleaved(commands, None, args.rounds, args.warmup, tmp, progress=progress_line,
+                      envs={n: fr[f].env for (f, c), n in names.items()},
+                      before={n: fr[f].before(c) for (f, c), n in names.items()},
+                      after={n: fr[f].after(c) for (f, c), n in names.items()})
+    result = {"machine": machine(), "distributions": args.backends + args.noise,
+              "rounds": args.rounds, "warmup": args.warmup, "load_average": os.getloadavg(),
+              "cases": {}}
+    for front in FRONTS:
+        hit = statistics.median(raw[f"{front} hit"]["cpu"]) / 1e6
+        for case in CASES:
+            s = raw[f"{front} {case}"]
+            cpu = statistics.median(s["cpu"]) / 1e6
+            result["cases"][f"{front} {case}"] = {
+                "wall_median_ms": statistics.median(s["wall"]) / 1e6, "cpu_median_ms": cpu,
+                "cpu_over_hit": cpu / hit}
+    write_report(result, markdown(result), args.md_out, args.json_out)
+    return 0
+
+
+def markdown(result):
+    lines = [f"# bench_refresh.py: {result['distributions']:,} distributions, "
+             f"{result['rounds']} rounds\n",
+             f"Machine: {result['machine']}; load average {result['load_average'][0]:.1f}\n",
+             "| front | case | wall median ms | CPU median ms | CPU ÷ hit |", "|---|---|---:|---:|---:|"]
+    for name, c in result["cases"].items():
+        front, case = name.split(" ", 1)
+        lines.append(f"| {front} | {case} | {c['wall_median_ms']:.1f} | {c['cpu_median_ms']:.1f} "
+                     f"| {c['cpu_over_hit']:.2f}x |")
+    return "\n".join(lines) + "\n"
