@@ -5,12 +5,24 @@ exception raised.
 """
 
 import contextlib
+import csv  # noqa: F401 - see below
+import email.message  # noqa: F401
 import importlib.metadata as im
 import os
 import sys
 import warnings
+import zipfile  # noqa: F401
 
 import epload
+
+# The comparisons replace sys.path by the test's directories alone, so what
+# importlib.metadata imports lazily (3.13: email.message for a METADATA read,
+# through importlib.metadata._adapters) must be imported before: else the
+# first side to need it raises ModuleNotFoundError and the other does not.
+try:
+    import importlib.metadata._adapters  # noqa: F401
+except ImportError:  # not in every version
+    pass
 
 # The selections assert_same_everywhere() tries, the bad ones included.
 ALL_PARAMS = [
