@@ -176,8 +176,15 @@ class _DeviceModuleFinder:
 
     def find_spec(self, fullname, path=None, target=None):
         got = self.targets.get(fullname)
-        if got is None or got[0].state == 'ready':
-            return None  # loaded: what it registered (or nothing) is the answer
+        if got is None:
+            return None
+        b, name = got
+        # Loaded and registered nothing: there is no such module.  Loaded and
+        # registered it: the import system asks finders only after it found
+        # no module in sys.modules, a look that may predate the end of a load
+        # another thread ran; exec_module then hands over the registered one.
+        if b.state == 'ready' and name not in b.session.host.__dict__:
+            return None
         from importlib.machinery import ModuleSpec
         return ModuleSpec(fullname, self)
 

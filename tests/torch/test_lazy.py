@@ -321,3 +321,41 @@ out(before=before, device=str(x.device), values=x.cpu().tolist())
     assert got['before'] is False
     assert got['device'] == 'foo:0' and got['values'] == [1.0, 1.0]
     assert got['events'].count('foo import') == 1
+
+
+def test_an_import_that_looked_before_another_thread_finished_the_load_finds_foo(learned):
+    # Thread B imports torch.foo (.to("foo")): the import system finds it
+    # missing from sys.modules, then asks the finders.  If the main thread
+    # loads foo (torch.foo) in between, the finders are asked after the
+    # load: the module the backend registered must still be the answer.
+    # B is held at that point by a trace function, so the order is certain.
+    got = learned.run('''
+import threading
+import torch
+paused, resume = threading.Event(), threading.Event()
+def hold(frame, event, arg):
+    if event == 'call' and frame.f_code.co_name == '_find_spec' and frame.f_locals.get('name') == 'torch.foo':
+        paused.set()
+        resume.wait()
+    return None
+result = {}
+def b():
+    sys.settrace(hold)
+    try:
+        result['b'] = torch.ones(2).to("foo").cpu().tolist()
+    except BaseException as e:
+        result['b'] = repr(e)
+    finally:
+        sys.settrace(None)
+t = threading.Thread(target=b)
+t.start()
+paused.wait()
+first = torch.foo.__name__
+resume.set()
+t.join()
+out(first=first, b=result['b'], module=sys.modules['torch.foo'] is torch.foo)
+''')
+    assert got['first'] == 'torch_foo.runtime'
+    assert got['b'] == [1.0, 1.0]
+    assert got['module'] is True
+    assert got['events'].count('foo import') == 1
