@@ -1,9 +1,6 @@
 #!/usr/bin/python3
-"""Entry point of the harness's suite_torch (scripts/harness/suite_torch.py; --help)."""
-import os
-import sys
-
+"""Entry point of scripts/harness/suite_torch.py (--help)."""
+import os, sys  # noqa: E401
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness.suite_torch import main  # noqa: E402
-
 sys.exit(main())

@@ -51,36 +51,30 @@ import sys
 import time
 import json
 
-from . import options, suite_startup, suite_torch
-from .envs import (SOURCE_DIR, check_entry_points, clean_env, importlib_same_output,
-                   interpreter_path, kept_env, machine, torch_python, warm_until_hit)
+from . import options, suite_index, suite_startup, suite_torch
+from .envs import SOURCE_DIR, clean_env, config, kept_env, torch_python
 from .proc import BenchError, capture, harness_main, interleaved, log
 from .report import fmt_ms, load_average, table, times, write_report
 from .stats import summarize_rounds
 
 GROUP = "torch.backends"
-# The commands, in report order: name -> (label, arguments after `epload
-# entry-points|load ... --group GROUP`, or None for the interpreters).
-LOOKUPS = {
-    "bare": ("bare interpreter `python3 -I -S`", None),
-    "importlib": ("importlib.metadata `entry_points(group=)`", None),
-    "importlib-same": ("importlib.metadata, printing what epload prints (dist name and "
-                       "version too)", None),
-    "cold": ("epload entry-points, cold scan (`--no-cache`)", ["--no-cache"]),
-    "full": ("epload entry-points, cached index (`--validate full`)", ["--validate", "full"]),
-    "paths": ("epload entry-points, cached index (`--validate paths`)", ["--validate", "paths"]),
-}
+LOOKUPS = ("bare", "importlib", "importlib-same", "cold", "full", "paths")
+# The loads, in report order: name -> (label, arguments after `epload load
+# DEVICE --path ... --group GROUP`).
 LOADS = {f"{mode}-{index}": (f"epload load, {mode}, {what}", ["--mode", mode, *extra])
          for mode in ("eager", "lazy")
          for index, what, extra in (("cold", "cold index", ["--no-cache"]),
                                     ("cached", "cached index", []),
                                     ("paths", "cached index, `--validate paths`",
                                      ["--validate", "paths"]))}
-LABELS = {n: v[0] for n, v in {**LOOKUPS, **LOADS}.items()}
+LABELS = dict({n: suite_index.COMMANDS[n] for n in LOOKUPS}, **{n: v[0] for n, v in LOADS.items()})
 PHASES = ("index_us", "create_us", "start_us", "lookup_us", "total_us")
 
 
 class Demo:
+    """The lookups of the index suite (the environment on sys.path after the
+    standard library, as site-packages sits) and the loads."""
+
     def __init__(self, args, manifest, tmp):
         self.args, self.env = args, clean_env(tmp)
         self.site, self.backends = manifest["search_path"], manifest["backends"]
@@ -89,33 +83,21 @@ class Demo:
             raise BenchError(f"--device {self.device}: no generated backend provides it "
                              f"(devices are {self.backends[0]['device']} ... "
                              f"{self.backends[-1]['device']})")
-        cache = os.path.join(args.out, "cache")
-        os.makedirs(cache, mode=0o700, exist_ok=True)
-        # The interpreter's own search path with the environment appended, as
-        # site-packages sits after the standard library; epload gets the same
-        # list, in the same order.
-        paths = [a for p in interpreter_path(args.python, self.env) + [self.site]
-                 for a in ("--path", p)]
-        py = f"import sys; sys.path.append({self.site!r})"
-        code = {"bare": py, "importlib": py + "; from importlib.metadata import entry_points; "
-                                              f"eps = entry_points(group={GROUP!r})",
-                "importlib-same": py + "; " + importlib_same_output(GROUP)}
-        self.commands = {}
-        for n, (_, extra) in {**LOOKUPS, **LOADS}.items():
-            verb = ["load", self.device] if n in LOADS else ["entry-points"]
-            self.commands[n] = [args.python, "-I", "-S", "-c", code[n]] if extra is None else \
-                [args.epload, *verb, *paths, "--group", GROUP, *extra] + (
-                    [] if "--no-cache" in extra else ["--cache-dir", cache])
+        self.setup = suite_index.Setup(args, self.site, tmp, self.env, None, site_first=False,
+                                       cache_dir=os.path.join(args.out, "cache"))
+        cmds = dict(self.setup.py, **self.setup.epload)
+        self.commands = {n: cmds[n] for n in LOOKUPS}
+        for n, (_, extra) in LOADS.items():
+            self.commands[n] = [args.epload, "load", self.device, *self.setup.paths, "--group",
+                                GROUP, *extra] + (
+                [] if "--no-cache" in extra else ["--cache-dir", self.setup.cache_dir])
 
     def verify(self):
         """Warms the caches and checks that every command does its job;
         returns the in-process phases of `epload load --json` per command."""
         n = len(self.backends)
-        check_entry_points(self.args.python, self.env, self.site, GROUP, n,
-                           {f"`{LABELS[v]}`": self.commands[v] for v in ("cold", "full", "paths")},
-                           site_first=False)
-        warm_until_hit({f"`{LABELS[v]}`": self.commands[v]
-                        for v in ("full", "paths", "lazy-cached")}, self.env, pause=0.05)
+        self.setup.check_answers(self.args.python, self.env, n)
+        self.setup.warm(self.env, {f"`{LABELS['lazy-cached']}`": self.commands["lazy-cached"]})
         phases = {}
         for v in LOADS:
             runs = [json.loads(capture(self.commands[v] + ["--json"], self.env).stdout)
@@ -194,8 +176,7 @@ def parse_args(argv):
     options.add_common(p, rounds=(9, 9), outputs=False, quick=False)
     p.add_argument("--out", default=os.path.join(SOURCE_DIR, "out", "demo"),
                    help="where results and environments go (<source>/out/demo)")
-    p.add_argument("--backends", type=int, default=1000, help="native backends (1000)")
-    p.add_argument("--noise", type=int, default=5000, help="ordinary distributions (5000)")
+    options.add_lookup(p)
     p.add_argument("--device", help="the device to load (default: the middle backend's)")
     p.add_argument("--phase-runs", type=int, default=3,
                    help="`epload load --json` runs for the in-process phases (3)")
@@ -215,13 +196,10 @@ def parse_args(argv):
                    help="rounds for the real-torch suite (default: its --quick, 3)")
     args = options.finish(p, p.parse_args(argv))
     args.no_torch = args.no_torch or os.environ.get("EPLOAD_SKIP_TORCH") == "1"
-    if args.backends < 1 or args.noise < 0 or args.phase_runs < 1:
-        p.error("--backends and --phase-runs must be >= 1 and --noise >= 0")
+    if args.phase_runs < 1:
+        p.error("--phase-runs must be >= 1")
     args.out = os.path.abspath(args.out)
-    args.epload = os.path.join(args.build, "epload")
-    if not os.access(args.epload, os.X_OK):
-        p.error(f"no epload executable in {args.build}: run scripts/demo.sh (which builds), "
-                "or build and pass --build DIR")
+    options.need_built(p, args.epload)
     if args.startup_noise is None:
         args.startup_noise = args.noise
     return args
@@ -272,19 +250,15 @@ def start_up_table(args, tmp):
     phases = d.verify()
     log(f"demo: timing {len(d.commands)} commands x {args.warmup + args.rounds} "
         "interleaved rounds ...")
-    la = os.getloadavg()
+    cfg = config(args, backends=args.backends, noise=args.noise, device=d.device,
+                 phase_runs=args.phase_runs, epload=args.epload,
+                 environment=os.path.join(args.out, "env"))
     stats = summarize_rounds(interleaved(d.commands, d.env, args.rounds, args.warmup, tmp))
-    result = {"config": {"backends": args.backends, "noise": args.noise, "device": d.device,
-                         "rounds": args.rounds, "warmup": args.warmup,
-                         "phase_runs": args.phase_runs, "epload": args.epload,
-                         "python": args.python, "environment": os.path.join(args.out, "env"),
-                         "machine": machine(), "load_average_before": la,
-                         "load_average_after": os.getloadavg()},
-              "commands": d.commands, "stats": stats, "phases": phases,
+    result = {"config": cfg, "commands": d.commands, "stats": stats, "phases": phases,
               "derived": derive(stats)}
     files = [os.path.join(args.out, n) for n in ("demo.md", "demo.json")]
     sys.stdout.write("\n")
-    write_report(result, markdown(result), md_out=files[0], json_out=files[1])
+    write_report(result, markdown, md_out=files[0], json_out=files[1])
     return files
 
 

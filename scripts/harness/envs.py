@@ -138,6 +138,14 @@ def machine():
             "python": platform.python_version()}
 
 
+def config(args, **extra):
+    """What a result records of its run: ``extra``, the rounds, the
+    interpreter, the machine, the load average before and the start time."""
+    return dict(extra, rounds=getattr(args, "rounds", None), warmup=getattr(args, "warmup", None),
+                python=args.python, load_average_before=os.getloadavg(), machine=machine(),
+                started=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+
+
 def importlib_same_output(group):
     """Python code that does with importlib.metadata what
     `epload entry-points --group GROUP` does: look the group up and print

@@ -319,14 +319,11 @@ def parse_args(argv):
     args.min_time = 0.05 if args.quick else 0.2
     if args.repetitions < 1 or args.update_runs < 1:
         p.error("--repetitions and --update-runs must be >= 1")
-    args.epload = os.path.join(args.build, "epload")
     args.bench_exe = os.path.join(args.build, "bench", "epload_bench")
     args.group = "torch.backends"
-    need = [args.bench_exe] if any(not RATIOS[n].get("process") for n in args.only) else []
-    for exe in need + ([args.epload] if "epload_over_importlib" in args.only else []):
-        if not os.access(exe, os.X_OK):
-            p.error(f"{exe} not found: build first (cmake --build {args.build}) "
-                    "or pass --build DIR")
+    options.need_built(p, *([args.bench_exe] if any(not RATIOS[n].get("process")
+                                                    for n in args.only) else []),
+                       *([args.epload] if "epload_over_importlib" in args.only else []))
     return args
 
 

@@ -15,29 +15,34 @@ from .envs import SOURCE_DIR
 DEFAULT_BUILD = os.environ.get("EPLOAD_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
 
 
-def parser(prog, doc, epilog=""):
-    """An ArgumentParser whose help is the suite's docstring (and epilog)."""
+def parser(prog, doc):
+    """An ArgumentParser whose help is the suite's docstring."""
     return argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0],
-                                   epilog=doc.split("\n\n", 1)[1] + epilog,
+                                   epilog=doc.split("\n\n", 1)[1],
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def add_common(p, rounds, warmup=(1, 1), python="/usr/bin/python3", outputs=True, tools=None,
-               python_help=None, quick=True, plot=True):
+               python_help=None, quick=True, plot=True, env_dir=None):
     """The options every suite shares.  ``rounds`` and ``warmup`` are
-    (default, --quick default); ``tools`` {tool: whether `auto` runs it in
-    --quick mode too} adds --strace / --hyperfine; ``plot`` False leaves
-    --plot out (a suite with no per-size figures)."""
+    (default, --quick default), ``rounds`` None for a suite without rounds;
+    ``tools`` {tool: whether `auto` runs it in --quick mode too} adds
+    --strace / --hyperfine; ``plot`` False leaves --plot out; ``env_dir``
+    the help of --env-dir (None: no such option)."""
     q = "; --quick: {}" if quick else ""
-    p.add_argument("--rounds", type=int, help=f"timed rounds ({rounds[0]}{q.format(rounds[1])})")
-    p.add_argument("--warmup", type=int,
-                   help=f"untimed rounds first ({warmup[0]}{q.format(warmup[1])})")
+    if rounds is not None:
+        p.add_argument("--rounds", type=int, help=f"timed rounds ({rounds[0]}{q.format(rounds[1])})")
+        p.add_argument("--warmup", type=int,
+                       help=f"untimed rounds first ({warmup[0]}{q.format(warmup[1])})")
     if quick:
         p.add_argument("--quick", action="store_true", help="fewer rounds, fewer extra passes")
     p.add_argument("--python", default=python, help=python_help or f"interpreter ({python})")
     p.add_argument("--build", default=DEFAULT_BUILD,
                    help="epload build directory (default: $EPLOAD_BUILD_DIR, else <source>/build)")
-    p.set_defaults(_rounds=rounds, _warmup=warmup, _tools=tools or {}, quick=False)
+    if env_dir:
+        p.add_argument("--env-dir", metavar="DIR", help=env_dir)
+    p.set_defaults(_rounds=rounds or (1, 1), _warmup=warmup, _tools=tools or {}, quick=False,
+                   rounds=None, warmup=None)
     for tool in tools or {}:
         p.add_argument(f"--{tool}", choices=("auto", "on", "off"), default="auto",
                        help=f"the {tool} pass (auto: if installed"
@@ -50,17 +55,24 @@ def add_common(p, rounds, warmup=(1, 1), python="/usr/bin/python3", outputs=True
         p.add_argument("--keep", action="store_true", help="keep the temporary directory")
 
 
-def add_sizes(p, default, what, least, env_dir=True):
-    """--sizes (numbers of backends), --noise, and --env-dir."""
+KEPT = ("generate the environments into DIR and keep them there; a later run with the same "
+        "sizes reuses them (default: a temporary directory, removed at the end)")
+
+
+def add_sizes(p, default, what, least):
+    """--sizes (numbers of backends) and --noise."""
     p.add_argument("--sizes", default=default, help=f"{what}, comma-separated ({default})")
     p.add_argument("--noise", type=int, default=5000,
                    help="ordinary distributions beside the backends (5000)")
     p.set_defaults(_least=least)
-    if env_dir:
-        p.add_argument("--env-dir", metavar="DIR",
-                       help="generate the environments into DIR and keep them there; a later "
-                            "run with the same sizes reuses them (default: a temporary "
-                            "directory, removed at the end)")
+
+
+def add_lookup(p, backends=1000):
+    """--backends, --noise and --group: one lookup's environment."""
+    p.add_argument("--backends", type=int, default=backends,
+                   help=f"backend distributions ({backends})")
+    p.add_argument("--noise", type=int, default=5000, help="ordinary distributions (5000)")
+    p.add_argument("--group", default="torch.backends", help="the group looked up (torch.backends)")
 
 
 def finish(p, args, min_rounds=1):
@@ -72,9 +84,12 @@ def finish(p, args, min_rounds=1):
         p.error(f"--rounds must be >= {min_rounds} and --warmup >= 0")
     if hasattr(args, "sizes"):
         args.sizes = parse_sizes(p, args.sizes, args._least)
-        if args.noise < 0:
-            p.error("--noise must be >= 0")
+    if getattr(args, "noise", 0) < 0:
+        p.error("--noise must be >= 0")
+    if getattr(args, "backends", 1) < 1:
+        p.error("--backends must be >= 1")
     args.build = os.path.abspath(args.build)
+    args.epload = os.path.join(args.build, "epload")
     if getattr(args, "env_dir", None):
         args.env_dir = os.path.abspath(args.env_dir)
     if args.python is not None and not os.access(args.python, os.X_OK):
@@ -92,6 +107,15 @@ def finish(p, args, min_rounds=1):
             p.error(f"--plot needs matplotlib in {sys.executable} "
                     "(apt-get install python3-matplotlib; run with /usr/bin/python3)")
     return args
+
+
+def need_built(p, *paths):
+    """Each of ``paths`` (in the build) must be executable: else p.error
+    saying how to build it."""
+    for path in paths:
+        if not os.access(path, os.X_OK):
+            p.error(f"no executable {path}: build first (scripts/setup.sh; scripts/demo.sh "
+                    "builds too) or pass --build DIR")
 
 
 def parse_sizes(p, text, least):

@@ -1,20 +1,17 @@
 """Spawning and timing whole processes.
 
 How a command is timed (`run_once`): posix_spawn + wait4, stdout to
-/dev/null, stderr to a file (quoted if the command fails).  Wall time is
-measured around spawn and wait; CPU time is the child's user + sys from
-wait4's rusage.  The harness's own overhead is therefore small and the same
-for every command.
+/dev/null, stderr to a file (quoted if the command fails); wall time around
+spawn and wait, CPU time the child's user + sys from wait4's rusage, so the
+harness's own overhead is small and the same for every command.
 
 How a comparison is timed (`interleaved`): every command once per round, so
 slow drift of the machine (other load, CPU frequency, page cache) hits every
-command alike and ratios computed from one run stay honest; the order is
-shuffled each round (seeded: the same for the same commands), so that no
-command always runs right after the same other one.  A process started just
-after a cache-heavy one (1,000 libraries loaded, 6,000 distributions
-scanned) is measurably slower, and a rotated order, which keeps every
-command's predecessor, gave one command that penalty in every round and its
-neighbour the opposite.
+command alike and ratios from one run stay honest; in an order shuffled each
+round (seeded), so that no command always runs right after the same one: a
+process started just after a cache-heavy one (1,000 libraries loaded, 6,000
+distributions scanned) is measurably slower, and a rotated order gave one
+command that penalty in every round.
 """
 
 from __future__ import annotations
@@ -39,7 +36,7 @@ def log(message):
 
 
 def run_once(argv, env, stderr_path):
-    """Runs argv once with stdout discarded; returns (wall_ns, cpu_ns)."""
+    """Runs argv once with stdout discarded; returns {"wall": ns, "cpu": ns}."""
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
         (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
@@ -54,7 +51,7 @@ def run_once(argv, env, stderr_path):
         with open(stderr_path, errors="replace") as f:
             err = f.read().strip()
         raise BenchError(f"command failed (exit {code}): {' '.join(argv)}\n{err[-2000:]}")
-    return t1 - t0, int((ru.ru_utime + ru.ru_stime) * 1e9)
+    return {"wall": t1 - t0, "cpu": int((ru.ru_utime + ru.ru_stime) * 1e9)}
 
 
 def capture(argv, env):
@@ -66,22 +63,32 @@ def capture(argv, env):
     return proc
 
 
+def marked(argv, env, mark):
+    """Runs argv once, output captured; returns (the JSON its stdout printed
+    after ``mark`` at the start of a line, the finished process).  No such
+    line is a BenchError."""
+    proc = capture(argv, env)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(mark)), None)
+    if line is None:
+        raise BenchError(f"no {mark.strip()} line from {' '.join(argv)[:300]}\n"
+                         f"{proc.stdout[-1000:]}")
+    return json.loads(line[len(mark):]), proc
+
+
 def interleaved(commands, env, rounds, warmup, tmp, progress=None, seed=0, settle=0, envs=None,
-                before=None, after=None):
+                before=None, after=None, runner=run_once):
     """Times every command once per round, in an order shuffled each round
     (random.Random(seed): reproducible).  With ``settle`` = S, each command
-    first runs S times untimed right before its timed run: then every
-    command is timed after a run of itself (its steady state), not after
-    whichever command the shuffle put before it.  ``envs`` maps a command's
-    name to its own environment (default ``env``); ``before`` maps a name to
-    a callable run before each of its runs, untimed (a variant that changes
-    the environment first), ``after`` a name to a callable given the path of
-    the stderr of each of its runs (a check of what the run did).
-    ``progress(round, total)`` is called before
-    each round.  Returns {name: {"wall": [ns], "cpu": [ns]}} of the timed
-    rounds."""
+    first runs S times untimed right before its timed run (timed after
+    itself, in its steady state).  ``envs`` maps a command's name to its own
+    environment (default ``env``); ``before`` a name to a callable run
+    untimed before each of its runs, ``after`` to one given the path of each
+    run's stderr (a check of what the run did).  ``progress(round, total)``
+    is called before each round; ``runner(argv, env, stderr_path)`` times one
+    run (default: run_once, whole-process wall and CPU time) and returns
+    {field: sample}.  Returns {name: {field: [samples of the timed rounds]}}."""
     names = list(commands)
-    out = {n: {"wall": [], "cpu": []} for n in names}
+    out = {n: {} for n in names}
     err = os.path.join(tmp, "stderr.txt")
     order = random.Random(seed)
     envs, before, after = envs or {}, before or {}, after or {}
@@ -91,16 +98,15 @@ def interleaved(commands, env, rounds, warmup, tmp, progress=None, seed=0, settl
         this_round = names[:]
         order.shuffle(this_round)
         for n in this_round:
-            e = envs.get(n, env)
             for _ in range(settle + 1):
                 if n in before:
                     before[n]()
-                wall, cpu = run_once(commands[n], e, err)
+                sample = runner(commands[n], envs.get(n, env), err)
                 if n in after:
                     after[n](err)
-            if r >= warmup:
-                out[n]["wall"].append(wall)
-                out[n]["cpu"].append(cpu)
+            for k, x in sample.items():
+                if r >= warmup:
+                    out[n].setdefault(k, []).append(x)
     return out
 
 
@@ -152,6 +158,20 @@ def hyperfine_pass(commands, env, rounds, warmup, tmp):
         data = json.load(f)
     return {r["command"]: {"median_ms": r["median"] * 1e3, "mean_ms": r["mean"] * 1e3,
                            "stddev_ms": (r.get("stddev") or 0) * 1e3} for r in data["results"]}
+
+
+def extra_passes(prog, args, commands, env, tmp):
+    """The optional passes over ``commands``: system calls (`strace -f -c`,
+    --strace) and a hyperfine -N confirmation (--hyperfine); {pass: {name:
+    figures}} of those that ran."""
+    out = {}
+    if args.strace:
+        log(f"{prog}: counting system calls ...")
+        out["strace"] = {n: strace_counts(c, env, tmp) for n, c in commands.items()}
+    if args.hyperfine:
+        log(f"{prog}: hyperfine confirmation pass ...")
+        out["hyperfine"] = hyperfine_pass(commands, env, args.rounds, args.warmup, tmp)
+    return out
 
 
 @functools.cache

@@ -5,6 +5,7 @@ of backends (--plot)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from .proc import BenchError
@@ -40,9 +41,12 @@ def load_average(cfg):
         f" and {lb[0]:.2f} after" if la and lb else "")
 
 
-def write_report(result, report, md_out=None, json_out=None, plot_to=None, plot=None):
-    """The Markdown report on stdout (and in md_out), the result as JSON in
+def write_report(result, markdown, md_out=None, json_out=None, plot_to=None, plot=None):
+    """Records the load average after the run in result["config"], then
+    writes markdown(result) on stdout (and in md_out), the result as JSON in
     json_out, and plot(result, plot_to) if asked."""
+    result["config"]["load_average_after"] = os.getloadavg()
+    report = markdown(result)
     sys.stdout.write(report)
     sys.stdout.flush()
     if md_out:
@@ -54,6 +58,16 @@ def write_report(result, report, md_out=None, json_out=None, plot_to=None, plot=
             f.write("\n")
     if plot_to:
         plot(result, plot_to)
+
+
+SYSCALLS = ("total", "stat", "openat", "getdents64")
+
+
+def syscall_cells(sc, hf):
+    """A command's system-call counts (``sc``, or None) and, when the
+    hyperfine pass ran (``hf``), its median: cells."""
+    return ([f"{sc[k]:,}" for k in SYSCALLS] if sc else [""] * 4) + (
+        [fmt_ms(hf["median_ms"]) if hf and "median_ms" in hf else ""] if hf is not None else [])
 
 
 def plot_marginals(path, rows, labels, reference, xlabel, ylabel, title):

@@ -3,30 +3,22 @@ importlib.metadata (and stevedore's cache) on a generated environment.
 
 One run does everything, every command interleaved round by round:
 {commands}
-The interpreter runs with -I -S: no user or system site-packages, so the
-search path is the interpreter's own (stdlib) entries with SITE inserted
-first, in the -c code itself.  bare and importlib differ only by the lookup.
-epload gets exactly that list as --path arguments, so both look at the same
-directories in the same order.  Before timing, the answers are compared: the
+The interpreter runs with -I -S (its own stdlib entries only) and SITE
+inserted first in the -c code; bare and importlib differ only by the lookup.
+epload gets exactly that list as --path arguments.  Before timing, the
 (name, value, dist) triples epload prints must equal importlib's.
 
-Reported per command: wall-time median and interquartile range over
---rounds rounds (after --warmup rounds), and median CPU time (user+sys of
-the child).  Derived: importlib's marginal cost (importlib - bare) divided by
-the cost of each epload mode, for the whole epload process (what a caller
-pays) and for its marginal cost over `epload --version`.  System calls per
-run come from `strace -f -c`.  A second, scaling run times the epload modes
-at 100, 1,000 and 10,000 distributions (`paths` target: grows < 3x).
-
-Each target's budget (importlib's marginal cost divided by the target ratio)
-is set beside its floor measured in the same rounds: floor-exe for the cold
-scan and `paths`, floor-full for `full`.  A budget below its floor says the
-target cannot be reached on this machine, whatever epload does.
-
-If hyperfine is installed, a confirmation pass runs the main commands under
-`hyperfine -N --export-json` (not interleaved; reported alongside).
-
-Output: a Markdown report on stdout, everything as JSON with --json-out.
+Reported per command: wall median and IQR over --rounds rounds (after
+--warmup), median CPU time (user+sys of the child), and system calls
+(`strace -f -c`).  Derived: importlib's marginal cost (importlib - bare)
+over each epload mode's whole process and its marginal over `epload
+--version`; each target's budget (that marginal ÷ the target ratio) beside
+its floor from the same rounds (floor-exe for the cold scan and `paths`,
+floor-full for `full`): a budget below its floor cannot be reached on this
+machine.  A scaling run times the epload modes at 100, 1,000 and 10,000
+distributions (`paths` target: grows < 3x), and with hyperfine a
+confirmation pass runs `hyperfine -N` (not interleaved).
+Output: Markdown on stdout (and --md-out), JSON with --json-out.
 """
 
 from __future__ import annotations
@@ -37,12 +29,10 @@ import shutil
 import sys
 
 from . import options
-from .envs import (check_entry_points, clean_env, generate, importlib_same_output,
-                   interpreter_path, machine, norm, stevedore_location, stevedore_lookup,
-                   warm_until_hit)
-from .proc import (BenchError, capture, harness_main, hyperfine_pass, interleaved, log,
-                   remove_tree, strace_counts)
-from .report import fmt_ms, load_average, table, times, write_report
+from .envs import (check_entry_points, clean_env, config, generate, importlib_same_output,
+                   interpreter_path, norm, stevedore_location, stevedore_lookup, warm_until_hit)
+from .proc import BenchError, capture, extra_passes, harness_main, interleaved, log, remove_tree
+from .report import fmt_ms, load_average, syscall_cells, table, times, write_report
 from .stats import quartiles, summarize_rounds
 from .targets import REACH, budget_floor, stat_baseline
 
@@ -73,14 +63,18 @@ __doc__ = __doc__.format(commands="".join(f"  {n:<15} {w}\n" for n, w in COMMAND
 
 
 class Setup:
-    """The commands for one generated environment."""
+    """The lookup commands for one generated environment: ``site`` first on
+    the search path (or last, as site-packages sits), epload's cache in
+    ``cache_dir`` (default: TMP/epload-cache)."""
 
-    def __init__(self, args, site, tmp, env, stevedore_dir):
-        self.site, self.group = site, args.group
-        self.cache_dir = os.path.join(tmp, "epload-cache")
+    def __init__(self, args, site, tmp, env, stevedore_dir, site_first=True, cache_dir=None):
+        self.site, self.group, self.site_first = site, args.group, site_first
+        self.cache_dir = cache_dir or os.path.join(tmp, "epload-cache")
         os.makedirs(self.cache_dir, mode=0o700, exist_ok=True)
-        self.search = [site] + interpreter_path(args.python, env)
-        prefix = f"import sys; sys.path.insert(0, {site!r}); "
+        own = interpreter_path(args.python, env)
+        self.search = [site] + own if site_first else own + [site]
+        prefix = (f"import sys; sys.path.insert(0, {site!r}); " if site_first
+                  else f"import sys; sys.path.append({site!r}); ")
         py = [args.python, "-I", "-S", "-c"]
         self.py = {"bare": py + [prefix.rstrip("; ")],
                    "importlib": py + [prefix + "from importlib.metadata import entry_points; "
@@ -132,7 +126,7 @@ class Setup:
         """Refuses to time a comparison whose answers differ."""
         check_entry_points(python, env, self.site, self.group, expected_backends,
                            {f"epload ({m})": self.epload[m] for m in ("cold", "full", "paths")},
-                           site_first=True)
+                           self.site_first)
 
         def lines(text):  # (head, dist normalized, version) per printed line
             out = []
@@ -147,9 +141,11 @@ class Setup:
             raise BenchError("importlib (same output) and `epload entry-points` print different "
                              f"lines: {len(same.splitlines())} vs {len(ours.splitlines())}")
 
-    def warm(self, env):
-        """Writes the caches and waits until both validation levels hit."""
-        warm_until_hit({f"epload ({m})": self.epload[m] for m in ("full", "paths")}, env)
+    def warm(self, env, more=None):
+        """Writes the caches and waits until both validation levels (and
+        ``more`` {label: argv}) hit."""
+        warm_until_hit(dict({f"epload ({m})": self.epload[m] for m in ("full", "paths")},
+                            **(more or {})), env)
         if "stevedore" in self.py:
             capture(self.py["stevedore"], env)
 
@@ -230,11 +226,8 @@ def commands_table(result):
             if n == "stevedore":
                 rows.append(["stevedore (cached)", "not installed"] + [""] * (6 + bool(hf)))
             continue
-        s, sc = m["stats"][n], m.get("strace", {}).get(n)
-        rows.append([label(n)] + times(s)
-                    + ([f"{sc[k]:,}" for k in ("total", "stat", "openat", "getdents64")]
-                       if sc else [""] * 4)
-                    + ([fmt_ms(hf[n]["median_ms"]) if n in hf else ""] if hf else []))
+        rows.append([label(n)] + times(m["stats"][n]) + syscall_cells(
+            m.get("strace", {}).get(n), None if hf is None else hf.get(n, {})))
     return [f"### Entry-point lookup, {cfg['distributions']:,} distributions "
             f"({cfg['backends']:,} with `{cfg['group']}`), {cfg['rounds']} interleaved rounds\n",
             f"{cfg['machine']['cpus']} CPUs; {load_average(cfg)}.\n"] + table(
@@ -330,9 +323,7 @@ def parse_args(argv):
     p = options.parser("bench_index.py", __doc__)
     options.add_common(p, rounds=(21, 5), warmup=(3, 1),
                        tools={"strace": True, "hyperfine": False})
-    p.add_argument("--backends", type=int, default=1000, help="backend distributions (1000)")
-    p.add_argument("--noise", type=int, default=5000, help="ordinary distributions (5000)")
-    p.add_argument("--group", default="torch.backends")
+    options.add_lookup(p)
     p.add_argument("--bench-exe", help="epload_bench, for the bare stat baseline "
                    "(default: <build>/bench/epload_bench; skipped if absent)")
     p.add_argument("--floor-exe", help="epload_floor, the process floor (default: "
@@ -342,19 +333,15 @@ def parse_args(argv):
     p.add_argument("--scaling-rounds", type=int, help="rounds per scaling size (15; --quick: 5)")
     args = options.finish(p, p.parse_args(argv))
     args.scaling_rounds = args.scaling_rounds or (5 if args.quick else 15)
-    if args.backends < 1 or args.noise < 0 or args.scaling_rounds < 1:
-        p.error("--backends and --scaling-rounds must be >= 1 (the ratios need a lookup that "
-                "finds something), --noise >= 0")
+    if args.scaling_rounds < 1:
+        p.error("--scaling-rounds must be >= 1")
     args.sizes = options.parse_sizes(p, args.scaling_sizes, 6) if args.scaling_sizes else []
-    args.epload = os.path.join(args.build, "epload")
+    options.need_built(p, args.epload)
     bench = os.path.join(args.build, "bench")
     args.bench_exe = options.executable(p, args.bench_exe, "--bench-exe",
                                         os.path.join(bench, "epload_bench"))
     args.floor_exe = options.executable(p, args.floor_exe, "--floor-exe",
                                         os.path.join(bench, "epload_floor"))
-    if not os.access(args.epload, os.X_OK):
-        p.error(f"epload executable not found at {args.epload}: build it first "
-                "(see CONTRIBUTING.md) or pass --build DIR")
     return args
 
 
@@ -367,11 +354,9 @@ def run(args, tmp):
     writes the report."""
     env = clean_env(tmp)
     stevedore_dir = stevedore_location(args.python, env)
-    result = {"config": {
-        "backends": args.backends, "distributions": args.backends + args.noise,
-        "group": args.group, "rounds": args.rounds, "warmup": args.warmup,
-        "python": args.python, "epload": args.epload, "machine": machine(),
-        "stevedore": stevedore_dir is not None, "load_average_before": os.getloadavg()}}
+    result = {"config": config(args, backends=args.backends, group=args.group,
+                               distributions=args.backends + args.noise, epload=args.epload,
+                               stevedore=stevedore_dir is not None)}
     measure_main(args, env, tmp, stevedore_dir, result)
     if args.bench_exe:
         log("bare stat baseline (epload_bench) ...")
@@ -379,8 +364,7 @@ def run(args, tmp):
     result["floors"] = floors(result)
     if args.sizes:
         result["scaling"] = scaling(args, env, tmp)
-    result["config"]["load_average_after"] = os.getloadavg()
-    write_report(result, markdown(result), args.md_out, args.json_out)
+    write_report(result, markdown, args.md_out, args.json_out)
     return 0
 
 
@@ -401,14 +385,9 @@ def measure_main(args, env, tmp, stevedore_dir, result):
     log(f"timing {len(commands)} commands x {args.rounds} rounds ...")
     raw = interleaved(commands, env, args.rounds, args.warmup, tmp, before=s.before)
     stats, derived, ratios = analyse(raw)
-    m = result["main"] = {"commands": commands, "stats": stats, "derived": derived,
-                          "ratios": ratios, "search_path": s.search}
-    if args.strace:
-        log("counting system calls ...")
-        m["strace"] = {n: strace_counts(c, env, tmp) for n, c in commands.items()}
-    if args.hyperfine:
-        log("hyperfine confirmation pass ...")
-        m["hyperfine"] = hyperfine_pass(commands, env, args.rounds, args.warmup, tmp)
+    result["main"] = {"commands": commands, "stats": stats, "derived": derived, "ratios": ratios,
+                      "search_path": s.search, **extra_passes("bench_index", args, commands, env,
+                                                              tmp)}
 
 
 def stat_figures(args, env, tmp, stats):

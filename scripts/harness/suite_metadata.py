@@ -2,9 +2,6 @@
 entry-point group, counted with `strace -f -c`: what a shared file system's
 metadata server sees per process, times the number of processes.
 
-    scripts/metadata_ops.py [--dists 6000] [--python PY] [--build DIR]
-                            [--md-out F] [--json-out F] [--keep]
-
 One environment of --dists distributions is generated with
 scripts/gen_env.py (10 Python backends under torch.backends among ordinary
 distributions).  Each variant is a fresh `PY SCRIPT` process, with
@@ -33,7 +30,7 @@ import shutil
 import sys
 
 from . import options
-from .envs import clean_env, ensure_env, machine
+from .envs import clean_env, config, ensure_env
 from .proc import BenchError, capture, harness_main, log, strace_counts
 from .report import table, write_report
 
@@ -52,19 +49,13 @@ LOOKUPS = {
 def parse_args(argv):
     p = options.parser("metadata_ops.py", __doc__)
     # One strace'd run per variant: no rounds to choose.
-    p.add_argument("--python", default="/usr/bin/python3", help="the interpreter the build is for")
-    p.add_argument("--build", default=options.DEFAULT_BUILD,
-                   help="epload build directory (default: $EPLOAD_BUILD_DIR, else <source>/build)")
+    options.add_common(p, rounds=None, quick=False, plot=False,
+                       env_dir="where the generated environment is kept (default: under the build)")
     p.add_argument("--dists", type=int, default=6000, help="distributions (6000)")
-    p.add_argument("--env-dir", metavar="DIR",
-                   help="where the generated environment is kept (default: under the build)")
-    p.add_argument("--json-out", metavar="FILE", help="write all results as JSON")
-    p.add_argument("--md-out", metavar="FILE", help="also write the Markdown report to FILE")
-    p.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    p.set_defaults(_rounds=(1, 1), _warmup=(0, 0), _tools={}, rounds=None, warmup=None, quick=False)
     args = options.finish(p, p.parse_args(argv))
     if args.dists < 11:
         p.error("--dists must be at least 11 (10 of them are backends)")
+    options.need_built(p, args.epload)
     return args
 
 
@@ -105,10 +96,7 @@ def cache_files(d):
 def run(args, tmp):
     if shutil.which("strace") is None:
         raise BenchError("strace is not installed (apt-get install strace)")
-    args.epload = os.path.join(args.build, "epload")
     package = os.path.join(args.build, "python")
-    if not os.path.isfile(args.epload) or not os.path.isdir(os.path.join(package, "epload")):
-        raise BenchError(f"no build in {args.build}: run scripts/setup.sh first")
     env_dir = args.env_dir or os.path.join(args.build, "bench-metadata-ops", f"env-{args.dists}")
     manifest, reused = ensure_env(sys.executable, env_dir, 10, args.dists - 10, GROUP)
     log(f"environment {env_dir} ({'reused' if reused else 'generated'}): {args.dists} distributions")
@@ -126,7 +114,7 @@ def run(args, tmp):
                     dict(envs["shipped index"], EPLOAD_DEBUG="1"))
     if "index shipped" not in check.stderr:
         raise BenchError(f"the shipped index was not used:\n{check.stderr[-2000:]}")
-    result = {"machine": machine(), "dists": args.dists, "python": args.python, "variants": {}}
+    result = {"config": config(args, dists=args.dists), "variants": {}}
     answers = {}
     for name in LOOKUPS:
         argv = [args.python, scripts[name]]
@@ -146,7 +134,7 @@ def run(args, tmp):
     floor = result["variants"]["baseline"]
     for v in result["variants"].values():
         v["metadata_ops"] = sum(v[k] - floor[k] for k in FAMILIES)
-    write_report(result, markdown(result), md_out=args.md_out, json_out=args.json_out)
+    write_report(result, markdown, md_out=args.md_out, json_out=args.json_out)
     return 0
 
 
@@ -156,7 +144,7 @@ def markdown(result):
              ", ".join(v["wrote_cache_files"]) or "none"]
             for name, v in result["variants"].items() if name != "baseline"]
     lines = [f"Metadata operations of one process start's lookup of `{GROUP}`, "
-             f"{result['dists']:,} distributions (`strace -f -c`, less a process that "
+             f"{result['config']['dists']:,} distributions (`strace -f -c`, less a process that "
              "looks nothing up):", ""]
     lines += table(["variant", "stat family", "openat", "getdents64", "read", "total",
                     "cache files written"], "lrrrrrl", rows)

@@ -11,11 +11,10 @@ validation, each a whole process:
        import epload; epload.entry_points(group=GROUP)"
   cli  epload entry-points --group GROUP --path SCRIPT --path SITE
 
-Cases, each front's and each case's run timed once per round in an order
-shuffled each round (seeded; so slow drift of the machine hits them alike).
-Before each timed run, untimed, its front is brought back to a hit, its
-change is made, and a pause of 10 ms puts the change in an earlier clock
-tick than the run (its stamps are then not racy):
+Every front's case is timed once per round, interleaved.  Before each timed
+run, untimed, its front is brought back to a hit, its change is made, and a
+pause of 10 ms puts the change in an earlier clock tick than the run (its
+stamps are then not racy):
 
   hit        nothing changed
   new-file   a file created in the script's directory (a hit that lists
@@ -25,27 +24,23 @@ tick than the run (its stamps are then not racy):
   edit       one entry_points.txt rewritten
   cold       the cache file removed first: a full scan and write
 
-Each timed run is checked: hit and new-file must report "index hit", add,
-remove and edit "index refreshed", cold "index rebuilt" (the cli front says
-"cache" for "index"; EPLOAD_DEBUG=1 on every run; its one line on stderr
-costs nothing measurable).  The figures are the given --build's: a build
-that cannot refresh an index stops at the first case it answers otherwise.
-Reported: wall and CPU medians per front and case, and each case's CPU
-median as a ratio to the hit's.
+Each timed run is checked (EPLOAD_DEBUG=1): hit and new-file must report
+"index hit", add, remove and edit "index refreshed", cold "index rebuilt"
+(the cli says "cache" for "index").  Reported: wall and CPU medians per
+front and case, and each case's CPU median as a ratio to the hit's.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
-import statistics
 import time
 
 from . import options
-from .envs import clean_env, generate, machine
+from .envs import clean_env, config, generate
 from .proc import BenchError, capture, harness_main, interleaved, log, progress_line
-from .report import write_report
+from .report import fmt_ms, load_average, table, write_report
+from .stats import summarize_rounds
 
 CASES = ("hit", "new-file", "add", "remove", "edit", "cold")
 WANT = {"hit": "index hit", "new-file": "index hit", "add": "index refreshed",
@@ -57,17 +52,9 @@ PAUSE = 0.01
 def parse_args(argv):
     p = options.parser("bench_refresh.py", __doc__)
     options.add_common(p, rounds=(15, 5), warmup=(0, 0), plot=False)
-    # The name this benchmark's command line had before --rounds.
-    p.add_argument("--runs", dest="rounds", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--backends", type=int, default=1000, help="backend distributions (1000)")
-    p.add_argument("--noise", type=int, default=5000, help="ordinary distributions (5000)")
-    p.add_argument("--group", default="torch.backends")
+    options.add_lookup(p)
     args = options.finish(p, p.parse_args(argv))
-    if args.backends < 1 or args.noise < 0:
-        p.error("--backends must be >= 1, --noise >= 0")
-    args.epload = os.path.join(args.build, "epload")
-    if not os.access(args.epload, os.X_OK):
-        p.error(f"no epload executable at {args.epload}: build it first (scripts/setup.sh)")
+    options.need_built(p, args.epload)
     return args
 
 
@@ -179,34 +166,27 @@ def run(args, tmp):
     os.makedirs(script)
     fr = fronts(args, tmp, manifest["search_path"], script)
     names = {(f, c): f"{f} {c}" for f in FRONTS for c in CASES}
-    commands = {n: fr[f].argv for (f, c), n in names.items()}
     log(f"timing {len(CASES)} cases x 2 fronts x {args.rounds} rounds ...")
-    raw = interleaved(commands, None, args.rounds, args.warmup, tmp, progress=progress_line,
+    raw = interleaved({n: fr[f].argv for (f, c), n in names.items()}, None, args.rounds,
+                      args.warmup, tmp, progress=progress_line,
                       envs={n: fr[f].env for (f, c), n in names.items()},
                       before={n: fr[f].before(c) for (f, c), n in names.items()},
                       after={n: fr[f].after(c) for (f, c), n in names.items()})
-    result = {"machine": machine(), "distributions": args.backends + args.noise,
-              "rounds": args.rounds, "warmup": args.warmup, "load_average": os.getloadavg(),
-              "cases": {}}
-    for front in FRONTS:
-        hit = statistics.median(raw[f"{front} hit"]["cpu"]) / 1e6
-        for case in CASES:
-            s = raw[f"{front} {case}"]
-            cpu = statistics.median(s["cpu"]) / 1e6
-            result["cases"][f"{front} {case}"] = {
-                "wall_median_ms": statistics.median(s["wall"]) / 1e6, "cpu_median_ms": cpu,
-                "cpu_over_hit": cpu / hit}
-    write_report(result, markdown(result), args.md_out, args.json_out)
+    result = {"config": config(args, distributions=args.backends + args.noise),
+              "cases": summarize_rounds(raw)}
+    for name, s in result["cases"].items():
+        s["cpu_over_hit"] = s["cpu_median_ms"] / result["cases"][name.split()[0] + " hit"][
+            "cpu_median_ms"]
+    write_report(result, markdown, args.md_out, args.json_out)
     return 0
 
 
 def markdown(result):
-    lines = [f"# bench_refresh.py: {result['distributions']:,} distributions, "
-             f"{result['rounds']} rounds\n",
-             f"Machine: {result['machine']}; load average {result['load_average'][0]:.1f}\n",
-             "| front | case | wall median ms | CPU median ms | CPU ÷ hit |", "|---|---|---:|---:|---:|"]
-    for name, c in result["cases"].items():
-        front, case = name.split(" ", 1)
-        lines.append(f"| {front} | {case} | {c['wall_median_ms']:.1f} | {c['cpu_median_ms']:.1f} "
-                     f"| {c['cpu_over_hit']:.2f}x |")
-    return "\n".join(lines) + "\n"
+    cfg = result["config"]
+    return "\n".join([f"# bench_refresh.py: {cfg['distributions']:,} distributions, "
+                      f"{cfg['rounds']} rounds\n",
+                      f"{cfg['machine']['cpus']} CPUs; {load_average(cfg)}\n"] + table(
+        ["front", "case", "wall median ms", "CPU median ms", "CPU ÷ hit"], "llrrr",
+        [name.split(" ", 1) + [fmt_ms(c["median_ms"]), fmt_ms(c["cpu_median_ms"]),
+                               f"{c['cpu_over_hit']:.2f}×"]
+         for name, c in result["cases"].items()])) + "\n"

@@ -3,64 +3,48 @@ pays at start for its plugin backends, with importlib.metadata, stevedore,
 PyTorch's own autoload loop, and epload (eager, lazy, `paths` validation).
 
 For each number of backends (--sizes) among --noise ordinary distributions,
-one environment is generated with `scripts/gen_env.py --kind python` and
-these variants are timed as whole processes, interleaved round by round:
+one environment is generated (`scripts/gen_env.py --kind python`) and these
+variants are timed as whole processes, interleaved round by round:
 {variants}
-Every variant runs the same way, so that they differ only by what is measured:
+Every variant is `/usr/bin/python3 -I -S -c "<prelude>; <variant>"` (-I -S:
+no PYTHON* variables, user site, script directory or machine site-packages),
+the prelude identical text but for the dict of variables it sets:
+    import os, sys; os.environ.update({{...}});
+    sys.path[0:0] = [<build>/python]; sys.path += [HOSTDIR, SITE]
+HOSTDIR holds a PyTorch-like `torch` whose __init__ ends with stock
+PyTorch's loop (scripts/stock_autoload.py) or with epload.autoload.  So the
+command lines alone define the variants (the same run under strace and
+hyperfine), and every process gets one clean environment.
 
-* `/usr/bin/python3 -I -S -c "<prelude>; <variant>"`.  -I: no PYTHON*
-  variables, no user site, no script directory on sys.path; -S: no
-  site-packages of the machine, so the only distributions are the generated
-  ones.
-* The prelude is identical text in every variant apart from the dict of
-  environment variables it sets:
-      import os, sys; os.environ.update({{...}});
-      sys.path[0:0] = [<build>/python]; sys.path += [HOSTDIR, SITE]
-  <build>/python goes where PYTHONPATH would put it, the host package (a
-  PyTorch-like `torch` whose __init__ ends with stock PyTorch's loop,
-  scripts/stock_autoload.py, or with epload.autoload) and the generated
-  site-packages go where site-packages sit in a normal interpreter.  The
-  variables are set in the prelude, so that the command lines alone define
-  the variants (the same commands run under strace and hyperfine).
-* The timed processes share one clean environment (PATH, HOME, LC_ALL and an
-  XDG_CACHE_HOME in the run's temporary directory).
+Before timing, each size is warmed and every variant verified with a check
+appended: the lookups find exactly the generated backends; the eager ones
+import every backend and set every device on the host; lazy none (lazy-first
+exactly one); the epload variants hit their index cache.  A variant that
+does not do its job stops the run saying what was wrong.
 
-Before timing, each size is warmed and every variant is verified by running
-it once with a check appended: the lookups must find exactly the generated
-backends; the eager ones must have imported every backend and set every
-device on the host; lazy none (lazy-first exactly one); the epload variants
-must report an index cache hit.  A variant that does not do its job stops
-the run with a message saying what was wrong.
-
-Reported per variant and size: wall-time median and IQR, median CPU time,
-and the marginal cost over `bare` (wall and CPU).  Ratios are reference
-marginal ÷ variant marginal from the same run; a marginal within noise of
-zero has no ratio.  The targets are judged at the largest size, each ratio
-target's budget beside its floor: floor-native's marginal, plus for the
-variants that check every file (`full`) the bare cost of those stat calls
-shared by the CPUs (epload_bench; skipped when absent).  System calls
-(strace -f -c) and a hyperfine -N pass are taken at the largest size.
-
-Output: Markdown on stdout (and --md-out), JSON (--json-out), a PNG of the
-marginal cost against the number of backends (--plot, matplotlib).
+Reported per variant and size: wall median and IQR, median CPU time, the
+marginal cost over `bare` (wall and CPU), and ratios reference marginal ÷
+variant marginal (none within noise of zero).  The targets are judged at the
+largest size, each ratio target's budget beside its floor: floor-native's
+marginal, plus for `full` validation the bare cost of its stat calls shared
+by the CPUs (epload_bench; skipped when absent).  strace -f -c and a
+hyperfine -N pass at the largest size.  Output: Markdown on stdout (and
+--md-out), JSON (--json-out), a PNG of marginal cost against backends (--plot).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import time
 
 from . import options
-from .envs import (SCRIPTS, clean_env, kept_env, machine, stevedore_location,
-                   stevedore_lookup)
-from .proc import (capture, harness_main, hyperfine_pass, log, progress_line,
-                   strace_counts)
-from .report import (fmt_ms, fmt_ratio, load_average, plot_marginals, table, times,
-                     write_report)
+from .envs import SCRIPTS, clean_env, config, kept_env, stevedore_location, stevedore_lookup
+from .proc import extra_passes, harness_main, progress_line
+from .report import (fmt_ms, fmt_ratio, load_average, plot_marginals, syscall_cells, table,
+                     times, write_report)
 from .stats import ratio, summarize_rounds
 from .targets import REACH, budget_floor, stat_floor
-from .verify import checked_run, index_hit, retry_check, verified_rounds
+from .verify import Variants, index_hit
 
 sys.path.insert(0, SCRIPTS)
 import stock_autoload  # noqa: E402  (also the Python tests' oracle)
@@ -161,21 +145,26 @@ PROBE = ("\nimport json as _j\n"
          f"print({VERIFY_MARK!r} + _j.dumps(_r))\n")
 
 
-class Size:
+class Size(Variants):
     """The variants' command lines for one generated environment."""
 
+    mark, warm = VERIFY_MARK, ("epload-eager", "stevedore")  # eager learns the devices
+
     def __init__(self, args, manifest, hostdir, stevedore_dir, work):
-        self.work, self.base, self.python = work, clean_env(work), args.python
+        self.base, self.python = clean_env(work), args.python
         self.site = manifest["search_path"]
         self.backends = [b["entry_point"] for b in manifest["backends"]]
         self.devices = [b["device"] for b in manifest["backends"]]
-        packages = [b["package"] for b in manifest["backends"]]
         mid = len(self.devices) // 2
-        self.first_device, self.first_package = self.devices[mid], packages[mid]
+        self.first_device = self.devices[mid]
+        self.first_package = manifest["backends"][mid]["package"]
         self.pkg, self.hostdir = args.package_dir, hostdir
+        self.where = f"{len(self.backends):,} backends"
         self.order = None  # importlib's order of the backends, once verified
         absent = {"stevedore": not stevedore_dir, "floor-native": not args.floor_dir}
         self.variants = [v for v in VARIANTS if not absent.get(v)]
+        self.labels = {v: VARIANTS[v][0] for v in self.variants}
+        self.retried = [v for v in self.variants if v.startswith("epload-")]
         self.vars, self.code = {}, {}
         for v in self.variants:
             _, kind, env, body = VARIANTS[v]
@@ -196,12 +185,8 @@ class Size:
         body = self.code[v]
         return [self.python, "-I", "-S", "-c", prelude + (f"; {body}" if body else "") + suffix]
 
-    def check(self, v):
-        """Runs variant v once with the probe appended; returns (report, stderr)."""
-        extra = {"EPLOAD_DEBUG": "1"} if v.startswith("epload-") else None
-        return checked_run(self.argv(v, extra, PROBE), self.base, VERIFY_MARK, v,
-                           f"variant {v} ({VARIANTS[v][0]}) failed at {len(self.backends)} "
-                           f"backends; its code: {self.code[v]}")
+    def probe_run(self, v):
+        return self.argv(v, {"EPLOAD_DEBUG": "1"} if v in self.retried else None, PROBE), self.base
 
     def problems(self, v, r, stderr):
         """What is wrong with variant v's run (empty: it did its job)."""
@@ -242,23 +227,11 @@ class Size:
             out += index_hit(stderr)
         return out
 
-    def warm_and_verify(self, attempts=40):
-        """Warms every cache (epload's index and learned devices, stevedore's)
-        and verifies every variant; only the epload variants' caches can need
-        another try."""
-        # epload's eager autoload learns every backend's devices for the lazy ones.
-        for v in ("epload-eager", "stevedore"):
-            if v in self.commands:
-                capture(self.commands[v], self.base)
-        report = {}
-        for v in self.variants:
-            r, tries = retry_check(v, VARIANTS[v][0], f"{len(self.backends)} backends",
-                                   self.code[v], self.check, self.problems,
-                                   attempts if v.startswith("epload-") else 1)
-            report[v] = {"modules_imported": len(r["modules"]), "devices_set": len(r["devices"]),
-                         "found": None if r["found"] is None else len(r["found"]),
-                         "attempts": tries}
-        return report
+    def summary(self, verified):
+        """What each variant was verified to have done."""
+        return {v: {"modules_imported": len(r["modules"]), "devices_set": len(r["devices"]),
+                    "found": None if r["found"] is None else len(r["found"]), "attempts": tries}
+                for v, (r, tries) in verified.items()}
 
 
 # ------------------------------------------------------------- analysis ---
@@ -311,6 +284,7 @@ def judge(sizes, stat_base=None):
 # --------------------------------------------------------------- report ---
 
 def markdown(result):
+    """The whole report: each size's tables, the marginals side by side, the targets."""
     cfg = result["config"]
     L = [f"### Python-backend start-up: {', '.join(f'{n:,}' for n in cfg['sizes'])} backends "
          f"among {cfg['noise']:,} ordinary distributions\n",
@@ -352,11 +326,9 @@ def size_table(row):
 
 def syscall_table(row):
     """The system-call counts and hyperfine medians taken at one size."""
-    sc, hf = row.get("strace") or {}, row.get("hyperfine") or {}
-    rows = [[VARIANTS[v][0]] + ([f"{sc[v][k]:,}" for k in ("total", "stat", "openat",
-                                                           "getdents64")] if v in sc else
-                                [""] * 4) + ([fmt_ms(hf[v]["median_ms"]) if v in hf else ""]
-                                             if hf else []) for v in VARIANTS if v in row["stats"]]
+    sc, hf = row.get("strace") or {}, row.get("hyperfine")
+    rows = [[VARIANTS[v][0]] + syscall_cells(sc.get(v), None if hf is None else hf.get(v, {}))
+            for v in VARIANTS if v in row["stats"]]
     return ["", f"System calls at {row['backends']:,} backends (one run each under "
                 "`strace -f -c`)" + (" and `hyperfine -N` medians (not interleaved)"
                                      if hf else "") + ":\n"] + table(
@@ -467,16 +439,10 @@ def run(args, tmp):
     stevedore_dir = None if args.no_stevedore else stevedore_location(args.python, clean_env(tmp))
     hostdir = os.path.join(tmp, "host")
     write_host(hostdir)
-    result = {"config": {
-        "sizes": args.sizes, "noise": args.noise, "group": GROUP,
-        "import_cost_ms": args.import_cost_ms, "rounds": args.rounds, "warmup": args.warmup,
-        "python": args.python, "package_dir": args.package_dir, "stevedore": stevedore_dir,
-        "machine": machine(), "load_average_before": os.getloadavg(),
-        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}, "sizes": []}
-    if args.break_variant:
-        result["config"]["broken_variant"] = args.break_variant
-    for n in args.sizes:
-        result["sizes"].append(measure_size(args, n, tmp, hostdir, stevedore_dir))
+    result = {"config": config(args, sizes=args.sizes, noise=args.noise, group=GROUP,
+                               import_cost_ms=args.import_cost_ms, package_dir=args.package_dir,
+                               stevedore=stevedore_dir, broken_variant=args.break_variant),
+              "sizes": [measure_size(args, n, tmp, hostdir, stevedore_dir) for n in args.sizes]}
     sb = None
     if "floor-native" in result["sizes"][-1]["stats"]:
         sb = stat_floor("bench_startup", args.build, args.sizes[-1] + args.noise,
@@ -484,8 +450,7 @@ def run(args, tmp):
     if sb:
         result["stat_baseline"] = sb
     result["targets"] = judge(result["sizes"], sb)
-    result["config"]["load_average_after"] = os.getloadavg()
-    write_report(result, markdown(result), args.md_out, args.json_out, args.plot, plot)
+    write_report(result, markdown, args.md_out, args.json_out, args.plot, plot)
     return 0
 
 
@@ -499,18 +464,13 @@ def measure_size(args, n, tmp, hostdir, stevedore_dir):
     manifest = kept_env("bench_startup", args.python, where, n, args.noise, GROUP,
                         extra=("--import-cost-ms", args.import_cost_ms))
     size = Size(args, manifest, hostdir, stevedore_dir, work)
-    verified, raw = verified_rounds("bench_startup", n, size, args, work, progress_line)
+    verified, raw = size.rounds("bench_startup", args, work, progress_line)
     stats, ratios = analyse(raw)
-    row = {"backends": n, "distributions": n + args.noise, "stats": stats,
-           "ratios": ratios, "verified": verified, "commands": size.commands,
+    row = {"backends": n, "distributions": n + args.noise, "stats": stats, "ratios": ratios,
+           "verified": size.summary(verified), "commands": size.commands,
            "first_device": size.first_device}
-    if n == args.sizes[-1] and args.strace:
-        log("bench_startup: counting system calls ...")
-        row["strace"] = {v: strace_counts(c, size.base, work) for v, c in size.commands.items()}
-    if n == args.sizes[-1] and args.hyperfine:
-        log("bench_startup: hyperfine pass ...")
-        row["hyperfine"] = hyperfine_pass(size.commands, size.base, args.rounds, args.warmup,
-                                          work)
+    if n == args.sizes[-1]:
+        row.update(extra_passes("bench_startup", args, size.commands, size.base, work))
     return row
 
 

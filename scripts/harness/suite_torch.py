@@ -4,51 +4,40 @@ backends, stock autoload against epload, in a venv holding a real torch.
 The interpreter (--python) is a venv's with torch (2.13.0 here), epload with
 its `.pth` hook, and the fixture backends of tests/torch/backends (among
 them `foo`, a working PrivateUse1 backend).  For each number of generated
-backends (--sizes; 0 = the fixtures alone) one environment is generated with
-`scripts/gen_env.py --kind python --import-cost-ms 20` (each backend's
+backends (--sizes; 0 = the fixtures alone) one environment is generated
+(`scripts/gen_env.py --kind python --import-cost-ms 20`: each backend's
 import burns 20 ms of CPU) among --noise ordinary distributions, and these
 variants are timed as whole processes, interleaved round by round:
 {variants}
-epload-lazy-dirty has a directory of its own first on sys.path (a script's,
-as sys.path[0] is) in which a new file is made, untimed, before each run (as
-a training script's outputs or an editor's save would): that entry is
-listed again, and its index must still hit.
-
-Every command is `PY -I -c "import sys; sys.path += [SITE]; <body>"`: -I
-keeps PYTHON* variables, the user site and the current directory out, the
-venv's site-packages (torch, epload's hook, the fixtures) are processed as
-usual, the generated site-packages goes after them.  The variants differ only
-in their body and in the EPLOAD_* / TORCH_* variables of their environment
-(which the .pth hook reads at interpreter start); every process gets the same
-clean base environment with XDG_CACHE_HOME in the run's temporary directory.
+epload-lazy-dirty has a directory of its own first on sys.path (a script's)
+in which a new file is made, untimed, before each run: that entry is listed
+again, and its index must still hit.  Every command is
+`PY -I -c "import sys; sys.path += [SITE]; <body>"`; the variants differ
+only in their body and their EPLOAD_* / TORCH_* variables (read by the .pth
+hook at interpreter start), on one clean base environment.
 
 Before timing, each size is warmed (a lazy run learns every backend's
-devices) and every variant is checked once with a probe appended: stock and
-eager must have imported every generated backend and foo; lazy none of them
-(and lazy-first-foo exactly foo, with the tensor on device foo); the epload
-variants must hit their index cache.  A variant that does not do its job
-stops the run with what was wrong.
+devices) and every variant checked with a probe: stock and eager imported
+every generated backend and foo; lazy none (lazy-first-foo exactly foo, the
+tensor on device foo); the epload variants hit their index cache.
 
-Measured inside the processes (--first-runs runs): the time of the first
-`to("foo")`, lazy against by hand (autoload off: importing and calling foo's
-entry point, then the same operation), at the largest size; and at each size
-what lazy epload adds: the .pth hook's import at interpreter start (-X
-importtime) plus what epload added inside `import torch` (the trace's
-`import torch` span less torch's own body).  `import torch` alone varies by
-~100 ms from run to run, so whole-process differences cannot resolve lazy
-epload's few ms: the targets on lazy's added cost use the in-process figure,
-with the whole-process interval beside it.
+Measured inside the processes (--first-runs runs): the first `to("foo")`,
+lazy against by hand (autoload off: foo's entry point called, then the same
+operation), at the largest size; and at each size what lazy epload adds: the
+.pth hook's import (-X importtime) plus what epload added inside
+`import torch` (the trace's `import torch` span less torch's own body).
+`import torch` alone varies by ~100 ms from run to run, so the targets on
+lazy's added cost use the in-process figure, the whole-process interval
+beside it.
 
 Reported per size and variant: wall median, IQR, CPU median, the marginal
-cost over the floor as ms and % of the floor, and the median of the
-per-round paired differences with a 95% bootstrap interval ("within noise"
-when it holds 0).  Targets: lazy at the largest size ≤ 1% above the floor
-(`full`; its budget beside the bare cost of its stat calls, epload_bench),
-and within noise with `paths`; stock's marginal ÷ lazy's ≥ 100× at 100
-backends; first `to("foo")` ≤ foo's own import cost + 1 ms.
-
-Output: Markdown on stdout (and --md-out), JSON (--json-out), a PNG of the
-marginal cost against the number of backends (--plot, matplotlib).
+over the floor (ms and %), and the median of the per-round paired
+differences with a 95% bootstrap interval.  Targets: lazy at the largest
+size ≤ 1% above the floor (`full`; its budget beside the bare cost of its
+stat calls, epload_bench) and within noise with `paths`; stock's marginal ÷
+lazy's ≥ 100× at 100 backends; first `to("foo")` ≤ foo's own import cost +
+1 ms.  Output: Markdown on stdout (and --md-out), JSON (--json-out), a PNG
+of the marginal cost against the number of backends (--plot).
 """
 
 from __future__ import annotations
@@ -57,15 +46,14 @@ import json
 import os
 import shutil
 import sys
-import time
 
 from . import options
-from .envs import SOURCE_DIR, clean_env, kept_env, machine, torch_python
-from .proc import BenchError, capture, harness_main, log
+from .envs import SOURCE_DIR, clean_env, config, kept_env, torch_python
+from .proc import BenchError, capture, harness_main, interleaved, log, marked
 from .report import fmt_ms, load_average, plot_marginals, table, times, write_report
 from .stats import paired_ci, summarize, summarize_rounds
 from .targets import budget_cells, stat_floor
-from .verify import checked_run, index_hit, retry_check, verified_rounds
+from .verify import Variants, index_hit
 
 GROUP = "torch.backends"
 VERIFY_MARK = "EPLOAD-BENCH-TORCH "
@@ -162,15 +150,20 @@ PROBE = ("\nimport json as _j\n"
          f"print({VERIFY_MARK!r} + _j.dumps(_r))\n")
 
 
-class Size:
+class Size(Variants):
     """The variants' commands and environments for one generated environment
     (``manifest`` None: the fixture backends alone)."""
 
+    # The first run is lazy, as a user's first lazy run: it loads every
+    # backend whose devices are not known yet and learns them (foo's too).
+    mark, warm, retried = VERIFY_MARK, ("epload-lazy",), EPLOAD_VARIANTS
+
     def __init__(self, args, info, manifest, work):
         self.args, self.python, self.work = args, args.python, work
-        self.base = clean_env(work)
+        self.base, self.labels = clean_env(work), {v: x[0] for v, x in VARIANTS.items()}
         self.paths = args.fixtures + ([manifest["search_path"]] if manifest else [])
         self.n = len(manifest["backends"]) if manifest else 0
+        self.where = f"{self.n:,} generated backends"
         foo = [b for b in info["backends"] if b[0] == args.foo_backend]
         if not foo:
             raise BenchError(f"the venv holds no torch.backends entry point named "
@@ -184,21 +177,21 @@ class Size:
                "call": (f"from {self.foo_module} import {attr.strip()} as _f; _f()"
                         if attr.strip() else f"import {self.foo_module}")}
         self.variants = list(VARIANTS)
-        self.body = {v: ("import torch; " + b.format(**fmt)).rstrip("; ")
+        self.code = {v: ("import torch; " + b.format(**fmt)).rstrip("; ")
                      for v, (_, _, b) in VARIANTS.items()}
         # A training script's outputs or an editor's save change the
         # directory; that entry is listed again, the index must still hit.
         self.script_dir = os.path.join(work, "script-dir")
         os.makedirs(self.script_dir)
-        self.body[DIRTY] = f"sys.path.insert(0, {self.script_dir!r}); " + self.body[DIRTY]
+        self.code[DIRTY] = f"sys.path.insert(0, {self.script_dir!r}); " + self.code[DIRTY]
         self.outputs = 0
         self.envs = {v: dict(self.base, **VARIANTS[v][1]) for v in self.variants}
         if args.break_variant:
             more, body = BREAK[args.break_variant]
             self.envs[args.break_variant].update(more)
             if body:
-                self.body[args.break_variant] = "import torch; " + body.format(**fmt)
-        self.commands = {v: self.argv(self.body[v]) for v in self.variants}
+                self.code[args.break_variant] = "import torch; " + body.format(**fmt)
+        self.commands = {v: self.argv(self.code[v]) for v in self.variants}
         timed = ("import torch; import time as _t; _t0 = _t.perf_counter_ns(); {work}; "
                  f"print({TIME_MARK!r} + str(_t.perf_counter_ns() - _t0))")
         self.timed = {k: (dict(self.base, **env),
@@ -216,13 +209,9 @@ class Size:
     def argv(self, body, suffix=""):
         return [self.python, "-I", "-c", f"import sys; sys.path += {self.paths!r}; {body}{suffix}"]
 
-    def check(self, v):
+    def probe_run(self, v):
         env = dict(self.envs[v], **({"EPLOAD_DEBUG": "1"} if v in EPLOAD_VARIANTS else {}))
-        if v in self.before:
-            self.before[v]()
-        return checked_run(self.argv(self.body[v], self.probe), env, VERIFY_MARK, v,
-                           f"variant {v} ({VARIANTS[v][0]}) failed at {self.n} generated "
-                           f"backends; its code: {self.body[v]}")
+        return self.argv(self.code[v], self.probe), env
 
     def problems(self, v, r, stderr):
         n, out, device = self.n, [], self.args.device
@@ -244,20 +233,6 @@ class Size:
             out.append("imported epload" if r["epload"] else "did not import epload")
         return out + (index_hit(stderr) if v in EPLOAD_VARIANTS else [])
 
-    def warm_and_verify(self, attempts=40):
-        """Warms epload's caches and checks every variant; retries the epload
-        ones while their caches settle.  The first run is lazy, as a user's
-        first lazy run: it loads every backend whose devices are not known
-        yet and learns them, foo's PrivateUse1 name included."""
-        capture(self.commands["epload-lazy"], self.envs["epload-lazy"])
-        report = {}
-        for v in self.variants:
-            r, tried = retry_check(v, VARIANTS[v][0], f"{self.n} generated backends", self.body[v],
-                                   self.check, self.problems,
-                                   attempts if v in EPLOAD_VARIANTS else 1)
-            report[v] = dict(r, attempts=tried)
-        return report
-
     def in_process(self, runs):
         """What epload adds inside lazy processes, per run: the import of its
         .pth hook at interpreter start (``-X importtime``) and, from a trace
@@ -276,16 +251,11 @@ class Size:
         return out
 
     def timed_in_process(self, runs):
-        """In-process ns of each IN_PROCESS measurement, alternating."""
-        out = {k: [] for k in self.timed}
-        for _ in range(runs):
-            for k, (env, argv) in self.timed.items():
-                stdout = capture(argv, env).stdout
-                line = next((ln for ln in stdout.splitlines() if ln.startswith(TIME_MARK)), None)
-                if line is None:
-                    raise BenchError(f"in-process timing ({k}) printed no time:\n{stdout[-500:]}")
-                out[k].append(int(line[len(TIME_MARK):]))
-        return out
+        """In-process ns of each IN_PROCESS measurement, interleaved."""
+        raw = interleaved({k: argv for k, (_, argv) in self.timed.items()}, None, runs, 0,
+                          self.work, envs={k: env for k, (env, _) in self.timed.items()},
+                          runner=lambda argv, env, _: {"ns": marked(argv, env, TIME_MARK)[0]})
+        return {k: v["ns"] for k, v in raw.items()}
 
 
 def epload_share(trace_path):
@@ -305,11 +275,14 @@ def epload_share(trace_path):
                                                   - spans["body of torch"]) * 1e3)
 
 
-def hook_import_ns(importtime_stderr):
-    """The cumulative import time of ``epload._hook`` from ``-X importtime``, ns."""
+def hook_import_ns(importtime_stderr, missing=None):
+    """The cumulative import time of ``epload._hook`` from ``-X importtime``,
+    ns; none there: ``missing`` if given, else a BenchError."""
     for line in importtime_stderr.splitlines():
         if line.startswith("import time:") and line.rsplit("|", 1)[-1].strip() == "epload._hook":
             return int(line.split("|")[1]) * 1000
+    if missing is not None:
+        return missing
     raise BenchError("no `epload._hook` import in -X importtime's output: is the .pth hook "
                      "installed and EPLOAD_AUTOLOAD_HOSTS set?\n" + importtime_stderr[-500:])
 
@@ -547,11 +520,11 @@ def measure_size(args, info, tmp, n):
                                           f"python-{n}-{args.noise}-cost{args.import_cost_ms:g}"),
         n, args.noise, GROUP, extra=("--import-cost-ms", args.import_cost_ms))
     size = Size(args, info, manifest, work)
-    verified, raw = verified_rounds("bench_torch", n, size, args, work)
+    verified, raw = size.rounds("bench_torch", args, work)
     row = {"backends": n, "fixtures": len(size.fixtures),
-           "distributions": n + (args.noise if n else 0),
-           "stats": analyse(raw), "verified": verified, "commands": size.commands,
-           "environments": {v: VARIANTS[v][1] for v in size.variants}}
+           "distributions": n + (args.noise if n else 0), "stats": analyse(raw),
+           "verified": {v: dict(r, attempts=tries) for v, (r, tries) in verified.items()},
+           "commands": size.commands, "environments": {v: VARIANTS[v][1] for v in size.variants}}
     log(f"bench_torch: {n:,} backends: epload's own time in lazy processes, "
         f"{args.first_runs} runs ...")
     ip = size.in_process(args.first_runs)
@@ -583,11 +556,9 @@ def run(args, tmp):
     args.fixtures = fixtures
     info = describe_python(args.python, clean_env(tmp), args.fixtures)
     log(f"bench_torch: torch {info['torch']} in {info['torch_dir']}")
-    result = {"config": {
-        "sizes": args.sizes, "noise": args.noise, "import_cost_ms": args.import_cost_ms,
-        "rounds": args.rounds, "warmup": args.warmup, "first_runs": args.first_runs,
-        "python": args.python, "machine": machine(), "load_average_before": os.getloadavg(),
-        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}, "torch": info, "sizes": []}
+    result = {"config": config(args, sizes=args.sizes, noise=args.noise,
+                               import_cost_ms=args.import_cost_ms, first_runs=args.first_runs),
+              "torch": info, "sizes": []}
     first = None
     for n in args.sizes:
         row, size = measure_size(args, info, tmp, n)
@@ -600,8 +571,7 @@ def run(args, tmp):
     if stat_base:
         result["stat_baseline"] = stat_base
     result["targets"] = judge(result["sizes"], first, stat_base, args.rounds)
-    result["config"]["load_average_after"] = os.getloadavg()
-    write_report(result, markdown(result), args.md_out, args.json_out, args.plot, plot)
+    write_report(result, markdown, args.md_out, args.json_out, args.plot, plot)
     return 0
 
 

@@ -5,42 +5,66 @@ report; caches still settling get a few more tries."""
 
 from __future__ import annotations
 
-import json
 import time
 
-from .proc import BenchError, capture, interleaved, log
+from .proc import BenchError, capture, interleaved, log, marked
 
 
-def checked_run(argv, env, mark, name, failure):
-    """Runs argv once (a variant with its probe) and returns (the JSON the
-    probe printed on the line starting with ``mark``, the stderr).  A failed
-    run raises BenchError(failure + the error); a run that printed no such
-    line, one naming ``name``."""
-    try:
-        proc = capture(argv, env)
-    except BenchError as e:
-        raise BenchError(f"{failure}\n{e}")
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(mark)), None)
-    if line is None:
-        raise BenchError(f"{name}: the check printed nothing\n{proc.stdout[-1000:]}")
-    return json.loads(line[len(mark):]), proc.stderr
+class Variants:
+    """A start-up suite's variants at one size.  A suite's subclass sets
+    ``variants`` (names, report order), ``labels`` {name: label}, ``code``
+    {name: what the variant runs}, ``commands`` {name: argv}, ``base`` (the
+    environment) and ``envs`` {name: environment} where one differs,
+    ``before`` {name: untimed callable before each run}, ``warm`` (variants
+    run once first), ``retried`` (variants whose caches may need more tries),
+    ``mark`` (the probe's line prefix) and ``where`` (the size, for
+    messages); and defines probe_run(v) -> (argv with the probe, env) and
+    problems(v, report, stderr) -> [what is wrong]."""
 
+    envs, before, warm = {}, {}, ()
 
-def retry_check(v, label, where, code, check, problems, tries):
-    """Runs check(v) -> (report, stderr) until problems(v, report, stderr) is
-    empty, at most ``tries`` times, 0.05 s apart (caches settling); returns
-    (report, attempts).  Still wrong after that: a BenchError naming variant
-    v (``label``, at ``where``), what was wrong, its ``code`` and the last
-    lines of its stderr."""
-    for attempt in range(tries):
-        r, err = check(v)
-        bad = problems(v, r, err)
-        if not bad:
-            return r, attempt + 1
-        time.sleep(0.05)
-    tail = "\n".join(err.strip().splitlines()[-8:])
-    raise BenchError(f"variant {v} ({label}) did not do its job at {where}: " + "; ".join(bad)
-                     + f"\nits code: {code}" + (f"\n{tail}" if tail else ""))
+    def check(self, v):
+        """Runs variant v once with its probe; returns (the probe's JSON, stderr)."""
+        if v in self.before:
+            self.before[v]()
+        argv, env = self.probe_run(v)
+        failure = f"variant {v} ({self.labels[v]}) failed at {self.where}; its code: {self.code[v]}"
+        try:
+            r, proc = marked(argv, env, self.mark)
+        except BenchError as e:
+            raise BenchError(f"{failure}\n{e}")
+        return r, proc.stderr
+
+    def verified(self, v, attempts):
+        """Checks v until problems() is empty, at most ``attempts`` times,
+        0.05 s apart (caches settling); returns (report, tries).  Still
+        wrong: a BenchError naming the variant, what was wrong, its code and
+        the last lines of its stderr."""
+        for attempt in range(attempts):
+            r, err = self.check(v)
+            bad = self.problems(v, r, err)
+            if not bad:
+                return r, attempt + 1
+            time.sleep(0.05)
+        tail = "\n".join(err.strip().splitlines()[-8:])
+        raise BenchError(f"variant {v} ({self.labels[v]}) did not do its job at {self.where}: "
+                         + "; ".join(bad) + f"\nits code: {self.code[v]}"
+                         + (f"\n{tail}" if tail else ""))
+
+    def rounds(self, prog, args, work, progress=None, attempts=40):
+        """Warms (``warm``), verifies every variant, then times them in
+        args.warmup + args.rounds interleaved rounds.  Returns ({variant:
+        (probe report, tries)}, interleaved()'s samples)."""
+        log(f"{prog}: {self.where}: warming, verifying {len(self.variants)} variants ...")
+        for v in self.warm:
+            if v in self.commands:
+                capture(self.commands[v], self.envs.get(v, self.base))
+        verified = {v: self.verified(v, attempts if v in self.retried else 1)
+                    for v in self.variants}
+        log(f"{prog}: {self.where}: {len(self.variants)} variants x "
+            f"{args.warmup + args.rounds} interleaved rounds ...")
+        return verified, interleaved(self.commands, self.base, args.rounds, args.warmup, work,
+                                     progress=progress, envs=self.envs, before=self.before)
 
 
 def index_hit(stderr):
@@ -50,18 +74,3 @@ def index_hit(stderr):
         return []
     status = [ln for ln in stderr.splitlines() if "epload: index" in ln]
     return ["no index cache hit (" + (status[-1] if status else "no index status") + ")"]
-
-
-def verified_rounds(prog, n, size, args, work, progress=None):
-    """The per-size run the start-up suites share: ``size`` (a suite's Size:
-    variants, commands, envs, before, warm_and_verify()) warmed and every
-    variant verified, then timed in args.warmup + args.rounds interleaved
-    rounds.  Returns (verification report, interleaved()'s samples)."""
-    log(f"{prog}: {n:,} backends: warming, verifying {len(size.variants)} variants ...")
-    verified = size.warm_and_verify()
-    log(f"{prog}: {n:,} backends: {len(size.variants)} variants x "
-        f"{args.warmup + args.rounds} interleaved rounds ...")
-    raw = interleaved(size.commands, size.base, args.rounds, args.warmup, work,
-                      progress=progress, envs=getattr(size, "envs", None),
-                      before=getattr(size, "before", None))
-    return verified, raw

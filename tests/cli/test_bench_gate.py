@@ -126,7 +126,7 @@ def test_usage_errors(tmp_path):
     assert "unknown ratio nosuch" in p.stderr
     p = gate("--build", str(tmp_path))
     assert p.returncode == 2
-    assert "not found: build first" in p.stderr
+    assert "build first (scripts/setup.sh" in p.stderr
 
 
 def test_committed_baseline_names_every_ratio():

@@ -422,7 +422,7 @@ def test_demo_never_removes_a_directory_it_did_not_generate(tmp_path):
 def test_demo_without_a_build_says_what_to_do(tmp_path):
     proc = run(DEMO, "--out", tmp_path, "--build", tmp_path / "nothing")
     assert proc.returncode == 2
-    assert "no epload executable in" in proc.stderr and "scripts/demo.sh" in proc.stderr
+    assert "/nothing/epload: build first" in proc.stderr and "scripts/demo.sh" in proc.stderr
 
 
 def test_demo_sh_help_runs_nothing():

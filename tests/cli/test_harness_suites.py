@@ -55,15 +55,14 @@ def test_metadata_ops_usage_errors(args, message):
 
 def test_metadata_ops_without_a_build_says_what_to_do(tmp_path):
     proc = run("metadata_ops.py", "--dists", "20", "--build", tmp_path)
-    assert proc.returncode == 1
-    assert f"no build in {tmp_path}: run scripts/setup.sh first" in proc.stderr
+    assert proc.returncode == 2
+    assert f"no executable {tmp_path}/epload: build first" in proc.stderr
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--runs", "0"], "--rounds must be >= 1"),
     (["--rounds", "0"], "--rounds must be >= 1"),
     (["--backends", "0"], "--backends must be >= 1"),
-    (["--noise", "-1"], "--noise >= 0"),
+    (["--noise", "-1"], "--noise must be >= 0"),
 ])
 def test_refresh_usage_errors(args, message):
     proc = run("bench_refresh.py", *args)
@@ -73,7 +72,7 @@ def test_refresh_usage_errors(args, message):
 def test_refresh_without_a_build_says_what_to_do(tmp_path):
     proc = run("bench_refresh.py", "--build", tmp_path)
     assert proc.returncode == 2
-    assert f"no epload executable at {tmp_path}/epload" in proc.stderr
+    assert f"no executable {tmp_path}/epload: build first" in proc.stderr
 
 
 @pytest.mark.parametrize("args,message", [
