@@ -46,19 +46,13 @@ def parse(argv):
     args = p.parse_args(argv[:cut])
     cmds = [[]]
     for a in argv[cut + 1:]:
-        if a == "--":
-            cmds.append([])
-        else:
-            cmds[-1].append(a)
+        cmds.append([]) if a == "--" else cmds[-1].append(a)
     if len(cmds) < 2 or any(not c for c in cmds):
         p.error("give at least two non-empty commands, each after '--'")
-    for c in cmds:  # posix_spawn does not search PATH
-        exe = shutil.which(c[0])
-        if exe is None:
-            p.error(f"command not found or not executable: {c[0]}")
-        c[0] = exe
     if args.rounds < 1 or args.warmup < 0 or args.settle < 0:
         p.error("--rounds must be >= 1, --warmup and --settle >= 0")
+    for c in cmds:  # posix_spawn does not search PATH
+        c[0] = shutil.which(c[0]) or p.error(f"command not found or not executable: {c[0]}")
     args.commands = {chr(ord("A") + i): c for i, c in enumerate(cmds)}
     return args
 

@@ -146,56 +146,9 @@ def config(args, **extra):
                 started=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
 
 
-def importlib_same_output(group):
-    """Python code that does with importlib.metadata what
-    `epload entry-points --group GROUP` does: look the group up and print
-    one line per entry point in epload's default format, dist name and
-    version included (importlib reads each distribution's METADATA for
-    them)."""
-    return ("from importlib.metadata import entry_points; w = sys.stdout.write\n"
-            f"for e in entry_points(group={group!r}): "
-            "w(f'{e.group} {e.name} = {e.value}  [{e.dist.name} {e.dist.version}]\\n')")
-
-
 def norm(name):
     """A distribution name normalized as importlib compares them."""
     return re.sub(r"[-_.]+", "_", name).lower()
-
-
-def check_entry_points(python, env, site, group, expected, epload_argvs, site_first):
-    """Refuses to time a comparison whose answers differ: importlib.metadata
-    must find ``expected`` entry points of ``group`` with ``site`` on sys.path
-    (first or last), and each `epload entry-points` command of
-    ``epload_argvs`` ({label: argv}) the same (name, value, dist) triples."""
-    where = "sys.path.insert(0, sys.argv[1])" if site_first else "sys.path.append(sys.argv[1])"
-    code = (f"import json, sys; {where}; from importlib.metadata import entry_points; "
-            "print(json.dumps([[e.name, e.value, e.dist.name] "
-            "for e in entry_points(group=sys.argv[2])]))")
-    want = json.loads(capture([python, "-I", "-S", "-c", code, site, group], env).stdout)
-    if len(want) != expected:
-        raise BenchError(f"importlib.metadata found {len(want)} {group} entry points in {site}, "
-                         f"expected {expected}")
-    for label, argv in epload_argvs.items():
-        got = [[e["name"], e["value"], e["dist"]]
-               for e in json.loads(capture(argv + ["--json"], env).stdout)]
-        if [g[:2] for g in got] != [w[:2] for w in want] or \
-                [norm(g[2]) for g in got] != [norm(w[2]) for w in want]:
-            raise BenchError(f"{label} and importlib.metadata disagree on {site}: "
-                             f"{len(got)} against {len(want)} entry points")
-
-
-def warm_until_hit(argvs, env, pause=0.02):
-    """Runs each `epload ... --verbose` of ``argvs`` ({label: argv}) until it
-    reports a cache hit: a cache written in the clock tick of a change is not
-    trusted at first (the racy rule), so a few tries may be needed."""
-    for label, argv in argvs.items():
-        for _ in range(50):
-            proc = capture(argv + ["--verbose"], env)
-            if "cache hit" in proc.stderr:
-                break
-            time.sleep(pause)
-        else:
-            raise BenchError(f"{label}: the cache never hit:\n{proc.stderr.strip()}")
 
 
 def torch_python(build, prog):

@@ -6,8 +6,8 @@ the thresholds committed in bench/baseline.json.
     scripts/bench_gate --only cached_over_cold # one ratio (repeatable, or a,b)
     scripts/bench_gate --update-baseline       # measure 5 times, rewrite the baseline
 
-Ratios (each "smaller is better"; each numerator and denominator measured in
-the same run, so a slower or busier machine moves both):
+Ratios (smaller is better; numerator and denominator from the same run, so a
+slower or busier machine moves both):
 
   lazy_over_eager         BM_LoaderStartupLazy/1000 / BM_LoaderStartupEager/1000:
                           start-up at 1,000 native backends, lazy against loading
@@ -21,26 +21,22 @@ the same run, so a slower or busier machine moves both):
   epload_over_importlib   whole processes, 6,000 distributions (1,000 backends):
                           `epload entry-points` with a warm cache (full validation)
                           against importlib.metadata's marginal cost (its process
-                          minus a bare interpreter), CPU time (user + sys), the
-                          commands interleaved round by round (scripts/bench_index.py)
+                          minus a bare interpreter), CPU time, the commands
+                          interleaved round by round (as scripts/bench_index.py)
 
-Noise handling: medians over repetitions (Google Benchmark with random
-interleaving of the suites' repetitions) and over interleaved rounds; CPU
-time rather than wall time, since on a shared 2-core machine wall time
-mostly measures the neighbours; thresholds set with margin from the spread
-seen over repeated runs (see BENCHMARKS.md, "CI gate"); and a ratio past its
-threshold is measured once more, and fails the gate only if it is past it
-again.
+Noise: medians over repetitions (Google Benchmark, random interleaving) and
+interleaved rounds; CPU rather than wall time (on a shared 2-core machine
+wall time mostly measures the neighbours); thresholds with margin from the
+spread of repeated runs (BENCHMARKS.md, "CI gate"); a ratio past its
+threshold is measured once more and fails only if past it again.
 
 Exit status: 0 every ratio within its threshold; 1 a regression; 2 the gate
 could not measure (build missing, a benchmark failed) or a usage error.
 
 TEST-ONLY: EPLOAD_TEST_SLOWDOWN=validate:2000 (read by an epload library built
-with -DEPLOAD_TEST_HOOKS=ON, as scripts/setup.sh builds)
-makes each cache validation spin 2,000 µs of CPU, pushing cached_over_cold
-past its threshold; tests/cli/test_bench_gate.py uses it to show the gate
-fails on a real regression.  Never set it otherwise: the gate says so in its
-summary when it is set.
+with -DEPLOAD_TEST_HOOKS=ON, as scripts/setup.sh builds) makes each cache
+validation spin 2,000 µs of CPU, pushing cached_over_cold past its threshold
+(tests/cli/test_bench_gate.py).  The summary says so when it is set.
 """
 
 from __future__ import annotations
@@ -53,9 +49,9 @@ import sys
 import time
 
 from . import options
-from .envs import SOURCE_DIR, clean_env, generate, machine
+from .envs import SOURCE_DIR, clean_env, config, ensure_env, machine
 from .proc import BenchError, gbench, harness_main, interleaved
-from .report import table
+from .report import table, write_report
 from .suite_index import Setup
 
 BASELINE = os.path.join(SOURCE_DIR, "bench", "baseline.json")
@@ -138,43 +134,31 @@ def process_ratio(args, tmp):
     env = clean_env(tmp)
     if "EPLOAD_TEST_SLOWDOWN" in os.environ:
         env["EPLOAD_TEST_SLOWDOWN"] = os.environ["EPLOAD_TEST_SLOWDOWN"]
-    out = os.path.join(tmp, "process-env")
-    if not os.path.isdir(out):
-        log(f"generating {PROCESS_BACKENDS + PROCESS_NOISE:,} distributions ...")
-        manifest = generate(args.python, out, PROCESS_BACKENDS, PROCESS_NOISE, "torch.backends")
-    else:
-        with open(os.path.join(out, "manifest.json")) as f:
-            manifest = json.load(f)
+    log(f"{PROCESS_BACKENDS + PROCESS_NOISE:,} distributions ...")
+    manifest, _ = ensure_env(args.python, os.path.join(tmp, "process-env"), PROCESS_BACKENDS,
+                             PROCESS_NOISE, args.group)
     s = Setup(args, manifest["search_path"], os.path.join(tmp, "process-work"), env, None)
     s.check_answers(args.python, env, PROCESS_BACKENDS)
     s.warm(env)
     commands = {"bare": s.py["bare"], "importlib": s.py["importlib"], "full": s.epload["full"]}
-    raw = interleaved(commands, env, args.rounds, 1, tmp)
-    cpu = {n: statistics.median(v["cpu"]) for n, v in raw.items()}
+    cpu = {n: statistics.median(v["cpu"])
+           for n, v in interleaved(commands, env, args.rounds, 1, tmp).items()}
     marginal = cpu["importlib"] - cpu["bare"]
     if marginal <= 0:
         raise BenchError("importlib's marginal CPU time came out <= 0: the measurement is broken")
     return cpu["full"] / marginal, {n: round(v / 1e6, 3) for n, v in cpu.items()}
 
 
-# ------------------------------------------------------------------------ the gate ---
-
 def measure(args, which, tmp):
     """Measures the ratios in `which`; returns {name: {"value", "detail"}}."""
-    out = {}
-    gb = [n for n in which if not RATIOS[n].get("process")]
+    out, groups = {}, {}
     # One epload_bench run per (repetitions, min_time) setting.
-    groups = {}
-    for n in gb:
+    for n in (n for n in which if not RATIOS[n].get("process")):
         key = (args.repetitions * RATIOS[n].get("repetitions_factor", 1),
                min(args.min_time, RATIOS[n].get("min_time", args.min_time)))
         groups.setdefault(key, []).append(n)
     for (repetitions, min_time), members in groups.items():
-        names = []
-        for n in members:
-            for side in ("num", "den"):
-                if RATIOS[n][side][0] not in names:
-                    names.append(RATIOS[n][side][0])
+        names = list(dict.fromkeys(RATIOS[n][side][0] for n in members for side in ("num", "den")))
         log(f"Google Benchmark: {', '.join(names)} x {repetitions} repetitions ...")
         res = run_gbench(args, names, tmp, repetitions, min_time)
         for n in members:
@@ -215,21 +199,22 @@ def fmt(v):
     return "-" if v is None else (f"{v:.4f}" if v < 10 else f"{v:.1f}")
 
 
-def markdown(args, results, baseline, verdicts, confirmed, started, seconds):
-    slow = os.environ.get("EPLOAD_TEST_SLOWDOWN")
-    rows = [[f"`{n}` — {RATIOS[n]['what']}", fmt(r["value"]),
-             fmt(baseline["ratios"][n].get("baseline")), fmt(baseline["ratios"][n]["threshold"]),
-             verdicts[n] + (f" (re-measured: {fmt(confirmed[n])})" if n in confirmed else "")]
-            for n, r in results.items()]
+def markdown(result):
+    """The gate's summary: each ratio against its baseline and threshold."""
+    slow, cfg, confirmed = os.environ.get("EPLOAD_TEST_SLOWDOWN"), result["config"], result["confirmed"]
+    rows = [[f"`{n}` — {RATIOS[n]['what']}", fmt(r["value"]), fmt(result["baseline"][n].get("baseline")),
+             fmt(result["thresholds"][n]), result["verdicts"][n]
+             + (f" (re-measured: {fmt(confirmed[n])})" if n in confirmed else "")]
+            for n, r in result["results"].items()]
     return "\n".join(
-        [f"## epload benchmark gate ({'quick' if args.quick else 'full'})", ""]
+        [f"## epload benchmark gate ({'quick' if result['quick'] else 'full'})", ""]
         + ([f"**EPLOAD_TEST_SLOWDOWN={slow} is set: a test-only slowdown is injected; these "
             "figures are not epload's.**", ""] if slow else [])
         + table(["ratio", "measured", "baseline", "threshold", "verdict"], "lrrrl", rows)
         + ["", "Smaller is better; a ratio fails above its threshold (bench/baseline.json). "
-               f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; "
-               f"{args.repetitions} repetitions, {args.rounds} process rounds; {seconds:.0f} s; "
-               f"{started}."]) + "\n"
+               f"{os.cpu_count()} CPUs, load average {cfg['load_average_after'][0]:.1f} at the "
+               f"end; {cfg['repetitions']} repetitions, {cfg['rounds']} process rounds; "
+               f"{result['seconds']:.0f} s; {cfg['started']}."]) + "\n"
 
 
 def update_baseline(args, tmp):
@@ -344,7 +329,6 @@ def run(args, tmp):
 def judge(args, tmp):
     """Measures, confirms what is past its threshold, reports; 1 on a regression."""
     t0 = time.monotonic()
-    started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     baseline = load_baseline(args.baseline)
     missing = [n for n in args.only if n not in baseline["ratios"]]
     if missing:
@@ -363,17 +347,11 @@ def judge(args, tmp):
         t = thresholds[n]
         failed = r["value"] > t and (args.no_confirm or confirmed.get(n, r["value"]) > t)
         verdicts[n] = "**FAIL**" if failed else ("pass" if r["value"] <= t else "pass (noise)")
-    summary = markdown(args, results, baseline, verdicts, confirmed, started, time.monotonic() - t0)
-    sys.stdout.write(summary)
-    if args.summary:
-        with open(args.summary, "a") as f:
-            f.write(summary)
-    if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump({"results": results, "confirmed": confirmed, "verdicts": verdicts,
-                       "thresholds": thresholds, "quick": args.quick,
-                       "seconds": time.monotonic() - t0}, f, indent=1)
-            f.write("\n")
+    result = {"config": config(args, repetitions=args.repetitions),
+              "results": results, "confirmed": confirmed, "verdicts": verdicts,
+              "thresholds": thresholds, "baseline": baseline["ratios"], "quick": args.quick,
+              "seconds": time.monotonic() - t0}
+    write_report(result, markdown, md_out=args.summary, json_out=args.json_out, append=True)
     failed = [n for n, v in verdicts.items() if v == "**FAIL**"]
     if failed:
         print(f"bench_gate: REGRESSION: {', '.join(failed)} past the threshold in {args.baseline}",

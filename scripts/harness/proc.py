@@ -1,17 +1,13 @@
 """Spawning and timing whole processes.
 
-How a command is timed (`run_once`): posix_spawn + wait4, stdout to
-/dev/null, stderr to a file (quoted if the command fails); wall time around
-spawn and wait, CPU time the child's user + sys from wait4's rusage, so the
-harness's own overhead is small and the same for every command.
-
-How a comparison is timed (`interleaved`): every command once per round, so
-slow drift of the machine (other load, CPU frequency, page cache) hits every
-command alike and ratios from one run stay honest; in an order shuffled each
-round (seeded), so that no command always runs right after the same one: a
-process started just after a cache-heavy one (1,000 libraries loaded, 6,000
-distributions scanned) is measurably slower, and a rotated order gave one
-command that penalty in every round.
+`run_once`: posix_spawn + wait4, stdout to /dev/null, stderr to a file
+(quoted if the command fails); wall time around spawn and wait, CPU time the
+child's user + sys: small overhead, the same for every command.
+`interleaved`: every command once per round, so drift of the machine (load,
+CPU frequency, page cache) hits all alike and ratios from one run stay
+honest; the order shuffled each round (seeded), as a process started just
+after a cache-heavy one is measurably slower and a fixed order gives one
+command that penalty every round.
 """
 
 from __future__ import annotations

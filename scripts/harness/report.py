@@ -41,16 +41,17 @@ def load_average(cfg):
         f" and {lb[0]:.2f} after" if la and lb else "")
 
 
-def write_report(result, markdown, md_out=None, json_out=None, plot_to=None, plot=None):
+def write_report(result, markdown, md_out=None, json_out=None, plot_to=None, plot=None,
+                 append=False):
     """Records the load average after the run in result["config"], then
-    writes markdown(result) on stdout (and in md_out), the result as JSON in
-    json_out, and plot(result, plot_to) if asked."""
+    writes markdown(result) on stdout (and in md_out, appended to it with
+    ``append``), the result as JSON in json_out, and plot(result, plot_to)."""
     result["config"]["load_average_after"] = os.getloadavg()
     report = markdown(result)
     sys.stdout.write(report)
     sys.stdout.flush()
     if md_out:
-        with open(md_out, "w") as f:
+        with open(md_out, "a" if append else "w") as f:
             f.write(report)
     if json_out:
         with open(json_out, "w") as f:

@@ -1,25 +1,20 @@
 """The first dynamo-backend discovery of a real PyTorch process, stock
 against EPLOAD_IMPORTLIB=1, timed in-process.
 
-The interpreter is the venv of scripts/torch_env.py (torch 2.13.0, epload
-and its .pth hook) unless --python names another.  One environment of
---dists distributions is generated (one a backend under group
-torch_dynamo_backends), the fixture distribution of tests/torch/backends/
-dynamo after it.  Each process runs `import torch` and then times
-`torch._dynamo.backends.registry._discover_entrypoint_backends()`: the call
-the first `torch.compile` or `list_backends()` makes (cached: once per
-process; checked not called before).  Variants, interleaved round by round:
+In the venv of scripts/torch_env.py (or --python), with --dists generated
+distributions (one a torch_dynamo_backends backend) and the fixture of
+tests/torch/backends/dynamo, each process times the first
+`torch._dynamo.backends.registry._discover_entrypoint_backends()` (what
+the first torch.compile or list_backends() calls; checked fresh), and a
+second call (the floor under it).  Variants, interleaved round by round:
 
   stock         importlib.metadata's own entry_points (a full scan)
   switch        EPLOAD_IMPORTLIB=1: epload's index, `full` validation
   switch-paths  EPLOAD_IMPORTLIB=1 EPLOAD_VALIDATE=paths
 
-Each is checked once first: the same backend names, the generated backend
-and the fixture among them, answered by importlib resp. epload.  Reported:
-medians, quartiles, stock ÷ variant (target: >= 20x for `switch`), and a
-second call in the same process (the floor under the first).  Also the
-price of the switch where nothing is looked up (--pth-rounds `PY -X
-importtime -c pass`): unset, the .pth line imports nothing; with `1`,
+each checked first (the same names, answered by importlib resp. epload).
+Target: stock ÷ switch >= 20x.  Also the switch's price where nothing is
+looked up (--pth-rounds `-X importtime`): unset it imports nothing; set,
 epload's pure-Python hook and no native module (both checked).
 """
 

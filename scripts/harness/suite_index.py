@@ -1,24 +1,16 @@
 """Process-level benchmark of entry-point discovery: epload against
-importlib.metadata (and stevedore's cache) on a generated environment.
-
-One run does everything, every command interleaved round by round:
+importlib.metadata (and stevedore's cache) on a generated environment,
+every command interleaved round by round:
 {commands}
-The interpreter runs with -I -S (its own stdlib entries only) and SITE
-inserted first in the -c code; bare and importlib differ only by the lookup.
-epload gets exactly that list as --path arguments.  Before timing, the
-(name, value, dist) triples epload prints must equal importlib's.
-
-Reported per command: wall median and IQR over --rounds rounds (after
---warmup), median CPU time (user+sys of the child), and system calls
-(`strace -f -c`).  Derived: importlib's marginal cost (importlib - bare)
-over each epload mode's whole process and its marginal over `epload
---version`; each target's budget (that marginal ÷ the target ratio) beside
-its floor from the same rounds (floor-exe for the cold scan and `paths`,
-floor-full for `full`): a budget below its floor cannot be reached on this
-machine.  A scaling run times the epload modes at 100, 1,000 and 10,000
-distributions (`paths` target: grows < 3x), and with hyperfine a
-confirmation pass runs `hyperfine -N` (not interleaved).
-Output: Markdown on stdout (and --md-out), JSON with --json-out.
+The interpreter runs -I -S with SITE inserted first; epload gets exactly
+that search path as --path arguments; their (name, value, dist) answers
+must be equal.  Reported: medians, IQR, CPU, system calls (strace -f -c);
+importlib's marginal cost (importlib - bare) over each epload mode's whole
+process and over its marginal above `epload --version`; each target's
+budget (that marginal ÷ the ratio) beside its floor from the same rounds
+(floor-exe; floor-full under `full`); a scaling run of the epload modes at
+100, 1,000 and 10,000 distributions (`paths` grows < 3x); and a hyperfine -N
+pass if installed.  Markdown on stdout (and --md-out), JSON (--json-out).
 """
 
 from __future__ import annotations
@@ -27,10 +19,11 @@ import json
 import os
 import shutil
 import sys
+import time
 
 from . import options
-from .envs import (check_entry_points, clean_env, config, generate, importlib_same_output,
-                   interpreter_path, norm, stevedore_location, stevedore_lookup, warm_until_hit)
+from .envs import (clean_env, config, generate, interpreter_path, norm, stevedore_location,
+                   stevedore_lookup)
 from .proc import BenchError, capture, extra_passes, harness_main, interleaved, log, remove_tree
 from .report import fmt_ms, load_average, syscall_cells, table, times, write_report
 from .stats import quartiles, summarize_rounds
@@ -59,6 +52,11 @@ STAT_TARGET = 1.5        # a cached `full` process ≤ 1.5x its bare stat calls
 STAT_CASES = (("ValidateFull", "epload validate `full` only (BM_CacheValidateFull)"),
               ("LoadValidateFull", "epload load + validate `full` (BM_CacheLoadValidateFull)"),
               ("LoadValidatePaths", "epload load + validate `paths` (BM_CacheLoadValidatePaths)"))
+# What `epload entry-points --group G` prints, done with importlib.metadata
+# (dist name and version read from each distribution's METADATA).
+SAME_OUTPUT = ("from importlib.metadata import entry_points; w = sys.stdout.write\n"
+               "for e in entry_points(group={g!r}): "
+               "w(f'{{e.group}} {{e.name}} = {{e.value}}  [{{e.dist.name}} {{e.dist.version}}]\\n')")
 __doc__ = __doc__.format(commands="".join(f"  {n:<15} {w}\n" for n, w in COMMANDS.items()))
 
 
@@ -79,7 +77,7 @@ class Setup:
         self.py = {"bare": py + [prefix.rstrip("; ")],
                    "importlib": py + [prefix + "from importlib.metadata import entry_points; "
                                       f"eps = entry_points(group={self.group!r})"],
-                   "importlib-same": py + [prefix + importlib_same_output(self.group)]}
+                   "importlib-same": py + [prefix + SAME_OUTPUT.format(g=self.group)]}
         if stevedore_dir:
             self.py["stevedore"] = py + [prefix + stevedore_lookup(stevedore_dir, self.group)]
         self.epload_exe = args.epload
@@ -122,11 +120,24 @@ class Setup:
             f.write(b"\n".join(rows) + b"\n")
         return out, len(rows)
 
-    def check_answers(self, python, env, expected_backends):
-        """Refuses to time a comparison whose answers differ."""
-        check_entry_points(python, env, self.site, self.group, expected_backends,
-                           {f"epload ({m})": self.epload[m] for m in ("cold", "full", "paths")},
-                           self.site_first)
+    def check_answers(self, python, env, expected):
+        """Refuses to time a comparison whose answers differ: importlib.metadata
+        must find ``expected`` entry points, every epload mode the same
+        (name, value, dist) triples, and the same-output command print what
+        `epload entry-points` prints."""
+        code = ("; import json; from importlib.metadata import entry_points; print(json.dumps("
+                f"[[e.name, e.value, e.dist.name] for e in entry_points(group={self.group!r})]))")
+        want = [[n, v, norm(d)] for n, v, d in json.loads(capture(
+            self.py["bare"][:-1] + [self.py["bare"][-1] + code], env).stdout)]
+        if len(want) != expected:
+            raise BenchError(f"importlib.metadata found {len(want)} {self.group} entry points in "
+                             f"{self.site}, expected {expected}")
+        for m in ("cold", "full", "paths"):
+            got = [[e["name"], e["value"], norm(e["dist"])]
+                   for e in json.loads(capture(self.epload[m] + ["--json"], env).stdout)]
+            if got != want:
+                raise BenchError(f"epload ({m}) and importlib.metadata disagree on {self.site}: "
+                                 f"{len(got)} against {len(want)} entry points")
 
         def lines(text):  # (head, dist normalized, version) per printed line
             out = []
@@ -142,15 +153,21 @@ class Setup:
                              f"lines: {len(same.splitlines())} vs {len(ours.splitlines())}")
 
     def warm(self, env, more=None):
-        """Writes the caches and waits until both validation levels (and
-        ``more`` {label: argv}) hit."""
-        warm_until_hit(dict({f"epload ({m})": self.epload[m] for m in ("full", "paths")},
-                            **(more or {})), env)
+        """Writes the caches and runs each cached command (and ``more``
+        {label: argv}) until it reports a cache hit: a cache written in the
+        clock tick of a change is not trusted at first (the racy rule)."""
+        for label, argv in dict({f"epload ({m})": self.epload[m] for m in ("full", "paths")},
+                                **(more or {})).items():
+            for _ in range(50):
+                proc = capture(argv + ["--verbose"], env)
+                if "cache hit" in proc.stderr:
+                    break
+                time.sleep(0.02)
+            else:
+                raise BenchError(f"{label}: the cache never hit:\n{proc.stderr.strip()}")
         if "stevedore" in self.py:
             capture(self.py["stevedore"], env)
 
-
-# ------------------------------------------------------------- analysis ---
 
 def analyse(raw):
     """Every command's summary; importlib's marginal costs; each epload
@@ -198,12 +215,6 @@ def floors(result):
             for mode, r in ratios.items() if FLOOR_OF[mode] in st}
 
 
-# --------------------------------------------------------------- report ---
-
-def label(n):
-    return COMMANDS[n]
-
-
 def markdown(result):
     """The whole report, one section after another."""
     L = commands_table(result) + ratios_table(result["main"])
@@ -226,7 +237,7 @@ def commands_table(result):
             if n == "stevedore":
                 rows.append(["stevedore (cached)", "not installed"] + [""] * (6 + bool(hf)))
             continue
-        rows.append([label(n)] + times(m["stats"][n]) + syscall_cells(
+        rows.append([COMMANDS[n]] + times(m["stats"][n]) + syscall_cells(
             m.get("strace", {}).get(n), None if hf is None else hf.get(n, {})))
     return [f"### Entry-point lookup, {cfg['distributions']:,} distributions "
             f"({cfg['backends']:,} with `{cfg['group']}`), {cfg['rounds']} interleaved rounds\n",
@@ -243,7 +254,7 @@ def ratios_table(m):
         met = "yes" if r["met"] else f"**NO** ({r['ratio']:.1f}× of {r['target']:.0f}×)"
         if "met_same_output" in r:
             met += "; " + ("yes" if r["met_same_output"] else "**NO**")
-        rows.append([label(mode), fmt_ms(r["epload_ms"]), f"**{r['ratio']:.1f}×**",
+        rows.append([COMMANDS[mode], fmt_ms(r["epload_ms"]), f"**{r['ratio']:.1f}×**",
                      f"{r['paired_ratio_q1']:.1f}–{r['paired_ratio_q3']:.1f}×",
                      f"{r['ratio_cpu']:.1f}×",
                      f"{r['ratio_vs_marginal']:.0f}×" if r["ratio_vs_marginal"] else "n/a",
@@ -286,7 +297,7 @@ def floors_table(result):
     what = {"floor-exe": "`epload_floor`: linked like epload, exits at once",
             "floor-full": f"`epload_floor --stat`: the same {result.get('floor_stats', 0):,} "
                           "stat calls on two CPUs, nothing else"}
-    rows = [[label(mode), f"≥ {m['ratios'][mode]['target']:.0f}×", fmt_ms(f["budget_ms"]),
+    rows = [[COMMANDS[mode], f"≥ {m['ratios'][mode]['target']:.0f}×", fmt_ms(f["budget_ms"]),
              what[f["floor"]], fmt_ms(f["floor_ms"]), fmt_ms(f["epload_ms"]),
              fmt_ms(f["epload_ms"] - f["floor_ms"]), REACH[f["reachable"]]]
             for mode, f in fl.items()]
@@ -317,11 +328,9 @@ def scaling_table(sc):
             f"marginal over `epload --version`: {gm}; CPU time {g['cpu']:.2f}×."]
 
 
-# ----------------------------------------------------------------- main ---
-
 def parse_args(argv):
     p = options.parser("bench_index.py", __doc__)
-    options.add_common(p, rounds=(21, 5), warmup=(3, 1),
+    options.add_common(p, rounds=(21, 5), warmup=(3, 1), plot=False,
                        tools={"strace": True, "hyperfine": False})
     options.add_lookup(p)
     p.add_argument("--bench-exe", help="epload_bench, for the bare stat baseline "

@@ -2,24 +2,19 @@
 entry-point group, counted with `strace -f -c`: what a shared file system's
 metadata server sees per process, times the number of processes.
 
-One environment of --dists distributions is generated with
-scripts/gen_env.py (10 Python backends under torch.backends among ordinary
-distributions).  Each variant is a fresh `PY SCRIPT` process, with
-PYTHONPATH holding the built package (<build>/python) and the environment,
-that looks group torch.backends up once:
+--dists distributions (10 backends of torch.backends) are generated; each
+variant is a fresh `PY SCRIPT` with PYTHONPATH = <build>/python and the
+environment, looking the group up once:
 
   importlib         importlib.metadata.entry_points(group=...)
-  epload full       epload.entry_points(group=...), warm cache, EPLOAD_VALIDATE=full
+  epload full       epload.entry_points(group=...), warm cache, `full`
   epload paths      the same with EPLOAD_VALIDATE=paths
-  shipped index     the same with EPLOAD_INDEX=FILE (`epload index build
-                    --output FILE`, made when the environment was), an
-                    empty cache directory that stays empty
+  shipped index     the same with EPLOAD_INDEX=FILE (`epload index build`),
+                    a cache directory that must stay empty
 
-and `baseline` imports the same modules and looks nothing up.  Every
-variant must answer as importlib does (checked).  Reported per variant: the
-calls of the stat family (stat, lstat, fstat, newfstatat, statx), openat,
-getdents64 and read, and their sum, each less the baseline's; and whether
-the process wrote a file into its cache directory.  Needs strace.
+`baseline` imports the same modules and looks nothing up.  Every variant
+must answer as importlib does.  Reported: stat family, openat, getdents64,
+read and their sum, each less the baseline's, and any cache file written.
 """
 
 from __future__ import annotations

@@ -1,33 +1,24 @@
 """Process-level benchmark of a stale index: what a fresh process pays after
-something changed on its search path, as a ratio to a plain cache hit in the
-same run.
+something changed on its search path, as a ratio to a cache hit.
 
-The search path is a script's directory (no distribution there; first, as
-sys.path[0]) then a generated site-packages (--backends + --noise
-distributions).  Two fronts run the same query of one group under `full`
-validation, each a whole process:
-
-  py   python3 -I -S -c "sys.path[:0] = [SCRIPT, SITE, <build>/python];
-       import epload; epload.entry_points(group=GROUP)"
-  cli  epload entry-points --group GROUP --path SCRIPT --path SITE
-
-Every front's case is timed once per round, interleaved.  Before each timed
-run, untimed, its front is brought back to a hit, its change is made, and a
-pause of 10 ms puts the change in an earlier clock tick than the run (its
-stamps are then not racy):
+The search path is a script's directory (first, as sys.path[0]) then a
+generated site-packages (--backends + --noise).  Two fronts query one group
+under `full` validation: py (`python3 -I -S -c "...; import epload;
+epload.entry_points(group=GROUP)"`) and cli (`epload entry-points --group
+GROUP --path SCRIPT --path SITE`).  Each front's cases run interleaved;
+before each run, untimed, the front is brought back to a hit, the case's
+change made and 10 ms let pass (the change's stamps not racy):
 
   hit        nothing changed
-  new-file   a file created in the script's directory (a hit that lists
-             that directory again)
+  new-file   a file created in the script's directory
   add        one distribution installed in site-packages
   remove     that distribution removed
   edit       one entry_points.txt rewritten
-  cold       the cache file removed first: a full scan and write
+  cold       the cache file removed: a full scan and write
 
-Each timed run is checked (EPLOAD_DEBUG=1): hit and new-file must report
-"index hit", add, remove and edit "index refreshed", cold "index rebuilt"
-(the cli says "cache" for "index").  Reported: wall and CPU medians per
-front and case, and each case's CPU median as a ratio to the hit's.
+Each run is checked (EPLOAD_DEBUG=1): "index hit" (hit, new-file), "index
+refreshed" (add, remove, edit), "index rebuilt" (cold); the cli says
+"cache".  Reported: wall and CPU medians, each CPU median ÷ the hit's.
 """
 
 from __future__ import annotations

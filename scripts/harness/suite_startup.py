@@ -6,30 +6,21 @@ For each number of backends (--sizes) among --noise ordinary distributions,
 one environment is generated (`scripts/gen_env.py --kind python`) and these
 variants are timed as whole processes, interleaved round by round:
 {variants}
-Every variant is `/usr/bin/python3 -I -S -c "<prelude>; <variant>"` (-I -S:
-no PYTHON* variables, user site, script directory or machine site-packages),
-the prelude identical text but for the dict of variables it sets:
-    import os, sys; os.environ.update({{...}});
-    sys.path[0:0] = [<build>/python]; sys.path += [HOSTDIR, SITE]
-HOSTDIR holds a PyTorch-like `torch` whose __init__ ends with stock
-PyTorch's loop (scripts/stock_autoload.py) or with epload.autoload.  So the
-command lines alone define the variants (the same run under strace and
-hyperfine), and every process gets one clean environment.
+Each is `python3 -I -S -c "<prelude>; <variant>"`, the prelude the same text
+but for the variables it sets (os.environ.update({{...}}); <build>/python
+first on sys.path, then HOSTDIR and SITE last), so the command lines alone
+define the variants.  HOSTDIR holds a PyTorch-like `torch` whose __init__
+ends with stock PyTorch's loop (scripts/stock_autoload.py) or epload.autoload.
 
-Before timing, each size is warmed and every variant verified with a check
-appended: the lookups find exactly the generated backends; the eager ones
-import every backend and set every device on the host; lazy none (lazy-first
-exactly one); the epload variants hit their index cache.  A variant that
-does not do its job stops the run saying what was wrong.
-
-Reported per variant and size: wall median and IQR, median CPU time, the
-marginal cost over `bare` (wall and CPU), and ratios reference marginal ÷
-variant marginal (none within noise of zero).  The targets are judged at the
-largest size, each ratio target's budget beside its floor: floor-native's
-marginal, plus for `full` validation the bare cost of its stat calls shared
-by the CPUs (epload_bench; skipped when absent).  strace -f -c and a
-hyperfine -N pass at the largest size.  Output: Markdown on stdout (and
---md-out), JSON (--json-out), a PNG of marginal cost against backends (--plot).
+Each variant is verified first with a check appended: lookups find exactly
+the generated backends; eager ones import every backend and set every
+device; lazy none (lazy-first exactly one); epload variants hit their index.
+Reported: medians, IQR, CPU, the marginal cost over `bare`, ratios of
+marginals (none within noise of zero); at the largest size the targets, each
+ratio's budget beside its floor (floor-native's marginal, plus for `full`
+its bare stat calls shared by the CPUs, epload_bench), strace -f -c counts
+and a hyperfine -N pass.  Output: Markdown on stdout (and --md-out), JSON
+(--json-out), a PNG of marginal cost against backends (--plot).
 """
 
 from __future__ import annotations
@@ -234,8 +225,6 @@ class Size(Variants):
                 for v, (r, tries) in verified.items()}
 
 
-# ------------------------------------------------------------- analysis ---
-
 def analyse(raw):
     stats = summarize_rounds(raw, reference="bare")
     ratios = {v: {ref: {"wall": ratio(stats[ref]["marginal_ms"], s["marginal_ms"]),
@@ -280,8 +269,6 @@ def judge(sizes, stat_base=None):
                          t["floor_libraries_ms"] + t.get("floor_stats_ms", 0.0))
     return out
 
-
-# --------------------------------------------------------------- report ---
 
 def markdown(result):
     """The whole report: each size's tables, the marginals side by side, the targets."""
@@ -403,12 +390,10 @@ def plot(result, path):
                    "Whole-process start-up cost of plugin backends")
 
 
-# ----------------------------------------------------------------- main ---
-
 def parse_args(argv):
     p = options.parser("bench_startup.py", __doc__)
     options.add_common(p, rounds=(15, 5), warmup=(2, 1),
-                       tools={"strace": False, "hyperfine": False})
+                       tools={"strace": False, "hyperfine": False}, env_dir=options.KEPT)
     options.add_sizes(p, "10,100,1000", "numbers of Python backends", 1)
     p.add_argument("--import-cost-ms", type=float, default=0.0,
                    help="CPU time each backend's import burns (gen_env.py; default 0)")

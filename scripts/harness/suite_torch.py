@@ -1,43 +1,28 @@
 """Real PyTorch start-up harness: what `import torch` costs with its device
 backends, stock autoload against epload, in a venv holding a real torch.
 
-The interpreter (--python) is a venv's with torch (2.13.0 here), epload with
-its `.pth` hook, and the fixture backends of tests/torch/backends (among
-them `foo`, a working PrivateUse1 backend).  For each number of generated
-backends (--sizes; 0 = the fixtures alone) one environment is generated
-(`scripts/gen_env.py --kind python --import-cost-ms 20`: each backend's
-import burns 20 ms of CPU) among --noise ordinary distributions, and these
+--python is a venv's with torch (2.13.0), epload with its `.pth` hook and
+the fixture backends of tests/torch/backends (`foo`: a working PrivateUse1
+backend).  For each number of generated backends (--sizes; 0 = fixtures
+alone; each import burns 20 ms of CPU) among --noise distributions, these
 variants are timed as whole processes, interleaved round by round:
 {variants}
-epload-lazy-dirty has a directory of its own first on sys.path (a script's)
-in which a new file is made, untimed, before each run: that entry is listed
-again, and its index must still hit.  Every command is
-`PY -I -c "import sys; sys.path += [SITE]; <body>"`; the variants differ
-only in their body and their EPLOAD_* / TORCH_* variables (read by the .pth
-hook at interpreter start), on one clean base environment.
+epload-lazy-dirty's own directory (first on sys.path, as a script's) gets a
+new file, untimed, before each run: its index must still hit.  Each command
+is `PY -I -c "import sys; sys.path += [SITE]; <body>"`; the variants differ
+in body and EPLOAD_*/TORCH_* variables only.  Each is checked first: stock
+and eager import every backend and foo, lazy none (lazy-first-foo exactly
+foo, the tensor on foo), the epload variants hit their index.
 
-Before timing, each size is warmed (a lazy run learns every backend's
-devices) and every variant checked with a probe: stock and eager imported
-every generated backend and foo; lazy none (lazy-first-foo exactly foo, the
-tensor on device foo); the epload variants hit their index cache.
-
-Measured inside the processes (--first-runs runs): the first `to("foo")`,
-lazy against by hand (autoload off: foo's entry point called, then the same
-operation), at the largest size; and at each size what lazy epload adds: the
-.pth hook's import (-X importtime) plus what epload added inside
-`import torch` (the trace's `import torch` span less torch's own body).
-`import torch` alone varies by ~100 ms from run to run, so the targets on
-lazy's added cost use the in-process figure, the whole-process interval
-beside it.
-
-Reported per size and variant: wall median, IQR, CPU median, the marginal
-over the floor (ms and %), and the median of the per-round paired
-differences with a 95% bootstrap interval.  Targets: lazy at the largest
-size ≤ 1% above the floor (`full`; its budget beside the bare cost of its
-stat calls, epload_bench) and within noise with `paths`; stock's marginal ÷
-lazy's ≥ 100× at 100 backends; first `to("foo")` ≤ foo's own import cost +
-1 ms.  Output: Markdown on stdout (and --md-out), JSON (--json-out), a PNG
-of the marginal cost against the number of backends (--plot).
+In-process (--first-runs): the first `to("foo")`, lazy against by hand, and
+what lazy epload adds (the .pth hook's import from -X importtime, plus the
+trace's `import torch` span less torch's own body): `import torch` varies by
+~100 ms run to run, so targets on lazy's cost use that figure, the
+whole-process paired difference (95% bootstrap interval) beside it.
+Targets: lazy ≤ 1% above the floor at the largest size (`full`; budget
+beside its bare stat calls) and within noise with `paths`; stock's marginal
+÷ lazy's ≥ 100× at 100 backends; first `to("foo")` ≤ foo's own import + 1
+ms.  Output: Markdown (and --md-out), JSON (--json-out), PNG (--plot).
 """
 
 from __future__ import annotations
@@ -287,8 +272,6 @@ def hook_import_ns(importtime_stderr, missing=None):
                      "installed and EPLOAD_AUTOLOAD_HOSTS set?\n" + importtime_stderr[-500:])
 
 
-# ------------------------------------------------------------- analysis ---
-
 def analyse(raw):
     stats = summarize_rounds(raw, reference="floor")
     f = stats["floor"]["median_ms"]
@@ -375,8 +358,6 @@ def judge(sizes, first, stat_base, rounds):
             t["reachable"] = t["budget_ms"] >= t["floor_ms"]
     return out
 
-
-# --------------------------------------------------------------- report ---
 
 def interval(p, noise=True):
     return "" if p is None else (f"{p['median_ms']:+.2f} [{p['ci95_ms'][0]:+.2f}, "
@@ -467,14 +448,12 @@ def plot(result, path):
                    f"(floor {fmt_ms(result['sizes'][-1]['stats']['floor']['median_ms'])} ms)")
 
 
-# ----------------------------------------------------------------- main ---
-
 def parse_args(argv):
     p = options.parser("bench_torch.py", __doc__)
     options.add_common(p, rounds=(11, 3), warmup=(1, 0), python=None,
                        python_help="the interpreter of a venv with torch and epload (with its "
                        ".pth hook) installed (default: the venv scripts/torch_env.py makes under "
-                       "the build directory, as the torch.* tests do)")
+                       "the build directory, as the torch.* tests do)", env_dir=options.KEPT)
     options.add_sizes(p, "10,100,1000", "generated Python backends; 0 = fixtures alone", 0)
     p.add_argument("--fixtures", default=",".join(DEFAULT_FIXTURES),
                    help="directories put on sys.path before the generated environment: the "

@@ -1,12 +1,9 @@
-"""Targets judged against what the machine allows.
-
-A ratio target (reference's cost ÷ epload's ≥ R) gives a budget: the
-reference's marginal cost ÷ R, the most epload may cost.  It is set beside
-its floor, measured in the same run: what no implementation can go below on
-this machine (a program linked like epload that exits at once; an empty
-module linked like epload's; the bare stat calls a `full` validation makes).
-A budget below its floor says the target cannot be reached here, whatever
-epload does."""
+"""Targets judged against what the machine allows: a ratio target (the
+reference's cost ÷ epload's ≥ R) gives a budget, the reference's marginal ÷
+R, set beside its floor from the same run (a program linked like epload that
+exits at once; an empty module linked like epload's; the bare stat calls of
+`full` validation).  A budget below its floor cannot be reached here.
+"""
 
 from __future__ import annotations
 
