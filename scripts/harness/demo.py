@@ -100,19 +100,18 @@ class Demo:
 
 
 def markdown(result):
-    cfg, st, ph = result["config"], result["stats"], result["phases"]
-    imp, same = (st[r]["median_ms"] - st["bare"]["median_ms"] for r in ("importlib",
-                                                                         "importlib-same"))
-    imp_cpu, same_cpu = (st[r]["cpu_median_ms"] - st["bare"]["cpu_median_ms"]
-                         for r in ("importlib", "importlib-same"))
+    """The lookup table, the load table and the derived ratios."""
+    cfg, st, ph, d = result["config"], result["stats"], result["phases"], result["derived"]
+    imp = (d["importlib_marginal_ms"], d["importlib_marginal_cpu_ms"])
+    same = (d["importlib_same_output_marginal_ms"], d["importlib_same_output_marginal_cpu_ms"])
     rows = []
     for v in LOOKUPS:
         s = st[v]
-        r = {"bare": ["", ""], "importlib": [f"marginal: {fmt_ms(imp)} ms ({fmt_ms(imp_cpu)} "
+        r = {"bare": ["", ""], "importlib": [f"marginal: {fmt_ms(imp[0])} ms ({fmt_ms(imp[1])} "
                                              "CPU)", ""],
-             "importlib-same": ["", f"marginal: {fmt_ms(same)} ms ({fmt_ms(same_cpu)} CPU)"]
+             "importlib-same": ["", f"marginal: {fmt_ms(same[0])} ms ({fmt_ms(same[1])} CPU)"]
              }.get(v) or [f"**{m / s['median_ms']:.1f}×** (CPU {c / s['cpu_median_ms']:.1f}×)"
-                          for m, c in ((imp, imp_cpu), (same, same_cpu))]
+                          for m, c in (imp, same)]
         rows.append([LABELS[v]] + times(st[v]) + r)
     L = [f"### Start-up cost: {cfg['backends']:,} native backends among "
          f"{cfg['noise']:,} other distributions\n",
@@ -129,7 +128,6 @@ def markdown(result):
                [[LABELS[v]] + times(st[v]) + [f"{ph[v]['backends_loaded']:,}",
                                               fmt_ms(ph[v]["index_us"]), fmt_ms(ph[v]["total_us"])]
                 for v in LOADS])
-    d = result["derived"]
     L += ["", f"Eager ÷ lazy (whole process): cold index **{d['eager_over_lazy_cold']:.1f}×**, "
               f"cached index **{d['eager_over_lazy_cached']:.1f}×** (CPU "
               f"{d['eager_over_lazy_cached_cpu']:.1f}×), cached index with `paths` validation "
@@ -143,13 +141,15 @@ def markdown(result):
 def derive(stats):
     """importlib's marginal costs, and eager over lazy and cached over cold."""
     med = {n: s["median_ms"] for n, s in stats.items()}
+    cpu = {n: s["cpu_median_ms"] for n, s in stats.items()}
     return {
         "importlib_marginal_ms": med["importlib"] - med["bare"],
+        "importlib_marginal_cpu_ms": cpu["importlib"] - cpu["bare"],
         "importlib_same_output_marginal_ms": med["importlib-same"] - med["bare"],
+        "importlib_same_output_marginal_cpu_ms": cpu["importlib-same"] - cpu["bare"],
         "eager_over_lazy_cold": med["eager-cold"] / med["lazy-cold"],
         "eager_over_lazy_cached": med["eager-cached"] / med["lazy-cached"],
-        "eager_over_lazy_cached_cpu": stats["eager-cached"]["cpu_median_ms"]
-        / stats["lazy-cached"]["cpu_median_ms"],
+        "eager_over_lazy_cached_cpu": cpu["eager-cached"] / cpu["lazy-cached"],
         "eager_over_lazy_paths": med["eager-paths"] / med["lazy-paths"],
         "lazy_cached_over_cold": med["lazy-cached"] / med["lazy-cold"],
     }
@@ -189,39 +189,22 @@ def parse_args(argv):
     return args
 
 
-def suite(args, module, stem, extra):
-    """Runs a suite (module.main) with --quick and EXTRA arguments, its
-    outputs in OUT/STEM.{md,json,png}; returns its files."""
+def suite(args, module, stem, rounds, extra):
+    """Runs a suite (module.main) with --quick, its environments kept in
+    OUT/STEM-envs, --rounds ROUNDS if given and EXTRA arguments, its outputs
+    in OUT/STEM.{md,json,png}; returns its files."""
+    log(f"demo: scripts/bench_{stem}.py --quick ...")
     out = [os.path.join(args.out, f"{stem}.{k}") for k in ("md", "json", "png")]
     sys.stdout.write("\n")
     sys.stdout.flush()
-    argv = ["--quick", *map(str, extra), "--md-out", out[0], "--json-out", out[1],
-            "--plot", out[2]]
+    argv = ["--quick", "--build", args.build, "--env-dir", os.path.join(args.out, f"{stem}-envs"),
+            *map(str, extra + (["--rounds", rounds] if rounds else [])),
+            "--md-out", out[0], "--json-out", out[1], "--plot", out[2]]
     status = module.main(argv)
     if status != 0:
         raise BenchError(f"the {stem} suite failed (exit {status}); its options: "
                          f"{' '.join(argv)}")
     return out
-
-
-def python_backends(args):
-    """Step 3: the start-up suite, --quick; returns its files."""
-    log("demo: Python backends: scripts/bench_startup.py --quick ...")
-    extra = ["--build", args.build, "--python", args.python, "--sizes", args.startup_sizes,
-             "--noise", args.startup_noise, "--env-dir", os.path.join(args.out, "startup-envs")]
-    return suite(args, suite_startup, "startup",
-                 extra + (["--rounds", args.startup_rounds] if args.startup_rounds else []))
-
-
-def real_torch(args):
-    """Step 4: the real-torch suite, --quick, in the torch venv; returns its files."""
-    log("demo: real PyTorch: the venv (scripts/torch_env.py; made once, reused) ...")
-    python = torch_python(args.build, "demo")
-    log("demo: real PyTorch: scripts/bench_torch.py --quick ...")
-    extra = ["--python", python, "--build", args.build, "--sizes", args.torch_sizes,
-             "--env-dir", os.path.join(args.out, "torch-envs")]
-    return suite(args, suite_torch, "torch",
-                 extra + (["--rounds", args.torch_rounds] if args.torch_rounds else []))
 
 
 def start_up_table(args, tmp):
@@ -255,12 +238,15 @@ def run(args, tmp):
     t_start = time.monotonic()
     os.makedirs(args.out, exist_ok=True)
     files = start_up_table(args, tmp)
-    if not args.no_startup:
-        files += python_backends(args)
+    if not args.no_startup:  # step 3: Python backends
+        files += suite(args, suite_startup, "startup", args.startup_rounds,
+                       ["--python", args.python, "--sizes", args.startup_sizes,
+                        "--noise", args.startup_noise])
     if args.no_torch:
         print("\nReal-PyTorch comparison skipped (--no-torch or EPLOAD_SKIP_TORCH=1).")
-    else:
-        files += real_torch(args)
+    else:  # step 4: real PyTorch, in the venv of scripts/torch_env.py (made once, reused)
+        files += suite(args, suite_torch, "torch", args.torch_rounds,
+                       ["--python", torch_python(args.build, "demo"), "--sizes", args.torch_sizes])
     print(f"\nDone in {time.monotonic() - t_start:.0f} s. Files:")
     for f in files:
         print(f"  {f}")

@@ -49,7 +49,7 @@ import sys
 import time
 
 from . import options
-from .envs import SOURCE_DIR, clean_env, config, ensure_env, machine
+from .envs import SOURCE_DIR, clean_env, config, kept_env, machine
 from .proc import BenchError, gbench, harness_main, interleaved
 from .report import table, write_report
 from .suite_index import Setup
@@ -134,9 +134,8 @@ def process_ratio(args, tmp):
     env = clean_env(tmp)
     if "EPLOAD_TEST_SLOWDOWN" in os.environ:
         env["EPLOAD_TEST_SLOWDOWN"] = os.environ["EPLOAD_TEST_SLOWDOWN"]
-    log(f"{PROCESS_BACKENDS + PROCESS_NOISE:,} distributions ...")
-    manifest, _ = ensure_env(args.python, os.path.join(tmp, "process-env"), PROCESS_BACKENDS,
-                             PROCESS_NOISE, args.group)
+    manifest = kept_env("bench_gate", args.python, os.path.join(tmp, "process-env"),
+                        PROCESS_BACKENDS, PROCESS_NOISE, args.group)
     s = Setup(args, manifest["search_path"], os.path.join(tmp, "process-work"), env, None)
     s.check_answers(args.python, env, PROCESS_BACKENDS)
     s.warm(env)
@@ -158,7 +157,7 @@ def measure(args, which, tmp):
                min(args.min_time, RATIOS[n].get("min_time", args.min_time)))
         groups.setdefault(key, []).append(n)
     for (repetitions, min_time), members in groups.items():
-        names = list(dict.fromkeys(RATIOS[n][side][0] for n in members for side in ("num", "den")))
+        names = list(dict.fromkeys(RATIOS[n][s][0] for n in members for s in ("num", "den")))
         log(f"Google Benchmark: {', '.join(names)} x {repetitions} repetitions ...")
         res = run_gbench(args, names, tmp, repetitions, min_time)
         for n in members:
@@ -201,8 +200,10 @@ def fmt(v):
 
 def markdown(result):
     """The gate's summary: each ratio against its baseline and threshold."""
-    slow, cfg, confirmed = os.environ.get("EPLOAD_TEST_SLOWDOWN"), result["config"], result["confirmed"]
-    rows = [[f"`{n}` — {RATIOS[n]['what']}", fmt(r["value"]), fmt(result["baseline"][n].get("baseline")),
+    slow, cfg, confirmed = os.environ.get("EPLOAD_TEST_SLOWDOWN"), result["config"], \
+        result["confirmed"]
+    rows = [[f"`{n}` — {RATIOS[n]['what']}", fmt(r["value"]),
+             fmt(result["baseline"][n].get("baseline")),
              fmt(result["thresholds"][n]), result["verdicts"][n]
              + (f" (re-measured: {fmt(confirmed[n])})" if n in confirmed else "")]
             for n, r in result["results"].items()]

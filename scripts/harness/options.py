@@ -31,7 +31,8 @@ def add_common(p, rounds, warmup=(1, 1), python="/usr/bin/python3", outputs=True
     the help of --env-dir (None: no such option)."""
     q = "; --quick: {}" if quick else ""
     if rounds is not None:
-        p.add_argument("--rounds", type=int, help=f"timed rounds ({rounds[0]}{q.format(rounds[1])})")
+        p.add_argument("--rounds", type=int,
+                       help=f"timed rounds ({rounds[0]}{q.format(rounds[1])})")
         p.add_argument("--warmup", type=int,
                        help=f"untimed rounds first ({warmup[0]}{q.format(warmup[1])})")
     if quick:

@@ -25,8 +25,8 @@ import statistics
 import sys
 
 from . import options
-from .envs import SOURCE_DIR, clean_env, config, ensure_env, torch_python
-from .proc import BenchError, capture, harness_main, interleaved, log, marked, progress_line
+from .envs import SOURCE_DIR, clean_env, config, kept_env, torch_python
+from .proc import BenchError, capture, harness_main, interleaved, marked, progress_line
 from .report import fmt_ratio, table, write_report
 from .stats import summarize
 from .suite_torch import hook_import_ns
@@ -92,8 +92,7 @@ def check(answers):
 def run(args, tmp):
     args.python = args.python or torch_python(args.build, "bench_dynamo.py")
     env_dir = args.env_dir or os.path.join(args.build, "bench-dynamo", f"env-{args.dists}")
-    manifest, reused = ensure_env(sys.executable, env_dir, 1, args.dists - 1, GROUP)
-    log(f"environment {env_dir} ({'reused' if reused else 'generated'}): {args.dists} distributions")
+    manifest = kept_env("bench_dynamo", sys.executable, env_dir, 1, args.dists - 1, GROUP)
     argv = [args.python, "-I", "-c", CODE.format(paths=[manifest["search_path"], *FIXTURES],
                                                    mark=MARK)]
     base = clean_env(tmp)

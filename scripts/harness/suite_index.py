@@ -22,7 +22,7 @@ import sys
 import time
 
 from . import options
-from .envs import (clean_env, config, generate, interpreter_path, norm, stevedore_location,
+from .envs import (clean_env, config, interpreter_path, kept_env, norm, stevedore_location,
                    stevedore_lookup)
 from .proc import BenchError, capture, extra_passes, harness_main, interleaved, log, remove_tree
 from .report import fmt_ms, load_average, syscall_cells, table, times, write_report
@@ -56,7 +56,8 @@ STAT_CASES = (("ValidateFull", "epload validate `full` only (BM_CacheValidateFul
 # (dist name and version read from each distribution's METADATA).
 SAME_OUTPUT = ("from importlib.metadata import entry_points; w = sys.stdout.write\n"
                "for e in entry_points(group={g!r}): "
-               "w(f'{{e.group}} {{e.name}} = {{e.value}}  [{{e.dist.name}} {{e.dist.version}}]\\n')")
+               "w(f'{{e.group}} {{e.name}} = {{e.value}}  "
+               "[{{e.dist.name}} {{e.dist.version}}]\\n')")
 __doc__ = __doc__.format(commands="".join(f"  {n:<15} {w}\n" for n, w in COMMANDS.items()))
 
 
@@ -381,9 +382,8 @@ def measure_main(args, env, tmp, stevedore_dir, result):
     """Every command at --backends + --noise distributions, checked, warmed
     and timed interleaved; sets result["floor_stats"] (when epload_floor is
     there) and result["main"]."""
-    log(f"generating {args.backends + args.noise} distributions ...")
-    manifest = generate(args.python, os.path.join(tmp, "env"), args.backends, args.noise,
-                        args.group)
+    manifest = kept_env("bench_index", args.python, os.path.join(tmp, "env"), args.backends,
+                        args.noise, args.group)
     s = Setup(args, manifest["search_path"], tmp, env, stevedore_dir)
     s.check_answers(args.python, env, args.backends)
     s.warm(env)
@@ -416,9 +416,8 @@ def scaling(args, env, tmp):
     a backend), and how `paths` grows from the first to the last."""
     rows = []
     for n in args.sizes:
-        log(f"scaling: {n} distributions ...")
         b, d = max(1, n // 6), os.path.join(tmp, f"scale-{n}")
-        man = generate(args.python, d, b, n - b, args.group)
+        man = kept_env("bench_index: scaling", args.python, d, b, n - b, args.group)
         ss = Setup(args, man["search_path"], os.path.join(d, "work"), env, None)
         ss.check_answers(args.python, env, b)
         ss.warm(env)

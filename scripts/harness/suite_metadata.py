@@ -25,8 +25,8 @@ import shutil
 import sys
 
 from . import options
-from .envs import clean_env, config, ensure_env
-from .proc import BenchError, capture, harness_main, log, strace_counts
+from .envs import clean_env, config, kept_env
+from .proc import BenchError, capture, harness_main, strace_counts
 from .report import table, write_report
 
 GROUP = "torch.backends"
@@ -93,8 +93,7 @@ def run(args, tmp):
         raise BenchError("strace is not installed (apt-get install strace)")
     package = os.path.join(args.build, "python")
     env_dir = args.env_dir or os.path.join(args.build, "bench-metadata-ops", f"env-{args.dists}")
-    manifest, reused = ensure_env(sys.executable, env_dir, 10, args.dists - 10, GROUP)
-    log(f"environment {env_dir} ({'reused' if reused else 'generated'}): {args.dists} distributions")
+    manifest = kept_env("metadata_ops", sys.executable, env_dir, 10, args.dists - 10, GROUP)
     work = os.path.join(tmp, "work")
     os.makedirs(work)
     base = dict(clean_env(tmp), PYTHONPATH=os.pathsep.join([package, manifest["search_path"]]))

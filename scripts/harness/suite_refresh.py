@@ -28,7 +28,7 @@ import shutil
 import time
 
 from . import options
-from .envs import clean_env, config, generate
+from .envs import clean_env, config, kept_env
 from .proc import BenchError, capture, harness_main, interleaved, log, progress_line
 from .report import fmt_ms, load_average, table, write_report
 from .stats import summarize_rounds
@@ -150,9 +150,8 @@ def fronts(args, tmp, site, script):
 
 
 def run(args, tmp):
-    log(f"generating {args.backends + args.noise} distributions ...")
-    manifest = generate(args.python, os.path.join(tmp, "env"), args.backends, args.noise,
-                        args.group)
+    manifest = kept_env("bench_refresh", args.python, os.path.join(tmp, "env"), args.backends,
+                        args.noise, args.group)
     script = os.path.join(tmp, "script")
     os.makedirs(script)
     fr = fronts(args, tmp, manifest["search_path"], script)

@@ -34,7 +34,7 @@ from .proc import extra_passes, harness_main, progress_line
 from .report import (fmt_ms, fmt_ratio, load_average, plot_marginals, syscall_cells, table,
                      times, write_report)
 from .stats import ratio, summarize_rounds
-from .targets import REACH, budget_floor, stat_floor
+from .targets import budget_cells, budget_floor, stat_floor
 from .verify import Variants, index_hit
 
 sys.path.insert(0, SCRIPTS)
@@ -370,17 +370,7 @@ def target_cells(t):
         met = f"**no** ({fmt_ms(t['measured'])} ms)"
     else:
         met = f"**no** ({fmt_ratio(t['measured'])} of {t['needed']:g}×)"
-    budget = fmt_ms(t["budget_ms"]) if "budget_ms" in t else ""
-    floor = reach = ""
-    if "floor_ms" in t:
-        floor = fmt_ms(t["floor_ms"]) + (f" ({fmt_ms(t['floor_libraries_ms'])} + "
-                                         f"{fmt_ms(t['floor_stats_ms'])} stats)"
-                                         if "floor_stats_ms" in t else "")
-        reach = REACH[t["reachable"]]
-    elif "floor_libraries_ms" in t:
-        floor = f"≥ {fmt_ms(t['floor_libraries_ms'])} + stats"
-        reach = "n/a (no stat model: epload_bench absent)"
-    return [t["target"], meas, cpu, met, budget, floor, reach]
+    return [t["target"], meas, cpu, met] + budget_cells(t)
 
 
 def plot(result, path):

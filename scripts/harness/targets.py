@@ -26,10 +26,17 @@ def budget_floor(t, budget_ms, floor_ms=None):
 
 
 def budget_cells(t):
-    """A target's budget, floor and reachable cells ('' where absent)."""
-    return [fmt_ms(t["budget_ms"]) if "budget_ms" in t else "",
-            fmt_ms(t["floor_ms"]) if "floor_ms" in t else "",
-            REACH[t["reachable"]] if "reachable" in t else ""]
+    """A target's budget, floor (with its parts, libraries + stats, when it
+    has them) and reachable cells ('' where absent)."""
+    floor, reach = "", REACH[t["reachable"]] if "reachable" in t else ""
+    if "floor_ms" in t:
+        floor = fmt_ms(t["floor_ms"]) + (f" ({fmt_ms(t['floor_libraries_ms'])} + "
+                                         f"{fmt_ms(t['floor_stats_ms'])} stats)"
+                                         if "floor_stats_ms" in t else "")
+    elif "floor_libraries_ms" in t:
+        floor = f"≥ {fmt_ms(t['floor_libraries_ms'])} + stats"
+        reach = "n/a (no stat model: epload_bench absent)"
+    return [fmt_ms(t["budget_ms"]) if "budget_ms" in t else "", floor, reach]
 
 
 STAT_CASES = "StatBaseline|ValidateFull|LoadValidateFull|LoadValidatePaths"
