@@ -60,11 +60,18 @@ KEPT = ("generate the environments into DIR and keep them there; a later run wit
         "sizes reuses them (default: a temporary directory, removed at the end)")
 
 
-def add_sizes(p, default, what, least):
-    """--sizes (numbers of backends) and --noise."""
+def add_sizes(p, default, what, least, cost, breakable):
+    """--sizes (numbers of backends), --noise, --import-cost-ms (default
+    ``cost``) and the test-only --break-variant (one of ``breakable``)."""
     p.add_argument("--sizes", default=default, help=f"{what}, comma-separated ({default})")
     p.add_argument("--noise", type=int, default=5000,
                    help="ordinary distributions beside the backends (5000)")
+    p.add_argument("--import-cost-ms", type=float, default=cost,
+                   help=f"CPU time each generated backend's import burns (gen_env.py; {cost:g})")
+    p.add_argument("--break-variant", metavar="NAME", choices=list(breakable),
+                   help="TEST ONLY: sabotage one variant (its backends find no host, it runs "
+                        "eagerly, or its lookup asks for another group) to show the "
+                        "verification stops the run")
     p.set_defaults(_least=least)
 
 
@@ -85,6 +92,8 @@ def finish(p, args, min_rounds=1):
         p.error(f"--rounds must be >= {min_rounds} and --warmup >= 0")
     if hasattr(args, "sizes"):
         args.sizes = parse_sizes(p, args.sizes, args._least)
+    if getattr(args, "import_cost_ms", 0) < 0:
+        p.error("--import-cost-ms must be >= 0")
     if getattr(args, "noise", 0) < 0:
         p.error("--noise must be >= 0")
     if getattr(args, "backends", 1) < 1:

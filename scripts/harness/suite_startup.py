@@ -384,14 +384,9 @@ def parse_args(argv):
     p = options.parser("bench_startup.py", __doc__)
     options.add_common(p, rounds=(15, 5), warmup=(2, 1),
                        tools={"strace": False, "hyperfine": False}, env_dir=options.KEPT)
-    options.add_sizes(p, "10,100,1000", "numbers of Python backends", 1)
-    p.add_argument("--import-cost-ms", type=float, default=0.0,
-                   help="CPU time each backend's import burns (gen_env.py; default 0)")
+    options.add_sizes(p, "10,100,1000", "numbers of Python backends", 1, 0.0, VARIANTS)
     p.add_argument("--no-stevedore", action="store_true",
                    help="leave stevedore out even if installed")
-    p.add_argument("--break-variant", metavar="NAME", choices=list(VARIANTS),
-                   help="TEST ONLY: sabotage one variant (its backends find no host, or its "
-                        "lookup asks for another group) to show the verification stops the run")
     args = options.finish(p, p.parse_args(argv))
     args.package_dir = os.path.join(args.build, "python")
     fdir = os.path.join(args.build, "bench")

@@ -454,25 +454,22 @@ def parse_args(argv):
                        python_help="the interpreter of a venv with torch and epload (with its "
                        ".pth hook) installed (default: the venv scripts/torch_env.py makes under "
                        "the build directory, as the torch.* tests do)", env_dir=options.KEPT)
-    options.add_sizes(p, "10,100,1000", "generated Python backends; 0 = fixtures alone", 0)
+    options.add_sizes(p, "10,100,1000", "generated Python backends; 0 = fixtures alone", 0, 20.0,
+                      BREAK)
     p.add_argument("--fixtures", default=",".join(DEFAULT_FIXTURES),
                    help="directories put on sys.path before the generated environment: the "
                         "fixture backends (default: tests/torch/backends/ "
                         + ", ".join(DEFAULT_FIXTURES) + ")")
-    p.add_argument("--import-cost-ms", type=float, default=20.0,
-                   help="CPU time each generated backend's import burns (20)")
     p.add_argument("--first-runs", type=int, help="in-process runs (15; --quick: 3)")
     p.add_argument("--foo-backend", default="foo",
                    help="entry-point name of the PrivateUse1 fixture backend (foo)")
     p.add_argument("--device", default="foo", help="its device name (foo)")
-    p.add_argument("--break-variant", metavar="NAME", choices=list(BREAK),
-                   help="TEST ONLY: sabotage one variant to show the verification stops the run")
     args = p.parse_args(argv)
     python, args.python = args.python, None  # the venv's, once the rest is checked
     args = options.finish(p, args, min_rounds=2)
     args.first_runs = args.first_runs or (3 if args.quick else 15)
-    if args.import_cost_ms < 0 or args.first_runs < 1:
-        p.error("--import-cost-ms must be >= 0, --first-runs >= 1")
+    if args.first_runs < 1:
+        p.error("--first-runs must be >= 1")
     args.fixtures = [os.path.abspath(os.path.join(FIXTURE_DIR, d)) for d in
                      args.fixtures.split(",") if d.strip()]
     for d in args.fixtures:
