@@ -41,7 +41,6 @@ from .proc import BenchError, capture, harness_main, interleaved, log
 from .report import fmt_ms, load_average, table, times, write_report
 from .stats import summarize_rounds
 
-GROUP = "torch.backends"
 LOOKUPS = ("bare", "importlib", "importlib-same", "cold", "full", "paths")
 # The loads, in report order: name -> (label, arguments after `epload load
 # DEVICE --path ... --group GROUP`).
@@ -73,7 +72,7 @@ class Demo:
         self.commands = {n: cmds[n] for n in LOOKUPS}
         for n, (_, extra) in LOADS.items():
             self.commands[n] = [args.epload, "load", self.device, *self.setup.paths, "--group",
-                                GROUP, *extra] + (
+                                args.group, *extra] + (
                 [] if "--no-cache" in extra else ["--cache-dir", self.setup.cache_dir])
 
     def verify(self):
@@ -117,7 +116,7 @@ def markdown(result):
          f"{cfg['noise']:,} other distributions\n",
          f"Whole processes, {cfg['rounds']} interleaved rounds (medians; CPU = user + sys); "
          f"{cfg['machine']['cpus']} CPUs, {load_average(cfg)}.\n",
-         "**Entry-point lookup** (group `torch.backends`):\n"]
+         f"**Entry-point lookup** (group `{cfg['group']}`):\n"]
     L += table(["command", "median ms", "IQR ms", "CPU ms",
                 "importlib's marginal cost ÷ this: lookup alone", "same output"], "lrrrrr", rows)
     L += ["", f"**Backend loading**: `epload load {cfg['device']}` (whole process), and when "
@@ -211,13 +210,13 @@ def start_up_table(args, tmp):
     """Steps 1 and 2: the environment, every command checked and timed; writes
     demo.md and demo.json and prints the table.  Returns the files."""
     manifest = kept_env("demo", args.python, os.path.join(args.out, "env"), args.backends,
-                        args.noise, GROUP, kind="native")
+                        args.noise, args.group, kind="native")
     d = Demo(args, manifest, tmp)
     log("demo: checking and warming every command ...")
     phases = d.verify()
     log(f"demo: timing {len(d.commands)} commands x {args.warmup + args.rounds} "
         "interleaved rounds ...")
-    cfg = config(args, backends=args.backends, noise=args.noise, device=d.device,
+    cfg = config(args, backends=args.backends, noise=args.noise, group=args.group, device=d.device,
                  phase_runs=args.phase_runs, epload=args.epload,
                  environment=os.path.join(args.out, "env"))
     stats = summarize_rounds(interleaved(d.commands, d.env, args.rounds, args.warmup, tmp))

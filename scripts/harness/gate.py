@@ -112,9 +112,7 @@ def run_gbench(args, names, tmp, repetitions, min_time):
     rows = gbench(args.bench_exe, pattern, dict(os.environ, EPLOAD_BENCH_SIZES=str(CACHE_SIZE)),
                   tmp, repetitions, min_time, ["--benchmark_enable_random_interleaving=true"])
     res = {}
-    for b in rows:
-        if b.get("run_type") != "iteration" or b.get("error_occurred"):
-            continue
+    for b in (b for b in rows if b.get("run_type") == "iteration" and not b.get("error_occurred")):
         # Strip the modifiers Google Benchmark appends (/iterations:5, /real_time, ...).
         key = "/".join(p for p in b["run_name"].split("/") if ":" not in p and p not in
                        ("real_time", "manual_time", "process_time"))
@@ -234,14 +232,12 @@ def update_baseline(args, tmp):
     ratios = data.setdefault("ratios", {})
     for n, values in seen.items():
         med = statistics.median(values)
-        ratios[n] = {
-            "what": RATIOS[n]["what"],
-            "baseline": round(med, 6),
-            "threshold": round(max(med * MARGINS[n], max(values) * 1.25), 6),
-            "margin": MARGINS[n],
-            "observed": {"runs": len(values), "min": round(min(values), 6), "max": round(max(values), 6),
-                         "mode": "quick" if args.quick else "full"},
-        }
+        ratios[n] = {"what": RATIOS[n]["what"], "baseline": round(med, 6),
+                     "threshold": round(max(med * MARGINS[n], max(values) * 1.25), 6),
+                     "margin": MARGINS[n],
+                     "observed": {"runs": len(values), "min": round(min(values), 6),
+                                  "max": round(max(values), 6),
+                                  "mode": "quick" if args.quick else "full"}}
     shown = [a for k, a in enumerate(sys.argv[1:])
              if not (a.startswith("--build") or (k > 0 and sys.argv[k] == "--build"))]
     data["updated"] = {"date": datetime.date.today().isoformat(), "machine": machine(),

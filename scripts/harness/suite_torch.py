@@ -67,7 +67,7 @@ IMPORTS_NONE = ("floor", "epload-lazy", "epload-lazy-paths", "epload-lazy-dirty"
 # sys.path[0] is) and gets a new file before each run, untimed.
 DIRTY = "epload-lazy-dirty"
 LOADS_ALL = ("stock", "epload-eager")
-# Timed inside the processes at the largest size, alternating: name ->
+# Timed inside the processes at the largest size, interleaved: name ->
 # (variables, the code timed after `import torch`).
 IN_PROCESS = {"lazy": (LAZY, TO_FOO), "by-hand": (OFF, "{call}; " + TO_FOO)}
 # Test-only sabotage (--break-variant): name -> (variables added, body).
@@ -179,9 +179,9 @@ class Size(Variants):
         self.commands = {v: self.argv(self.code[v]) for v in self.variants}
         timed = ("import torch; import time as _t; _t0 = _t.perf_counter_ns(); {work}; "
                  f"print({TIME_MARK!r} + str(_t.perf_counter_ns() - _t0))")
-        self.timed = {k: (dict(self.base, **env),
-                          self.argv(timed.format(work=code.format(**fmt))))
-                      for k, (env, code) in IN_PROCESS.items()}
+        self.timed = {k: self.argv(timed.format(work=code.format(**fmt)))
+                      for k, (_, code) in IN_PROCESS.items()}
+        self.timed_envs = {k: dict(self.base, **env) for k, (env, _) in IN_PROCESS.items()}
         # Untimed work before each run of a variant (name -> callable).
         self.before = {DIRTY: self.touch_script_dir}
         self.probe = PROBE.format(module=self.foo_module)
@@ -234,14 +234,6 @@ class Size(Variants):
             out["import_torch"].append(whole)
             out["in_import"].append(added)
         return out
-
-    def timed_in_process(self, runs):
-        """In-process ns of each IN_PROCESS measurement, interleaved."""
-        raw = interleaved({k: argv for k, (_, argv) in self.timed.items()}, None, runs, 0,
-                          self.work, envs={k: env for k, (env, _) in self.timed.items()},
-                          runner=lambda argv, env, _: {"ns": marked(argv, env, TIME_MARK)[0]})
-        return {k: v["ns"] for k, v in raw.items()}
-
 
 def epload_share(trace_path):
     """From one lazy process's trace: the `import torch` span the .pth hook
@@ -511,14 +503,15 @@ def measure_size(args, info, tmp, n):
 
 
 def first_use(args, size):
-    """The IN_PROCESS timings at the largest size (the first to("foo"),
-    lazy and by hand): each one's summary under its name (- as _)."""
+    """The IN_PROCESS timings at the largest size (the first to("foo"), lazy
+    and by hand), interleaved: each one's summary under its name (- as _)."""
     log(f"bench_torch: first to({args.device!r}), in-process, {args.first_runs} pairs ...")
-    first = {"backends": size.n, "runs": args.first_runs,
-             "commands": {k: argv for k, (_, argv) in size.timed.items()}}
-    for k, ns in size.timed_in_process(args.first_runs).items():
+    raw = interleaved(size.timed, None, args.first_runs, 0, size.work, envs=size.timed_envs,
+                      runner=lambda argv, env, _: {"ns": marked(argv, env, TIME_MARK)[0]})
+    first = {"backends": size.n, "runs": args.first_runs, "commands": size.timed}
+    for k, r in raw.items():
         key = k.replace("-", "_")
-        first[key] = summarize(ns)
+        first[key] = summarize(r["ns"])
         first[key + "_ms"] = first[key]["median_ms"]
     return first
 
