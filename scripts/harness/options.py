@@ -69,9 +69,7 @@ def add_sizes(p, default, what, least, cost, breakable):
     p.add_argument("--import-cost-ms", type=float, default=cost,
                    help=f"CPU time each generated backend's import burns (gen_env.py; {cost:g})")
     p.add_argument("--break-variant", metavar="NAME", choices=list(breakable),
-                   help="TEST ONLY: sabotage one variant (its backends find no host, it runs "
-                        "eagerly, or its lookup asks for another group) to show the "
-                        "verification stops the run")
+                   help="TEST ONLY: sabotage one variant to show the verification stops the run")
     p.set_defaults(_least=least)
 
 

@@ -183,6 +183,7 @@ def test_startup_first_device_broken_fails_clearly(tmp_path):
     (["--sizes", "0"], "each size must be at least 1"),
     (["--sizes", "a,b"], "comma-separated integers"),
     (["--noise", "-1"], "--noise must be >= 0"),
+    (["--import-cost-ms", "-1"], "--import-cost-ms must be >= 0"),
     (["--rounds", "0"], "--rounds must be >= 1"),
     (["--break-variant", "nope"], "invalid choice"),
 ])
