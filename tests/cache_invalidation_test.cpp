@@ -130,6 +130,24 @@ TEST_F(Invalidation, WhileValidatingSeesTheHitAndIsDroppedWhenStale) {
   options.use_cache = false;
   ASSERT_TRUE(open_index(options, &r, while_validating));
   EXPECT_TRUE(seen.empty());
+
+  // catalog_get(): the same for a Catalog's get that reads the cache file,
+  // and never for one that re-validates the index it holds.
+  options.use_cache = true;
+  warm_group();
+  Catalog catalog(options);
+  auto first = catalog_get(catalog, &r, while_validating);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+  ASSERT_EQ(seen.size(), two_cpus ? 1u : 0u);
+  if (two_cpus) {
+    EXPECT_EQ(seen[0], first.value()) << "a valid hit returns the index the callback saw";
+  }
+  seen.clear();
+  auto again = catalog_get(catalog, &r, while_validating);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again.value(), first.value());
+  EXPECT_TRUE(seen.empty());
 }
 
 TEST_F(Invalidation, EntryPointsFileCreatedInExistingDistInfo) {
