@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "index_provenance.hpp"
 #include "epload/cache.hpp"
 #include "epload/scanner.hpp"
 
@@ -136,8 +137,8 @@ void validate(benchmark::State& state, epload::Validation v) {
     benchmark::DoNotOptimize(ok);
   }
   state.counters["stats"] = static_cast<double>(
-      index->search_path_stamps().size() +
-      (v == epload::Validation::full ? index->watched_files().size() : 0));
+      search_path_stamps(*index).size() +
+      (v == epload::Validation::full ? watched_files(*index).size() : 0));
 }
 
 void BM_CacheValidateFull(benchmark::State& state) { validate(state, epload::Validation::full); }
@@ -157,7 +158,7 @@ void BM_CacheStatBaseline(benchmark::State& state) {
   // Copy the relative paths out: the loop must not touch the Index.
   std::vector<std::string> paths(index->search_paths().begin(), index->search_paths().end());
   std::vector<std::pair<std::uint32_t, std::string>> files;
-  for (const epload::WatchedFile& w : index->watched_files())
+  for (const epload::WatchedFile& w : watched_files(*index))
     files.emplace_back(w.search_path, std::string(w.rel_path));
   std::vector<int> fds(paths.size(), -1);
   struct stat st;

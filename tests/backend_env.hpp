@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "epload/index.hpp"
+#include "index_builder.hpp"
 
 namespace epload::testing {
 

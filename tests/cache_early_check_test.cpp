@@ -17,6 +17,7 @@
 #include "index_hooks.hpp"
 #include "stamp.hpp"
 #include "watch_digest.hpp"
+#include "index_builder.hpp"
 
 namespace epload {
 namespace {
@@ -80,7 +81,7 @@ void expect_early_check_answer_read(const std::string& text, std::size_t k_files
   auto r = read_with_early_check(text, early, map);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->group("g").size(), k_files);
-  EXPECT_EQ(r->watched_names().size(), k_files);
+  EXPECT_EQ(watched_names(*r).size(), k_files);
   EXPECT_EQ(early.running(), two_cpus_allowed()) << "started while the rest was read";
   std::string why;
   EXPECT_EQ(detail::still_valid(*r, Validation::full, &why, &early), valid) << changed << ": " << why;
@@ -115,8 +116,8 @@ TEST(CachePartial, DigestValidationFindsAChangeInEitherThreadsShare) {
       ADD_FAILURE() << r.error().message;
       return Index();
     }
-    EXPECT_NE(r->watched_digest(), nullptr);
-    EXPECT_EQ(r->watched_names().size(), static_cast<std::size_t>(k_files));
+    EXPECT_NE(watched_digest(*r), nullptr);
+    EXPECT_EQ(watched_names(*r).size(), static_cast<std::size_t>(k_files));
     return std::move(r.value());
   };
   std::string why;
@@ -192,7 +193,7 @@ TEST(CachePartial, EarlyCheckWaitsForASlowReader) {
     detail::EarlyFullCheck early;
     early.prepare();
     std::this_thread::sleep_for(std::chrono::milliseconds(3));  // past its spinning and yielding
-    early.start({so_far.watched_names().data(), k_files}, so_far.search_paths(), so_far.scanned_at_ns(),
+    early.start({watched_names(so_far).data(), k_files}, so_far.search_paths(), scanned_at_ns(so_far),
                 /*ready=*/0);
     EXPECT_EQ(early.running(), two_cpus_allowed());
     for (std::size_t i = 0; i < k_files; ++i) {

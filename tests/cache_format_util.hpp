@@ -14,6 +14,7 @@
 
 #include "cache_internal.hpp"
 #include "cache_test_util.hpp"
+#include "index_builder.hpp"
 #include "epload/cache.hpp"
 
 namespace epload::test {

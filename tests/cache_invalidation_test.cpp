@@ -17,6 +17,8 @@
 #include "epload/cache.hpp"
 #include "epload/scanner.hpp"
 #include "stamp.hpp"
+#include "cache_overlap.hpp"
+#include "index_builder.hpp"
 
 namespace epload {
 namespace {
@@ -59,9 +61,10 @@ TEST_F(Invalidation, InPlaceRewriteWithSameSizeAndRestoredMtime) {
 }
 
 TEST_F(Invalidation, WhileValidatingSeesTheHitAndIsDroppedWhenStale) {
-  // CacheOptions::while_validating runs the caller's work while the `full`
-  // check stats on the other CPU; open_index() must return that index only
-  // if the check passes.  Enough files for the two-thread check.
+  // open_index()'s while_validating (cache_overlap.hpp) runs the caller's
+  // work while the `full` check stats on the other CPU; open_index() must
+  // return that index only if the check passes.  Enough files for the
+  // two-thread check.
   for (int i = 0; i < 700; ++i) {
     test::make_dist(site1, "noise" + std::to_string(i), "1.0", "[console_scripts]\nn = m:f\n");
   }
@@ -73,13 +76,13 @@ TEST_F(Invalidation, WhileValidatingSeesTheHitAndIsDroppedWhenStale) {
   const bool two_cpus = CPU_COUNT(&allowed) >= 2;
 
   std::vector<std::shared_ptr<const Index>> seen;
-  options.while_validating = [&](const std::shared_ptr<const Index>& index) {
+  WhileValidating while_validating = [&](const std::shared_ptr<const Index>& index) {
     ASSERT_TRUE(index);
     EXPECT_EQ(index->group("torch.backends").size(), 2u) << "the cached answer, complete";
     seen.push_back(index);
   };
   CacheReport r;
-  auto hit = open_index(options, &r);
+  auto hit = open_index(options, &r, while_validating);
   ASSERT_TRUE(hit) << hit.error().message;
   EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
   ASSERT_EQ(seen.size(), two_cpus ? 1u : 0u);
@@ -96,7 +99,7 @@ TEST_F(Invalidation, WhileValidatingSeesTheHitAndIsDroppedWhenStale) {
   const struct timespec times[2] = {before.st_atim, before.st_mtim};
   ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), times, 0), 0);
   seen.clear();
-  auto stale = open_index(options, &r);
+  auto stale = open_index(options, &r, while_validating);
   ASSERT_TRUE(stale) << stale.error().message;
   EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
   ASSERT_EQ(seen.size(), two_cpus ? 1u : 0u);
@@ -110,22 +113,40 @@ TEST_F(Invalidation, WhileValidatingSeesTheHitAndIsDroppedWhenStale) {
   // running on the other CPU is stopped before the index it reads is freed
   // (ASan and TSan builds would see it otherwise).
   warm_group();
-  options.while_validating = [&](const std::shared_ptr<const Index>&) {
+  while_validating = [&](const std::shared_ptr<const Index>&) {
     throw std::runtime_error("the host failed while the index was checked");
   };
   if (two_cpus) {
-    EXPECT_THROW((void)open_index(options, &r), std::runtime_error);
+    EXPECT_THROW((void)open_index(options, &r, while_validating), std::runtime_error);
   }
-  options.while_validating = [&](const std::shared_ptr<const Index>& index) { seen.push_back(index); };
+  while_validating = [&](const std::shared_ptr<const Index>& index) { seen.push_back(index); };
 
   // Never called without the two-thread `full` check: `paths`, or no cache.
   seen.clear();
   next_tick();
   options.validation = Validation::paths;
-  ASSERT_TRUE(open_index(options, &r));
+  ASSERT_TRUE(open_index(options, &r, while_validating));
   options.validation = Validation::full;
   options.use_cache = false;
-  ASSERT_TRUE(open_index(options, &r));
+  ASSERT_TRUE(open_index(options, &r, while_validating));
+  EXPECT_TRUE(seen.empty());
+
+  // catalog_get(): the same for a Catalog's get that reads the cache file,
+  // and never for one that re-validates the index it holds.
+  options.use_cache = true;
+  warm_group();
+  Catalog catalog(options);
+  auto first = catalog_get(catalog, &r, while_validating);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+  ASSERT_EQ(seen.size(), two_cpus ? 1u : 0u);
+  if (two_cpus) {
+    EXPECT_EQ(seen[0], first.value()) << "a valid hit returns the index the callback saw";
+  }
+  seen.clear();
+  auto again = catalog_get(catalog, &r, while_validating);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again.value(), first.value());
   EXPECT_TRUE(seen.empty());
 }
 
@@ -277,13 +298,13 @@ TEST_F(Invalidation, FutureDatedFileDoesNotDefeatTheCacheAndEditsAreSeen) {
 TEST_F(Invalidation, RacySearchPathIsNotTrustedEvenInPathsMode) {
   auto idx = scan(options.search_paths);
   ASSERT_TRUE(idx);
-  const std::int64_t ctime = idx->search_path_stamps()[1].ctime_ns;
+  const std::int64_t ctime = search_path_stamps(*idx)[1].ctime_ns;
   test::IndexEdit edit;
   edit.scanned_at = ctime;
   std::string why;
   EXPECT_FALSE(still_valid(test::copy_index(*idx, edit), Validation::paths, &why));
   EXPECT_NE(why.find("racy"), std::string::npos) << why;
-  edit.scanned_at = idx->scanned_at_ns();
+  edit.scanned_at = scanned_at_ns(*idx);
   EXPECT_TRUE(still_valid(test::copy_index(*idx, edit), Validation::paths, &why)) << why;
 }
 
@@ -319,14 +340,14 @@ TEST_F(Invalidation, LargeWatchListIsCheckedOnBothThreads) {
                               "noeps-1.0.dist-info/METADATA", "missing-9.dist-info/entry_points.txt"};
   auto build = [&](std::size_t bad) {
     IndexBuilder b;
-    b.add_search_path(site1, idx->search_path_stamps()[0]);
+    b.add_search_path(site1, search_path_stamps(*idx)[0]);
     for (std::size_t i = 0; i < 2000; ++i) {
       const std::string& rel = rels[i % 4];
       FileStamp s = detail::stamp_at(AT_FDCWD, (site1 + "/" + rel).c_str());
       if (i == bad) s.size += 1;
       b.add_watched_file(0, rel, s);
     }
-    b.set_scanned_at(idx->scanned_at_ns());
+    b.set_scanned_at(scanned_at_ns(*idx));
     return b.build();
   };
   std::string why;

@@ -21,6 +21,7 @@
 #include "epload/scanner.hpp"
 #include "stamp.hpp"
 #include "watch_digest.hpp"
+#include "index_provenance.hpp"
 
 namespace epload {
 namespace {
@@ -172,7 +173,7 @@ TEST_F(CacheOpen, GroupQueryHitsWithAPartialIndex) {
   ASSERT_EQ(partial.distributions().size(), 1u);
   EXPECT_EQ(partial.distributions()[0].metadata_dir, site + "/beta-2.0.dist-info");
   EXPECT_FALSE(partial.has_group("console_scripts"));
-  EXPECT_TRUE(partial.watched_files().empty());
+  EXPECT_TRUE(watched_files(partial).empty());
   EXPECT_TRUE(still_valid(partial, Validation::paths));
   std::string why;
   EXPECT_FALSE(still_valid(partial, Validation::full, &why));
@@ -184,7 +185,7 @@ TEST_F(CacheOpen, GroupQueryHitsWithAPartialIndex) {
   ASSERT_TRUE(full);
   EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
   EXPECT_FALSE((*full)->complete());
-  EXPECT_TRUE((*full)->watched_complete());
+  EXPECT_TRUE(watched_complete(**full));
   EXPECT_TRUE(still_valid(**full, Validation::full, &why)) << why;
 
 

@@ -19,6 +19,7 @@
 #include "epload/scanner.hpp"
 #include "stamp.hpp"
 #include "watch_digest.hpp"
+#include "index_builder.hpp"
 
 namespace epload {
 namespace {
@@ -71,9 +72,9 @@ void expect_same_groups(const Index& whole, const Index& partial, std::vector<st
   ASSERT_EQ(partial.search_paths().size(), whole.search_paths().size());
   for (std::size_t i = 0; i < whole.search_paths().size(); ++i) {
     EXPECT_EQ(partial.search_paths()[i], whole.search_paths()[i]);
-    EXPECT_EQ(partial.search_path_stamps()[i], whole.search_path_stamps()[i]);
+    EXPECT_EQ(search_path_stamps(partial)[i], search_path_stamps(whole)[i]);
   }
-  EXPECT_EQ(partial.scanned_at_ns(), whole.scanned_at_ns());
+  EXPECT_EQ(scanned_at_ns(partial), scanned_at_ns(whole));
   ASSERT_EQ(partial.first_error() != nullptr, whole.first_error() != nullptr);
   if (whole.first_error() != nullptr) {
     const Distribution &x = *whole.first_error(), &y = *partial.first_error();
@@ -107,8 +108,8 @@ TEST(CachePartial, GroupReadEqualsThatGroupOfACompleteRead) {
     ASSERT_TRUE(partial) << partial.error().message;
     SCOPED_TRACE(sel.front());
     expect_same_groups(*whole, *partial, std::vector<std::string_view>(sel.begin(), sel.end()));
-    EXPECT_TRUE(partial->watched_files().empty());
-    EXPECT_FALSE(partial->watched_complete());
+    EXPECT_TRUE(watched_files(*partial).empty());
+    EXPECT_FALSE(watched_complete(*partial));
   }
   // A group that was not loaded is not "empty": has_group() tells them apart.
   auto one = read_index(t / "i.json", {"torch.backends"});
@@ -121,7 +122,7 @@ TEST(CachePartial, GroupReadEqualsThatGroupOfACompleteRead) {
   EXPECT_TRUE(none->has_group("no-such-group"));
   EXPECT_TRUE(none->distributions().empty());
   EXPECT_TRUE(whole->has_group("console_scripts"));
-  EXPECT_TRUE(whole->watched_complete());
+  EXPECT_TRUE(watched_complete(*whole));
 }
 
 // A one-group read keeps its names and values as views into the section's
@@ -189,31 +190,31 @@ TEST(CachePartial, ReadsTheWatchedFilesOnlyWhenAsked) {
   const std::string text = test::read_file(t / "i.json");
   auto with_watched = parse_bytes_with(text, groups_only({"group3"}, /*watched=*/true));
   ASSERT_TRUE(with_watched) << with_watched.error().message;
-  EXPECT_TRUE(with_watched->watched_complete());
+  EXPECT_TRUE(watched_complete(*with_watched));
   // For `full` validation: the names (no stamps), and the digest of the stamps.
-  EXPECT_TRUE(with_watched->watched_files().empty());
-  ASSERT_EQ(with_watched->watched_names().size(), original.watched_files().size());
-  ASSERT_NE(with_watched->watched_digest(), nullptr);
-  EXPECT_EQ(*with_watched->watched_digest(), detail::digest_of(original.watched_files()));
-  for (std::size_t i = 0; i < original.watched_files().size(); ++i) {
-    EXPECT_EQ(with_watched->watched_names()[i].search_path, original.watched_files()[i].search_path);
-    EXPECT_EQ(with_watched->watched_names()[i].rel_path, original.watched_files()[i].rel_path);
+  EXPECT_TRUE(watched_files(*with_watched).empty());
+  ASSERT_EQ(watched_names(*with_watched).size(), watched_files(original).size());
+  ASSERT_NE(watched_digest(*with_watched), nullptr);
+  EXPECT_EQ(*watched_digest(*with_watched), detail::digest_of(watched_files(original)));
+  for (std::size_t i = 0; i < watched_files(original).size(); ++i) {
+    EXPECT_EQ(watched_names(*with_watched)[i].search_path, watched_files(original)[i].search_path);
+    EXPECT_EQ(watched_names(*with_watched)[i].rel_path, watched_files(original)[i].rel_path);
   }
   // Asked for the stamps themselves: every stamp, no digest.
   detail::ReadExpectations stamped = groups_only({"group3"}, /*watched=*/true);
   stamped.watched_stamps = true;
   auto with_stamps = parse_bytes_with(text, stamped);
   ASSERT_TRUE(with_stamps) << with_stamps.error().message;
-  EXPECT_EQ(with_stamps->watched_digest(), nullptr);
-  ASSERT_EQ(with_stamps->watched_files().size(), original.watched_files().size());
-  for (std::size_t i = 0; i < original.watched_files().size(); ++i) {
-    EXPECT_EQ(with_stamps->watched_files()[i].rel_path, original.watched_files()[i].rel_path);
-    EXPECT_EQ(with_stamps->watched_files()[i].stamp, original.watched_files()[i].stamp);
+  EXPECT_EQ(watched_digest(*with_stamps), nullptr);
+  ASSERT_EQ(watched_files(*with_stamps).size(), watched_files(original).size());
+  for (std::size_t i = 0; i < watched_files(original).size(); ++i) {
+    EXPECT_EQ(watched_files(*with_stamps)[i].rel_path, watched_files(original)[i].rel_path);
+    EXPECT_EQ(watched_files(*with_stamps)[i].stamp, watched_files(original)[i].stamp);
   }
   auto names_only = parse_bytes_with(text, groups_only({"group3"}));
   ASSERT_TRUE(names_only) << names_only.error().message;
-  EXPECT_TRUE(names_only->watched_files().empty());
-  EXPECT_FALSE(names_only->watched_complete());
+  EXPECT_TRUE(watched_files(*names_only).empty());
+  EXPECT_FALSE(watched_complete(*names_only));
 
   // still_valid() refuses to vouch for `full` without the watched list.
   std::string why;
@@ -261,7 +262,7 @@ TEST(Cache, ReadRejectsABadWatchDigest) {
       << complete.error().message;
   auto partial = parse_bytes_with(test::read_file(t / "bad.json"), full);
   ASSERT_TRUE(partial) << partial.error().message;
-  ASSERT_NE(partial->watched_digest(), nullptr);
+  ASSERT_NE(watched_digest(*partial), nullptr);
   std::string why;
   EXPECT_FALSE(still_valid(*partial, Validation::full, &why));
 }

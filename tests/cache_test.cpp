@@ -24,6 +24,7 @@
 #include "epload/scanner.hpp"
 #include "stamp.hpp"
 #include "watch_digest.hpp"
+#include "index_builder.hpp"
 
 namespace epload {
 namespace {

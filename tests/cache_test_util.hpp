@@ -31,6 +31,7 @@
 #include "epload/scanner.hpp"
 #include "index_hooks.hpp"
 #include "stamp.hpp"
+#include "index_builder.hpp"
 
 namespace epload::test {
 
@@ -172,11 +173,11 @@ inline bool identical(const Index& a, const Index& b, std::string* why = nullptr
     if (why) *why = std::move(w);
     return false;
   };
-  if (a.scanned_at_ns() != b.scanned_at_ns()) return say("scanned_at_ns");
+  if (scanned_at_ns(a) != scanned_at_ns(b)) return say("scanned_at_ns");
   if (a.search_paths().size() != b.search_paths().size()) return say("search path count");
   for (std::size_t i = 0; i < a.search_paths().size(); ++i) {
     if (a.search_paths()[i] != b.search_paths()[i]) return say("search path " + std::to_string(i));
-    if (!(a.search_path_stamps()[i] == b.search_path_stamps()[i])) return say("stamp " + std::to_string(i));
+    if (!(search_path_stamps(a)[i] == search_path_stamps(b)[i])) return say("stamp " + std::to_string(i));
   }
   if (a.distributions().size() != b.distributions().size()) return say("dist count");
   for (std::size_t i = 0; i < a.distributions().size(); ++i) {
@@ -195,9 +196,9 @@ inline bool identical(const Index& a, const Index& b, std::string* why = nullptr
     }
   }
   if (a.groups().size() != b.groups().size()) return say("group count");
-  if (a.watched_files().size() != b.watched_files().size()) return say("watched count");
-  for (std::size_t i = 0; i < a.watched_files().size(); ++i) {
-    const WatchedFile &x = a.watched_files()[i], &y = b.watched_files()[i];
+  if (watched_files(a).size() != watched_files(b).size()) return say("watched count");
+  for (std::size_t i = 0; i < watched_files(a).size(); ++i) {
+    const WatchedFile &x = watched_files(a)[i], &y = watched_files(b)[i];
     if (x.search_path != y.search_path || x.rel_path != y.rel_path || !(x.stamp == y.stamp)) {
       return say("watched " + std::to_string(i));
     }
@@ -209,7 +210,7 @@ inline bool identical(const Index& a, const Index& b, std::string* why = nullptr
 /// The watched files of `index` with their stamps, one per line.
 inline std::string provenance_text(const Index& index) {
   std::string out;
-  for (const WatchedFile& w : index.watched_files()) {
+  for (const WatchedFile& w : watched_files(index)) {
     out += std::to_string(w.search_path) + " " + std::string(w.rel_path) + " " + std::to_string(w.stamp.ino) + " " +
            std::to_string(w.stamp.size) + " " + std::to_string(w.stamp.mtime_ns) + " " +
            std::to_string(w.stamp.ctime_ns) + " " + std::to_string(w.stamp.mode) + "\n";
@@ -271,7 +272,7 @@ struct IndexEdit {
 inline Index copy_index(const Index& src, const IndexEdit& edit = {}) {
   IndexBuilder b;
   for (std::uint32_t i = 0; i < src.search_paths().size(); ++i) {
-    FileStamp s = src.search_path_stamps()[i];
+    FileStamp s = search_path_stamps(src)[i];
     if (edit.path_stamp) edit.path_stamp(i, s);
     b.add_search_path(src.search_paths()[i], s);
   }
@@ -282,7 +283,7 @@ inline Index copy_index(const Index& src, const IndexEdit& edit = {}) {
     b.add_entry_point(static_cast<std::uint32_t>(ep.dist - src.distributions().data()), ep.group,
                       ep.name, ep.value);
   }
-  for (const WatchedFile& f : src.watched_files()) {
+  for (const WatchedFile& f : watched_files(src)) {
     FileStamp s = f.stamp;
     if (edit.watched_stamp) edit.watched_stamp(f.rel_path, s);
     b.add_watched_file(f.search_path, f.rel_path, s);
@@ -290,7 +291,7 @@ inline Index copy_index(const Index& src, const IndexEdit& edit = {}) {
   for (const WatchedName& c : detail::IndexBuilderHooks::listed(src)) {
     detail::IndexBuilderHooks::add_listed(b, c.search_path, c.rel_path);
   }
-  b.set_scanned_at(edit.scanned_at ? *edit.scanned_at : src.scanned_at_ns());
+  b.set_scanned_at(edit.scanned_at ? *edit.scanned_at : scanned_at_ns(src));
   return b.build();
 }
 

@@ -17,6 +17,7 @@
 #include "epload/backend.h"
 #include "epload/loader.hpp"
 #include "epload/profile.hpp"
+#include "epload/switches.hpp"
 #include "loader_test_util.hpp"
 
 namespace epload {
@@ -367,7 +368,7 @@ TEST(LoaderIdentity, DisabledEntryPointStandsForNoOther) {
   ScopedEnv d("EPLOAD_DISABLE", "one");
   ScopedEnv e("EPLOAD_ENABLE", nullptr);
   LoaderOptions o = options_for(env);
-  EXPECT_TRUE(apply_environment(o).empty());
+  EXPECT_TRUE(apply_environment(o).warnings.empty());
   auto loader = make_loader(env, o);
   auto b = loader->backends();
   EXPECT_EQ(b[0].state, BackendState::disabled);

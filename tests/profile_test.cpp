@@ -123,7 +123,7 @@ TEST_F(Profile, SpansNestPerThreadAndSurviveAWriteAndRead) {
   ASSERT_EQ(inner.size(), 1u);
   ASSERT_EQ(other.size(), 1u);
   ASSERT_EQ(py.size(), 1u);
-  EXPECT_EQ(inner[0].detail, "file \"quoted\"\n");  // escaped and decoded exactly
+  EXPECT_EQ(inner[0].subject, "file \"quoted\"\n");  // escaped and decoded exactly
   EXPECT_TRUE(inside(inner[0], outer[0]));
   EXPECT_NE(other[0].tid, outer[0].tid);  // the other thread has its own lane
   EXPECT_EQ(py[0].dur_ns, 1500);
@@ -177,10 +177,10 @@ TEST_F(Profile, ScanRecordsReadAndParsePerFileAndCountsSystemCalls) {
   ASSERT_EQ(scans.size(), 1u);
   std::set<std::string> read_files, parsed_files;
   for (const auto& e : of_phase(evs, prof::Phase::read)) {
-    EXPECT_TRUE(inside(e, scans[0]) || e.tid != scans[0].tid) << e.detail;
-    read_files.insert(e.detail);
+    EXPECT_TRUE(inside(e, scans[0]) || e.tid != scans[0].tid) << e.subject;
+    read_files.insert(e.subject);
   }
-  for (const auto& e : of_phase(evs, prof::Phase::parse)) parsed_files.insert(e.detail);
+  for (const auto& e : of_phase(evs, prof::Phase::parse)) parsed_files.insert(e.subject);
   // METADATA too: a distribution with entry points is named by it.
   EXPECT_EQ(read_files, (std::set<std::string>{"alpha-1.0.dist-info/entry_points.txt", "alpha-1.0.dist-info/METADATA",
                                               "beta-1.0.dist-info/entry_points.txt", "beta-1.0.dist-info/METADATA"}));
@@ -212,9 +212,9 @@ TEST_F(Profile, CacheHitRecordsKeyValidationReadAndParse) {
   EXPECT_EQ(of_phase(evs, prof::Phase::cache_key).size(), 1u);
   const auto stat = of_phase(evs, prof::Phase::stat);
   ASSERT_EQ(stat.size(), 1u);
-  EXPECT_EQ(stat[0].detail, "validate full");
+  EXPECT_EQ(stat[0].subject, "validate full");
   ASSERT_EQ(of_phase(evs, prof::Phase::read).size(), 1u);
-  EXPECT_EQ(of_phase(evs, prof::Phase::read)[0].detail, report.file);
+  EXPECT_EQ(of_phase(evs, prof::Phase::read)[0].subject, report.file);
   EXPECT_EQ(of_phase(evs, prof::Phase::parse).size(), 1u);
   EXPECT_TRUE(of_phase(evs, prof::Phase::scan).empty());
   // One stat for the search path and one per watched file, at least.
@@ -242,19 +242,19 @@ TEST_F(Profile, LoaderRecordsOneLoadSpanPerLoadedBackend) {
   std::vector<std::string> loaded;
   for (std::size_t k : (*loader)->load_order()) loaded.push_back((*loader)->backends()[k].name);
   std::vector<std::string> traced;
-  for (const auto& e : of_phase(t->events, prof::Phase::load)) traced.push_back(e.detail);
+  for (const auto& e : of_phase(t->events, prof::Phase::load)) traced.push_back(e.subject);
   EXPECT_EQ(traced, loaded);
   EXPECT_EQ(loaded, (std::vector<std::string>{"beta"}));  // tnpu is declared: only beta loads
   const auto load = of_phase(t->events, prof::Phase::load)[0];
   for (prof::Phase p : {prof::Phase::dlopen, prof::Phase::init}) {
     const auto evs = of_phase(t->events, p);
     ASSERT_EQ(evs.size(), 1u) << prof::phase_name(p);
-    EXPECT_EQ(evs[0].detail, "beta");
+    EXPECT_EQ(evs[0].subject, "beta");
     EXPECT_TRUE(inside(evs[0], load)) << prof::phase_name(p);
   }
   // Resolved at create (no store yet): one resolve span per backend.
   std::set<std::string> resolved;
-  for (const auto& e : of_phase(t->events, prof::Phase::resolve)) resolved.insert(e.detail);
+  for (const auto& e : of_phase(t->events, prof::Phase::resolve)) resolved.insert(e.subject);
   EXPECT_EQ(resolved, (std::set<std::string>{"alpha", "beta", "gamma"}));
   const prof::Summary s = prof::summarize(t->events);
   ASSERT_EQ(s.backends.size(), 1u);
@@ -274,7 +274,7 @@ TEST_F(Profile, MergeKeepsEveryProcess) {
   b.counters[0] = 3;
   prof::merge(a, b);
   ASSERT_EQ(a.events.size(), 2u);
-  EXPECT_EQ(a.events[0].detail, "y");  // by start time
+  EXPECT_EQ(a.events[0].subject, "y");  // by start time
   EXPECT_EQ(a.pids, (std::vector<std::int32_t>{11, 22}));
   EXPECT_EQ(a.counters[0], 5u);
   const std::string file = temp_file("merged.json");
@@ -335,7 +335,7 @@ TEST_F(Profile, BadTraceFilesAreClearErrors) {
   auto f = prof::read_trace(foreign);
   ASSERT_TRUE(f.ok()) << f.error().message;
   ASSERT_EQ(f->events.size(), 1u);
-  EXPECT_EQ(f->events[0].detail, "\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_EQ(f->events[0].subject, "\xc3\xa9\xf0\x9f\x98\x80");
   EXPECT_EQ(f->events[0].start_ns, 1500);
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "scanner_test_util.hpp"
+#include "index_provenance.hpp"
 
 namespace epload {
 namespace {
@@ -45,7 +46,7 @@ TEST_F(Scanner, ZipWithoutDistributionsContributesNothing) {
                              "z.writestr('lib/x-1.dist-info/entry_points.txt','[g]\\nx=1\\n');"));
   const Index index = scan_ok({zip});
   EXPECT_TRUE(index.entry_points().empty());
-  EXPECT_TRUE(index.search_path_stamps()[0].exists());
+  EXPECT_TRUE(search_path_stamps(index)[0].exists());
 }
 
 TEST_F(Scanner, ZipWithDistributionsIsUnsupportedNamingTheArchive) {
@@ -136,12 +137,12 @@ TEST_F(Scanner, SymlinkLoopAnswerIsNotCacheable) {
   // with the file's stamp unchanged, so it must not be cached.
   dist("site", "ok-1.0.dist-info", "[g]\nok = 1\n");
   const Index clean = scan_ok({path("site")});
-  EXPECT_TRUE(clean.not_cacheable().empty());
+  EXPECT_TRUE(not_cacheable(clean).empty());
   dist("site", "loop-1.0.dist-info");
   ASSERT_EQ(::symlink("entry_points.txt", path("site/loop-1.0.dist-info/entry_points.txt").c_str()), 0);
   const Index index = scan_ok({path("site")});
-  EXPECT_NE(std::string(index.not_cacheable()).find("loop-1.0.dist-info/entry_points.txt"), std::string::npos)
-      << index.not_cacheable();
+  EXPECT_NE(std::string(not_cacheable(index)).find("loop-1.0.dist-info/entry_points.txt"), std::string::npos)
+      << not_cacheable(index);
 }
 
 // In a child (test::with_failing_syscall): scan({site}) must answer with
@@ -152,7 +153,7 @@ int lists_nothing_uncached(const std::string& site, const std::string& why) {
   const Result<Index> r = scan(paths);
   if (!r.ok()) return std::fprintf(stderr, "scan failed: %s\n", r.error().message.c_str()), 1;
   if (!r.value().entry_points().empty()) return std::fprintf(stderr, "entry points listed\n"), 2;
-  const std::string got(r.value().not_cacheable());
+  const std::string got(not_cacheable(r.value()));
   if (got.find(site + ": " + why) == std::string::npos) {
     return std::fprintf(stderr, "not_cacheable: '%s'\n", got.c_str()), 3;
   }
@@ -171,7 +172,7 @@ TEST_F(Scanner, ListingFailureListsNothingAndIsNotCacheable) {
             0);
   const Index index = scan_ok({site});  // listable again: the distribution, cacheable
   EXPECT_EQ(index.entry_points().size(), 1u);
-  EXPECT_TRUE(index.not_cacheable().empty());
+  EXPECT_TRUE(not_cacheable(index).empty());
 }
 
 TEST_F(Scanner, SearchPathOpenFailureIsNotCacheable) {
@@ -184,7 +185,7 @@ TEST_F(Scanner, SearchPathOpenFailureIsNotCacheable) {
   EXPECT_EQ(test::with_failing_syscall(__NR_openat, EIO, body, 2, O_DIRECTORY), 0);
   const std::string absent = path("absent");  // ENOENT: an answer, cacheable
   const std::vector<std::string> paths = {absent};
-  EXPECT_TRUE(scan_ok(paths).not_cacheable().empty());
+  EXPECT_TRUE(not_cacheable(scan_ok(paths)).empty());
 }
 
 TEST_F(Scanner, ListingOutOfMemoryIsAScanError) {
@@ -273,9 +274,9 @@ TEST_F(Scanner, ManySearchPathsWithDistributionsDoNotExhaustFileDescriptors) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   std::string why;
   EXPECT_TRUE(same_answer(r.value(), unlimited, &why)) << why;
-  ASSERT_EQ(r.value().watched_files().size(), unlimited.watched_files().size());
-  for (std::size_t i = 0; i < unlimited.watched_files().size(); ++i) {
-    EXPECT_EQ(r.value().watched_files()[i].stamp, unlimited.watched_files()[i].stamp) << i;
+  ASSERT_EQ(watched_files(r.value()).size(), watched_files(unlimited).size());
+  for (std::size_t i = 0; i < watched_files(unlimited).size(); ++i) {
+    EXPECT_EQ(watched_files(r.value())[i].stamp, watched_files(unlimited)[i].stamp) << i;
   }
 }
 

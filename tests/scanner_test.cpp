@@ -16,6 +16,7 @@
 
 #include "scanner_test_util.hpp"
 #include "stamp.hpp"
+#include "index_provenance.hpp"
 
 namespace epload {
 namespace {
@@ -204,10 +205,10 @@ TEST_F(Scanner, NonexistentAndPlainFilePathsContributeNothing) {
   dist("site", "real-1.0.dist-info", "[g]\nr = 1\n");
   const Index index = scan_ok({path("missing"), path("notes.txt"), path("site")});
   EXPECT_EQ(flat(index), (std::vector<std::string>{"g:r=1@real"}));
-  ASSERT_EQ(index.search_path_stamps().size(), 3u);
-  EXPECT_FALSE(index.search_path_stamps()[0].exists());
-  EXPECT_TRUE(index.search_path_stamps()[1].exists());
-  EXPECT_TRUE(index.search_path_stamps()[2].exists());
+  ASSERT_EQ(search_path_stamps(index).size(), 3u);
+  EXPECT_FALSE(search_path_stamps(index)[0].exists());
+  EXPECT_TRUE(search_path_stamps(index)[1].exists());
+  EXPECT_TRUE(search_path_stamps(index)[2].exists());
   EXPECT_EQ(index.search_paths()[0], path("missing"));
 }
 
@@ -217,7 +218,7 @@ TEST_F(Scanner, PathWithANulByteContributesNothing) {
   const std::string nul = path("site") + std::string(1, '\0') + "x";
   const Index index = scan_ok({nul, path("site")});
   EXPECT_EQ(flat(index), (std::vector<std::string>{"g:r=1@real"}));
-  EXPECT_FALSE(index.search_path_stamps()[0].exists());
+  EXPECT_FALSE(search_path_stamps(index)[0].exists());
 }
 
 TEST_F(Scanner, EmptyPathIsTheCurrentDirectory) {
@@ -243,7 +244,7 @@ TEST_F(Scanner, WatchesEntryPointsFilesPresentOrAbsent) {
   ASSERT_NE(hasnot, nullptr);
   EXPECT_EQ(has->stamp, detail::stamp_at(AT_FDCWD, path("site/has-1.0.dist-info/entry_points.txt").c_str()));
   EXPECT_FALSE(hasnot->stamp.exists());  // creation will be noticed
-  EXPECT_EQ(index.search_path_stamps()[0], detail::stamp_at(AT_FDCWD, path("site").c_str()));
+  EXPECT_EQ(search_path_stamps(index)[0], detail::stamp_at(AT_FDCWD, path("site").c_str()));
 }
 
 TEST_F(Scanner, WatchedStampsEqualWhatAValidatorSees) {
@@ -261,8 +262,8 @@ TEST_F(Scanner, WatchedStampsEqualWhatAValidatorSees) {
   write("a/file-1.0.egg-info", "Name: file\n");
   write("a/Upper.EGG-INFO", "Name: upper\n");
   const Index index = scan_ok({path("a")});
-  ASSERT_GT(index.watched_files().size(), 8u);
-  for (const WatchedFile& w : index.watched_files()) {
+  ASSERT_GT(watched_files(index).size(), 8u);
+  for (const WatchedFile& w : watched_files(index)) {
     const std::string full = std::string(index.search_paths()[w.search_path]) + "/" + std::string(w.rel_path);
     EXPECT_EQ(w.stamp, detail::stamp_at(AT_FDCWD, full.c_str())) << full;
   }
@@ -274,8 +275,8 @@ TEST_F(Scanner, ScanTimeIsTakenBeforeAnyStamp) {
   const std::int64_t before = detail::coarse_now_ns();
   const Index index = scan_ok({path("site")});
   const std::int64_t after = detail::coarse_now_ns();
-  EXPECT_GE(index.scanned_at_ns(), before);
-  EXPECT_LE(index.scanned_at_ns(), after);
+  EXPECT_GE(scanned_at_ns(index), before);
+  EXPECT_LE(scanned_at_ns(index), after);
 }
 
 TEST_F(Scanner, LargeScanKeepsDiscoveryOrderAcrossThreads) {

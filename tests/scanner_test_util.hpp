@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cache_test_util.hpp"  // FdLimit
+#include "index_provenance.hpp"
 #include "epload/scanner.hpp"
 
 namespace epload::testing {
@@ -80,7 +81,7 @@ class Scanner : public ::testing::Test {
   }
 
   static const WatchedFile* watched(const Index& index, std::string_view rel) {
-    for (const WatchedFile& w : index.watched_files()) {
+    for (const WatchedFile& w : watched_files(index)) {
       if (w.rel_path == rel) return &w;
     }
     return nullptr;

@@ -7,9 +7,7 @@
 // CacheReport says which happened and why (the CLI prints it under --verbose).
 #pragma once
 
-#include <functional>  // CacheOptions::while_validating
-#include <memory>      // shared_ptr<const Index>
-#include <mutex>   // Catalog
+#include <memory>  // shared_ptr<const Index>, Catalog's state
 #include <string>  // paths, reasons
 #include <vector>  // search paths
 
@@ -23,10 +21,6 @@ enum class Validation {
   full,   ///< stat every search path and every watched metadata file
   paths,  ///< stat every search path only (frozen environments)
 };
-
-/// A caller's work on an index read from the cache while its `full` check
-/// runs on the other CPU (CacheOptions::while_validating).
-using WhileValidating = std::function<void(const std::shared_ptr<const Index>&)>;
 
 /// What identifies one cache file, and where caches live.
 struct CacheOptions {
@@ -51,15 +45,6 @@ struct CacheOptions {
   /// distribution.  A rebuild still scans everything and may return the
   /// complete Index.
   std::vector<std::string> groups;
-  /// Optional, for hosts that build on the index at once (a loader): on a
-  /// cache hit whose `full` check runs on the other CPU, called on the
-  /// calling thread with the Index while that check is still running, so
-  /// that the caller's own work overlaps the stat calls.  open_index()
-  /// returns that same Index only if the check passes; if it does not,
-  /// open_index() rebuilds and returns another, and whatever the callback
-  /// made from the first must be dropped (compare the pointers).  Not called
-  /// otherwise (a miss, `paths` validation, one CPU, few watched files).
-  WhileValidating while_validating;
 };
 
 /// How an index was obtained.
@@ -107,8 +92,7 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options,
 /// True when every stamp checked under `validation` still matches the file
 /// system and none is racy; otherwise false and `why` names the first change.
 /// An index without the complete watched list (a partial load under `paths`
-/// validation, see Index::watched_complete()) cannot vouch for `full`: false,
-/// and `why` says so.
+/// validation) cannot vouch for `full`: false, and `why` says so.
 bool still_valid(const Index& index, Validation validation, std::string* why = nullptr);
 
 /// Serializes `index` to `path` atomically (temp file + rename in the same
@@ -144,21 +128,19 @@ Result<int> clear_cache(const CacheOptions& options);
 class Catalog {
  public:
   explicit Catalog(CacheOptions options);
+  ~Catalog();
+  Catalog(const Catalog&) = delete;
+  Catalog& operator=(const Catalog&) = delete;
+
   /// The current index; the shared_ptr keeps an index alive for its users
-  /// even after a later get() replaced it.  `while_validating`, when set,
-  /// is CacheOptions::while_validating for this call only (it is called
-  /// only when the index is read from the cache file with its `full` check
-  /// running on the other CPU).
-  Result<std::shared_ptr<const Index>> get(
-      CacheReport* report = nullptr,
-      const WhileValidating& while_validating = {});
+  /// even after a later get() replaced it.
+  Result<std::shared_ptr<const Index>> get(CacheReport* report = nullptr);
 
  private:
-  CacheOptions m_options;
-  std::mutex m_mutex;
-  std::shared_ptr<const Index> m_current;
-  CacheReport m_report;  ///< how m_current was obtained
-  std::string m_cwd;     ///< the current directory it was keyed for, if relevant
+  // Its state (options, lock, current index) lives in src/cache/catalog.cpp.
+  friend struct CatalogAccess;
+  struct State;
+  std::unique_ptr<State> m;
 };
 
 }  // namespace epload

@@ -99,7 +99,8 @@ struct PythonLoaded {
   bool known = true;
 };
 
-/// How a Loader behaves.  apply_environment() fills it from the environment.
+/// How a Loader behaves.  apply_environment() (epload/switches.hpp) fills it
+/// from the environment.
 struct LoaderOptions {
   LoadMode mode = LoadMode::lazy;
   /// The entry-point group whose entry points are the backends.
@@ -141,13 +142,6 @@ struct LoaderOptions {
   /// Eager start() stops at the first backend that fails (PyTorch's loop).
   bool stop_at_failure = false;
 };
-
-/// Applies the environment switches (epload/switches.hpp) for
-/// `options.group` (set it first) to `options`: EPLOAD_MODE, then mode off
-/// when TORCH_DEVICE_BACKEND_AUTOLOAD (torch.backends) or EPLOAD_AUTOLOAD
-/// turns autoload off, EPLOAD_ENABLE / EPLOAD_DISABLE.  Never fails: returns
-/// one warning per bad value (the default was used), for the caller to show.
-std::vector<std::string> apply_environment(LoaderOptions& options);
 
 /// A snapshot of one backend.
 struct BackendStatus {
@@ -253,11 +247,13 @@ class Loader {
   std::string store_file() const;
   std::string store_note() const;
 
-  struct Impl;
+  /// The registry itself (slots, devices, locks), defined in src/loader:
+  /// opaque here, named so that the loader's C callbacks can reach it.
+  struct State;
 
  private:
   Loader();
-  std::unique_ptr<Impl> m;
+  std::unique_ptr<State> m;
 };
 
 }  // namespace epload

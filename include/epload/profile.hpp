@@ -3,7 +3,7 @@
 //
 // Off by default and nearly free when off: a Span checks one relaxed atomic
 // (enabled()) and does nothing else.  On (profile::enable(), or EPLOAD_TRACE=FILE in the
-// environment, read once), each Span records its phase, a detail string (a
+// environment, read once), each Span records its phase, a subject (a
 // backend or file name), start and duration, and the calling thread.  The
 // trace is written as Chrome trace-event JSON, which Perfetto and
 // chrome://tracing open.
@@ -16,7 +16,7 @@
 // variable first writes (a fork()ed child does not overwrite its parent's
 // file).
 //
-// Trace events are complete events ("ph":"X") with "name" (the detail, else
+// Trace events are complete events ("ph":"X") with "name" (the subject, else
 // the phase), "cat" (the phase), "ts"/"dur" in microseconds of
 // CLOCK_MONOTONIC (one clock for every process, so traces of several
 // processes merge by concatenation), "pid" and "tid".  Every backend load is
@@ -27,7 +27,7 @@
 #include <cstdint>      // counters, timestamps
 #include <optional>     // parse_phase
 #include <string>       // event names
-#include <string_view>  // details
+#include <string_view>  // subjects
 #include <vector>       // snapshots
 
 #include "epload/result.hpp"
@@ -47,7 +47,7 @@ enum class Phase : std::uint8_t {
   py_import,  ///< Python backend: import of its module
   py_call,    ///< Python backend: call of its entry point
   total,      ///< an enclosing span (a command, a step of one)
-  load,       ///< one backend's whole load (detail: the backend's name)
+  load,       ///< one backend's whole load (subject: the backend's name)
 };
 
 /// Number of phases (for tables indexed by phase).
@@ -67,7 +67,7 @@ const char* counter_name(Counter counter);
 /// One recorded span.
 struct Event {
   Phase phase = Phase::total;
-  std::string detail;         ///< backend, file or command; may be empty
+  std::string subject;        ///< backend, file or command; may be empty
   std::int64_t start_ns = 0;  ///< CLOCK_MONOTONIC
   std::int64_t dur_ns = 0;
   std::uint32_t tid = 0;      ///< small per-process thread number
@@ -90,7 +90,7 @@ std::uint64_t counter(Counter counter);
 
 /// Records a span timed by the caller (the Python layer times its imports
 /// and calls with the same clock) on the calling thread.  No-op when off.
-void record(Phase phase, std::string_view detail, std::int64_t start_ns, std::int64_t dur_ns);
+void record(Phase phase, std::string_view subject, std::int64_t start_ns, std::int64_t dur_ns);
 
 /// A copy of every span recorded so far, in start order.
 std::vector<Event> events();
@@ -105,8 +105,8 @@ std::int64_t now_ns();
 /// Records the span from construction to destruction when profiling is on.
 class Span {
  public:
-  explicit Span(Phase phase, std::string_view detail = {}) {
-    if (enabled()) begin(phase, detail);
+  explicit Span(Phase phase, std::string_view subject = {}) {
+    if (enabled()) begin(phase, subject);
   }
   ~Span() {
     if (m_active) end();
@@ -115,11 +115,11 @@ class Span {
   Span& operator=(const Span&) = delete;
 
  private:
-  void begin(Phase phase, std::string_view detail);
+  void begin(Phase phase, std::string_view subject);
   void end();
   bool m_active = false;
   Phase m_phase = Phase::total;
-  std::string m_detail;
+  std::string m_subject;
   std::int64_t m_start = 0;
 };
 

@@ -23,7 +23,7 @@
 #include <vector>       // lists
 
 #include "epload/cache.hpp"   // Validation
-#include "epload/loader.hpp"  // LoadMode
+#include "epload/loader.hpp"  // LoadMode, LoaderOptions
 
 namespace epload {
 
@@ -40,8 +40,14 @@ struct Switches {
   std::vector<std::string> warnings;
 };
 
-/// Reads the loader's switches from the environment for autoload group `group`.
-Switches read_switches(std::string_view group);
+/// Reads the switches for autoload group `options.group` (set it first) and
+/// applies them to `options`: EPLOAD_MODE, then mode off when
+/// TORCH_DEVICE_BACKEND_AUTOLOAD (torch.backends) or EPLOAD_AUTOLOAD turns
+/// autoload off, EPLOAD_ENABLE / EPLOAD_DISABLE.  The one way every front
+/// (CLI, C++ host, Python package) reads them.  Never fails: returns what it
+/// read, with one warning per bad value (the default was used) for the
+/// caller to show.
+Switches apply_environment(LoaderOptions& options);
 
 /// EPLOAD_VALIDATE (the index's switch, read by every command and query
 /// that opens the index); a bad value appends a warning to `*warnings`.

@@ -208,7 +208,7 @@ QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
   {
     py::gil_scoped_release release;
     auto catalog = catalog_for(options);
-    auto got = catalog->get(&report, while_validating);
+    auto got = catalog_get(*catalog, &report, while_validating);
     if (got) {
       index = std::move(got.value());
     } else {
@@ -279,7 +279,7 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
   const bool make_objects = objects && classes_bound();
   const std::string_view cwd_bytes(cwd);
   // On a cache hit under `full`, the objects are made while the stat calls
-  // run on the other CPU (CacheOptions::while_validating), not after them:
+  // run on the other CPU (cache_overlap.hpp), not after them:
   // they are kept only if the check passes and that index is the answer.
   py::object made;
   std::shared_ptr<const Index> made_for;
@@ -334,7 +334,9 @@ PYBIND11_MODULE(_native, m) {
   m.def(
       "switches",
       [](const std::string& group) {
-        epload::Switches s = epload::read_switches(group);
+        epload::LoaderOptions options;
+        options.group = group;
+        const epload::Switches s = epload::apply_environment(options);
         return py::make_tuple(epload::to_string(s.mode), s.off_by, s.enable, s.disable, s.warnings);
       },
       py::arg("group"),

@@ -12,7 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "epload/cache.hpp"  // WhileValidating
+#include "cache_overlap.hpp"  // WhileValidating
+#include "epload/cache.hpp"
 #include "epload/entry_point.hpp"
 #include "epload/index.hpp"
 
@@ -98,7 +99,8 @@ struct QueryAnswer {
 
 /// Runs one query (see query() in native.cpp for the arguments); `groups`
 /// null: all groups.  Raises on bad arguments only.  `while_validating`:
-/// CacheOptions::while_validating for this query (called without the GIL).
+/// what catalog_get() calls with a cache hit for this query
+/// (cache_overlap.hpp; called without the GIL).
 QueryAnswer run_query(pybind11::list paths, const std::vector<std::string>* groups,
                       const std::string& validation, const std::string& cache_dir, bool use_cache,
                       pybind11::bytes interpreter, const WhileValidating& while_validating = {});

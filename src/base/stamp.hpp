@@ -8,7 +8,7 @@
 #include <cerrno>  // errno
 #include <cstdint>
 
-#include "epload/index.hpp"
+#include "file_stamp.hpp"
 
 namespace epload::detail {
 

@@ -42,6 +42,7 @@
 #include <cstring>
 
 #include "cache_reader.hpp"
+#include "index_builder.hpp"
 #include "epload/profile.hpp"
 
 namespace epload::detail {
@@ -430,8 +431,8 @@ bool Reader::names_first(std::size_t names_total, std::vector<const Section*>& n
   }
   if (!m_bytes.read_sections({digest})) return false;
   const Index& so_far = Hooks::in_progress(m_builder);
-  const std::span<const WatchedName> names(so_far.watched_names().data(), names_total);
-  m_expect.early_check->start(names, so_far.search_paths(), so_far.scanned_at_ns(), /*ready=*/0);
+  const std::span<const WatchedName> names(watched_names(so_far).data(), names_total);
+  m_expect.early_check->start(names, so_far.search_paths(), scanned_at_ns(so_far), /*ready=*/0);
   m_publish_to = m_expect.early_check;
   const bool ok =
       parse_section(*digest, [&](od::document& d) { return watch_digest(d, digest->count, /*add=*/true); });

@@ -25,6 +25,7 @@
 
 #include "atomic_file.hpp"  // dir_name, and what every cache file is written with
 #include "json_text.hpp"   // the hash, hex digits, JSON strings
+#include "index_provenance.hpp"
 #include "epload/cache.hpp"
 #include "epload/index.hpp"
 #include "epload/result.hpp"

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "cache_reader.hpp"
+#include "index_builder.hpp"
 
 namespace epload::detail {
 

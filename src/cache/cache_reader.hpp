@@ -20,6 +20,7 @@
 #include "index_hooks.hpp"
 #include "stamp.hpp"
 #include "watch_digest.hpp"
+#include "index_builder.hpp"
 
 namespace epload::detail {
 

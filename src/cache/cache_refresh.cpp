@@ -69,14 +69,14 @@ Result<Refreshed> refresh_index(int fd, const std::string& path, const CacheKey&
   reuse.trust_unchanged_paths = options.validation == Validation::paths;
   reuse.watched_hold = watched_hold && options.validation == Validation::full;
   const auto paths = prev.search_paths();
-  const auto stamps = prev.search_path_stamps();
+  const auto stamps = search_path_stamps(prev);
   reuse.path_unchanged.resize(paths.size());
   for (std::size_t i = 0; i < paths.size(); ++i) {
     const std::string p(paths[i]);
     FileStamp fresh;
     if (p.find('\0') == std::string::npos) fresh = stamp_at(AT_FDCWD, p.empty() ? "." : p.c_str());
     profile::count(profile::Counter::stat);
-    reuse.path_unchanged[i] = fresh == stamps[i] && !is_racy(stamps[i], prev.scanned_at_ns());
+    reuse.path_unchanged[i] = fresh == stamps[i] && !is_racy(stamps[i], scanned_at_ns(prev));
   }
   RefreshStats stats;
   auto index = scan_refreshing(options.search_paths, reuse, now, &stats);

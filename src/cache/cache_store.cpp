@@ -1,5 +1,5 @@
 // cache_store.cpp — open_index(): use the cache when it is safe and valid,
-// else scan and store; Catalog.
+// else scan and store.
 //
 // The hit path is a handful of system calls before validation: open the
 // cache directory (O_PATH) and fstat it, openat the file (O_NOFOLLOW) and
@@ -46,11 +46,13 @@
 
 #include "kept_files.hpp"
 #include "cache_internal.hpp"
+#include "cache_overlap.hpp"
 #include "cache_refresh.hpp"
 #include "epload/profile.hpp"
 #include "epload/scanner.hpp"
 #include "memory.hpp"
 #include "stamp.hpp"
+#include "index_provenance.hpp"
 
 namespace epload {
 namespace detail {
@@ -150,7 +152,7 @@ int open_cache_file(const std::string& dir, const std::string& name, const std::
 /// again costs little in relative terms).
 std::string name_the_change(const Index& index, int fd, const std::string& path, const ReadExpectations& expect,
                             Validation validation, std::string stale) {
-  if (index.watched_digest() == nullptr) return stale;
+  if (watched_digest(index) == nullptr) return stale;
   ReadExpectations stamped = expect;
   stamped.watched_stamps = true;
   stamped.early_check = nullptr;
@@ -162,7 +164,7 @@ std::string name_the_change(const Index& index, int fd, const std::string& path,
 }
 
 Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& key,
-               const CacheOptions& options) {
+               const CacheOptions& options, const WhileValidating& while_validating) {
   const Validation validation = options.validation;
   Lookup out;
   const std::string path = join_path(dir, name);
@@ -183,12 +185,12 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
     return out;
   }
   auto index = std::make_shared<const Index>(std::move(read.value()));
-  if (options.while_validating && early.running()) {
+  if (while_validating && early.running()) {
     // The caller's own work runs here while the helper stats (see
-    // CacheOptions::while_validating); it gets this index only if the check
-    // passes.  The names the helper reads must outlive it, whatever happens.
+    // cache_overlap.hpp); it gets this index only if the check passes.  The
+    // names the helper reads must outlive it, whatever happens.
     try {
-      options.while_validating(index);
+      while_validating(index);
     } catch (...) {
       early.abandon();
       throw;
@@ -197,7 +199,7 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
   std::string stale;
   bool watched_ok = false;
   if (!still_valid(*index, validation, &stale, &early, &watched_ok)) {
-    if (index->watched_digest() == nullptr) out.why = "stale: " + stale;
+    if (watched_digest(*index) == nullptr) out.why = "stale: " + stale;
     // Refreshed from its parts (cache_refresh.cpp); if that fails, scanned.
     if (auto r = refresh_index(fd.fd, path, key, options, watched_ok); r) {
       out.refreshed = std::move(r.value());
@@ -229,6 +231,11 @@ Result<void> store(const Index& index, const std::string& dir, const std::string
 }  // namespace detail
 
 Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, CacheReport* report) {
+  return open_index(options, report, WhileValidating());
+}
+
+Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, CacheReport* report,
+                                                const WhileValidating& while_validating) {
   profile::Span span(profile::Phase::total, "open_index");
   CacheReport local;
   CacheReport& rep = report != nullptr ? *report : local;
@@ -271,7 +278,7 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
   const std::string name = detail::cache_file_name(key);
   rep.file = detail::join_path(dir, name);
 
-  detail::Lookup found = detail::look_up(dir, name, key, options);
+  detail::Lookup found = detail::look_up(dir, name, key, options, while_validating);
   if (found.index) {
     rep.status = CacheStatus::hit;
     rep.reason = prefix;
@@ -283,7 +290,7 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
   auto index = refreshed ? Result<std::shared_ptr<const Index>>(std::move(found.refreshed.index)) : scan_now();
   if (!index) return index;
   rep.reason = prefix + (refreshed ? found.refreshed.summary + " (" + found.why + ")" : found.why);
-  if (const std::string_view why = (*index)->not_cacheable(); !why.empty()) {
+  if (const std::string_view why = not_cacheable(**index); !why.empty()) {
     // The answer holds an I/O error that may be gone next time, with the
     // file unchanged: cached, it would be served for good.
     rep.status = CacheStatus::uncached;
@@ -352,66 +359,6 @@ const char* to_string(CacheStatus status) {
     case CacheStatus::shipped: return "shipped";
   }
   return "unknown";
-}
-
-// ---------------------------------------------------------------------------
-
-Catalog::Catalog(CacheOptions options) : m_options(std::move(options)) {}
-
-Result<std::shared_ptr<const Index>> Catalog::get(
-    CacheReport* report, const WhileValidating& while_validating) {
-  std::shared_ptr<const Index> current;
-  CacheReport how;
-  std::string cwd;
-  {
-    std::lock_guard<std::mutex> lock(m_mutex);
-    current = m_current;
-    how = m_report;
-    cwd = m_cwd;
-  }
-  // Validate outside the lock: concurrent get()s stat in parallel.
-  const std::string now_cwd = detail::key_cwd(m_options.search_paths);
-  if (current && now_cwd == cwd) {
-    const bool ok = how.status == CacheStatus::shipped
-                        ? detail::shipped_still_valid(*current, nullptr)
-                        : still_valid(*current, m_options.validation, nullptr);
-    if (ok) {
-      if (report != nullptr) {
-        *report = how;
-        if (how.status == CacheStatus::rebuilt || how.status == CacheStatus::refreshed) {
-          report->status = CacheStatus::hit;
-        }
-        if (report->status == CacheStatus::hit) report->reason.clear();
-      }
-      return current;
-    }
-  }
-  std::lock_guard<std::mutex> lock(m_mutex);
-  if (m_current != current && m_current) {
-    // Another thread refreshed it while this one was validating.
-    if (report != nullptr) *report = m_report;
-    return m_current;
-  }
-  CacheReport fresh;
-  auto r = [&] {
-    if (!while_validating) return open_index(m_options, &fresh);
-    CacheOptions options = m_options;
-    options.while_validating = while_validating;
-    return open_index(options, &fresh);
-  }();
-  if (!r) return r.error();
-  if (!r.value()->not_cacheable().empty()) {
-    // Served, not kept: an answer holding an I/O error is read again next
-    // time, as it is not cached on disk (see open_index()).
-    m_current = nullptr;
-    if (report != nullptr) *report = fresh;
-    return r.value();
-  }
-  m_current = r.value();
-  m_report = fresh;
-  m_cwd = now_cwd;
-  if (report != nullptr) *report = fresh;
-  return m_current;
 }
 
 }  // namespace epload

@@ -301,11 +301,11 @@ void EarlyFullCheck::abandon() {
 
 bool shipped_still_valid(const Index& index, std::string* why) {
   const auto paths = index.search_paths();
-  const auto stamps = index.search_path_stamps();
+  const auto stamps = search_path_stamps(index);
   for (std::size_t i = 0; i < paths.size(); ++i) {
     const FileStamp was = i < stamps.size() ? stamps[i] : FileStamp{};
     const FileStamp now = path_stamp(os_path(paths[i]));
-    const bool racy = was.exists() && racy_time(was.mtime_ns, index.scanned_at_ns());
+    const bool racy = was.exists() && racy_time(was.mtime_ns, scanned_at_ns(index));
     if (was.exists() != now.exists() || was.mtime_ns != now.mtime_ns || racy) {
       if (why) *why = "search path " + describe(was, now, racy, std::string(paths[i]));
       return false;
@@ -327,15 +327,15 @@ namespace {
 /// True when `check`, started early, is on this index's watched names, so
 /// that still_valid() can join it.
 bool joinable_check(const Index& index, Validation validation, const FullCheck& check) {
-  return validation == Validation::full && index.watched_digest() != nullptr &&
-         check.names.data() == index.watched_names().data() && check.names.size() == index.watched_names().size();
+  return validation == Validation::full && watched_digest(index) != nullptr &&
+         check.names.data() == watched_names(index).data() && check.names.size() == watched_names(index).size();
 }
 
 /// The search paths' stamps: one stat each (all `paths` validation does).
 bool paths_unchanged(const Index& index, Validation validation, std::string* why) {
   const auto paths = index.search_paths();
-  const auto stamps = index.search_path_stamps();
-  if (validation == Validation::full && !index.watched_complete()) {
+  const auto stamps = search_path_stamps(index);
+  if (validation == Validation::full && !watched_complete(index)) {
     // A partial load under `paths` validation left the watched stamps on
     // disk: "nothing to check" must not read as "nothing changed".
     if (why) *why = "the index was loaded without its watched files; it cannot be validated fully";
@@ -349,7 +349,7 @@ bool paths_unchanged(const Index& index, Validation validation, std::string* why
   for (std::size_t i = 0; i < paths.size(); ++i) {
     const FileStamp now = detail::path_stamp(detail::os_path(paths[i]));
     profile::count(profile::Counter::stat);
-    const bool racy = detail::is_racy(stamps[i], index.scanned_at_ns());
+    const bool racy = detail::is_racy(stamps[i], scanned_at_ns(index));
     if ((now != stamps[i] || racy) && listed_known && IndexBuilderHooks::listed_count(index, i) == 0 &&
         paths[i].find('\0') == std::string_view::npos && lists_no_metadata(detail::os_path(paths[i]).c_str())) {
       // An entry that listed no metadata and lists none now (a script's
@@ -368,7 +368,7 @@ bool paths_unchanged(const Index& index, Validation validation, std::string* why
 /// What a finished `full` check of `count` files says: against the digest,
 /// or the file it stopped at.
 bool check_answer(const Index& index, const FullCheck& check, std::size_t count, std::string* why) {
-  const WatchedDigest* digest = index.watched_digest();
+  const WatchedDigest* digest = watched_digest(index);
   // A mismatch stops both threads, so another file with a lower index may go
   // unchecked: the one reported is a changed file, not always the first.
   const std::size_t bad = check.bad.load();
@@ -384,7 +384,7 @@ bool check_answer(const Index& index, const FullCheck& check, std::size_t count,
   if (bad == detail::k_none) return true;
   if (why) {
     const auto paths = index.search_paths();
-    const auto watched = index.watched_files();
+    const auto watched = watched_files(index);
     const auto [rel, sp] = check.file(bad);
     const std::string full = sp < paths.size() ? detail::join_path(paths[sp], rel) : std::string(rel);
     // Re-stat for the message only (the mismatch itself is already decided).
@@ -392,7 +392,7 @@ bool check_answer(const Index& index, const FullCheck& check, std::size_t count,
     // By digest, a file stops the check only for being racy now.
     *why = digest != nullptr
                ? describe(now, now, true, full)
-               : describe(watched[bad].stamp, now, detail::is_racy(watched[bad].stamp, index.scanned_at_ns()), full);
+               : describe(watched[bad].stamp, now, detail::is_racy(watched[bad].stamp, scanned_at_ns(index)), full);
   }
   return false;
 }
@@ -421,19 +421,19 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
   const bool paths_ok = paths_unchanged(index, validation, why);
   // A changed search path need not end the check: a refresh wants to know
   // whether the watched files still hold, and the stats are under way.
-  const bool files_too = watched_ok != nullptr && validation == Validation::full && index.watched_complete() &&
-                         index.search_path_stamps().size() == index.search_paths().size();
+  const bool files_too = watched_ok != nullptr && validation == Validation::full && watched_complete(index) &&
+                         search_path_stamps(index).size() == index.search_paths().size();
   if (!paths_ok && !files_too) return false;
   if (validation == Validation::paths) return true;
 
   FullCheck local;
   FullCheck& check = started != nullptr ? *started : local;
   if (started == nullptr) {
-    check.watched = index.watched_files();
-    check.names = index.watched_names();
+    check.watched = watched_files(index);
+    check.names = watched_names(index);
     check.paths = index.search_paths();
-    check.scanned_at = index.scanned_at_ns();
-    check.by_digest = index.watched_digest() != nullptr;
+    check.scanned_at = scanned_at_ns(index);
+    check.by_digest = watched_digest(index) != nullptr;
   }
   const std::size_t count = check.size();
   if (count == 0) {

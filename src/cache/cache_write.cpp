@@ -125,8 +125,8 @@ std::size_t write_head(std::string& out, const Index& index, const WriteOptions&
   w.bytes(options.key != nullptr ? std::string_view(options.key->cwd) : "");
   w.raw(options.relocatable ? "},\"relocatable\":true" : "},\"relocatable\":false");
   w.raw(",\"scanned_at_ns\":");
-  w.number(index.scanned_at_ns());
-  const auto stamps = index.search_path_stamps();
+  w.number(scanned_at_ns(index));
+  const auto stamps = search_path_stamps(index);
   w.raw(",\"search_paths\":[");
   for (std::size_t i = 0; i < paths_text.size(); ++i) {
     w.raw(i == 0 ? "{\"path\":" : ",{\"path\":");
@@ -167,7 +167,7 @@ std::size_t write_head(std::string& out, const Index& index, const WriteOptions&
 class BodyWriter {
  public:
   BodyWriter(const Index& index, std::span<const std::string_view> dir_text)
-      : m_index(index), m_dists(index.distributions()), m_watched(index.watched_files()),
+      : m_index(index), m_dists(index.distributions()), m_watched(watched_files(index)),
         m_dir_text(dir_text), m_w(body) {
     body.reserve(256 + m_dists.size() * 320 + index.entry_points().size() * 80 + m_watched.size() * 200);
     encode_pools();
@@ -371,11 +371,11 @@ Result<std::vector<std::string_view>> stored_paths(std::span<const std::string_v
 Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& options) {
   const auto paths = index.search_paths();
   const auto dists = index.distributions();
-  if (index.watched_digest() != nullptr) {
+  if (watched_digest(index) != nullptr) {
     return Error{Errc::invalid_argument,
                  "cannot serialize the index: it was loaded without its watched files' stamps"};
   }
-  if (const std::string_view why = index.not_cacheable(); !why.empty()) {
+  if (const std::string_view why = not_cacheable(index); !why.empty()) {
     return Error{Errc::io, "not writing an index whose answer depends on a file that could not be read "
                            "(it may read fine next time, unchanged): " + std::string(why)};
   }

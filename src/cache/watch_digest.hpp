@@ -22,6 +22,7 @@
 #include <span>
 
 #include "epload/index.hpp"
+#include "index_provenance.hpp"
 
 namespace epload::detail {
 

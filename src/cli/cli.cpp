@@ -9,6 +9,8 @@
 #include "epload/metadata.hpp"  // find_invalid_utf8
 #include "epload/switches.hpp"
 #include "json_text.hpp"  // append_json_escaped
+#include "cache_overlap.hpp"
+#include "index_provenance.hpp"
 
 #include <cerrno>    // errno
 #include <cstdio>    // fprintf, fwrite
@@ -210,11 +212,12 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, C
   // A full scan touches megabytes of heap: huge pages pay for it
   // (heap_pages.hpp).
   if (!co.use_cache) prefer_huge_heap_pages();
+  WhileValidating while_validating;
   if (prepare) {
-    co.while_validating = [&](const std::shared_ptr<const Index>& index) { prepare(co, index); };
+    while_validating = [&](const std::shared_ptr<const Index>& index) { prepare(co, index); };
   }
   CacheReport report;
-  auto index = open_index(co, &report);
+  auto index = open_index(co, &report, while_validating);
   // EPLOAD_DEBUG, the Python front's switch for the same report, asks for it too.
   const char* debug = std::getenv("EPLOAD_DEBUG");
   if (options.verbose || (debug != nullptr && *debug != '\0' && std::string_view(debug) != "0")) {
@@ -238,13 +241,12 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, C
     fail(index.error().message);
     return nullptr;
   }
-  co.while_validating = nullptr;  // it refers to this frame
   if (!options.paths.empty()) {
     // A --path that names nothing lists nothing, as in importlib, and
     // silently so there; asked for by name, it is most likely a typo.
     const std::shared_ptr<const Index>& ix = index.value();
     const auto paths = ix->search_paths();
-    const auto stamps = ix->search_path_stamps();
+    const auto stamps = search_path_stamps(*ix);
     for (std::size_t i = 0; i < paths.size() && i < stamps.size(); ++i) {
       if (!stamps[i].exists()) {
         std::fprintf(stderr, "epload: warning: search path '%.*s' does not exist\n",

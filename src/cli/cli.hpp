@@ -135,7 +135,7 @@ const std::vector<std::string>& target_ext_suffixes();
 /// --validate.  Prints the cache outcome under --verbose.  On error prints
 /// the message and returns nullptr.  `prepare`, when given, is called with
 /// the resolved cache options and a cache hit's Index while its `full` check
-/// still runs on the other CPU (CacheOptions::while_validating): what it
+/// still runs on the other CPU (cache_overlap.hpp): what it
 /// builds from that Index is good only if the Index returned is the same.
 using PrepareFn = std::function<void(const CacheOptions&, const std::shared_ptr<const Index>&)>;
 std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options,

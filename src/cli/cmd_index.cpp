@@ -6,6 +6,7 @@
 #include <string>  // messages
 
 #include "cli/cli.hpp"
+#include "index_provenance.hpp"
 #include "epload/scanner.hpp"
 
 namespace epload::cli {
@@ -57,8 +58,8 @@ int show(const IndexOptions& options) {
   std::printf("search paths:  %zu\n", index->search_paths().size());
   for (auto p : index->search_paths()) std::printf("  %.*s\n", static_cast<int>(p.size()), p.data());
   std::printf("distributions: %zu\n", index->distributions().size());
-  std::printf("watched files: %zu\n", index->watched_digest() != nullptr ? index->watched_names().size()
-                                                                       : index->watched_files().size());
+  std::printf("watched files: %zu\n", watched_digest(*index) != nullptr ? watched_names(*index).size()
+                                                                       : watched_files(*index).size());
   std::printf("entry points:  %zu in %zu groups\n", index->entry_points().size(), index->groups().size());
   for (auto g : index->groups()) {
     std::printf("  %6zu  %.*s\n", index->group(g).size(), static_cast<int>(g.size()), g.data());

@@ -121,7 +121,7 @@ Estimate measure_eager(const Options& o, const std::unordered_set<std::string>& 
     return e;
   }
   for (const prof::Event& ev : t->events) {
-    if (ev.phase == prof::Phase::total && ev.detail == "loader start") e.eager_ns += ev.dur_ns;
+    if (ev.phase == prof::Phase::total && ev.subject == "loader start") e.eager_ns += ev.dur_ns;
   }
   for (const prof::BackendTotal& b : prof::summarize(t->events).backends) {
     if (missing.count(b.name) != 0) {
@@ -228,7 +228,7 @@ Findings gather(HostRun& r) {
     }
   }
   for (const prof::Event& e : f.events) {
-    if (e.phase == prof::Phase::resolve) f.resolve_ns[e.detail] += e.dur_ns;
+    if (e.phase == prof::Phase::resolve) f.resolve_ns[e.subject] += e.dur_ns;
   }
   f.loaded.assign(order.begin(), order.end());
   std::stable_sort(f.loaded.begin(), f.loaded.end(),

@@ -5,6 +5,7 @@
 #include <cstdio>     // fprintf
 
 #include "cli/cli.hpp"  // target_ext_suffixes
+#include "epload/switches.hpp"  // apply_environment
 
 namespace epload::cli {
 
@@ -21,7 +22,7 @@ Result<LoaderOptions> host_loader_options(const CacheOptions& cache, const std::
                                           const std::string& mode_text) {
   LoaderOptions lo;
   lo.group = group;  // the switches depend on it (TORCH_DEVICE_BACKEND_AUTOLOAD)
-  warn_switches(apply_environment(lo));
+  warn_switches(apply_environment(lo).warnings);
   if (!mode_text.empty()) {
     const auto mode = parse_load_mode(mode_text);
     if (!mode) return Error{Errc::invalid_argument, "unknown load mode '" + mode_text + "' (lazy, eager or off)"};

@@ -37,7 +37,7 @@ struct Step {
 };
 
 bool is_host_import(const prof::Event& e) {
-  return e.phase == prof::Phase::total && e.detail.rfind("import ", 0) == 0;
+  return e.phase == prof::Phase::total && e.subject.rfind("import ", 0) == 0;
 }
 
 /// The steps of a traced run, in start order: host imports (the `total`
@@ -58,7 +58,7 @@ std::vector<Step> timeline(const prof::Trace& trace) {
     auto& stack = it->second;
     while (!stack.empty() && stack.back()->start_ns + stack.back()->dur_ns <= e.start_ns) stack.pop_back();
     // The Loader's start (a `total` span) holds the loads it makes: at start.
-    auto starting = [](const prof::Event* o) { return o->detail == "loader start"; };
+    auto starting = [](const prof::Event* o) { return o->subject == "loader start"; };
     const bool in_host = std::any_of(stack.begin(), stack.end(), [&](const prof::Event* o) {
       return is_host_import(*o) || starting(o);
     });
@@ -70,7 +70,7 @@ std::vector<Step> timeline(const prof::Trace& trace) {
     Step s{&e, static_cast<int>(stack.size()) - 1, {}};
     if (e.phase == prof::Phase::load) {
       s.note = in_host ? "at start" : "first use";
-    } else if (e.detail == "entry_points query" || e.detail == "open_index") {
+    } else if (e.subject == "entry_points query" || e.subject == "open_index") {
       const bool scanned = std::any_of(trace.events.begin(), trace.events.end(), [&](const prof::Event& x) {
         return x.pid == e.pid && x.phase == prof::Phase::scan && x.start_ns >= e.start_ns &&
                x.start_ns < e.start_ns + e.dur_ns;
@@ -85,7 +85,7 @@ std::vector<Step> timeline(const prof::Trace& trace) {
 /// When each backend was first loaded ("at start" / "first use").
 std::string when_loaded(const std::vector<Step>& steps, const std::string& backend) {
   for (const Step& s : steps) {
-    if (s.event->phase == prof::Phase::load && s.event->detail == backend) return s.note;
+    if (s.event->phase == prof::Phase::load && s.event->subject == backend) return s.note;
   }
   return "";
 }
@@ -104,7 +104,7 @@ void timeline_text(std::string& out, const prof::Trace& trace, const std::vector
       if (e.pid != pid) continue;
       if (!header && trace.pids.size() > 1) add_line(out, "  pid %d\n", pid);
       header = true;
-      const std::string name = (e.phase == prof::Phase::load ? "load " : "") + e.detail;
+      const std::string name = (e.phase == prof::Phase::load ? "load " : "") + e.subject;
       add_line(out, "  %10s %10s  %*s%-32s %s\n", ms(e.start_ns - t0).c_str(), ms(e.dur_ns).c_str(),
                2 * s.depth, "", name.c_str(), s.note.c_str());
     }
@@ -119,7 +119,7 @@ void timeline_json(std::string& out, const std::vector<Step>& steps) {
     JsonObject(out)
         .raw("pid", std::to_string(e.pid))
         .str("phase", prof::phase_name(e.phase))
-        .str("name", e.detail)
+        .str("name", e.subject)
         .raw("start_us", us(e.start_ns))
         .raw("dur_us", us(e.dur_ns))
         .raw("depth", std::to_string(steps[k].depth))

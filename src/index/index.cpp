@@ -8,6 +8,9 @@
 // itertools.groupby, and a table of group ranges for O(log groups) lookup.
 #include "epload/index.hpp"
 
+#include "index_builder.hpp"
+#include "index_provenance.hpp"
+
 #include <algorithm>   // stable_sort, lower_bound
 #include <functional>  // less_equal
 #include <optional>   // the watched digest
@@ -45,6 +48,18 @@ struct Index::Data {
   std::string_view not_cacheable;  // in the arena; empty: cacheable
 };
 
+/// The one way in to an Index's storage from outside the class: the
+/// builder (below) fills it, the provenance functions read it.
+struct IndexAccess {
+  static Index::Data& of(Index& index) { return *index.m; }
+  static const Index::Data& of(const Index& index) { return *index.m; }
+};
+
+namespace {
+auto& data(Index& index) { return IndexAccess::of(index); }
+const auto& data(const Index& index) { return IndexAccess::of(index); }
+}  // namespace
+
 Index::Index() : m(std::make_unique<Data>()) {}
 Index::Index(Index&&) noexcept = default;
 Index& Index::operator=(Index&&) noexcept = default;
@@ -54,13 +69,6 @@ std::span<const std::string_view> Index::search_paths() const { return m->search
 std::span<const Distribution> Index::distributions() const { return m->dists; }
 std::span<const EntryPoint> Index::entry_points() const { return m->eps; }
 std::span<const std::string_view> Index::groups() const { return m->groups; }
-std::span<const FileStamp> Index::search_path_stamps() const { return m->search_path_stamps; }
-std::span<const WatchedFile> Index::watched_files() const { return m->watched; }
-std::int64_t Index::scanned_at_ns() const { return m->scanned_at_ns; }
-const WatchedDigest* Index::watched_digest() const {
-  return m->watched_digest ? &*m->watched_digest : nullptr;
-}
-std::span<const WatchedName> Index::watched_names() const { return m->watched_names; }
 
 std::span<const EntryPoint> Index::group(std::string_view group) const {
   const auto& g = m->groups;
@@ -80,8 +88,6 @@ const EntryPoint* Index::find(std::string_view group, std::string_view name) con
 
 bool Index::complete() const { return m->complete; }
 std::span<const std::string_view> Index::loaded_groups() const { return m->loaded_groups; }
-bool Index::watched_complete() const { return m->watched_complete; }
-std::string_view Index::not_cacheable() const { return m->not_cacheable; }
 
 bool Index::has_group(std::string_view group) const {
   if (m->complete) return true;
@@ -95,6 +101,19 @@ const Distribution* Index::first_error() const {
   }
   return nullptr;
 }
+
+// ---- provenance (index_provenance.hpp) ------------------------------------
+
+std::span<const FileStamp> search_path_stamps(const Index& index) { return data(index).search_path_stamps; }
+std::span<const WatchedFile> watched_files(const Index& index) { return data(index).watched; }
+std::int64_t scanned_at_ns(const Index& index) { return data(index).scanned_at_ns; }
+const WatchedDigest* watched_digest(const Index& index) {
+  const auto& d = data(index);
+  return d.watched_digest ? &*d.watched_digest : nullptr;
+}
+std::span<const WatchedName> watched_names(const Index& index) { return data(index).watched_names; }
+bool watched_complete(const Index& index) { return data(index).watched_complete; }
+std::string_view not_cacheable(const Index& index) { return data(index).not_cacheable; }
 
 // ---------------------------------------------------------------------------
 
@@ -114,7 +133,7 @@ struct IndexBuilder::Data {
         return s;
       }
     }
-    return index.m->arena.copy(s);
+    return data(index).arena.copy(s);
   }
 };
 
@@ -122,7 +141,7 @@ IndexBuilder::IndexBuilder() : m(std::make_unique<Data>()) {}
 IndexBuilder::~IndexBuilder() = default;
 
 std::uint32_t IndexBuilder::add_search_path(std::string_view path, const FileStamp& stamp) {
-  auto& d = *m->index.m;
+  auto& d = data(m->index);
   d.search_paths.push_back(d.arena.copy(path));
   d.search_path_stamps.push_back(stamp);
   return static_cast<std::uint32_t>(d.search_paths.size() - 1);
@@ -131,7 +150,7 @@ std::uint32_t IndexBuilder::add_search_path(std::string_view path, const FileSta
 std::uint32_t IndexBuilder::add_distribution(std::string_view name, std::string_view version,
                                              std::string_view metadata_dir,
                                              std::uint32_t search_path, std::string_view error) {
-  auto& d = *m->index.m;
+  auto& d = data(m->index);
   Distribution dist;
   dist.name = m->keep(name);
   dist.version = m->keep(version);
@@ -144,7 +163,7 @@ std::uint32_t IndexBuilder::add_distribution(std::string_view name, std::string_
 
 void IndexBuilder::add_entry_point(std::uint32_t dist, std::string_view group,
                                    std::string_view name, std::string_view value) {
-  auto& d = *m->index.m;
+  auto& d = data(m->index);
   if (group != m->last_group) m->last_group = d.arena.copy(group);
   d.eps.push_back({m->last_group, m->keep(name), m->keep(value), nullptr});
   m->pending_dist.push_back(dist);
@@ -152,48 +171,48 @@ void IndexBuilder::add_entry_point(std::uint32_t dist, std::string_view group,
 
 void IndexBuilder::add_watched_file(std::uint32_t search_path, std::string_view rel_path,
                                     const FileStamp& stamp) {
-  auto& d = *m->index.m;
+  auto& d = data(m->index);
   d.watched.push_back({search_path, d.arena.copy(rel_path), stamp});
 }
 
 void detail::IndexBuilderHooks::add_watched_name(IndexBuilder& b, std::uint32_t search_path, std::string_view rel_path, bool copy) {
-  auto& d = *b.m->index.m;
+  auto& d = data(b.m->index);
   d.watched_names.push_back({copy ? d.arena.copy(rel_path) : rel_path, search_path});
 }
 
-void detail::IndexBuilderHooks::keep_bytes(IndexBuilder& b, std::unique_ptr<char[], void (*)(char*)> bytes) { b.m->index.m->kept.push_back(std::move(bytes)); }
+void detail::IndexBuilderHooks::keep_bytes(IndexBuilder& b, std::unique_ptr<char[], void (*)(char*)> bytes) { data(b.m->index).kept.push_back(std::move(bytes)); }
 
-void detail::IndexBuilderHooks::keep_alive(IndexBuilder& b, std::shared_ptr<const void> owner) { b.m->index.m->kept_alive.push_back(std::move(owner)); }
+void detail::IndexBuilderHooks::keep_alive(IndexBuilder& b, std::shared_ptr<const void> owner) { data(b.m->index).kept_alive.push_back(std::move(owner)); }
 
 void detail::IndexBuilderHooks::borrow(IndexBuilder& b, const char* bytes, std::size_t n) { b.m->borrowed.emplace_back(bytes, bytes + n); }
 
-void IndexBuilder::set_scanned_at(std::int64_t ns) { m->index.m->scanned_at_ns = ns; }
+void IndexBuilder::set_scanned_at(std::int64_t ns) { data(m->index).scanned_at_ns = ns; }
 void detail::IndexBuilderHooks::set_watched_digest(IndexBuilder& b, const WatchedDigest& digest) {
-  b.m->index.m->watched_digest = digest;
+  data(b.m->index).watched_digest = digest;
 }
 void detail::IndexBuilderHooks::add_listed(IndexBuilder& b, std::uint32_t search_path, std::string_view child) {
-  auto& d = *b.m->index.m;
+  auto& d = data(b.m->index);
   d.listed.push_back({d.arena.copy(child), search_path});
 }
-std::span<const WatchedName> detail::IndexBuilderHooks::listed(const Index& index) { return index.m->listed; }
+std::span<const WatchedName> detail::IndexBuilderHooks::listed(const Index& index) { return data(index).listed; }
 void detail::IndexBuilderHooks::set_listed_count(IndexBuilder& b, std::uint32_t path, std::uint32_t count) {
-  auto& counts = b.m->index.m->listed_count;
+  auto& counts = data(b.m->index).listed_count;
   if (counts.size() <= path) counts.resize(path + 1);
   counts[path] = count;
 }
 bool detail::IndexBuilderHooks::listed_known(const Index& index) {
-  return !index.m->listed_count.empty() || !index.m->listed.empty() || index.m->dists.empty();
+  return !data(index).listed_count.empty() || !data(index).listed.empty() || data(index).dists.empty();
 }
 std::uint32_t detail::IndexBuilderHooks::listed_count(const Index& index, std::uint32_t path) {
-  if (path < index.m->listed_count.size()) return index.m->listed_count[path];
+  if (path < data(index).listed_count.size()) return data(index).listed_count[path];
   std::uint32_t n = 0;
-  for (const WatchedName& c : index.m->listed) n += c.search_path == path;
+  for (const WatchedName& c : data(index).listed) n += c.search_path == path;
   return n;
 }
 
 void IndexBuilder::reserve(std::size_t dists, std::size_t entry_points, std::size_t watched,
                            std::size_t names) {
-  auto& d = *m->index.m;
+  auto& d = data(m->index);
   d.dists.reserve(d.dists.size() + dists);
   m->pending_dist.reserve(m->pending_dist.size() + entry_points);
   d.eps.reserve(d.eps.size() + entry_points);
@@ -207,7 +226,7 @@ void IndexBuilder::reserve(std::size_t dists, std::size_t entry_points, std::siz
 }
 
 void detail::IndexBuilderHooks::set_partial(IndexBuilder& b, std::span<const std::string_view> groups) {
-  auto& d = *b.m->index.m;
+  auto& d = data(b.m->index);
   d.complete = false;
   d.loaded_groups.clear();
   for (std::string_view g : groups) d.loaded_groups.push_back(d.arena.copy(g));
@@ -215,16 +234,16 @@ void detail::IndexBuilderHooks::set_partial(IndexBuilder& b, std::span<const std
   d.loaded_groups.erase(std::unique(d.loaded_groups.begin(), d.loaded_groups.end()), d.loaded_groups.end());
 }
 
-void detail::IndexBuilderHooks::set_watched_complete(IndexBuilder& b, bool complete) { b.m->index.m->watched_complete = complete; }
+void detail::IndexBuilderHooks::set_watched_complete(IndexBuilder& b, bool complete) { data(b.m->index).watched_complete = complete; }
 void IndexBuilder::set_not_cacheable(std::string_view why) {
-  auto& d = *m->index.m;
+  auto& d = data(m->index);
   d.not_cacheable = d.arena.copy(why.empty() ? std::string_view("not cacheable") : why);
 }
 
 void detail::IndexBuilderHooks::set_first_error(IndexBuilder& b, std::string_view name, std::string_view version,
                                    std::string_view metadata_dir, std::uint32_t search_path,
                                    std::string_view error) {
-  auto& d = *b.m->index.m;
+  auto& d = data(b.m->index);
   d.has_first_error = true;
   d.first_error.name = d.arena.copy(name);
   d.first_error.version = d.arena.copy(version);
@@ -236,7 +255,7 @@ void detail::IndexBuilderHooks::set_first_error(IndexBuilder& b, std::string_vie
 const Index& detail::IndexBuilderHooks::in_progress(const IndexBuilder& b) { return b.m->index; }
 
 Index IndexBuilder::build() {
-  auto& d = *m->index.m;
+  auto& d = data(m->index);
   auto& dist = m->pending_dist;
   auto by_group = [](const EntryPoint& a, const EntryPoint& b) { return a.group < b.group; };
   if (!std::is_sorted(d.eps.begin(), d.eps.end(), by_group)) {

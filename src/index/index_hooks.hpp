@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "epload/index.hpp"
+#include "index_builder.hpp"
 
 namespace epload::detail {
 
@@ -34,7 +35,7 @@ struct IndexBuilderHooks {
   /// keep_bytes() before build() (the cache reader's section buffers).
   static void borrow(IndexBuilder& b, const char* bytes, std::size_t n);
   /// Says that the watched files are the names added, and `digest` is the
-  /// digest of their stamps (see Index::watched_digest()).
+  /// digest of their stamps (see watched_digest()).
   static void set_watched_digest(IndexBuilder& b, const WatchedDigest& digest);
   /// Records a candidate metadata path of a listing (a child of a search
   /// path that importlib's Lookup takes, in discovery order, shadowed ones

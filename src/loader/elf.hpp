@@ -9,6 +9,7 @@
 
 #include "epload/index.hpp"   // FileStamp
 #include "epload/result.hpp"  // Result
+#include "file_stamp.hpp"
 
 namespace epload::detail {
 

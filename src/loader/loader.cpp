@@ -49,7 +49,7 @@ bool loadable(const Slot& s, const LoaderOptions& o) {
 // ---------------------------------------------------------------------------
 // Lookup.
 
-Result<void*> Loader::Impl::lookup_slow(std::string_view name) {
+Result<void*> Loader::State::lookup_slow(std::string_view name) {
   if (options.mode == LoadMode::off) {
     return Error{Errc::not_found, "device '" + std::string(name) +
                                       "' is not loaded: backend autoload is off "
@@ -76,7 +76,7 @@ Result<void*> Loader::Impl::lookup_slow(std::string_view name) {
   return e;
 }
 
-Result<void*> Loader::Impl::load_claimants(std::string_view name, std::uint32_t owner, std::string& note) {
+Result<void*> Loader::State::load_claimants(std::string_view name, std::uint32_t owner, std::string& note) {
   auto r = ensure_loaded(owner, name);
   if (void* t = provided(*table, name)) return t;
   if (r) {
@@ -109,7 +109,7 @@ Result<void*> Loader::Impl::load_claimants(std::string_view name, std::uint32_t 
   return nullptr;
 }
 
-void* Loader::Impl::load_unknown(std::string_view name) {
+void* Loader::State::load_unknown(std::string_view name) {
   // Load the backends whose devices are not known yet, in index order, one
   // at a time, until one provides it.  One being loaded by another thread
   // counts too: wait for it, it may provide the name.  The candidates are
@@ -135,7 +135,7 @@ void* Loader::Impl::load_unknown(std::string_view name) {
   return nullptr;
 }
 
-void* Loader::Impl::load_changed(std::string_view name) {
+void* Loader::State::load_changed(std::string_view name) {
   // Last resort: what the store said may be stale.  Check the libraries not
   // checked in this process, all at once (on two CPUs when there are many);
   // the changed ones are loaded, in index order, to see what they provide.
@@ -166,7 +166,7 @@ void* Loader::Impl::load_changed(std::string_view name) {
   return nullptr;
 }
 
-Result<void> Loader::Impl::ensure_loaded(std::uint32_t i, std::string_view device) {
+Result<void> Loader::State::ensure_loaded(std::uint32_t i, std::string_view device) {
   Slot& s = primary(i);
   BackendState st = s.state.load(std::memory_order_acquire);
   if (st == BackendState::ready) return {};

@@ -32,7 +32,7 @@ int host_register(void* ctx, const char* name, void* device_table) {
     if (c->message.empty()) c->message = "registered an invalid device name";
     return EPLOAD_ERR_INVALID;
   }
-  Loader::Impl& impl = *c->impl;
+  Loader::State& impl = *c->impl;
   {
     // Refuse early what an earlier backend owns, so the backend can react.
     std::lock_guard<std::mutex> lock(impl.registry);
@@ -79,7 +79,7 @@ int host_lookup(void* ctx, const char* device, void** device_table) {
   auto* c = static_cast<InitContext*>(ctx);
   if (c == nullptr || device == nullptr) return EPLOAD_ERR_INVALID;
   if (std::this_thread::get_id() != c->thread) return EPLOAD_ERR_INVALID;
-  Loader::Impl& impl = *c->impl;
+  Loader::State& impl = *c->impl;
   const std::string_view n = device;
   if (const DeviceEntry* e = impl.table->find(n)) {
     if (void* t = e->table.load(std::memory_order_acquire)) {

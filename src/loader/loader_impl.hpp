@@ -19,6 +19,7 @@
 #include "device_table.hpp"
 #include "epload/loader.hpp"
 #include "learned.hpp"
+#include "file_stamp.hpp"
 
 namespace epload {
 
@@ -49,7 +50,7 @@ struct Slot {
   /// The library (or module) file: relative to search path number
   /// `library_base` when that is not k_no_slot (a view into the store
   /// buffer: 1,000 paths are not composed at start-up), else the whole path
-  /// (arena or store buffer).  Loader::Impl::library_of() spells it whole.
+  /// (arena or store buffer).  Loader::State::library_of() spells it whole.
   std::string_view library;
   std::string_view symbol;   ///< view into the entry point's value
   std::uint32_t index = 0;
@@ -138,7 +139,7 @@ using LearnedDevice = std::pair<std::string_view, std::string_view>;
 
 /// The ctx of one init call.
 struct InitContext {
-  Loader::Impl* impl = nullptr;
+  Loader::State* impl = nullptr;
   std::uint32_t slot = 0;
   std::thread::id thread;
   // Registrations: a few inline (almost every backend registers one or
@@ -205,7 +206,7 @@ inline void* provided(const DeviceTable& table, std::string_view name) {
 
 }  // namespace detail
 
-struct Loader::Impl {
+struct Loader::State {
   std::shared_ptr<const Index> index;
   LoaderOptions options;
   detail::LearnedFile store;  // views in slots point into it

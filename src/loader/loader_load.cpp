@@ -78,7 +78,7 @@ std::string dlopen_failure(const char* file, const std::string& why) {
 // changed.  False (with the slot's error set) when it is gone or unreadable.
 // `k` is what load() read under its lock; a change updates it (the ABI tag
 // load_native checks) along with the slot.
-bool Loader::Impl::refresh_knowledge(Slot& s, detail::LoadKnowledge& k) {
+bool Loader::State::refresh_knowledge(Slot& s, detail::LoadKnowledge& k) {
   if (k.verified) return true;
   const detail::CString cpath = library_of(s);  // identity: never changes
   const std::string_view path = cpath.view();
@@ -137,7 +137,7 @@ bool Loader::Impl::refresh_knowledge(Slot& s, detail::LoadKnowledge& k) {
 // known, and at the end, to publish and append to the load order.  The check
 // in between takes it once more, only when it ran (the library was not yet
 // verified in this process), to record what it found.
-void Loader::Impl::load(Slot& s) {
+void Loader::State::load(Slot& s) {
   const std::int64_t t0 = now_ns();
   profile::Span span(profile::Phase::load, s.ep->name);
   profile::test_slowdown(profile::SlowPoint::load);  // test builds only
@@ -181,7 +181,7 @@ void Loader::Impl::load(Slot& s) {
   if (save && batch.load(std::memory_order_acquire) == 0) save_store();
 }
 
-bool Loader::Impl::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
+bool Loader::State::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
   if (abi >= 0 && abi != EPLOAD_ABI_VERSION) {
     fail(s, "ABI version mismatch: the library declares backend ABI " + std::to_string(abi) +
                 ", this host speaks ABI " + std::to_string(EPLOAD_ABI_VERSION) +
@@ -249,7 +249,7 @@ bool Loader::Impl::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
   return true;
 }
 
-bool Loader::Impl::load_python(Slot& s, InitContext& ctx) {
+bool Loader::State::load_python(Slot& s, InitContext& ctx) {
   PythonBackend b;
   b.index = s.index;
   b.name = s.ep->name;
@@ -290,7 +290,7 @@ bool Loader::Impl::load_python(Slot& s, InitContext& ctx) {
 
 // Called with the registry mutex held (by load(), which appends to the load
 // order under the same lock).
-void Loader::Impl::publish(Slot& s, InitContext& ctx) {
+void Loader::State::publish(Slot& s, InitContext& ctx) {
   // 'd' (ELF section), 'm' (epload.devices) or 0: how `n` is declared.
   auto declared_tag = [&](std::string_view n) {
     char found = 0;

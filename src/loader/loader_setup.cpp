@@ -65,23 +65,15 @@ std::string_view attr_of(std::string_view value) {
 
 }  // namespace
 
-std::vector<std::string> apply_environment(LoaderOptions& options) {
-  Switches s = read_switches(options.group);
-  options.mode = s.off_by.empty() ? s.mode : LoadMode::off;
-  options.enable = std::move(s.enable);
-  options.disable = std::move(s.disable);
-  return std::move(s.warnings);
-}
-
 // ---------------------------------------------------------------------------
 // Setup.
 
-bool Loader::Impl::is_disabled(const EntryPoint& ep, const char** by) const {
+bool Loader::State::is_disabled(const EntryPoint& ep, const char** by) const {
   *by = disabled_by(options.enable, options.disable, ep.name, ep.dist->name);
   return *by != nullptr;
 }
 
-void Loader::Impl::set_devices(Slot& s, const std::vector<std::string_view>& declared,
+void Loader::State::set_devices(Slot& s, const std::vector<std::string_view>& declared,
                                const std::vector<detail::LearnedDevice>& learned) {
   if (s.meta_devices.empty() && declared.empty() && learned.empty()) {
     s.devices = {};
@@ -113,7 +105,7 @@ void Loader::Impl::set_devices(Slot& s, const std::vector<std::string_view>& dec
   s.devices = {p, at};
 }
 
-void Loader::Impl::set_devices_after_meta(Slot& s, std::string_view rest) {
+void Loader::State::set_devices_after_meta(Slot& s, std::string_view rest) {
   if (s.meta_devices.empty() || rest.empty()) {
     s.devices = s.meta_devices.empty() ? rest : s.meta_devices;
     return;
@@ -125,7 +117,7 @@ void Loader::Impl::set_devices_after_meta(Slot& s, std::string_view rest) {
   s.devices = {p, s.meta_devices.size() + 1 + rest.size()};
 }
 
-void Loader::Impl::claim_known_devices(Slot& s) {
+void Loader::State::claim_known_devices(Slot& s) {
   detail::for_each_device_entry(s.devices, [&](std::string_view name, char tag, std::string_view) {
     if (!detail::valid_device_name(name)) return;
     DeviceEntry* e = table->insert(name);
@@ -140,7 +132,7 @@ void Loader::Impl::claim_known_devices(Slot& s) {
   });
 }
 
-std::map<std::pair<const Distribution*, std::string_view>, std::string> Loader::Impl::declared_by_distributions()
+std::map<std::pair<const Distribution*, std::string_view>, std::string> Loader::State::declared_by_distributions()
     const {
   std::map<std::pair<const Distribution*, std::string_view>, std::string> out;
   for (const EntryPoint& d : index->group(k_devices_group)) {
@@ -159,7 +151,7 @@ namespace {
 /// One object per create(), so that each step is a function of its own.
 class Setup {
  public:
-  explicit Setup(Loader::Impl& impl)
+  explicit Setup(Loader::State& impl)
       : m(impl), eps(impl.index->group(impl.options.group)), search_paths(impl.index->search_paths()) {
     ro.ext_suffixes = m.options.ext_suffixes;
     // The Python layer loads every backend as PyTorch does (ep.load()()):
@@ -453,7 +445,7 @@ class Setup {
     std::unordered_map<std::string, std::size_t> by_key;
   };
 
-  Loader::Impl& m;
+  Loader::State& m;
   std::span<const EntryPoint> eps;
   std::span<const std::string_view> search_paths;
   detail::ResolveOptions ro;
@@ -465,12 +457,12 @@ class Setup {
 
 }  // namespace
 
-void Loader::Impl::setup() { Setup(*this).run(); }
+void Loader::State::setup() { Setup(*this).run(); }
 
 // ---------------------------------------------------------------------------
 // The libraries' stamps.
 
-std::vector<FileStamp> Loader::Impl::stamp_libraries(std::span<const std::uint32_t> which) const {
+std::vector<FileStamp> Loader::State::stamp_libraries(std::span<const std::uint32_t> which) const {
   const std::size_t n = which.size();
   // Each path spelled once, NUL-terminated, into one buffer: no allocation
   // per file, and none at all on the helper thread.

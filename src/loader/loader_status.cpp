@@ -43,7 +43,7 @@ std::optional<LoadMode> parse_load_mode(std::string_view text) {
 // ---------------------------------------------------------------------------
 // Messages.
 
-std::string Loader::Impl::describe(const Slot& s) const {
+std::string Loader::State::describe(const Slot& s) const {
   std::string out = "backend '" + std::string(s.ep->name) + "' (distribution " + std::string(s.ep->dist->name);
   if (!s.library.empty()) {
     out += s.kind == BackendKind::python ? ", module " : ", library ";
@@ -53,11 +53,11 @@ std::string Loader::Impl::describe(const Slot& s) const {
   return out;
 }
 
-void Loader::Impl::fail(Slot& s, const std::string& cause) {
+void Loader::State::fail(Slot& s, const std::string& cause) {
   s.outcome().error = describe(s) + cause + ". Disable it with EPLOAD_DISABLE=" + std::string(s.ep->name);
 }
 
-Error Loader::Impl::not_found(std::string_view name) {
+Error Loader::State::not_found(std::string_view name) {
   std::string msg = "no backend provides device '" + std::string(name) + "'";
   std::lock_guard<std::mutex> lock(registry);
   // A disabled or failed backend that declares it is the likeliest
@@ -106,7 +106,7 @@ Error Loader::Impl::not_found(std::string_view name) {
 // ---------------------------------------------------------------------------
 // The store.
 
-void Loader::Impl::remember_outcome(const Slot& s, bool ok) {
+void Loader::State::remember_outcome(const Slot& s, bool ok) {
   auto it = last_failures.find(s.index);
   if (ok) {
     if (it == last_failures.end()) return;
@@ -118,7 +118,7 @@ void Loader::Impl::remember_outcome(const Slot& s, bool ok) {
   store_dirty = true;
 }
 
-void Loader::Impl::save_store() {
+void Loader::State::save_store() {
   if (store_path.empty()) return;
   std::lock_guard<std::mutex> writer(store_write);
   std::vector<detail::LearnedRecord> records;
@@ -188,7 +188,7 @@ void Loader::Impl::save_store() {
 // ---------------------------------------------------------------------------
 // Creation and status.
 
-Loader::Loader() : m(std::make_unique<Impl>()) {}
+Loader::Loader() : m(std::make_unique<State>()) {}
 Loader::~Loader() = default;
 
 Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Index> index, LoaderOptions options) {

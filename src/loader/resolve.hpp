@@ -6,6 +6,7 @@
 #include <vector>       // suffixes
 
 #include "elf.hpp"                  // DeclaredDevices
+#include "file_stamp.hpp"
 #include "epload/entry_point.hpp"   // EntryPoint
 #include "epload/index.hpp"         // FileStamp
 #include "epload/loader.hpp"        // BackendKind

@@ -29,8 +29,7 @@ bool turns_off(const char* variable) {
   return v != nullptr && std::string_view(v) != "1";
 }
 
-}  // namespace
-
+/// What the environment says for autoload group `group`.
 Switches read_switches(std::string_view group) {
   Switches s;
   if (const char* m = std::getenv("EPLOAD_MODE"); m != nullptr && *m != '\0') {
@@ -47,6 +46,16 @@ Switches read_switches(std::string_view group) {
   }
   if (const char* e = std::getenv("EPLOAD_ENABLE"); e != nullptr) s.enable = split_list(e);
   if (const char* d = std::getenv("EPLOAD_DISABLE"); d != nullptr) s.disable = split_list(d);
+  return s;
+}
+
+}  // namespace
+
+Switches apply_environment(LoaderOptions& options) {
+  Switches s = read_switches(options.group);
+  options.mode = s.off_by.empty() ? s.mode : LoadMode::off;
+  options.enable = s.enable;
+  options.disable = s.disable;
   return s;
 }
 

@@ -184,9 +184,9 @@ std::uint64_t counter(Counter c) {
   return c < Counter::count_ ? recorder().counters[static_cast<int>(c)].load() : 0;
 }
 
-void record(Phase phase, std::string_view detail, std::int64_t start_ns, std::int64_t dur_ns) {
+void record(Phase phase, std::string_view subject, std::int64_t start_ns, std::int64_t dur_ns) {
   if (!enabled()) return;
-  Event e{phase, std::string(detail), start_ns, dur_ns < 0 ? 0 : dur_ns, thread_number(), 0};
+  Event e{phase, std::string(subject), start_ns, dur_ns < 0 ? 0 : dur_ns, thread_number(), 0};
   Recorder& r = recorder();
   std::lock_guard lock(r.mutex);
   r.events.push_back(std::move(e));
@@ -209,17 +209,17 @@ std::int64_t now_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-void Span::begin(Phase phase, std::string_view detail) {
+void Span::begin(Phase phase, std::string_view subject) {
   m_active = true;
   m_phase = phase;
-  m_detail.assign(detail);
+  m_subject.assign(subject);
   m_start = now_ns();
 }
 
 void Span::end() {
   const std::int64_t end = now_ns();
   Recorder& r = recorder();
-  Event e{m_phase, std::move(m_detail), m_start, end - m_start, thread_number(), 0};
+  Event e{m_phase, std::move(m_subject), m_start, end - m_start, thread_number(), 0};
   std::lock_guard lock(r.mutex);
   r.events.push_back(std::move(e));
 }

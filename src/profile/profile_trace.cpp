@@ -300,7 +300,7 @@ bool starts_before(const Event& a, const Event& b) {
 }
 
 // What summarize() adds up: self and total time per phase, and per backend
-// (a span's detail names it) its resolve, dlopen, init, import, call and
+// (a span's subject names it) its resolve, dlopen, init, import, call and
 // load times.
 class Totals {
  public:
@@ -328,7 +328,7 @@ class Totals {
       if (!same_phase_above) p.total_ns += e->dur_ns;
       if (!stack.empty()) stack.back().children += e->dur_ns;
       stack.push_back({e, 0});
-      if (!e->detail.empty()) add_backend_span(*e);
+      if (!e->subject.empty()) add_backend_span(*e);
     }
     while (!stack.empty()) {
       close(stack.back());
@@ -374,16 +374,16 @@ class Totals {
   void add_backend_span(const Event& e) {
     switch (e.phase) {
       case Phase::load: {
-        BackendTotal& b = backend(e.detail, e.start_ns);
+        BackendTotal& b = backend(e.subject, e.start_ns);
         ++b.loads;
         b.load_ns += e.dur_ns;
         break;
       }
-      case Phase::resolve: backend(e.detail, e.start_ns).resolve_ns += e.dur_ns; break;
-      case Phase::dlopen: backend(e.detail, e.start_ns).dlopen_ns += e.dur_ns; break;
-      case Phase::init: backend(e.detail, e.start_ns).init_ns += e.dur_ns; break;
-      case Phase::py_import: backend(e.detail, e.start_ns).import_ns += e.dur_ns; break;
-      case Phase::py_call: backend(e.detail, e.start_ns).call_ns += e.dur_ns; break;
+      case Phase::resolve: backend(e.subject, e.start_ns).resolve_ns += e.dur_ns; break;
+      case Phase::dlopen: backend(e.subject, e.start_ns).dlopen_ns += e.dur_ns; break;
+      case Phase::init: backend(e.subject, e.start_ns).init_ns += e.dur_ns; break;
+      case Phase::py_import: backend(e.subject, e.start_ns).import_ns += e.dur_ns; break;
+      case Phase::py_call: backend(e.subject, e.start_ns).call_ns += e.dur_ns; break;
       default: break;
     }
   }
@@ -427,7 +427,7 @@ bool write_trace(const Trace& t, const std::string& path, std::string* error) {
   for (const Event& e : t.events) {
     sep();
     out += "{\"name\":\"";
-    epload::detail::append_json_escaped(out, e.detail.empty() ? std::string_view(phase_name(e.phase)) : std::string_view(e.detail));
+    epload::detail::append_json_escaped(out, e.subject.empty() ? std::string_view(phase_name(e.phase)) : std::string_view(e.subject));
     // Microseconds with nanosecond digits: exact, and what viewers expect.
     std::snprintf(buf, sizeof buf,
                   "\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%lld.%03lld,\"dur\":%lld.%03lld,\"pid\":%d,\"tid\":%u,"
@@ -511,7 +511,7 @@ Result<Trace> read_trace(const std::string& path) {
     if (!phase) continue;  // someone else's event
     Event e;
     e.phase = *phase;
-    e.detail = name->text == phase_name(*phase) ? std::string() : name->text;
+    e.subject = name->text == phase_name(*phase) ? std::string() : name->text;
     e.start_ns = us_to_ns(ts->number);
     e.dur_ns = us_to_ns(dur->number);
     e.pid = static_cast<std::int32_t>(pid->number);

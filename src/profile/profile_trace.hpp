@@ -41,7 +41,7 @@ struct PhaseTotal {
   std::int64_t self_ns = 0;   ///< minus the time in nested spans of other phases
 };
 
-/// Per-backend figures: the spans whose detail is the backend's name.
+/// Per-backend figures: the spans whose subject is the backend's name.
 struct BackendTotal {
   std::string name;
   std::uint64_t loads = 0;      ///< `load` spans (attempts)

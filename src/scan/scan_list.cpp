@@ -8,6 +8,7 @@
 // key repeats are entries re-ordered (stable, by the position of their key's
 // first occurrence).
 #include "scan_list.hpp"
+#include "index_provenance.hpp"
 
 #include <dirent.h>       // struct dirent64
 #include <fcntl.h>        // open

@@ -10,6 +10,7 @@
 
 #include "epload/index.hpp"  // WatchedName
 #include "scan_lookup.hpp"
+#include "index_provenance.hpp"
 
 namespace epload::detail {
 

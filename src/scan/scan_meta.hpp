@@ -9,6 +9,7 @@
 
 #include "epload/index.hpp"  // FileStamp
 #include "scan_read.hpp"
+#include "file_stamp.hpp"
 
 namespace epload::detail {
 

@@ -7,6 +7,7 @@
 #include <string_view>  // text out
 
 #include "epload/index.hpp"  // FileStamp
+#include "file_stamp.hpp"
 
 namespace epload::detail {
 

@@ -12,6 +12,7 @@
 
 #include "epload/profile.hpp"
 #include "stamp.hpp"
+#include "index_provenance.hpp"
 
 namespace epload::detail {
 
@@ -49,7 +50,7 @@ PreviousParts::PreviousParts(const ScanReuse& reuse) : m_reuse(reuse) {
   for (std::uint32_t d = 0; d < dists.size(); ++d) {
     m_by_place.emplace(Key{dists[d].search_path, child_name(dists[d].metadata_dir)}, d);
   }
-  const auto watched = prev.watched_files();
+  const auto watched = watched_files(prev);
   std::vector<std::uint32_t> owner(watched.size(), k_none);
   for (std::uint32_t k = 0; k < watched.size(); ++k) {
     const auto it = m_by_place.find(Key{watched[k].search_path, first_component(watched[k].rel_path)});
@@ -74,11 +75,11 @@ bool PreviousParts::unchanged(std::uint32_t d, int dirfd, std::string_view searc
   if (m_reuse.trust_unchanged_paths && path < m_reuse.path_unchanged.size() && m_reuse.path_unchanged[path]) {
     return true;
   }
-  const auto watched = prev.watched_files();
+  const auto watched = watched_files(prev);
   std::string rel;
   for (const std::uint32_t k : watches(d)) {
     const WatchedFile& w = watched[k];
-    if (is_racy(w.stamp, prev.scanned_at_ns())) return false;
+    if (is_racy(w.stamp, scanned_at_ns(prev))) return false;
     rel.assign(w.rel_path);
     profile::count(profile::Counter::stat);
     if (stamp_in(dirfd, search_path, rel, scratch) != w.stamp) return false;

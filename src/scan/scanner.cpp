@@ -68,6 +68,7 @@
 #include "scan_zip.hpp"
 #include "stamp.hpp"
 #include "test_slowdown.hpp"
+#include "index_builder.hpp"
 
 namespace epload {
 
@@ -270,7 +271,7 @@ Result<void> Scan::list_paths() {
 void Scan::reuse_listing(std::uint32_t i, std::size_t& cursor, std::size_t& kept_fds, std::size_t fd_budget) {
   // Its stamp was checked (the same, not racy) just before this scan began.
   const Index& prev = m_prev->index();
-  m_builder.add_search_path(m_paths[i], prev.search_path_stamps()[i]);
+  m_builder.add_search_path(m_paths[i], search_path_stamps(prev)[i]);
   const auto listed = detail::IndexBuilderHooks::listed(prev);
   while (cursor < listed.size() && listed[cursor].search_path < i) ++cursor;
   const std::size_t begin = cursor;
@@ -381,7 +382,7 @@ bool Scan::reuse(const Kept& kept, DistOut& d, WorkerOut& out, std::string& scra
   // A name read in phase 1 was watched there, afresh, before every
   // distribution's own files: only the last (entry_points.txt) is phase 2's.
   if (kept.meta.read && !watches.empty()) watches = watches.last(1);
-  const auto watched = prev.watched_files();
+  const auto watched = watched_files(prev);
   for (const std::uint32_t k : watches) {
     out.watches.push_back({c.path, append(out.pool, watched[k].rel_path), watched[k].stamp});
   }

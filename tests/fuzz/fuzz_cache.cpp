@@ -29,6 +29,7 @@
 #include "epload/cache.hpp"
 #include "epload/index.hpp"
 #include "fuzz_util.hpp"
+#include "index_provenance.hpp"
 
 namespace {
 
@@ -167,11 +168,11 @@ unsigned touch_index(const Index& index) {
     for (const EntryPoint& ep : index.group(g)) fuzz::check(ep.group == g, "group() returned another group");
   }
   for (std::string_view g : index.loaded_groups()) sum += touch(g);
-  for (const WatchedFile& w : index.watched_files()) {
+  for (const WatchedFile& w : watched_files(index)) {
     sum += touch(w.rel_path);
     fuzz::check(w.search_path < index.search_paths().size(), "a watched file's search path is out of range");
   }
-  for (const WatchedName& w : index.watched_names()) {
+  for (const WatchedName& w : watched_names(index)) {
     sum += touch(w.rel_path);
     fuzz::check(w.search_path < index.search_paths().size(), "a watched name's search path is out of range");
   }

@@ -1,8 +1,9 @@
 """C++ packaging: `cmake --install` of this build tree into a temporary
 prefix, then a small consumer (tests/package/consumer/) configured with
 find_package(epload) against that prefix alone, built, and run over a
-crafted site directory: it opens an index and prints an entry point.  And
-a C++-only configure that needs none of the test, benchmark or Python tools."""
+crafted site directory: it opens an index and prints an entry point.  The
+installed headers show only the public surface.  And a C++-only configure
+that needs none of the test, benchmark or Python tools."""
 
 import re
 
@@ -21,6 +22,7 @@ def test_installed_prefix_builds_and_runs_a_find_package_consumer(tmp_path):
     run(["cmake", "--install", BUILD_DIR, "--prefix", prefix])
     for rel in ("include/epload/index.hpp", "include/epload/backend.h", "bin/epload"):
         assert (prefix / rel).is_file(), rel
+    assert not_public(prefix / "include") == []
     libdirs = [d for d in ("lib", "lib64") if (prefix / d / "cmake" / "epload" / "epload-config.cmake").is_file()]
     assert libdirs
     # One archive per layer of src/; epload::epload links them all, in order.
@@ -55,6 +57,45 @@ def test_installed_prefix_builds_and_runs_a_find_package_consumer(tmp_path):
     run(["cmake", "-S", example, "-B", tmp_path / "example-build", f"-DCMAKE_PREFIX_PATH={prefix}",
          "-DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF"])
     run(["cmake", "--build", tmp_path / "example-build"])
+
+
+# What a host or backend author must not find in the installed headers:
+# internal namespaces and implementation types, and the switches that exist
+# for tests only (base/test_slowdown.hpp, the index builder's hooks).
+NOT_PUBLIC = re.compile(r"\bdetail\b|\w*Impl\b|\w+Hooks\b|\btest_\w+|\w*_for_test(?:ing)?\b|"
+                        r"\w*[Ss]lowdown\w*|\bSlowPoint\b|\bEPLOAD_TEST\w*")
+
+
+def not_public(include_dir):
+    """Every internal token in the headers under `include_dir`, and every
+    quoted #include that names no header installed there, as
+    "file:line: what"; empty when the headers are the public surface only."""
+    found = []
+    headers = sorted(p for p in include_dir.rglob("*") if p.is_file())
+    assert headers, f"no headers under {include_dir}"
+    for header in headers:
+        rel = header.relative_to(include_dir)
+        for n, line in enumerate(header.read_text().splitlines(), 1):
+            found += [f"{rel}:{n}: {m.group(0)}" for m in NOT_PUBLIC.finditer(line)]
+            quoted = re.match(r'\s*#\s*include\s*"([^"]+)"', line)
+            if quoted and not (include_dir / quoted.group(1)).is_file():
+                found.append(f"{rel}:{n}: includes {quoted.group(1)}, which is not installed")
+    return found
+
+
+def test_the_public_surface_check_finds_each_kind_of_internal_declaration(tmp_path):
+    include = tmp_path / "include"
+    write(include / "epload" / "clean.hpp", '#include "epload/result.hpp"\nstruct Hook;  // a hook backend\n')
+    write(include / "epload" / "result.hpp", "// details of a span: none here\n")
+    assert not_public(include) == []
+    internals = ["namespace detail {", "struct Impl;", "friend struct detail::IndexBuilderHooks;",
+                 "std::unique_ptr<LoaderImpl> m;", "void test_slowdown(SlowPoint p);",
+                 "void reset_for_testing();", "#ifdef EPLOAD_TEST_HOOKS", '#include "stamp.hpp"']
+    for i, line in enumerate(internals):
+        write(include / "epload" / f"bad{i}.hpp", line + "\n")
+    found = not_public(include)
+    for i in range(len(internals)):
+        assert any(f.startswith(f"epload/bad{i}.hpp:1: ") for f in found), (internals[i], found)
 
 
 def readme_cpp_example():

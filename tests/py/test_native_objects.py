@@ -202,7 +202,7 @@ print(json.dumps({
 def test_objects_made_during_the_check_are_dropped_when_it_fails(tmp_path):
     # On a cache hit under `full` validation with enough watched files for
     # two threads, the EntryPoint objects are made while the other CPU stats
-    # them (CacheOptions::while_validating).  A file rewritten in place (same
+    # them (cache_overlap.hpp).  A file rewritten in place (same
     # size, mtime restored: only its ctime says so) fails the check: the
     # answer must then be the rescan's, never the objects made from the
     # stale index.  Fresh interpreters: the first writes the cache, the
