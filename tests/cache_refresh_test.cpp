@@ -14,6 +14,7 @@
 
 #include "cache_invalidation_util.hpp"
 #include "epload/cache.hpp"
+#include "epload/profile.hpp"
 #include "epload/scanner.hpp"
 
 namespace epload {
@@ -175,6 +176,50 @@ TEST_F(Invalidation, ConcurrentRefreshesAllAnswerRightAndLeaveAGoodFile) {
 /// Random sequences of changes over three entries, each step checked against
 /// a fresh scan (open_checked), no clock waits between steps but for the
 /// racy rule's own.
+TEST_F(Invalidation, RefreshAfterAFullCheckStatsNoWatchedFileTwice) {
+  // The `full` check that finds the file stale stats every watched file (it
+  // does not stop at the changed one) and tells the refresh what it saw: a
+  // refresh then stats about what a hit does, not every file once more.
+  for (int i = 0; i < 40; ++i) {
+    test::make_dist(site2, "many" + std::to_string(i), "1.0", "[g]\nm" + std::to_string(i) + " = m:f\n");
+  }
+  options.groups = {"g"};  // read by names and digest, as a query reads
+  warm_group();
+  struct Counting {
+    Counting() { profile::enable(); }
+    ~Counting() { profile::reset(); }
+  } counting;
+  auto stats_of_open = [&](CacheStatus want) {
+    const std::uint64_t before = profile::counter(profile::Counter::stat);
+    CacheReport r;
+    EXPECT_TRUE(open_index(options, &r));
+    EXPECT_EQ(r.status, want) << r.reason;
+    return profile::counter(profile::Counter::stat) - before;
+  };
+  const std::uint64_t hit = stats_of_open(CacheStatus::hit);
+  ASSERT_GE(hit, 45u);  // the watched files at least
+  // Edited: the file is racy by its new time, and the check goes on past it.
+  test::write_file(ep_file(site2, "many7-1.0"), "[g]\nm7 = m:g\n");
+  test::next_tick();  // so that the refreshed stamps are not racy
+  EXPECT_LE(stats_of_open(CacheStatus::refreshed), hit + 8);
+  test::next_tick();
+  stats_of_open(CacheStatus::hit);
+  // Removed: a search path changed and a watched file is gone.
+  std::filesystem::remove_all(site2 + "/many3-1.0.dist-info");
+  test::next_tick();
+  EXPECT_LE(stats_of_open(CacheStatus::refreshed), hit + 8);
+  test::next_tick();
+  stats_of_open(CacheStatus::hit);
+  // And the refreshed answer is the tree's.
+  auto index = open_index(options);
+  ASSERT_TRUE(index);
+  std::string values;
+  for (const EntryPoint& ep : (*index)->group("g")) {
+    if (ep.name == "m7" || ep.name == "m3") values += std::string(ep.name) + "=" + std::string(ep.value) + " ";
+  }
+  EXPECT_EQ(values, "m7=m:g ");
+}
+
 TEST_F(Invalidation, RandomChangeSequencesAreRefreshedExactly) {
   const std::string site3 = t / "site3";
   test::make_dist(site3, "gamma", "0.5", "[torch.backends]\nxpu = gamma_old:init\n");

@@ -230,31 +230,46 @@ bool Reader::watched_file(od::value v) {
   return true;
 }
 
-/// One run of "listings": [search path, child, child, ...], search paths
-/// ascending.
-bool Reader::listing_run(od::value v, std::size_t& n, std::size_t count, std::uint32_t& last) {
+/// One run [search path, name, name, ...] of "listings" or of
+/// "watch_digest"'s files (`what` in messages): on_path(path) for its head,
+/// on_name(path, name) for each name after it.
+template <class OnPath, class OnName>
+bool Reader::path_run(od::value v, const char* what, const char* path_what, const char* name_what,
+                      OnPath&& on_path, OnName&& on_name) {
   od::array arr;
-  if (auto e = v.get_array().get(arr)) return fail(e, "listing");
+  if (auto e = v.get_array().get(arr)) return fail(e, what);
   std::uint32_t path = 0;
   std::size_t k = 0;
   for (auto x : arr) {
     od::value xv;
-    if (auto e = x.get(xv)) return fail(e, "listing");
+    if (auto e = x.get(xv)) return fail(e, what);
     if (k++ == 0) {
-      if (!index(xv, "listing search path", m_paths.size(), path)) return false;
-      if (n != 0 && path <= last) return fail("listings out of order");
-      last = path;
+      if (!index(xv, path_what, m_paths.size(), path) || !on_path(path)) return false;
       continue;
     }
-    std::string_view child;
-    if (!bytes(xv, "listed child", m_s1, child)) return false;
+    std::string_view name;
+    if (!bytes(xv, name_what, m_s1, name) || !on_name(path, name)) return false;
+  }
+  if (k < 2) return fail(std::string("empty ") + what);
+  return true;
+}
+
+/// One run of "listings": [search path, child, child, ...], search paths
+/// ascending.
+bool Reader::listing_run(od::value v, std::size_t& n, std::size_t count, std::uint32_t& last) {
+  auto on_path = [&](std::uint32_t path) {
+    if (n != 0 && path <= last) return fail("listings out of order");
+    last = path;
+    return true;
+  };
+  auto on_child = [&](std::uint32_t path, std::string_view child) {
     if (child.empty() || child.find('/') != std::string_view::npos) return fail("listed child is not a file name");
     if (n >= count) return fail("holds more listed children than the head says (" + std::to_string(count) + ")");
     Hooks::add_listed(m_builder, path, child);
     ++n;
-  }
-  if (k < 2) return fail("empty listing");
-  return true;
+    return true;
+  };
+  return path_run(v, "listing", "listing search path", "listed child", on_path, on_child);
 }
 
 bool Reader::listings(od::document& doc, std::size_t count) {
@@ -269,19 +284,7 @@ bool Reader::listings(od::document& doc, std::size_t count) {
 
 /// One run of "watch_digest"'s files: [search path, rel, rel, ...].
 bool Reader::watch_run(od::value v, std::size_t& n, std::size_t count, bool add) {
-  od::array arr;
-  if (auto e = v.get_array().get(arr)) return fail(e, "watched run");
-  std::uint32_t path = 0;
-  std::size_t k = 0;
-  for (auto x : arr) {
-    od::value xv;
-    if (auto e = x.get(xv)) return fail(e, "watched run");
-    if (k++ == 0) {
-      if (!index(xv, "watched run search path", m_paths.size(), path)) return false;
-      continue;
-    }
-    std::string_view rel;
-    if (!bytes(xv, "watched file path", m_s1, rel)) return false;
+  auto on_rel = [&](std::uint32_t path, std::string_view rel) {
     // Never more names than the head announced: the builder reserved room
     // for exactly those, and an early check reads them where they are.
     if (n >= count) return fail("holds more watched files than the head says (" + std::to_string(count) + ")");
@@ -290,9 +293,10 @@ bool Reader::watch_run(od::value v, std::size_t& n, std::size_t count, bool add)
     if (add) Hooks::add_watched_name(m_builder, path, rel, /*copy=*/!in_document(rel));
     ++n;
     if (m_publish_to != nullptr && n % EarlyFullCheck::k_chunk == 0) m_publish_to->publish(n);
-  }
-  if (k < 2) return fail("empty watched run");
-  return true;
+    return true;
+  };
+  return path_run(v, "watched run", "watched run search path", "watched file path",
+                  [](std::uint32_t) { return true; }, on_rel);
 }
 
 /// "watch_digest": {"digest": 32 hex digits, "files": [run, ...]}.  With

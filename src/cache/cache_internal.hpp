@@ -107,6 +107,7 @@ Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& 
 
 /// What the parser checks beyond well-formedness.
 class EarlyFullCheck;
+struct WatchedSeen;
 
 /// The bytes simdjson may read past the end of a document
 /// (SIMDJSON_PADDING; cache_reader.hpp checks that they agree).
@@ -196,16 +197,27 @@ class EarlyFullCheck {
   struct State;
 
  private:
-  friend bool still_valid(const Index&, Validation, std::string*, EarlyFullCheck*, bool*);
+  friend bool still_valid(const Index&, Validation, std::string*, EarlyFullCheck*, WatchedSeen*);
   std::unique_ptr<State> m;
+};
+
+/// What a `full` check found of the watched files: what a refresh then need
+/// not stat again.
+struct WatchedSeen {
+  /// Every watched file holds.
+  bool hold = false;
+  /// Else, when the check stat'ed every file by name (against the digest):
+  /// per watched file, in the index's order, stamp_token() of its fresh
+  /// stamp (watch_digest.hpp); empty when not known.
+  std::vector<std::uint64_t> tokens;
 };
 
 /// still_valid() (cache.hpp), joining `early` when it was started on this
 /// index's watched names; `early` is finished or abandoned on return.  With
-/// `watched_ok` under `full`, the watched files are checked even when a
-/// search path changed, and `watched_ok` says whether they all hold (what a
-/// refresh then need not stat again); otherwise it is left false.
+/// `seen` under `full`, the watched files are checked even when a search
+/// path changed, and `seen` says what the check found of them; otherwise it
+/// is left empty.
 bool still_valid(const Index& index, Validation validation, std::string* why, EarlyFullCheck* early,
-                 bool* watched_ok = nullptr);
+                 WatchedSeen* seen = nullptr);
 
 }  // namespace epload::detail

@@ -160,6 +160,9 @@ class Reader {
   bool watched(od::document& doc, std::size_t count);
   bool watched_file(od::value v);
   bool listings(od::document& doc, std::size_t count);
+  template <class OnPath, class OnName>
+  bool path_run(od::value v, const char* what, const char* path_what, const char* name_what, OnPath&& on_path,
+                OnName&& on_name);
   bool listing_run(od::value v, std::size_t& n, std::size_t count, std::uint32_t& last);
   bool watch_digest(od::document& doc, std::size_t count, bool add);
   bool watch_run(od::value v, std::size_t& n, std::size_t count, bool add);

@@ -7,12 +7,13 @@
 //   - a search path whose stamp still holds is not listed again: its stored
 //     listing stands for its children; a changed one is listed again;
 //   - a surviving distribution found at the same place in the old index is
-//     reused when its watched files still have their stamps: known when the
-//     `full` check that found the file stale found only search paths
-//     changed (it checks the files too, see still_valid()), else stat'ed one
-//     by one, on two threads, as the scan reads (under `paths` validation
-//     only those under a changed search path, the others trusted as `paths`
-//     trusts them); any other distribution is read.
+//     reused when its watched files still have their stamps: known from the
+//     `full` check that found the file stale (it checks the files even when
+//     a search path changed, and records each file's stamp token, see
+//     still_valid()), so no file is stat'ed twice; else (`paths` validation)
+//     stat'ed one by one, on two threads, as the scan reads, only those
+//     under a changed search path, the others trusted as `paths` trusts
+//     them; any other distribution is read.
 // importlib's order and first-wins are then recomputed over the whole list,
 // so the answer is the scan's.  Racy stamps (stamp.hpp): the refresh's clock
 // is read before its first stat, a path or file whose old stamp was racy at
@@ -20,10 +21,10 @@
 // a stamp reused from the old index is older than the old scan, hence not
 // racy at the new one either.
 //
-// A refresh costs a read of the whole file, a stat per watched file, the
-// listing of the changed paths, the reads of what changed, and the write of
-// the new file (atomic, as after any scan).  Anything unexpected (the file
-// cannot be read whole) falls back to a scan.
+// A refresh costs a read of the whole file, the listing of the changed
+// paths, the reads of what changed, and the write of the new file (atomic,
+// as after any scan), after the check's stats (not repeated).  Anything
+// unexpected (the file cannot be read whole) falls back to a scan.
 #include "cache_refresh.hpp"
 
 #include <fcntl.h>  // AT_FDCWD
@@ -33,6 +34,7 @@
 #include "memory.hpp"
 #include "scan_reuse.hpp"
 #include "stamp.hpp"
+#include "watch_digest.hpp"
 
 namespace epload::detail {
 
@@ -51,7 +53,7 @@ std::string summary(const RefreshStats& s) {
 }  // namespace
 
 Result<Refreshed> refresh_index(int fd, const std::string& path, const CacheKey& key, const CacheOptions& options,
-                                bool watched_hold) {
+                                WatchedSeen seen) {
   profile::Span span(profile::Phase::total, "refresh");
   // Before the first stat: the new index's scan time (see above).
   const std::int64_t now = coarse_now_ns();
@@ -67,7 +69,17 @@ Result<Refreshed> refresh_index(int fd, const std::string& path, const CacheKey&
   ScanReuse reuse;
   reuse.previous = &prev;
   reuse.trust_unchanged_paths = options.validation == Validation::paths;
-  reuse.watched_hold = watched_hold && options.validation == Validation::full;
+  const bool full = options.validation == Validation::full;
+  reuse.watched_hold = seen.hold && full;
+  // The check's tokens say which watched files changed: positions in the
+  // list this read found (the same list, the file is the same).
+  const auto watched = watched_files(prev);
+  if (full && !seen.hold && seen.tokens.size() == watched.size()) {
+    reuse.file_holds.resize(watched.size());
+    for (std::size_t k = 0; k < watched.size(); ++k) {
+      reuse.file_holds[k] = stamp_token(k, watched[k].stamp) == seen.tokens[k];
+    }
+  }
   const auto paths = prev.search_paths();
   const auto stamps = search_path_stamps(prev);
   reuse.path_unchanged.resize(paths.size());

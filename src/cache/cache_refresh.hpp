@@ -21,10 +21,11 @@ struct Refreshed {
 
 /// Recomputes the answer of the stale cache file open on `fd` (`path`,
 /// carrying `key`), reusing what did not change: see cache_refresh.cpp.
-/// `watched_hold`: every watched file of the file was just checked and holds
-/// (validation found only search paths changed), so none is stat'ed again.
-/// An error (the file cannot be read whole, or the scan fails) means "scan".
+/// `seen`: what the `full` check that found the file stale saw of its
+/// watched files (all hold, or each one's fresh stamp token), so that none is
+/// stat'ed again.  An error (the file cannot be read whole, or the scan
+/// fails) means "scan".
 Result<Refreshed> refresh_index(int fd, const std::string& path, const CacheKey& key, const CacheOptions& options,
-                                bool watched_hold);
+                                WatchedSeen seen);
 
 }  // namespace epload::detail

@@ -197,11 +197,11 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
     }
   }
   std::string stale;
-  bool watched_ok = false;
-  if (!still_valid(*index, validation, &stale, &early, &watched_ok)) {
+  WatchedSeen seen;
+  if (!still_valid(*index, validation, &stale, &early, &seen)) {
     if (watched_digest(*index) == nullptr) out.why = "stale: " + stale;
     // Refreshed from its parts (cache_refresh.cpp); if that fails, scanned.
-    if (auto r = refresh_index(fd.fd, path, key, options, watched_ok); r) {
+    if (auto r = refresh_index(fd.fd, path, key, options, std::move(seen)); r) {
       out.refreshed = std::move(r.value());
       if (out.why.empty()) out.why = "stale: " + stale;
       return out;

@@ -26,7 +26,10 @@
 // are independent, so above k_parallel_threshold two threads (the target
 // machines have two cores; see parallel.hpp)
 // take them in chunks from a shared counter; both stop at the first
-// mismatch either finds.  Nothing is allocated per file.  A cache read for
+// mismatch either finds, except by digest, where they go on and record each
+// file's token (FullCheck::tokens) for the refresh that follows a mismatch:
+// it then knows which files changed without a second stat.  Nothing is
+// allocated per file.  A cache read for
 // `full` validation has the helper created before the head is parsed
 // (EarlyFullCheck::prepare) and hands it the names as it writes them
 // (publish): the helper stats while the reader parses the rest, and
@@ -94,6 +97,10 @@ struct FullCheck {
   // while the cache reader is still parsing the names of an early check
   // (EarlyFullCheck::publish).  Released by the writer, acquired here.
   std::atomic<std::size_t> ready{k_none};
+  // By digest, when set: room for each file's stamp_token() (watch_digest.hpp),
+  // which a refresh compares with the stored stamps instead of a second stat.
+  // Allocated by the thread that sets the check up (no allocation here).
+  std::uint64_t* tokens = nullptr;
 
   /// Waits until files [0, end) are there or the check is stopped; false
   /// when stopped.
@@ -178,13 +185,22 @@ void FullCheck::run() {
           ++stats;
         }
       }
-      if (by_digest) digest_add(digest, i, now);
+      if (by_digest) {
+        const WatchedDigest share = digest_share(i, now);
+        digest.lo += share.lo;
+        digest.hi += share.hi;
+        if (tokens != nullptr) tokens[i] = share.lo;  // == stamp_token(i, now)
+      }
       // By digest, an unchanged racy stamp is racy now; a changed one changes
       // the digest.
       if (by_digest ? is_racy(now, scanned_at) : (now != watched[i].stamp || is_racy(watched[i].stamp, scanned_at))) {
         std::size_t seen = bad.load(std::memory_order_relaxed);
         while (i < seen && !bad.compare_exchange_weak(seen, i, std::memory_order_relaxed)) {
         }
+        // With tokens the check goes on: the refresh that follows wants
+        // every file's token, and a file changed since the scan (racy by
+        // its time) is no reason to stat the others twice.
+        if (tokens != nullptr) continue;
         stop.store(true, std::memory_order_relaxed);
         break;
       }
@@ -238,6 +254,7 @@ bool FullCheck::wait_ready(std::size_t end) {
 
 struct EarlyFullCheck::State {
   FullCheck check;
+  std::vector<std::uint64_t> tokens;  // check.tokens points here
   std::thread helper;
   // A prepared helper waits for `armed` (release: the check's names, paths
   // and clock are set) before it runs the check.
@@ -280,6 +297,8 @@ void EarlyFullCheck::start(std::span<const WatchedName> names, std::span<const s
   m->check.paths = paths;
   m->check.scanned_at = scanned_at;
   m->check.by_digest = true;
+  m->tokens.resize(names.size());
+  m->check.tokens = m->tokens.data();
   m->check.ready.store(std::min(ready, names.size()), std::memory_order_relaxed);
   if (prepared) {
     m->armed.store(true, std::memory_order_release);
@@ -400,7 +419,7 @@ bool check_answer(const Index& index, const FullCheck& check, std::size_t count,
 }  // namespace
 
 bool still_valid(const Index& index, Validation validation, std::string* why, EarlyFullCheck* early,
-                 bool* watched_ok) {
+                 WatchedSeen* seen) {
   // A check started on other names than this index's (never, in the reader's
   // use) or not wanted is stopped first; a started one is otherwise joined
   // below, and every return path leaves it finished.
@@ -421,23 +440,28 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
   const bool paths_ok = paths_unchanged(index, validation, why);
   // A changed search path need not end the check: a refresh wants to know
   // whether the watched files still hold, and the stats are under way.
-  const bool files_too = watched_ok != nullptr && validation == Validation::full && watched_complete(index) &&
+  const bool files_too = seen != nullptr && validation == Validation::full && watched_complete(index) &&
                          search_path_stamps(index).size() == index.search_paths().size();
   if (!paths_ok && !files_too) return false;
   if (validation == Validation::paths) return true;
 
   FullCheck local;
   FullCheck& check = started != nullptr ? *started : local;
+  std::vector<std::uint64_t> local_tokens;
   if (started == nullptr) {
     check.watched = watched_files(index);
     check.names = watched_names(index);
     check.paths = index.search_paths();
     check.scanned_at = scanned_at_ns(index);
     check.by_digest = watched_digest(index) != nullptr;
+    if (check.by_digest && seen != nullptr) {
+      local_tokens.resize(check.names.size());
+      check.tokens = local_tokens.data();
+    }
   }
   const std::size_t count = check.size();
   if (count == 0) {
-    if (watched_ok != nullptr) *watched_ok = true;
+    if (seen != nullptr) seen->hold = true;
     return paths_ok;
   }
   if (started != nullptr) {
@@ -451,7 +475,14 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
     check.run();
   }
   const bool files_ok = check_answer(index, check, count, paths_ok ? why : nullptr);
-  if (watched_ok != nullptr) *watched_ok = files_ok;
+  if (seen != nullptr) {
+    seen->hold = files_ok;
+    // Every file stat'ed (a check with tokens does not stop at a racy
+    // one): their tokens tell the refresh which ones changed.
+    if (!files_ok && check.tokens != nullptr) {
+      seen->tokens = started != nullptr ? std::move(early->m->tokens) : std::move(local_tokens);
+    }
+  }
   return paths_ok && files_ok;
 }
 

@@ -211,6 +211,21 @@ class BodyWriter {
     m_w.raw("]");
     end();
   }
+  /// `rows` (each with a search path and a name) as a JSON array of runs,
+  /// one per stretch of rows with the same search path: [[0,"a","b"],[1,"c"]].
+  template <class Row>
+  void path_runs(std::span<const Row> rows) {
+    m_w.raw("[");
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      if (k == 0 || rows[k].search_path != rows[k - 1].search_path) {
+        m_w.raw(k == 0 ? "[" : "],[");
+        m_w.number(rows[k].search_path);
+      }
+      m_w.raw(",");
+      m_w.bytes(rows[k].rel_path);
+    }
+    m_w.raw(rows.empty() ? "]" : "]]");
+  }
   std::string_view dist_fields(std::size_t gi) const {
     return std::string_view(m_dist_pool).substr(m_dist_at[gi], m_dist_at[gi + 1] - m_dist_at[gi]);
   }
@@ -294,16 +309,7 @@ void BodyWriter::dists() {
 void BodyWriter::listings() {
   const auto listed = IndexBuilderHooks::listed(m_index);
   begin("listings", listed.size());
-  m_w.raw("[");
-  for (std::size_t k = 0; k < listed.size(); ++k) {
-    if (k == 0 || listed[k].search_path != listed[k - 1].search_path) {
-      m_w.raw(k == 0 ? "[" : "],[");
-      m_w.number(listed[k].search_path);
-    }
-    m_w.raw(",");
-    m_w.bytes(listed[k].rel_path);
-  }
-  m_w.raw(listed.empty() ? "]" : "]]");
+  path_runs(listed);
   end();
 }
 
@@ -319,16 +325,9 @@ void BodyWriter::watch_digest() {
   put_hex16(hex + 16, digest.lo);
   m_w.raw("{\"digest\":\"");
   m_w.raw(std::string_view(hex, 32));
-  m_w.raw("\",\"files\":[");
-  for (std::size_t k = 0; k < m_watched.size(); ++k) {
-    if (k == 0 || m_watched[k].search_path != m_watched[k - 1].search_path) {
-      m_w.raw(k == 0 ? "[" : "],[");
-      m_w.number(m_watched[k].search_path);
-    }
-    m_w.raw(",");
-    m_w.bytes(m_watched[k].rel_path);
-  }
-  m_w.raw(m_watched.empty() ? "]}" : "]]}");
+  m_w.raw("\",\"files\":");
+  path_runs(m_watched);
+  m_w.raw("}");
   end();
 }
 

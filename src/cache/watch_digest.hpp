@@ -36,8 +36,8 @@ inline std::uint64_t mix64(std::uint64_t x) {
   return x;
 }
 
-/// Adds file number `i`'s stamp to `d`.
-inline void digest_add(WatchedDigest& d, std::size_t i, const FileStamp& s) {
+/// File number `i`'s share of the digest: what digest_add() adds.
+inline WatchedDigest digest_share(std::size_t i, const FileStamp& s) {
   const std::uint64_t fields[] = {s.dev, s.ino, s.size, static_cast<std::uint64_t>(s.mtime_ns),
                                   static_cast<std::uint64_t>(s.ctime_ns), s.mode};
   std::uint64_t a = mix64(static_cast<std::uint64_t>(i) ^ 0x6a09e667f3bcc908ULL);
@@ -46,8 +46,26 @@ inline void digest_add(WatchedDigest& d, std::size_t i, const FileStamp& s) {
     a = mix64(a ^ f);
     b = mix64(b + f);
   }
-  d.lo += a;
-  d.hi += b;
+  return WatchedDigest{a, b};
+}
+
+/// Adds file number `i`'s stamp to `d`.
+inline void digest_add(WatchedDigest& d, std::size_t i, const FileStamp& s) {
+  const WatchedDigest share = digest_share(i, s);
+  d.lo += share.lo;
+  d.hi += share.hi;
+}
+
+/// What a `full` check that found the digest changed remembers of each file
+/// (its stamp's share's low half), so that a refresh tells the changed files
+/// from the others without a second stat: equal shares mean equal stamps but
+/// for a ~2^-64 accident.
+inline std::uint64_t stamp_token(std::size_t i, const FileStamp& s) {
+  const std::uint64_t fields[] = {s.dev, s.ino, s.size, static_cast<std::uint64_t>(s.mtime_ns),
+                                  static_cast<std::uint64_t>(s.ctime_ns), s.mode};
+  std::uint64_t a = mix64(static_cast<std::uint64_t>(i) ^ 0x6a09e667f3bcc908ULL);
+  for (std::uint64_t f : fields) a = mix64(a ^ f);
+  return a;  // == digest_share(i, s).lo
 }
 
 /// Adds `other` (another thread's share) to `d`.

@@ -76,10 +76,15 @@ bool PreviousParts::unchanged(std::uint32_t d, int dirfd, std::string_view searc
     return true;
   }
   const auto watched = watched_files(prev);
+  const bool by_token = !m_reuse.file_holds.empty();
   std::string rel;
   for (const std::uint32_t k : watches(d)) {
     const WatchedFile& w = watched[k];
     if (is_racy(w.stamp, scanned_at_ns(prev))) return false;
+    if (by_token) {
+      if (!m_reuse.file_holds[k]) return false;
+      continue;
+    }
     rel.assign(w.rel_path);
     profile::count(profile::Counter::stat);
     if (stamp_in(dirfd, search_path, rel, scratch) != w.stamp) return false;

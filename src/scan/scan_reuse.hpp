@@ -40,6 +40,10 @@ struct ScanReuse {
   /// Every watched stamp of `previous` was just checked and holds (a passed
   /// `full` check): reused distributions need no stat of their own.
   bool watched_hold = false;
+  /// Else, when known: per watched file of `previous`, whether that check
+  /// found it with its stored stamp: a reused distribution's files are
+  /// looked up here, not stat'ed again.
+  std::vector<bool> file_holds;
   /// `paths` validation: distributions under an unchanged search path are
   /// trusted without a stat; those under a changed one are checked.
   bool trust_unchanged_paths = false;
