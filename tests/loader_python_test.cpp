@@ -23,7 +23,6 @@ using testing::BackendEnv;
 using testing::error_of;
 using testing::make_loader;
 using testing::options_for;
-using testing::ScopedEnv;
 
 std::unique_ptr<Loader> make_python_loader(const BackendEnv& env, LoaderOptions o, PythonFront py) {
   auto r = create_loader(env.index(), std::move(o), std::move(py));
