@@ -6,9 +6,10 @@
 // is a shared library speaking epload/backend.h.  Creating a Loader loads
 // nothing: it learns which devices each backend provides from the library's
 // declared-devices section or from what earlier processes learned (a small
-// store file next to the index cache).  start() runs the hooks (backends that
-// provide no device) and the backends whose devices are not known yet (they
-// may be hooks), or, in eager mode, every backend.  lookup("npu") loads
+// store file next to the index cache).  start() runs the hooks (backends
+// known to provide no device), or, in eager mode, every backend; a backend
+// whose devices are not known yet loads at the first lookup of a name no
+// known backend provides.  lookup("npu") loads
 // the backend providing "npu" on first use; afterwards it touches memory only
 // (no allocation, no system call, no lock).
 //
@@ -164,9 +165,8 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  /// Call when the host has finished importing: runs the hooks and the
-  /// backends whose devices are unknown (lazy), every backend in index order
-  /// (eager) or nothing (off).  Backend failures do
+  /// Call when the host has finished importing: runs the hooks (lazy),
+  /// every backend in index order (eager) or nothing (off).  Backend failures do
   /// not stop it; they show in backends().  Later calls do nothing.
   void start();
 
