@@ -173,6 +173,8 @@ TEST(LoaderModes, DisableAndEnableLists) {
     EXPECT_NE(device_of(*loader, "tundecl"), nullptr);
     EXPECT_FALSE(mapped(npu));
     EXPECT_EQ(loader->backends()[0].state, BackendState::disabled);
+    EXPECT_EQ(loader->backends()[0].disabled_by, "EPLOAD_DISABLE");  // the switch, as a field
+    EXPECT_EQ(loader->backends()[1].disabled_by, "");
   }
   {
     ScopedEnv d("EPLOAD_DISABLE", nullptr);
@@ -183,6 +185,8 @@ TEST(LoaderModes, DisableAndEnableLists) {
     EXPECT_NE(device_of(*loader, "tnpu"), nullptr);
     const std::string err = error_of(*loader, "tundecl");
     EXPECT_EQ(loader->backends()[1].state, BackendState::disabled);
+    EXPECT_EQ(loader->backends()[1].disabled_by, "EPLOAD_ENABLE");
+    EXPECT_EQ(loader->backends()[0].disabled_by, "");
   }
 }
 

@@ -6,9 +6,10 @@
 // is a shared library speaking epload/backend.h.  Creating a Loader loads
 // nothing: it learns which devices each backend provides from the library's
 // declared-devices section or from what earlier processes learned (a small
-// store file next to the index cache).  start() runs the hooks (backends that
-// provide no device) and the backends whose devices are not known yet (they
-// may be hooks), or, in eager mode, every backend.  lookup("npu") loads
+// store file next to the index cache).  start() runs the hooks (backends
+// known to provide no device), or, in eager mode, every backend; a backend
+// whose devices are not known yet loads at the first lookup of a name no
+// known backend provides.  lookup("npu") loads
 // the backend providing "npu" on first use; afterwards it touches memory only
 // (no allocation, no system call, no lock).
 //
@@ -19,7 +20,6 @@
 #pragma once
 
 #include <cstdint>      // timings
-#include <functional>   // python_loader
 #include <memory>       // unique_ptr, shared_ptr<const Index>
 #include <optional>     // parse_load_mode
 #include <string>       // messages, paths
@@ -71,34 +71,6 @@ const char* to_string(DeviceSource source);  ///< "declared", "learned", "sectio
 /// devices: `<device> = <backend entry-point name>`.
 inline constexpr std::string_view k_devices_group = "epload.devices";
 
-/// A Python backend, as handed to LoaderOptions::python_loader.
-struct PythonBackend {
-  std::size_t index = 0;    ///< its position in backends()
-  std::string_view name;    ///< entry point name
-  std::string_view value;   ///< "module:attr"
-  std::string_view module;
-  std::string_view attr;
-  std::string_view dist;    ///< distribution name
-};
-
-/// A device a Python backend provided when the Python layer loaded it.
-struct PythonDevice {
-  std::string name;
-  /// How it provided it, remembered with the device: "attr" (an attribute
-  /// of the host module), "privateuse1" (PyTorch's PrivateUse1 name), ...;
-  /// [a-z0-9_]{0,15}.
-  std::string kind;
-};
-
-/// What LoaderOptions::python_loader reports for a backend it ran.
-struct PythonLoaded {
-  std::vector<PythonDevice> devices;
-  /// false: what the backend provided cannot be told (it was imported
-  /// before, or it removed a host attribute): `devices` are registered but
-  /// nothing is learned, so its devices stay unknown.
-  bool known = true;
-};
-
 /// How a Loader behaves.  apply_environment() (epload/switches.hpp) fills it
 /// from the environment.
 struct LoaderOptions {
@@ -120,27 +92,10 @@ struct LoaderOptions {
   /// false (default): trust the store until a backend is loaded, which is
   /// when its library is checked; a stale name is corrected then.
   bool check_libraries = false;
-  /// Lazy start() also loads the backends whose devices are not known yet
-  /// (they may be hooks, and their devices are learned for the next run):
-  /// for a host that cannot route every use of a device through lookup()
-  /// (the Python layer: PyTorch uses devices from C++).
-  bool start_unknown = false;
   /// Extension-module suffixes in importlib's order: the target
   /// interpreter's importlib.machinery.EXTENSION_SUFFIXES (the CLI passes
   /// --python's; a Python host its own).  Empty: ".abi3.so", ".so" only.
   std::vector<std::string> ext_suffixes;
-  /// Loads a Python backend (the Python layer sets this): imports it, calls
-  /// it and returns the devices it provided, which the Loader registers and
-  /// remembers.  Null: Python backends are listed but not loaded by the
-  /// Loader.  With it set, a backend whose module file is not found under
-  /// its distribution's search path is a Python backend too (the Python
-  /// layer imports it as importlib finds it; nothing is remembered for it).
-  /// An error with code Errc::unsupported means "not now" (its module is
-  /// itself being imported): the backend stays unloaded, to be tried again.
-  using PythonLoaderFn = std::function<Result<PythonLoaded>(const PythonBackend& backend)>;
-  PythonLoaderFn python_loader;
-  /// Eager start() stops at the first backend that fails (PyTorch's loop).
-  bool stop_at_failure = false;
 };
 
 /// A snapshot of one backend.
@@ -155,6 +110,9 @@ struct BackendStatus {
   /// Failed, disabled or unresolved: the whole message (backend, library,
   /// cause, how to disable it).  Empty otherwise.
   std::string error;
+  /// Disabled: the switch that keeps it from loading ("EPLOAD_DISABLE" or
+  /// "EPLOAD_ENABLE").  Empty otherwise.
+  std::string disabled_by;
   /// The message of its last failed load, in this process or an earlier
   /// one (remembered in the learned-devices store until it loads); for
   /// display only: a load is always tried again.  Empty when none.
@@ -201,9 +159,8 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  /// Call when the host has finished importing: runs the hooks and the
-  /// backends whose devices are unknown (lazy), every backend in index order
-  /// (eager) or nothing (off).  Backend failures do
+  /// Call when the host has finished importing: runs the hooks (lazy),
+  /// every backend in index order (eager) or nothing (off).  Backend failures do
   /// not stop it; they show in backends().  Later calls do nothing.
   void start();
 
@@ -252,6 +209,7 @@ class Loader {
   struct State;
 
  private:
+  friend struct LoaderAccess;  // the library's own fronts (src/loader/)
   Loader();
   std::unique_ptr<State> m;
 };

@@ -27,7 +27,10 @@ attributes the backend added to the host (its devices, kind "attr").  Modes:
 
 Each backend loads at most once however many threads ask (the Loader's
 state machine); a lookup made by the backend's own init (or an import cycle
-through the host) gets "not there yet" instead of a deadlock.  Failures are
+through the host) gets "not there yet" instead of a deadlock (the Loader's
+rule too).  What crosses from the core is typed: a status with named fields
+and the core's enums (``_native.State``...), a ``LoadError`` whose
+``later`` says "not now", and the core's wording of a failure.  Failures are
 sticky until the backend's file changes.
 
 Switches (read by the core, the same for every front):
@@ -70,10 +73,6 @@ class DeviceNotFoundError(LookupError):
 
 
 _lock = _thread.allocate_lock()  # the registries below; never held while importing
-# thread id -> how many backend inits it is running: a lookup of an unknown
-# name made from inside an init (torch._register_device_module's hasattr)
-# loads no other backend, which would run in the middle of this one.
-_loading_depth = {}
 _sessions = {}  # (group, host name, id(host)) -> Session
 _session_order = []
 
@@ -122,20 +121,17 @@ def warn_user(message):
                            module=g.get('__name__'), registry=g.setdefault('__warningregistry__', {}))
 
 
-def _how_to_disable(group, name):
-    if group == TORCH_GROUP:
-        return ('You can disable extension auto-loading with TORCH_DEVICE_BACKEND_AUTOLOAD=0, '
-                f'or this backend alone with EPLOAD_DISABLE={name}.')
-    return (f'You can disable autoloading of {group!r} with EPLOAD_AUTOLOAD=0, '
-            f'or this backend alone with EPLOAD_DISABLE={name}.')
+def _native():
+    return _eps._native_module()
 
 
-def _pytorch_message(group, name):
-    if group == TORCH_GROUP:
-        return (f"Failed to load the backend extension: {name}. "
-                f"You can disable extension auto-loading with TORCH_DEVICE_BACKEND_AUTOLOAD=0.")
-    return (f"Failed to load the backend extension: {name}. "
-            f"You can disable extension auto-loading with EPLOAD_AUTOLOAD=0.")
+def _cause_text(err):
+    return f'{type(err).__name__}: {err}'
+
+
+def _disabled_message(b, by):
+    return (f'backend {b.name!r} ({b.group}) is disabled by {by}; unset it or remove '
+            f'{b.name!r} from it')
 
 
 def _added(host, host_name, size, last):
@@ -204,32 +200,33 @@ class Backend:
                 f'devices={self.devices!r} source={self.source}>')
 
     def _status(self):
+        """The core's BackendStatus (named fields, _native.State...)."""
         return self.session.loader.status(self.index)
 
     @property
     def state(self):
-        return self._status()[0]
+        return self._status().state.name
 
     @property
     def error(self):
-        return self._status()[3]
+        return self._status().error
 
     @property
     def devices(self):
         st = self._status()
-        return tuple(d[0] for d in st[6]) if st[4] else None
+        return tuple(st.devices) if st.devices_known else None
 
     @property
     def kinds(self):
         st = self._status()
-        return tuple(d[2] for d in st[6]) if st[4] else None
+        return tuple(st.kinds) if st.devices_known else None
 
     @property
     def source(self):
         st = self._status()
-        if not st[4] or not st[6]:
+        if not st.devices_known or not st.sources:
             return None
-        return st[6][0][1]
+        return st.sources[0].name
 
     @property
     def cause(self):
@@ -237,11 +234,7 @@ class Backend:
 
     @property
     def disabled_by(self):
-        err = self.error
-        for variable in ('EPLOAD_DISABLE', 'EPLOAD_ENABLE'):
-            if f'disabled by {variable}' in err:
-                return variable
-        return None
+        return self._status().disabled_by
 
     @property
     def entry_point(self):
@@ -251,23 +244,22 @@ class Backend:
         return self._ep
 
     def message(self, device=None):
+        """The failure as the core words it, with what this backend raised."""
         err = self.cause
-        where = f'{self.value!r}' + (f' from {self.dist_path}' if self.dist_path else '')
-        head = (f"Device {device!r} of module {self.host!r} is unavailable: "
-                if device is not None else '')
-        cause = f'{type(err).__name__}: {err}' if err is not None else self.error
-        return (f'{head}Failed to load the backend extension: {self.name} ({where}): '
-                f'{cause}. {_how_to_disable(self.group, self.name)}')
+        cause = _cause_text(err) if err is not None else self.error
+        return _native().failure_message(self.group, self.name, cause, value=self.value,
+                                         dist_path=self.dist_path or None, device=device,
+                                         host=self.host)
 
     def ensure(self, error=BackendError, device=None):
         """Loads the backend if needed; raises ``error`` (chained from the
         cause) if it failed or is disabled."""
         got = self.session.loader.load(self.index)
-        if got is None or got[0] == 'later':
+        if got is None or got.later:
             return
-        if self.state == 'disabled':
-            raise error(f'backend {self.name!r} ({self.group}) is disabled by '
-                        f'{self.disabled_by}; unset it or remove {self.name!r} from it')
+        st = self._status()
+        if st.state == _native().State.disabled:
+            raise error(_disabled_message(self, st.disabled_by))
         raise error(self.message(device)) from self.cause
 
 
@@ -311,14 +303,15 @@ class Session:
         """Every known device name (declared, learned or registered)."""
         if self.loader is None:
             return ()
-        return [d[0] for d in self.loader.devices()]
+        return [d.name for d in self.loader.devices()]
 
     # -- the Loader's Python loader --
 
     def _run(self, i):
-        """Imports and calls backend ``i`` for the Loader: ((device, kind),
-        ...), known) or the failure as a str ("later:..." while its module is
-        itself being imported)."""
+        """Imports and calls backend ``i`` for the Loader: a ``_native.Loaded``
+        (its devices and kinds, and whether they are known); raises
+        ``_native.NotNow`` while its module is itself being imported, or
+        what the backend raised (its failure, kept as its cause)."""
         b = self._backend(i)
         ep = b.entry_point
         host = self.host
@@ -342,7 +335,7 @@ class Session:
             # A lookup while the user imports the backend's module explicitly
             # (its registration looks its own device up): not there yet.
             # (Eager runs it, as PyTorch's loop does.)
-            return f'later:{b.value} is being imported'
+            raise _native().NotNow(f'{b.value} is being imported')
         probe = probes.get(self.host_name)
         token = probe(None) if probe is not None else None
         _eps._debug(f'loading backend {b.name!r} ({b.value})')
@@ -350,7 +343,6 @@ class Session:
         # (torch_npu does); a lazy load happens at any time, so it is put back.
         restore = self.group == TORCH_GROUP and self.mode == 'lazy'
         switch = os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD')
-        _loading_depth[me] = _loading_depth.get(me, 0) + 1
         try:
             # The core records the `load` span around this call; the import
             # and the call are recorded here.
@@ -362,29 +354,28 @@ class Session:
             if initializing:
                 # The backend module is itself mid-import (it imported the
                 # host first): try again at the first lookup.
-                return f'later:{type(err).__name__}: {err}'
+                raise _native().NotNow(_cause_text(err)) from None
             self._causes[i] = err
-            _eps._debug(f'backend {b.name!r} failed: {type(err).__name__}: {err}')
-            return f'{type(err).__name__}: {err}'
+            _eps._debug(f'backend {b.name!r} failed: {_cause_text(err)}')
+            raise
         finally:
-            depth = _loading_depth.pop(me) - 1
-            if depth:
-                _loading_depth[me] = depth
             if restore and os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD') != switch:
                 if switch is None:
                     del os.environ['TORCH_DEVICE_BACKEND_AUTOLOAD']
                 else:
                     os.environ['TORCH_DEVICE_BACKEND_AUTOLOAD'] = switch
         extra = tuple(probe(token)) if probe is not None else ()
+        loaded = _native().Loaded
         if mark is None:
-            return (extra, False)
+            return loaded(devices=extra, known=False)
         added = _added(host, self.host_name, *mark)
         if added is None:
-            return (extra, False)
+            return loaded(devices=extra, known=False)
         # A probed device that is an attribute too (torch.<PrivateUse1 name>)
         # is one device, of the probe's kind.
         probed = {name for name, _ in extra}
-        return (tuple((name, 'attr') for name in added if name not in probed) + extra, True)
+        return loaded(devices=tuple((name, 'attr') for name in added if name not in probed) + extra,
+                      known=True)
 
     # -- discovery and modes --
 
@@ -394,10 +385,12 @@ class Session:
 
     def _eager(self):
         self.loader.start()
+        failed = _native().State.failed
         for i in self.loader.load_order():
-            if self.loader.status(i)[0] == 'failed':
+            if self.loader.status(i).state == failed:
                 b = self._backend(i)
-                raise RuntimeError(_pytorch_message(self.group, b.name)) from self._causes.get(i)
+                raise RuntimeError(_native().pytorch_failure_message(self.group, b.name)) \
+                    from self._causes.get(i)
 
     def _lazy(self):
         if self.host is not None and self.loader.count:
@@ -407,8 +400,9 @@ class Session:
             self.loader.start()
         finally:
             self._starting = None
+        failed = _native().State.failed
         for i in self.loader.load_order():
-            if self.loader.status(i)[0] == 'failed':
+            if self.loader.status(i).state == failed:
                 warn_user(self._backend(i).message())
 
     def _install_getattr(self):
@@ -459,12 +453,13 @@ class Session:
         any of them may be the provider of a name no one has."""
         # Only a backend that was tried can have failed: the load order, not
         # every backend (attribute misses are frequent: hasattr probes).
+        failed = _native().State.failed
         return [b for b in map(self._backend, self.loader.load_order())
-                if b.state == 'failed' and b.devices is None]
+                if (st := b._status()).state == failed and not st.devices_known]
 
     @staticmethod
     def _miss_message(message, failed):
-        why = '; '.join(f'{b.name!r} ({type(b.cause).__name__}: {b.cause})' if b.cause is not None
+        why = '; '.join(f'{b.name!r} ({_cause_text(b.cause)})' if b.cause is not None
                         else f'{b.name!r} ({b.error})' for b in failed)
         return (f'{message} (backends whose devices are unknown failed to load, one of them may '
                 f'provide it: {why}; see epload.load({failed[0].name!r}))')
@@ -475,29 +470,38 @@ class Session:
         when its backend failed."""
         loader = self.loader
         owner = loader.provider(name)
-        if owner is None and _loading_depth.get(_thread.get_ident()):
-            return self._value(name)  # asked from inside an init: no other backend runs
         got = loader.lookup(name)
         value = self._value(name)
-        if got is None or got[0] == 'later' or value is not _MISSING:
+        if got is None or got.later or value is not _MISSING:
             return value
         if owner is not None:
             b = self._backend(owner)
-            if b.state == 'failed':
+            if b._status().state == _native().State.failed:
                 raise error(b.message(name)) from b.cause
-        elif 'disabled by EPLOAD_' in got[1]:
-            # A disabled backend claims nothing; the core names it.
-            for b in self.backends:
-                if b.state == 'disabled' and b.devices and name in b.devices:
-                    if not raise_disabled:
-                        return _MISSING
-                    if error is BackendError:
-                        raise error(f'backend {b.name!r} ({self.group}) is disabled by '
-                                    f'{b.disabled_by}; unset it or remove {b.name!r} from it')
-                    raise AttributeError(
-                        f'module {self.host_name!r} has no attribute {name!r} (its backend '
-                        f'{b.name!r} is disabled by {b.disabled_by})')
-        return _MISSING
+            return _MISSING
+        b = self._disabled_provider(name)
+        if b is None:
+            return _MISSING
+        if not raise_disabled:
+            return _MISSING
+        by = b.disabled_by
+        if error is BackendError:
+            raise error(_disabled_message(b, by))
+        raise AttributeError(
+            f'module {self.host_name!r} has no attribute {name!r} (its backend '
+            f'{b.name!r} is disabled by {by})')
+
+    def _disabled_provider(self, name):
+        """The disabled backend that explains why no backend provides
+        ``name``, as the core explains it: the first backend (index order)
+        that lists ``name`` and is disabled or failed, if it is disabled; a
+        disabled backend claims nothing."""
+        state = _native().State
+        for b in self.backends:
+            st = b._status()
+            if st.state in (state.disabled, state.failed) and name in st.devices:
+                return b if st.state == state.disabled else None
+        return None
 
     def device(self, name):
         return self._lookup(name, BackendError)
@@ -530,19 +534,20 @@ def _importlib_loop(session):
     """When importlib must answer discovery (a finder or path epload's index
     cannot answer for): PyTorch's loop over importlib's entry points, every
     backend at once; in lazy mode a failure is a warning."""
+    # The one loop outside the core: its backends come from importlib, which
+    # no core Index can hold (a foreign finder, a path that is not a string).
     from importlib.metadata import entry_points
     _, _, enable, disable = _switches(session.group)
-    disabled_by = _eps._native_module().disabled_by
+    native = _native()
     for ep in entry_points(group=session.group):
-        if disabled_by(enable, disable, ep.name, ep.dist.name if ep.dist else ''):
+        if native.disabled_by(enable, disable, ep.name, ep.dist.name if ep.dist else ''):
             continue
         try:
             ep.load()()
         except Exception as err:
             if session.mode == 'eager':
-                raise RuntimeError(_pytorch_message(session.group, ep.name)) from err
-            warn_user(f'Failed to load the backend extension: {ep.name}: '
-                      f'{type(err).__name__}: {err}. {_how_to_disable(session.group, ep.name)}')
+                raise RuntimeError(native.pytorch_failure_message(session.group, ep.name)) from err
+            warn_user(native.failure_message(session.group, ep.name, _cause_text(err)))
 
 
 # ---- the API ------------------------------------------------------------------
@@ -615,8 +620,7 @@ def device(name):
     failed = [b for s in sessions for b in s.backends if b.state == 'failed']
     message = f'no backend provides device {name!r}; known devices: {", ".join(known) or "none"}'
     if failed:
-        message += '; failed backends: ' + '; '.join(
-            f'{b.name} ({type(b.cause).__name__}: {b.cause})' for b in failed)
+        message += '; failed backends: ' + '; '.join(f'{b.name} ({_cause_text(b.cause)})' for b in failed)
     disabled = [b.name for s in sessions for b in s.backends if b.state == 'disabled']
     if disabled:
         message += '; disabled backends: ' + ', '.join(disabled)

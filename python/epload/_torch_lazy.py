@@ -84,7 +84,7 @@ def _init_logs(torch, session, value):
                 if b.state != 'unloaded':
                     continue
                 got = session.loader.load(b.index)
-                if got is not None and got[0] != 'later':
+                if got is not None and not got.later:
                     _autoload.warn_user(b.message())
     torch._logging._init_logs()
 
@@ -126,11 +126,12 @@ def claims(session):
     learned with their kind too)."""
     loader = session.loader
     found = []
-    for i in sorted({i for _, i, _ in loader.devices()}):
-        state, _, _, _, _, _, devices = loader.status(i)
-        if state == 'disabled':
+    disabled = _autoload._native().State.disabled
+    for i in sorted({d.backend for d in loader.devices()}):
+        st = loader.status(i)
+        if st.state == disabled:
             continue
-        for name, _, kind in devices:
+        for name, kind in zip(st.devices, st.kinds):
             if kind == PRIVATEUSE1:
                 found.append((session._backend(i), name))
     return found
@@ -152,7 +153,7 @@ def attach(session):
     # Registration is irreversible: the backend's file must be the one that
     # registered the name (a changed one is loaded now, and learned again).
     got = session.loader.verify(b.index)
-    if got is not None and got[0] != 'later':
+    if got is not None and not got.later:
         _autoload.warn_user(b.message())
     if b.state != 'unloaded':
         return

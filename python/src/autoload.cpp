@@ -4,7 +4,7 @@
 // backend is and how its devices are known) by running the same code.
 //
 // The Loader decides what loads and when; the Python layer only imports and
-// calls a backend when the Loader asks (LoaderOptions::python_loader, called
+// calls a backend when the Loader asks (PythonFront::load, src/loader/python_front.hpp, called
 // with the GIL taken) and says which devices it provided.  Every call that
 // may load releases the GIL first: a thread waiting for another thread's
 // load of the same backend must not hold it, or that load (which needs the
@@ -20,6 +20,7 @@
 #include "epload/loader.hpp"
 #include "epload/profile.hpp"
 #include "epload/switches.hpp"
+#include "python_front.hpp"  // the Python front's hooks and messages (src/loader/)
 #include "query.hpp"
 
 namespace py = pybind11;
@@ -41,21 +42,21 @@ class PyLoader {
     m_loader->start();
   }
 
-  /// None when backend `i` is loaded, else (error code name, message).
+  /// None when backend `i` is loaded, else its LoadError.
   py::object load(std::size_t i) {
     checked(i);
     return without_gil([&] { return m_loader->load(i); });
   }
 
   /// None when `device` is registered (loading its backend if needed), else
-  /// (error code name, message).
+  /// its LoadError.
   py::object lookup(const std::string& device) {
     if (m_loader->find(device) != nullptr) return py::none();
     return without_gil([&] { return m_loader->lookup(device); });
   }
 
   /// None when backend `i`'s file is as the store knows it (or it was
-  /// loaded now, having changed), else (error code name, message).
+  /// loaded now, having changed), else its LoadError.
   py::object verify(std::size_t i) {
     checked(i);
     return without_gil([&] { return m_loader->verify(i); });
@@ -83,25 +84,11 @@ class PyLoader {
     return py::none();
   }
 
-  /// The core's description of backend `i` (BackendStatus): (state, kind,
-  /// library, error, devices_known, hook, ((device, source, kind), ...)).
-  py::tuple status(std::size_t i) const {
-    const BackendStatus b = m_loader->backend(checked(i));
-    py::list devices;
-    for (std::size_t k = 0; k < b.devices.size(); ++k) {
-      devices.append(py::make_tuple(b.devices[k], to_string(b.sources[k]), b.kinds[k]));
-    }
-    return py::make_tuple(to_string(b.state), to_string(b.kind),
-                          py::reinterpret_steal<py::object>(fs_path(b.library)), b.error, b.devices_known,
-                          b.hook, py::tuple(devices));
-  }
+  /// The core's description of backend `i` (BackendStatus, named fields).
+  BackendStatus status(std::size_t i) const { return m_loader->backend(checked(i)); }
 
-  /// Every known device: ((name, backend index, source), ...), backend order.
-  py::list devices() const {
-    py::list out;
-    for (const DeviceStatus& d : m_loader->devices()) out.append(py::make_tuple(d.name, d.backend, to_string(d.source)));
-    return out;
-  }
+  /// Every known device (DeviceStatus), in backend order.
+  std::vector<DeviceStatus> devices() const { return m_loader->devices(); }
 
   std::vector<std::size_t> load_order() const { return m_loader->load_order(); }
   std::string store_file() const { return m_loader->store_file(); }
@@ -116,22 +103,14 @@ class PyLoader {
   }
 
   /// Runs `call` (a Loader call that may load, returning a Result) without
-  /// the GIL; None when it succeeded, else outcome() of its error.
+  /// the GIL; None when it succeeded, else its error (LoadError).
   template <typename Call>
   static py::object without_gil(Call call) {
     auto r = [&] {
       py::gil_scoped_release release;
       return call();
     }();
-    return r ? py::object(py::none()) : outcome(r.error());
-  }
-
-  static py::object outcome(const Error& e) {
-    const char* code = e.code == Errc::backend        ? "backend"
-                       : e.code == Errc::unsupported  ? "later"
-                       : e.code == Errc::not_found    ? "not_found"
-                                                      : "invalid";
-    return py::make_tuple(code, e.message);
+    return r ? py::object(py::none()) : py::cast(std::move(r.error()));
   }
 
   std::shared_ptr<const Index> m_index;
@@ -139,10 +118,23 @@ class PyLoader {
   std::span<const EntryPoint> m_eps;  // the backends, in the Loader's order
 };
 
-/// The Python loader: `fn(index)` returns (devices, known) with devices a
-/// sequence of (name, kind), or a str: the failure ("" + "later:" prefix:
-/// not now).  Called by the Loader without the GIL.
-LoaderOptions::PythonLoaderFn python_loader_of(py::object fn) {
+/// _native.NotNow: what the Python loader raises for "not now" (the
+/// backend's module is itself being imported); set by register_autoload().
+PyObject* g_not_now = nullptr;
+
+/// "TypeName: message" of the Python exception `e`.
+std::string describe_exception(py::error_already_set& e) {
+  try {
+    return py::str(e.type().attr("__name__")).cast<std::string>() + ": " + py::str(e.value()).cast<std::string>();
+  } catch (py::error_already_set&) {
+    return e.what();
+  }
+}
+
+/// The Python loader: `fn(index)` returns a Loaded, raises NotNow (not now)
+/// or raises what the backend raised (its failure).  Called by the Loader
+/// without the GIL.
+PythonFront::Load python_loader_of(py::object fn) {
   // Never released: a Loader lives as long as the process's autoload
   // session, and a release at interpreter shutdown could run without the GIL.
   PyObject* f = fn.release().ptr();
@@ -150,25 +142,41 @@ LoaderOptions::PythonLoaderFn python_loader_of(py::object fn) {
     py::gil_scoped_acquire gil;
     try {
       py::object got = py::reinterpret_borrow<py::object>(f)(b.index);
-      if (py::isinstance<py::str>(got)) {
-        std::string why = got.cast<std::string>();
-        if (why.starts_with("later:")) return Error{Errc::unsupported, why.substr(6)};
-        return Error{Errc::backend, why};
-      }
-      auto t = got.cast<py::tuple>();
-      PythonLoaded out;
-      for (py::handle d : t[0]) {
-        auto pair = d.cast<py::tuple>();
-        out.devices.push_back({pair[0].cast<std::string>(), pair[1].cast<std::string>()});
-      }
-      out.known = t[1].cast<bool>();
-      return out;
+      return got.cast<PythonLoaded>();
     } catch (py::error_already_set& e) {
-      return Error{Errc::backend, std::string("the Python loader raised: ") + e.what()};
+      if (e.matches(g_not_now)) return Error{Errc::unsupported, py::str(e.value()).cast<std::string>()};
+      return Error{Errc::backend, describe_exception(e)};
     } catch (const std::exception& e) {
       return Error{Errc::backend, std::string("the Python loader returned a bad value: ") + e.what()};
     }
   };
+}
+
+/// `text` (a str) as UTF-8 bytes, surrogates kept (surrogatepass: a path
+/// decoded with surrogateescape comes back byte for byte).
+std::string utf8_of(py::handle text) {
+  py::object b = py::reinterpret_steal<py::object>(PyUnicode_AsEncodedString(text.ptr(), "utf-8", "surrogatepass"));
+  if (!b) throw py::error_already_set();
+  return b.cast<std::string>();
+}
+
+py::str str_of(const std::string& utf8) {
+  PyObject* s = PyUnicode_DecodeUTF8(utf8.data(), static_cast<Py_ssize_t>(utf8.size()), "surrogatepass");
+  if (s == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(s);
+}
+
+/// failure_message(group, name, cause, value=None, dist_path=None,
+/// device=None, host=None): the core's wording (python_front.hpp), with the
+/// Python values quoted as Python quotes them.
+py::str failure_message_of(py::str group, py::str name, py::str cause, py::object value, py::object dist_path,
+                           py::object device, py::object host) {
+  const std::string g = utf8_of(group), gr = utf8_of(py::repr(group)), n = utf8_of(name), c = utf8_of(cause);
+  const std::string v = value.is_none() ? "" : utf8_of(py::repr(value));
+  const std::string d = dist_path.is_none() ? "" : utf8_of(dist_path);
+  const std::string dr = device.is_none() ? "" : utf8_of(py::repr(device));
+  const std::string hr = device.is_none() ? "" : utf8_of(py::repr(host));
+  return str_of(failure_message(FailureText{g, gr, n, v, d, c, dr, hr}));
 }
 
 /// open_loader(paths, validation, use_cache, interpreter, group, mode,
@@ -190,13 +198,14 @@ py::tuple open_loader(py::list paths, const std::string& validation, bool use_ca
   lo.mode = *m;
   lo.use_store = use_cache;
   lo.ext_suffixes = std::move(ext_suffixes);
-  lo.start_unknown = true;     // PyTorch uses devices from C++, past any lookup
-  lo.stop_at_failure = true;   // eager is PyTorch's loop
-  lo.python_loader = python_loader_of(std::move(python_loader));
+  PythonFront front;
+  front.load = python_loader_of(std::move(python_loader));
+  front.start_unknown = true;    // PyTorch uses devices from C++, past any lookup
+  front.stop_at_failure = true;  // eager is PyTorch's loop
   std::unique_ptr<Loader> loader;
   {
     py::gil_scoped_release release;
-    auto created = Loader::create(a.index, std::move(lo));
+    auto created = create_loader(a.index, std::move(lo), std::move(front));
     if (created) loader = std::move(created.value());
   }
   if (!loader) throw py::value_error("cannot create the loader");
@@ -207,6 +216,70 @@ py::tuple open_loader(py::list paths, const std::string& validation, bool use_ca
 }  // namespace
 
 void register_autoload(py::module_& m) {
+  // The core's enums and status, by name: the Python package reads fields,
+  // never positions or message text.  module_local: another extension in
+  // the process (torch's) has its own pybind11 registry.
+  py::enum_<BackendState>(m, "State", py::module_local())
+      .value("unloaded", BackendState::unloaded)
+      .value("loading", BackendState::loading)
+      .value("ready", BackendState::ready)
+      .value("failed", BackendState::failed)
+      .value("disabled", BackendState::disabled);
+  py::enum_<BackendKind>(m, "Kind", py::module_local())
+      .value("native", BackendKind::native)
+      .value("python", BackendKind::python)
+      .value("unresolved", BackendKind::unresolved);
+  py::enum_<DeviceSource>(m, "Source", py::module_local())
+      .value("declared", DeviceSource::declared)
+      .value("learned", DeviceSource::learned)
+      .value("section", DeviceSource::section);
+  py::class_<BackendStatus>(m, "BackendStatus", py::module_local(),
+                            "One backend as the core describes it (include/epload/loader.hpp).")
+      .def_readonly("name", &BackendStatus::name)
+      .def_readonly("value", &BackendStatus::value)
+      .def_readonly("state", &BackendStatus::state)
+      .def_readonly("kind", &BackendStatus::kind)
+      .def_property_readonly("library",
+                             [](const BackendStatus& b) { return py::reinterpret_steal<py::object>(fs_path(b.library)); })
+      .def_readonly("error", &BackendStatus::error)
+      .def_property_readonly("disabled_by",
+                             [](const BackendStatus& b) {
+                               return b.disabled_by.empty() ? py::object(py::none()) : py::object(py::str(b.disabled_by));
+                             })
+      .def_readonly("devices_known", &BackendStatus::devices_known)
+      .def_readonly("hook", &BackendStatus::hook)
+      .def_readonly("devices", &BackendStatus::devices)
+      .def_readonly("sources", &BackendStatus::sources)
+      .def_readonly("kinds", &BackendStatus::kinds);
+  py::class_<DeviceStatus>(m, "DeviceStatus", py::module_local(), "One known device (include/epload/loader.hpp).")
+      .def_readonly("name", &DeviceStatus::name)
+      .def_readonly("backend", &DeviceStatus::backend)
+      .def_readonly("source", &DeviceStatus::source)
+      .def_readonly("ready", &DeviceStatus::ready);
+  py::class_<Error>(m, "LoadError", py::module_local(), "Why a load or lookup did not give a device.")
+      .def_readonly("message", &Error::message)
+      .def_property_readonly("later", [](const Error& e) { return e.code == Errc::unsupported; },
+                             "Not now: the backend's module is itself being imported, or a backend "
+                             "is being loaded in this thread; nothing failed.");
+  py::class_<PythonLoaded>(m, "Loaded", py::module_local(), "What the Python loader reports for a backend it ran.")
+      .def(py::init([](const std::vector<std::pair<std::string, std::string>>& devices, bool known) {
+             PythonLoaded out;
+             for (const auto& [name, kind] : devices) out.devices.push_back({name, kind});
+             out.known = known;
+             return out;
+           }),
+           py::arg("devices"), py::arg("known"));
+  // Kept for the life of the process, as the module that holds it.
+  g_not_now = PyErr_NewException("epload._native.NotNow", PyExc_Exception, nullptr);
+  if (g_not_now == nullptr) throw py::error_already_set();
+  m.attr("NotNow") = py::reinterpret_borrow<py::object>(g_not_now);
+  m.def("failure_message", &failure_message_of, py::arg("group"), py::arg("name"), py::arg("cause"),
+        py::arg("value") = py::none(), py::arg("dist_path") = py::none(), py::arg("device") = py::none(),
+        py::arg("host") = py::none(), "What a front shows about a backend that failed to load.");
+  m.def(
+      "pytorch_failure_message",
+      [](const std::string& group, const std::string& name) { return pytorch_failure_message(group, name); },
+      py::arg("group"), py::arg("name"), "PyTorch's RuntimeError text for a backend its eager loop could not load.");
   py::class_<PyLoader>(m, "Loader", "The core's Loader for one autoload group (include/epload/loader.hpp).")
       .def_property_readonly("count", &PyLoader::count)
       .def_property_readonly("mode", &PyLoader::mode)

@@ -39,9 +39,9 @@ using detail::Slot;
 
 namespace {
 
-bool loadable(const Slot& s, const LoaderOptions& o) {
+bool loadable(const Slot& s, const PythonFront& python) {
   return s.alias_of == k_no_slot && s.enabled &&
-         (s.kind == BackendKind::native || (s.kind == BackendKind::python && o.python_loader));
+         (s.kind == BackendKind::native || (s.kind == BackendKind::python && python.load));
 }
 
 }  // namespace
@@ -60,6 +60,13 @@ Result<void*> Loader::State::lookup_slow(std::string_view name) {
   {
     std::lock_guard<std::mutex> lock(registry);
     if (const DeviceEntry* e = table->find(name)) owner = e->owner;
+  }
+  if (owner == k_no_slot && in_python_load()) {
+    // From inside a Python backend's import (a host's hasattr probe): no
+    // other backend runs in the middle of this one.
+    return Error{Errc::unsupported, "device '" + std::string(name) +
+                                        "' is not known while a Python backend is being loaded in this "
+                                        "thread: not there yet"};
   }
   std::string note;
   if (owner != k_no_slot) {
@@ -96,7 +103,7 @@ Result<void*> Loader::State::load_claimants(std::string_view name, std::uint32_t
   // not_found() names this failure.
   for (std::uint32_t i = primary(owner).index + 1; i < count; ++i) {
     Slot& s = slots[i];
-    if (!loadable(s, options) || !pending(s)) continue;
+    if (!loadable(s, python) || !pending(s)) continue;
     bool claims = false;
     {
       std::lock_guard<std::mutex> lock(registry);
@@ -120,7 +127,7 @@ void* Loader::State::load_unknown(std::string_view name) {
     std::lock_guard<std::mutex> lock(registry);
     for (std::uint32_t i = 0; i < count; ++i) {
       const Slot& s = slots[i];
-      if (!loadable(s, options) || !pending(s)) continue;
+      if (!loadable(s, python) || !pending(s)) continue;
       // Known devices of a backend that another thread is loading right
       // now may not be in the table yet: wait for it too.
       if (s.devices_known() && s.state.load(std::memory_order_acquire) != BackendState::loading) continue;
@@ -145,7 +152,7 @@ void* Loader::State::load_changed(std::string_view name) {
     std::lock_guard<std::mutex> lock(registry);
     for (std::uint32_t i = 0; i < count; ++i) {
       const Slot& s = slots[i];
-      if (!loadable(s, options) || !pending(s) || s.verified || !s.devices_known()) continue;
+      if (!loadable(s, python) || !pending(s) || s.verified || !s.devices_known()) continue;
       unchecked.push_back(i);
       was.push_back(s.stamp);
     }
@@ -171,7 +178,7 @@ Result<void> Loader::State::ensure_loaded(std::uint32_t i, std::string_view devi
   BackendState st = s.state.load(std::memory_order_acquire);
   if (st == BackendState::ready) return {};
   if (st == BackendState::disabled) return Error{Errc::backend, s.out->error};
-  if (s.kind == BackendKind::python && !options.python_loader) {
+  if (s.kind == BackendKind::python && !python.load) {
     return Error{Errc::backend, describe(s) + "a Python backend provides device '" + std::string(device) +
                                     "'; the Python layer loads it (import epload)"};
   }
@@ -254,16 +261,16 @@ void Loader::start() {
   m->batch.fetch_add(1, std::memory_order_acq_rel);
   for (std::uint32_t i = 0; i < m->count; ++i) {
     Slot& s = m->slots[i];
-    if (!loadable(s, m->options)) continue;
+    if (!loadable(s, m->python)) continue;
     bool hook, unknown;
     {
       std::lock_guard<std::mutex> lock(m->registry);
       hook = s.hook();
       unknown = !s.devices_known();
     }
-    if (mode == LoadMode::eager || hook || (unknown && m->options.start_unknown)) {
+    if (mode == LoadMode::eager || hook || (unknown && m->python.start_unknown)) {
       auto r = m->ensure_loaded(i, "");
-      if (!r && r.error().code == Errc::backend && mode == LoadMode::eager && m->options.stop_at_failure) break;
+      if (!r && r.error().code == Errc::backend && mode == LoadMode::eager && m->python.stop_at_failure) break;
     }
   }
   m->batch.fetch_sub(1, std::memory_order_acq_rel);

@@ -20,6 +20,7 @@
 #include "epload/loader.hpp"
 #include "learned.hpp"
 #include "file_stamp.hpp"
+#include "python_front.hpp"
 
 namespace epload {
 
@@ -206,9 +207,17 @@ inline void* provided(const DeviceTable& table, std::string_view name) {
 
 }  // namespace detail
 
+/// Creates Loaders: Loader::create for C++ hosts, create_loader (python_front.hpp)
+/// for the Python package, with its hooks.
+struct LoaderAccess {
+  static Result<std::unique_ptr<Loader>> create(std::shared_ptr<const Index> index, LoaderOptions options,
+                                                PythonFront front);
+};
+
 struct Loader::State {
   std::shared_ptr<const Index> index;
   LoaderOptions options;
+  PythonFront python;  ///< the Python package's hooks; empty for a C++ host
   detail::LearnedFile store;  // views in slots point into it
   std::string store_path;
   std::string store_note;

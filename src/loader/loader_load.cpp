@@ -249,6 +249,14 @@ bool Loader::State::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
   return true;
 }
 
+namespace {
+// How many Python backend loads the calling thread is inside (one calls
+// another through an import): see in_python_load().
+thread_local int t_python_loads = 0;
+}  // namespace
+
+bool in_python_load() { return t_python_loads > 0; }
+
 bool Loader::State::load_python(Slot& s, InitContext& ctx) {
   PythonBackend b;
   b.index = s.index;
@@ -259,13 +267,15 @@ bool Loader::State::load_python(Slot& s, InitContext& ctx) {
   b.dist = s.ep->dist->name;
   const std::int64_t t = now_ns();
   Result<PythonLoaded> r = Error{Errc::backend, "not run"};
+  ++t_python_loads;
   try {
-    r = options.python_loader(b);
+    r = python.load(b);
   } catch (const std::exception& ex) {
     r = Error{Errc::backend, std::string("the Python loader threw: ") + ex.what()};
   } catch (...) {
     r = Error{Errc::backend, "the Python loader threw an exception of unknown type"};
   }
+  --t_python_loads;
   s.out->dlopen_ns = now_ns() - t;
   if (!r) {
     ctx.deferred = r.error().code == Errc::unsupported;

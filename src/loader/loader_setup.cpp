@@ -156,7 +156,7 @@ class Setup {
     ro.ext_suffixes = m.options.ext_suffixes;
     // The Python layer loads every backend as PyTorch does (ep.load()()):
     // a library is a Python extension module there, not a backend.h one.
-    ro.read_declared = !m.options.python_loader;
+    ro.read_declared = !m.python.load;
     meta = m.declared_by_distributions();
   }
 
@@ -247,7 +247,7 @@ class Setup {
     detail::Resolved r = detail::resolve_backend(ep, search_paths[ep.dist->search_path], ro);
     // A module found elsewhere than beside its distribution is imported as
     // importlib finds it; nothing is remembered for it (no file, no stamp).
-    if (m.options.python_loader) r.kind = BackendKind::python;
+    if (m.python.load) r.kind = BackendKind::python;
     s.kind = r.kind;
     s.library = m.arena.copy(r.file);
     s.library_base = detail::k_no_slot;
@@ -334,7 +334,7 @@ class Setup {
       const char* disabled_by = nullptr;
       if (m.is_disabled(ep, &disabled_by)) s.enabled = false;
       if (const detail::LearnedRecord* r = record_for(ep)) {
-        s.kind = r->kind == 'p' || m.options.python_loader ? BackendKind::python : BackendKind::native;
+        s.kind = r->kind == 'p' || m.python.load ? BackendKind::python : BackendKind::native;
         s.library = r->library;  // a view into the store buffer
         if (r->library[0] != '/') s.library_base = r->search_path;  // spelled whole when used
         s.stamp = r->stamp;

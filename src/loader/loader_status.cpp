@@ -88,7 +88,7 @@ Error Loader::State::not_found(std::string_view name) {
     if (s.alias_of != k_no_slot) continue;
     if (s.state.load(std::memory_order_acquire) == BackendState::failed) {
       if (failed++ < 10) failures += "\n  " + s.out->error;
-    } else if (s.kind == BackendKind::python && !options.python_loader && !s.devices_known()) {
+    } else if (s.kind == BackendKind::python && !this->python.load && !s.devices_known()) {
       ++python;
     }
   }
@@ -192,12 +192,23 @@ Loader::Loader() : m(std::make_unique<State>()) {}
 Loader::~Loader() = default;
 
 Result<std::unique_ptr<Loader>> Loader::create(std::shared_ptr<const Index> index, LoaderOptions options) {
+  return LoaderAccess::create(std::move(index), std::move(options), PythonFront{});
+}
+
+Result<std::unique_ptr<Loader>> create_loader(std::shared_ptr<const Index> index, LoaderOptions options,
+                                              PythonFront front) {
+  return LoaderAccess::create(std::move(index), std::move(options), std::move(front));
+}
+
+Result<std::unique_ptr<Loader>> LoaderAccess::create(std::shared_ptr<const Index> index, LoaderOptions options,
+                                                     PythonFront front) {
   if (!index) return Error{Errc::invalid_argument, "Loader::create: no index"};
   if (options.group.empty()) return Error{Errc::invalid_argument, "Loader::create: empty group"};
   profile::Span span(profile::Phase::total, "loader create");
   std::unique_ptr<Loader> loader(new Loader());
   loader->m->index = std::move(index);
   loader->m->options = std::move(options);
+  loader->m->python = std::move(front);
   loader->m->setup();
   return loader;
 }
@@ -235,6 +246,10 @@ BackendStatus Loader::backend(std::size_t index) const {
     std::lock_guard<std::mutex> lock(m->registry);
     if (s.out && b.state != BackendState::loading) {
       if (b.state == BackendState::failed || b.state == BackendState::disabled) b.error = s.out->error;
+      if (b.state == BackendState::disabled) {
+        const char* by = nullptr;
+        if (m->is_disabled(*s.ep, &by) && by) b.disabled_by = by;
+      }
       b.dlopen_ns = s.out->dlopen_ns;
       b.init_ns = s.out->init_ns;
       b.load_ns = s.out->load_ns;

@@ -244,12 +244,22 @@ for d in ("be_adev", "be_bdev"):
         getattr(fakehost, d)
     except AttributeError as e:
         state.setdefault("missing", []).append(str(e))
+from epload import _native
+state["disabled_by"] = {b.name: b.disabled_by for b in epload.backends()}
+state["typed"] = all(isinstance(b._status().state, _native.State)
+                     and (b._status().state == _native.State.disabled) == (b.state == "disabled")
+                     for b in epload.backends())
 ''', env=variables)
     assert out['at_import'] == []
     assert out['imported'] == loaded
     for message in out.get('missing', []):
         if 'EPLOAD_DISABLE' in variables or 'EPLOAD_ENABLE' in variables:
             assert 'is disabled by EPLOAD_' in message
+    # Which switch disabled a backend is a field of its status.
+    switch = next((v for v in ('EPLOAD_DISABLE', 'EPLOAD_ENABLE') if variables.get(v, '').strip()), None)
+    if 'EPLOAD_AUTOLOAD' not in variables and 'TORCH_DEVICE_BACKEND_AUTOLOAD' not in variables:
+        assert out['disabled_by'] == {n: None if n in loaded else switch for n in ('be_a', 'be_b')}
+        assert out['typed'] is True
 
 
 def test_mode_comes_from_the_environment_when_not_given(tmp_path):
@@ -409,6 +419,30 @@ print(json.dumps([fakehost.be_cdev.__name__, [e for e in fakehost._events if e[0
 ''', pythonpath=[env.host_dir, *env.sites])
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == ['be_c.be_cdev', [['call', 'be_c']]]
     assert proc.stderr == ''
+
+
+def test_a_lookup_from_inside_an_init_loads_no_other_backend(tmp_path):
+    # A host's hasattr probe made by a backend's init (torch's
+    # _register_device_module does one) of a name no backend is known to
+    # provide is "not there yet": no other backend runs in the middle of this
+    # one; after it, the other one loads and provides the name.
+    env = Env(tmp_path)
+    env.backend('be_a')
+    env.backend('be_b')
+    write(env.sites[0] / 'be_a' / '__init__.py', """
+import types
+import fakehost as _h
+_h._events.append(("import", "be_a"))
+
+def _autoload():
+    _h._events.append(("call", "be_a"))
+    _h._events.append(("probe", hasattr(_h, "be_bdev"), hasattr(_h, "nowhere")))
+    _h._register_device_module("be_adev", types.ModuleType("be_a.be_adev"))
+""")
+    out = env.run('state["b"] = fakehost.be_bdev.__name__')
+    assert out['events_at_import'] == [['import', 'be_a'], ['call', 'be_a'], ['probe', False, False],
+                                       ['import', 'be_b'], ['call', 'be_b']]
+    assert out['b'] == 'be_b.be_bdev'
 
 
 def test_existing_module_getattr_is_chained(tmp_path):
