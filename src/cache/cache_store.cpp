@@ -100,6 +100,7 @@ Result<Index> open_shipped(const std::string& path, const CacheOptions& options)
 /// What reading the cache file found.
 struct Lookup {
   std::shared_ptr<const Index> index;  // set on a valid hit
+  CacheFileIdentity identity;          // of the file it was read from
   std::string why;                     // else: why not
   bool dir_unsafe = false;             // never write into it
   Refreshed refreshed;                 // stale: the answer refreshed from the file's parts
@@ -142,6 +143,16 @@ int open_cache_file(const std::string& dir, const std::string& name, const std::
   }
   if (out.why = fd_problem(fd.fd, path, "cache file", unsafe); !out.why.empty()) return -1;
   return std::exchange(fd.fd, -1);
+}
+
+/// The version of the open file `fd` (unknown when fstat fails).
+CacheFileIdentity identity_of(int fd) {
+  struct stat st;
+  profile::count(profile::Counter::stat);
+  if (::fstat(fd, &st) != 0) return {};
+  return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+          static_cast<std::uint64_t>(st.st_size),
+          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
 }
 
 /// Why the index read with `expect` from `fd` is stale, naming the file that
@@ -208,7 +219,32 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
     return out;
   }
   out.index = std::move(index);
+  out.identity = identity_of(fd.fd);
   return out;
+}
+
+/// The groups of `options` read from its cache file without the watched
+/// section, provided the file is still the version `file` (whose index the
+/// caller has just found valid under `full`): the same bytes, so the same
+/// distributions, as of the same stamps.
+Result<std::shared_ptr<const Index>> read_groups_of(const CacheOptions& options, const CacheFileIdentity& file) {
+  const std::string dir = resolve_cache_dir(options);
+  const CacheKey key = make_key(options);
+  const std::string name = cache_file_name(key);
+  const std::string path = join_path(dir, name);
+  Lookup unused;
+  Fd fd(open_cache_file(dir, name, path, unused));
+  if (fd.fd < 0) return Error{Errc::cache, unused.why};
+  if (!file.known() || !(identity_of(fd.fd) == file)) {
+    return Error{Errc::cache, "cache file " + path + " was replaced"};
+  }
+  ReadExpectations expect;
+  expect.key = &key;
+  expect.groups = options.groups;
+  expect.map_file = cache_files_mapped();
+  auto read = read_index_fd(fd.fd, path, expect);
+  if (!read) return read.error();
+  return std::make_shared<const Index>(std::move(read.value()));
 }
 
 /// Writes the cache file `name` for `key` into `dir` (see store_index()).
@@ -274,6 +310,7 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
   detail::Lookup found = detail::look_up(dir, name, key, options);
   if (found.index) {
     rep.status = CacheStatus::hit;
+    rep.file_identity = found.identity;
     rep.reason = prefix;
     if (!rep.reason.empty()) rep.reason.resize(rep.reason.size() - 2);  // drop "; "
     return found.index;
@@ -356,25 +393,61 @@ const char* to_string(CacheStatus status) {
 
 // ---------------------------------------------------------------------------
 
-Catalog::Catalog(CacheOptions options) : m_options(std::move(options)) {}
+Catalog::Catalog(CacheOptions options, std::shared_ptr<Catalog> sibling)
+    : m_options(std::move(options)), m_sibling(std::move(sibling)) {}
+
+std::shared_ptr<const Index> Catalog::through_sibling(const std::string& cwd, CacheReport* report) {
+  if (!m_sibling || m_options.groups.empty() || m_options.validation != Validation::full || !m_options.use_cache) {
+    return nullptr;
+  }
+  std::shared_ptr<const Index> voucher;
+  CacheReport how;
+  {
+    std::lock_guard<std::mutex> lock(m_sibling->m_mutex);
+    if (m_sibling->m_voucher || m_sibling->m_cwd != cwd) return nullptr;
+    voucher = m_sibling->m_current;
+    how = m_sibling->m_report;
+  }
+  // Only an index read from the cache file, with its watched files, and
+  // still valid now: the same file version then holds this Catalog's groups
+  // as of the same stamps.
+  if (!voucher || how.status != CacheStatus::hit || !how.file_identity.known() ||
+      !voucher->watched_complete() || !still_valid(*voucher, Validation::full, nullptr)) {
+    return nullptr;
+  }
+  auto part = detail::read_groups_of(m_options, how.file_identity);
+  if (!part) return nullptr;  // replaced or unreadable: open_index() decides
+  how.reason.clear();
+  std::lock_guard<std::mutex> lock(m_mutex);
+  m_current = std::move(part.value());
+  m_voucher = std::move(voucher);
+  m_report = how;
+  m_cwd = cwd;
+  if (report != nullptr) *report = how;
+  return m_current;
+}
 
 Result<std::shared_ptr<const Index>> Catalog::get(
     CacheReport* report, const WhileValidating& while_validating) {
-  std::shared_ptr<const Index> current;
+  std::shared_ptr<const Index> current, voucher;
   CacheReport how;
   std::string cwd;
   {
     std::lock_guard<std::mutex> lock(m_mutex);
     current = m_current;
+    voucher = m_voucher;
     how = m_report;
     cwd = m_cwd;
   }
   // Validate outside the lock: concurrent get()s stat in parallel.
   const std::string now_cwd = detail::key_cwd(m_options.search_paths);
   if (current && now_cwd == cwd) {
+    // An index read through the sibling has no watched files of its own:
+    // the sibling's index, read from the same file version, is checked.
+    const Index& checked = voucher ? *voucher : *current;
     const bool ok = how.status == CacheStatus::shipped
-                        ? detail::shipped_still_valid(*current, nullptr)
-                        : still_valid(*current, m_options.validation, nullptr);
+                        ? detail::shipped_still_valid(checked, nullptr)
+                        : still_valid(checked, m_options.validation, nullptr);
     if (ok) {
       if (report != nullptr) {
         *report = how;
@@ -385,6 +458,9 @@ Result<std::shared_ptr<const Index>> Catalog::get(
       }
       return current;
     }
+  }
+  if (!current) {
+    if (auto got = through_sibling(now_cwd, report)) return got;
   }
   std::lock_guard<std::mutex> lock(m_mutex);
   if (m_current != current && m_current) {
@@ -400,6 +476,7 @@ Result<std::shared_ptr<const Index>> Catalog::get(
     return open_index(options, &fresh);
   }();
   if (!r) return r.error();
+  m_voucher = nullptr;
   if (!r.value()->not_cacheable().empty()) {
     // Served, not kept: an answer holding an I/O error is read again next
     // time, as it is not cached on disk (see open_index()).
