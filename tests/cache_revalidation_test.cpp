@@ -1,7 +1,8 @@
 // cache_revalidation_test.cpp — the cache invalidation rules (see
 // cache_invalidation_test.cpp) for the other ways an answer is kept: group
 // queries (partial loads), shipped read-only indexes, and Catalog, which
-// revalidates a kept answer on every get().
+// revalidates a kept answer on every get(), also when a sibling Catalog lends
+// it a checked cache file.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,9 +13,11 @@
 #include <thread>
 
 #include "cache_invalidation_util.hpp"
+#include "cache_overlap.hpp"
 #include "cache_test_util.hpp"
 #include "epload/cache.hpp"
 #include "epload/scanner.hpp"
+#include "index_provenance.hpp"
 #include "stamp.hpp"
 
 namespace epload {
@@ -207,6 +210,75 @@ TEST_F(Invalidation, CatalogIsThreadSafe) {
   auto fresh = scan(options.search_paths);
   ASSERT_TRUE(fresh);
   EXPECT_EQ(test::answer_text(**final_idx), test::answer_text(*fresh));
+}
+
+// ---- Catalog with a sibling (a group asked later in the process) --------------
+
+TEST_F(Invalidation, SiblingLendsItsCheckedFileToAnotherGroup) {
+  auto first = std::make_shared<Catalog>(options);  // the complete index
+  CacheReport r;
+  ASSERT_TRUE(first->get(&r));
+  ASSERT_EQ(r.status, CacheStatus::hit) << r.reason;
+  CacheOptions g = options;
+  g.groups = {"g"};
+  auto later = make_catalog(g, first);
+  auto a = later->get(&r);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+  EXPECT_FALSE(watched_complete(**a)) << "read through the sibling, without the watched files";
+  ASSERT_NE((*a)->find("g", "who"), nullptr);
+  EXPECT_EQ((*a)->find("g", "who")->value, "site2:shadow");
+  auto b = later->get(&r);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(a->get(), b->get());
+
+  // The sibling's `full` check covers this group's distributions: an
+  // in-place edit of one (same size, mtime restored) is seen.
+  rewrite_in_place(ep_file(site2, "shadow-2.0"), "[g]\nwho = site2:shadoW\n");
+  auto c = later->get(&r);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
+  EXPECT_EQ((*c)->find("g", "who")->value, "site2:shadoW");
+  EXPECT_TRUE(watched_complete(**c)) << "read on its own once the sibling's file was stale";
+}
+
+TEST_F(Invalidation, SiblingIsNotUsedWhenItsIndexIsStale) {
+  auto first = std::make_shared<Catalog>(options);
+  ASSERT_TRUE(first->get());
+  test::make_dist(site2, "late", "1.0", "[g]\nlate = late:init\n");
+  CacheOptions g = options;
+  g.groups = {"g"};
+  auto later = make_catalog(g, first);
+  CacheReport r;
+  auto a = later->get(&r);
+  ASSERT_TRUE(a);
+  EXPECT_NE(r.status, CacheStatus::hit) << r.reason;
+  EXPECT_TRUE(watched_complete(**a));
+  EXPECT_NE((*a)->find("g", "late"), nullptr);
+}
+
+TEST_F(Invalidation, SiblingIsNotUsedWhenTheCacheFileWasReplaced) {
+  auto first = std::make_shared<Catalog>(options);
+  CacheReport r;
+  ASSERT_TRUE(first->get(&r));
+  ASSERT_EQ(r.status, CacheStatus::hit) << r.reason;
+  // Another process stores the same answer again: another file version.
+  auto fresh = scan(options.search_paths);
+  ASSERT_TRUE(fresh);
+  const std::string file = r.file;
+  struct stat before, after;
+  ASSERT_EQ(::stat(file.c_str(), &before), 0);
+  ASSERT_TRUE(store_index(*fresh, options));
+  ASSERT_EQ(::stat(file.c_str(), &after), 0);
+  ASSERT_NE(before.st_ino, after.st_ino);
+  CacheOptions g = options;
+  g.groups = {"torch.backends"};
+  auto later = make_catalog(g, first);
+  auto a = later->get(&r);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+  EXPECT_TRUE(watched_complete(**a)) << "read on its own, the sibling's file version is gone";
+  EXPECT_EQ((*a)->group("torch.backends").size(), 2u);
 }
 
 }  // namespace

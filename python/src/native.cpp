@@ -7,10 +7,13 @@
 // (selection, EntryPoints, SelectableGroups) is the pure-Python layer's.
 // Per call:
 //
-//   1. The key (interpreter, validation, cache directory, search paths, and
-//      the current directory when a path is relative) picks a long-lived
-//      Catalog from a small process-wide table; the Catalog re-validates its
-//      index with a few stats and rebuilds it when the file system changed.
+//   1. The key (interpreter, validation, cache directory, search paths,
+//      groups) picks a long-lived Catalog from a small process-wide table;
+//      the Catalog re-validates its index with a few stats and rebuilds it
+//      when the file system changed (or the current directory, when a path
+//      is relative).  The Catalog of a group asked later in the process reads
+//      its group through the first Catalog of the same sys.path (make_catalog()
+//      sibling), whose `full` check then covers both.
 //      The GIL is released meanwhile, so other threads run during the stats.
 //   2. Only the requested groups are converted to Python objects (for
 //      entry_points(), EntryPoint objects made here: objects.hpp).  Group
@@ -70,7 +73,9 @@ constexpr std::size_t k_max_catalogs = 32;
 std::mutex g_catalogs_mutex;
 std::unordered_map<std::string, std::shared_ptr<Catalog>>* g_catalogs = nullptr;
 
-std::string catalog_key(const CacheOptions& o) {
+// The key without the groups (self-delimiting: the path list is counted),
+// shared by the Catalogs of one sys.path that differ in their groups.
+std::string catalog_base_key(const CacheOptions& o) {
   std::string k;
   auto field = [&k](std::string_view s) {
     k += std::to_string(s.size());
@@ -81,10 +86,21 @@ std::string catalog_key(const CacheOptions& o) {
   field(o.cache_dir);
   field(o.validation == Validation::full ? "f" : "p");
   field(o.use_cache ? "c" : "n");
+  k += std::to_string(o.search_paths.size());
+  k += ':';
+  for (const std::string& p : o.search_paths) field(p);
+  return k;
+}
+
+std::string catalog_key(const CacheOptions& o) {
+  std::string k = catalog_base_key(o);
   k += std::to_string(o.groups.size());
   k += ':';
-  for (const std::string& g : o.groups) field(g);
-  for (const std::string& p : o.search_paths) field(p);
+  for (const std::string& g : o.groups) {
+    k += std::to_string(g.size());
+    k += ':';
+    k += g;
+  }
   return k;
 }
 
@@ -99,7 +115,17 @@ std::shared_ptr<Catalog> catalog_for(const CacheOptions& options) {
   auto it = g_catalogs->find(key);
   if (it != g_catalogs->end()) return it->second;
   if (g_catalogs->size() >= k_max_catalogs) g_catalogs->clear();
-  auto catalog = std::make_shared<Catalog>(options);
+  // The first Catalog of this sys.path with other groups lends its index
+  // (see make_catalog()); the others were made with it as sibling.
+  std::shared_ptr<Catalog> sibling;
+  const std::string base = catalog_base_key(options);
+  for (const auto& [k, c] : *g_catalogs) {
+    if (k.starts_with(base) && !has_sibling(*c)) {
+      sibling = c;
+      break;
+    }
+  }
+  auto catalog = make_catalog(options, std::move(sibling));
   g_catalogs->emplace(key, catalog);
   return catalog;
 }

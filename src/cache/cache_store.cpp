@@ -102,10 +102,21 @@ Result<Index> open_shipped(const std::string& path, const CacheOptions& options)
 /// What reading the cache file found.
 struct Lookup {
   std::shared_ptr<const Index> index;  // set on a valid hit
+  CacheFileIdentity identity;          // of the file it was read from
   std::string why;                     // else: why not
   bool dir_unsafe = false;             // never write into it
   Refreshed refreshed;                 // stale: the answer refreshed from the file's parts
 };
+
+/// The version of the open file `fd` (unknown when fstat fails).
+CacheFileIdentity identity_of(int fd) {
+  struct stat st;
+  profile::count(profile::Counter::stat);
+  if (::fstat(fd, &st) != 0) return {};
+  return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+          static_cast<std::uint64_t>(st.st_size),
+          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
 
 /// Checks the open descriptor `fd` of `path` (`what`: "cache directory" or
 /// "cache file") before it is used: "" when it may be trusted, else why
@@ -210,6 +221,7 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
     return out;
   }
   out.index = std::move(index);
+  out.identity = identity_of(fd.fd);
   return out;
 }
 
@@ -228,6 +240,27 @@ Result<void> store(const Index& index, const std::string& dir, const std::string
 }
 
 }  // namespace
+
+Result<std::shared_ptr<const Index>> read_groups_of(const CacheOptions& options, const CacheFileIdentity& file) {
+  const std::string dir = resolve_cache_dir(options);
+  const CacheKey key = make_key(options);
+  const std::string name = cache_file_name(key);
+  const std::string path = join_path(dir, name);
+  Lookup unused;
+  Fd fd(open_cache_file(dir, name, path, unused));
+  if (fd.fd < 0) return Error{Errc::cache, unused.why};
+  if (!file.known() || !(identity_of(fd.fd) == file)) {
+    return Error{Errc::cache, "cache file " + path + " was replaced"};
+  }
+  ReadExpectations expect;
+  expect.key = &key;
+  expect.groups = options.groups;
+  expect.map_file = cache_files_mapped();
+  auto read = read_index_fd(fd.fd, path, expect);
+  if (!read) return read.error();
+  return std::make_shared<const Index>(std::move(read.value()));
+}
+
 }  // namespace detail
 
 Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, CacheReport* report) {
@@ -235,7 +268,8 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
 }
 
 Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, CacheReport* report,
-                                                const WhileValidating& while_validating) {
+                                                const WhileValidating& while_validating,
+                                                CacheFileIdentity* identity) {
   profile::Span span(profile::Phase::total, "open_index");
   CacheReport local;
   CacheReport& rep = report != nullptr ? *report : local;
@@ -281,6 +315,7 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
   detail::Lookup found = detail::look_up(dir, name, key, options, while_validating);
   if (found.index) {
     rep.status = CacheStatus::hit;
+    if (identity != nullptr) *identity = found.identity;
     rep.reason = prefix;
     if (!rep.reason.empty()) rep.reason.resize(rep.reason.size() - 2);  // drop "; "
     return found.index;
