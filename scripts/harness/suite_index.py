@@ -1,16 +1,11 @@
 """Process-level benchmark of entry-point discovery: epload against
 importlib.metadata (and stevedore's cache) on a generated environment,
-every command interleaved round by round:
+every command interleaved round by round, their answers checked equal:
 {commands}
-The interpreter runs -I -S with SITE inserted first; epload gets exactly
-that search path as --path arguments; their (name, value, dist) answers
-must be equal.  Reported: medians, IQR, CPU, system calls (strace -f -c);
-importlib's marginal cost (importlib - bare) over each epload mode's whole
-process and over its marginal above `epload --version`; each target's
-budget (that marginal ÷ the ratio) beside its floor from the same rounds
-(floor-exe; floor-full under `full`); a scaling run of the epload modes at
-100, 1,000 and 10,000 distributions (`paths` grows < 3x); and a hyperfine -N
-pass if installed.  Markdown on stdout (and --md-out), JSON (--json-out).
+Reported: medians, IQR, CPU, system calls, importlib's marginal cost over
+each epload mode's, each target's budget beside its floor, a scaling run and
+a hyperfine -N pass.  Method: BENCHMARKS.md.  Markdown on stdout (and
+--md-out), JSON (--json-out).
 """
 
 from __future__ import annotations

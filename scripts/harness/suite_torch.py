@@ -1,28 +1,16 @@
 """Real PyTorch start-up harness: what `import torch` costs with its device
-backends, stock autoload against epload, in a venv holding a real torch.
+backends, stock autoload against epload, in a venv holding torch 2.13.0,
+epload with its `.pth` hook and the fixture backends of tests/torch/backends.
 
---python is a venv's with torch (2.13.0), epload with its `.pth` hook and
-the fixture backends of tests/torch/backends (`foo`: a working PrivateUse1
-backend).  For each number of generated backends (--sizes; 0 = fixtures
-alone; each import burns 20 ms of CPU) among --noise distributions, these
-variants are timed as whole processes, interleaved round by round:
+For each number of generated backends (--sizes; 0 = fixtures alone) among
+--noise distributions, these variants are timed as whole processes,
+interleaved round by round, each verified first (which backends it imported,
+the tensor on foo, the index hit):
 {variants}
-epload-lazy-dirty's own directory (first on sys.path, as a script's) gets a
-new file, untimed, before each run: its index must still hit.  Each command
-is `PY -I -c "import sys; sys.path += [SITE]; <body>"`; the variants differ
-in body and EPLOAD_*/TORCH_* variables only.  Each is checked first: stock
-and eager import every backend and foo, lazy none (lazy-first-foo exactly
-foo, the tensor on foo), the epload variants hit their index.
-
 In-process (--first-runs): the first `to("foo")`, lazy against by hand, and
-what lazy epload adds (the .pth hook's import from -X importtime, plus the
-trace's `import torch` span less torch's own body): `import torch` varies by
-~100 ms run to run, so targets on lazy's cost use that figure, the
-whole-process paired difference (95% bootstrap interval) beside it.
-Targets: lazy ≤ 1% above the floor at the largest size (`full`; budget
-beside its bare stat calls) and within noise with `paths`; stock's marginal
-÷ lazy's ≥ 100× at 100 backends; first `to("foo")` ≤ foo's own import + 1
-ms.  Output: Markdown (and --md-out), JSON (--json-out), PNG (--plot).
+what lazy epload adds (its .pth hook's import plus its share of the
+`import torch` span).  Targets and method: BENCHMARKS.md.  Output: Markdown
+(and --md-out), JSON (--json-out), PNG (--plot).
 """
 
 from __future__ import annotations
