@@ -17,26 +17,18 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 
 from .proc import harness_main, interleaved
 from .stats import summarize_rounds
 
-USAGE = "usage: ab.py [--rounds N] [--warmup W] [--settle S] -- CMD_A ... -- CMD_B ..."
-
 
 def parse(argv):
-    if "--" not in argv:
-        if "-h" in argv or "--help" in argv:
-            try:
-                print(__doc__.strip())
-            except BrokenPipeError:  # `ab.py --help | head`
-                pass
-            raise SystemExit(0)
-        print(USAGE, file=sys.stderr)
-        raise SystemExit(2)
-    cut = argv.index("--")
-    p = argparse.ArgumentParser(prog="ab.py", description=__doc__.split("\n\n")[0])
+    cut = argv.index("--") if "--" in argv else len(argv)
+    p = argparse.ArgumentParser(prog="ab.py", description=__doc__.split("\n\n")[0],
+                                usage="ab.py [--rounds N] [--warmup W] [--settle S] "
+                                      "-- CMD_A ... -- CMD_B ...",
+                                epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=40, help="timed rounds (default 40)")
     p.add_argument("--warmup", type=int, default=3, help="untimed rounds first (default 3)")
     p.add_argument("--settle", type=int, default=0,

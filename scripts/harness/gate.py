@@ -7,28 +7,10 @@ the thresholds committed in bench/baseline.json.
     scripts/bench_gate --update-baseline       # measure 5 times, rewrite the baseline
 
 Ratios (smaller is better; numerator and denominator from the same run, so a
-slower or busier machine moves both):
-
-  lazy_over_eager         BM_LoaderStartupLazy/1000 / BM_LoaderStartupEager/1000:
-                          start-up at 1,000 native backends, lazy against loading
-                          them all (CPU time; eager runs in fork()ed children)
-  cached_over_cold        BM_CacheLoadValidateFull/N / BM_ScanCold/N: opening the
-                          index from a valid cache (full validation) against a
-                          cold scan, N distributions (process CPU time)
-  hot_lookup_over_hashmap BM_LoaderHotLookup/1000 / BM_HashMapLookup/1000: a loaded
-                          device's lookup against a plain
-                          std::unordered_map<std::string_view, void*> (CPU time)
-  epload_over_importlib   whole processes, 6,000 distributions (1,000 backends):
-                          `epload entry-points` with a warm cache (full validation)
-                          against importlib.metadata's marginal cost (its process
-                          minus a bare interpreter), CPU time, the commands
-                          interleaved round by round (as scripts/bench_index.py)
-
-Noise: medians over repetitions (Google Benchmark, random interleaving) and
-interleaved rounds; CPU rather than wall time (on a shared 2-core machine
-wall time mostly measures the neighbours); thresholds with margin from the
-spread of repeated runs (BENCHMARKS.md, "CI gate"); a ratio past its
-threshold is measured once more and fails only if past it again.
+slower or busier machine moves both; what each measures: BENCHMARKS.md):
+{ratios}
+Noise: medians over repetitions and interleaved rounds, CPU time, thresholds
+with margin; a ratio past its threshold is measured once more.
 
 Exit status: 0 every ratio within its threshold; 1 a regression; 2 the gate
 could not measure (build missing, a benchmark failed) or a usage error.
@@ -92,6 +74,8 @@ RATIOS = {
         "process": True,
     },
 }
+
+__doc__ = __doc__.format(ratios="".join(f"  {n:<24} {r['what']}\n" for n, r in RATIOS.items()))
 
 # Margins for --update-baseline: threshold = max(median * margin, max seen * 1.25).
 # Larger where the measurement is noisier (forks, whole processes, ns timings).

@@ -71,10 +71,10 @@ def marked(argv, env, mark):
     return json.loads(line[len(mark):]), proc
 
 
-def interleaved(commands, env, rounds, warmup, tmp, progress=None, seed=0, settle=0, envs=None,
+def interleaved(commands, env, rounds, warmup, tmp, progress=None, settle=0, envs=None,
                 before=None, after=None, runner=run_once):
     """Times every command once per round, in an order shuffled each round
-    (random.Random(seed): reproducible).  With ``settle`` = S, each command
+    (random.Random(0): reproducible).  With ``settle`` = S, each command
     first runs S times untimed right before its timed run (timed after
     itself, in its steady state).  ``envs`` maps a command's name to its own
     environment (default ``env``); ``before`` a name to a callable run
@@ -86,7 +86,7 @@ def interleaved(commands, env, rounds, warmup, tmp, progress=None, seed=0, settl
     names = list(commands)
     out = {n: {} for n in names}
     err = os.path.join(tmp, "stderr.txt")
-    order = random.Random(seed)
+    order = random.Random(0)
     envs, before, after = envs or {}, before or {}, after or {}
     for r in range(warmup + rounds):
         if progress is not None:

@@ -1,16 +1,11 @@
 """Process-level benchmark of entry-point discovery: epload against
 importlib.metadata (and stevedore's cache) on a generated environment,
-every command interleaved round by round:
+every command interleaved round by round, their answers checked equal:
 {commands}
-The interpreter runs -I -S with SITE inserted first; epload gets exactly
-that search path as --path arguments; their (name, value, dist) answers
-must be equal.  Reported: medians, IQR, CPU, system calls (strace -f -c);
-importlib's marginal cost (importlib - bare) over each epload mode's whole
-process and over its marginal above `epload --version`; each target's
-budget (that marginal ÷ the ratio) beside its floor from the same rounds
-(floor-exe; floor-full under `full`); a scaling run of the epload modes at
-100, 1,000 and 10,000 distributions (`paths` grows < 3x); and a hyperfine -N
-pass if installed.  Markdown on stdout (and --md-out), JSON (--json-out).
+Reported: medians, IQR, CPU, system calls, importlib's marginal cost over
+each epload mode's, each target's budget beside its floor, a scaling run and
+a hyperfine -N pass.  Method: BENCHMARKS.md.  Markdown on stdout (and
+--md-out), JSON (--json-out).
 """
 
 from __future__ import annotations
@@ -90,8 +85,6 @@ class Setup:
             self.floor["floor-exe"] = [args.floor_exe]
         self.epload = {"epload-exe": [args.epload, "--version"], "cold": ep + ["--no-cache"],
                        "full": cached + ["full"], "paths": cached + ["paths"]}
-        # Untimed work before each run of a command (name -> callable).
-        self.before = {}
 
     def stat_list(self, env, tmp):
         """Writes what `full` validation stats, as epload_floor --stat reads
@@ -334,8 +327,6 @@ def parse_args(argv):
     options.add_common(p, rounds=(21, 5), warmup=(3, 1), plot=False,
                        tools={"strace": True, "hyperfine": False})
     options.add_lookup(p)
-    p.add_argument("--bench-exe", help="epload_bench, for the bare stat baseline "
-                   "(default: <build>/bench/epload_bench; skipped if absent)")
     p.add_argument("--floor-exe", help="epload_floor, the process floor (default: "
                    "<build>/bench/epload_floor; skipped if absent)")
     p.add_argument("--scaling-sizes", default="100,1000,10000",
@@ -348,8 +339,7 @@ def parse_args(argv):
     args.sizes = options.parse_sizes(p, args.scaling_sizes, 6) if args.scaling_sizes else []
     options.need_built(p, args.epload)
     bench = os.path.join(args.build, "bench")
-    args.bench_exe = options.executable(p, args.bench_exe, "--bench-exe",
-                                        os.path.join(bench, "epload_bench"))
+    args.bench_exe = options.executable(p, None, None, os.path.join(bench, "epload_bench"))
     args.floor_exe = options.executable(p, args.floor_exe, "--floor-exe",
                                         os.path.join(bench, "epload_floor"))
     return args
@@ -392,7 +382,7 @@ def measure_main(args, env, tmp, stevedore_dir, result):
         listed, result["floor_stats"] = s.stat_list(env, tmp)
         commands["floor-full"] = s.floor["floor-exe"] + ["--stat", listed]
     log(f"timing {len(commands)} commands x {args.rounds} rounds ...")
-    raw = interleaved(commands, env, args.rounds, args.warmup, tmp, before=s.before)
+    raw = interleaved(commands, env, args.rounds, args.warmup, tmp)
     stats, derived, ratios = analyse(raw)
     result["main"] = {"commands": commands, "stats": stats, "derived": derived, "ratios": ratios,
                       "search_path": s.search, **extra_passes("bench_index", args, commands, env,

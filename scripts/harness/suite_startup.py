@@ -2,25 +2,15 @@
 pays at start for its plugin backends, with importlib.metadata, stevedore,
 PyTorch's own autoload loop, and epload (eager, lazy, `paths` validation).
 
-For each number of backends (--sizes) among --noise ordinary distributions,
-one environment is generated (`scripts/gen_env.py --kind python`) and these
-variants are timed as whole processes, interleaved round by round:
+For each number of backends (--sizes) among --noise ordinary distributions
+(`scripts/gen_env.py --kind python`), these variants are timed as whole
+`python3 -I -S -c` processes, interleaved round by round, each verified
+first (what it found, imported and set; the index hit):
 {variants}
-Each is `python3 -I -S -c "<prelude>; <variant>"`, the prelude the same text
-but for the variables it sets (os.environ.update({{...}}); <build>/python
-first on sys.path, then HOSTDIR and SITE last), so the command lines alone
-define the variants.  HOSTDIR holds a PyTorch-like `torch` whose __init__
-ends with stock PyTorch's loop (scripts/stock_autoload.py) or epload.autoload.
-
-Each variant is verified first with a check appended: lookups find exactly
-the generated backends; eager ones import every backend and set every
-device; lazy none (lazy-first exactly one); epload variants hit their index.
-Reported: medians, IQR, CPU, the marginal cost over `bare`, ratios of
-marginals (none within noise of zero); at the largest size the targets, each
-ratio's budget beside its floor (floor-native's marginal, plus for `full`
-its bare stat calls shared by the CPUs, epload_bench), strace -f -c counts
-and a hyperfine -N pass.  Output: Markdown on stdout (and --md-out), JSON
-(--json-out), a PNG of marginal cost against backends (--plot).
+Reported: medians, IQR, CPU, marginals over `bare` and their ratios; at the
+largest size the targets beside their floors, strace -f -c counts and a
+hyperfine -N pass.  Method: BENCHMARKS.md.  Output: Markdown (and
+--md-out), JSON (--json-out), PNG (--plot).
 """
 
 from __future__ import annotations

@@ -1,28 +1,16 @@
 """Real PyTorch start-up harness: what `import torch` costs with its device
-backends, stock autoload against epload, in a venv holding a real torch.
+backends, stock autoload against epload, in a venv holding torch 2.13.0,
+epload with its `.pth` hook and the fixture backends of tests/torch/backends.
 
---python is a venv's with torch (2.13.0), epload with its `.pth` hook and
-the fixture backends of tests/torch/backends (`foo`: a working PrivateUse1
-backend).  For each number of generated backends (--sizes; 0 = fixtures
-alone; each import burns 20 ms of CPU) among --noise distributions, these
-variants are timed as whole processes, interleaved round by round:
+For each number of generated backends (--sizes; 0 = fixtures alone) among
+--noise distributions, these variants are timed as whole processes,
+interleaved round by round, each verified first (which backends it imported,
+the tensor on foo, the index hit):
 {variants}
-epload-lazy-dirty's own directory (first on sys.path, as a script's) gets a
-new file, untimed, before each run: its index must still hit.  Each command
-is `PY -I -c "import sys; sys.path += [SITE]; <body>"`; the variants differ
-in body and EPLOAD_*/TORCH_* variables only.  Each is checked first: stock
-and eager import every backend and foo, lazy none (lazy-first-foo exactly
-foo, the tensor on foo), the epload variants hit their index.
-
 In-process (--first-runs): the first `to("foo")`, lazy against by hand, and
-what lazy epload adds (the .pth hook's import from -X importtime, plus the
-trace's `import torch` span less torch's own body): `import torch` varies by
-~100 ms run to run, so targets on lazy's cost use that figure, the
-whole-process paired difference (95% bootstrap interval) beside it.
-Targets: lazy ≤ 1% above the floor at the largest size (`full`; budget
-beside its bare stat calls) and within noise with `paths`; stock's marginal
-÷ lazy's ≥ 100× at 100 backends; first `to("foo")` ≤ foo's own import + 1
-ms.  Output: Markdown (and --md-out), JSON (--json-out), PNG (--plot).
+what lazy epload adds (its .pth hook's import plus its share of the
+`import torch` span).  Targets and method: BENCHMARKS.md.  Output: Markdown
+(and --md-out), JSON (--json-out), PNG (--plot).
 """
 
 from __future__ import annotations
@@ -89,6 +77,8 @@ FIXTURE_DIR = os.path.join(SOURCE_DIR, "tests", "torch", "backends")
 # The fixture backends that load cleanly under stock autoload (common: the
 # module they share).
 DEFAULT_FIXTURES = ("common", "foo", "hook", "bar")
+# The PrivateUse1 fixture backend: its entry-point name and device name.
+FOO = "foo"
 __doc__ = __doc__.format(variants="".join(f"  {n:<18} {v[0]}\n" for n, v in VARIANTS.items()))
 
 DESCRIBE = """import json, os, sys, importlib.metadata as m, importlib.util as u
@@ -144,21 +134,21 @@ class Size(Variants):
     mark, warm, retried = VERIFY_MARK, ("epload-lazy",), EPLOAD_VARIANTS
 
     def __init__(self, args, info, manifest, work):
-        self.args, self.python, self.work = args, args.python, work
+        self.python, self.work = args.python, work
         self.base, self.labels = clean_env(work), {v: x[0] for v, x in VARIANTS.items()}
         self.paths = args.fixtures + ([manifest["search_path"]] if manifest else [])
         self.n = len(manifest["backends"]) if manifest else 0
         self.where = f"{self.n:,} generated backends"
-        foo = [b for b in info["backends"] if b[0] == args.foo_backend]
+        foo = [b for b in info["backends"] if b[0] == FOO]
         if not foo:
             raise BenchError(f"the venv holds no torch.backends entry point named "
-                             f"{args.foo_backend!r} (found: "
+                             f"{FOO!r} (found: "
                              f"{', '.join(b[0] for b in info['backends']) or 'none'}); install "
-                             "the fixture backends or pass --foo-backend")
+                             "the fixture backends of tests/torch/backends")
         self.fixtures = info["backends"]
         module, _, attr = foo[0][1].partition(":")
         self.foo_module = module.strip()
-        fmt = {"device": args.device, "module": self.foo_module,
+        fmt = {"device": FOO, "module": self.foo_module,
                "call": (f"from {self.foo_module} import {attr.strip()} as _f; _f()"
                         if attr.strip() else f"import {self.foo_module}")}
         self.variants = list(VARIANTS)
@@ -199,7 +189,7 @@ class Size(Variants):
         return self.argv(self.code[v], self.probe), env
 
     def problems(self, v, r, stderr):
-        n, out, device = self.n, [], self.args.device
+        n, out, device = self.n, [], FOO
         if v in LOADS_ALL:
             if r["modules"] != n or r["devices"] != n:
                 out.append(f"imported {r['modules']} of the {n} generated backends, "
@@ -453,9 +443,6 @@ def parse_args(argv):
                         "fixture backends (default: tests/torch/backends/ "
                         + ", ".join(DEFAULT_FIXTURES) + ")")
     p.add_argument("--first-runs", type=int, help="in-process runs (15; --quick: 3)")
-    p.add_argument("--foo-backend", default="foo",
-                   help="entry-point name of the PrivateUse1 fixture backend (foo)")
-    p.add_argument("--device", default="foo", help="its device name (foo)")
     args = p.parse_args(argv)
     python, args.python = args.python, None  # the venv's, once the rest is checked
     args = options.finish(p, args, min_rounds=2)
@@ -505,7 +492,7 @@ def measure_size(args, info, tmp, n):
 def first_use(args, size):
     """The IN_PROCESS timings at the largest size (the first to("foo"), lazy
     and by hand), interleaved: each one's summary under its name (- as _)."""
-    log(f"bench_torch: first to({args.device!r}), in-process, {args.first_runs} pairs ...")
+    log(f"bench_torch: first to({FOO!r}), in-process, {args.first_runs} pairs ...")
     raw = interleaved(size.timed, None, args.first_runs, 0, size.work, envs=size.timed_envs,
                       runner=lambda argv, env, _: {"ns": marked(argv, env, TIME_MARK)[0]})
     first = {"backends": size.n, "runs": args.first_runs, "commands": size.timed}
