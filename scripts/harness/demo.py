@@ -150,8 +150,8 @@ def parse_args(argv):
                    help="where results and environments go (<source>/out/demo)")
     options.add_lookup(p)
     p.add_argument("--device", help="the device to load (default: the middle backend's)")
-    p.add_argument("--phase-runs", type=int, default=3,
-                   help="`epload load --json` runs for the in-process phases (3)")
+    options.add_count(p, "--phase-runs", (3, 3), "`epload load --json` runs for the in-process "
+                      "phases", quick=False)
     p.add_argument("--startup-sizes", default="10,100,1000",
                    help="Python-backend counts for the start-up suite (10,100,1000)")
     p.add_argument("--startup-noise", type=int,
@@ -168,8 +168,6 @@ def parse_args(argv):
                    help="rounds for the real-torch suite (default: its --quick, 3)")
     args = options.finish(p, p.parse_args(argv))
     args.no_torch = args.no_torch or os.environ.get("EPLOAD_SKIP_TORCH") == "1"
-    if args.phase_runs < 1:
-        p.error("--phase-runs must be >= 1")
     args.out = os.path.abspath(args.out)
     options.need_built(p, args.epload)
     if args.startup_noise is None:

@@ -8,7 +8,7 @@ the thresholds committed in bench/baseline.json.
 
 Ratios (smaller is better; numerator and denominator from the same run, so a
 slower or busier machine moves both; what each measures: BENCHMARKS.md):
-{ratios}
+{listing}
 Noise: medians over repetitions and interleaved rounds, CPU time, thresholds
 with margin; a ratio past its threshold is measured once more.
 
@@ -74,8 +74,6 @@ RATIOS = {
         "process": True,
     },
 }
-
-__doc__ = __doc__.format(ratios="".join(f"  {n:<24} {r['what']}\n" for n, r in RATIOS.items()))
 
 # Margins for --update-baseline: threshold = max(median * margin, max seen * 1.25).
 # Larger where the measurement is noisier (forks, whole processes, ns timings).
@@ -258,18 +256,19 @@ def scratch_dir(args):
 
 
 def parse_args(argv):
-    p = options.parser("bench_gate", __doc__)
+    p = options.parser("bench_gate", __doc__,
+                       {n: r["what"] for n, r in RATIOS.items()})
     options.add_common(p, rounds=(15, 7), warmup=(1, 1), outputs=False)
     p.add_argument("--only", action="append", default=[], metavar="RATIO",
                    help="measure only these ratios (repeatable or comma-separated)")
     p.add_argument("--baseline", default=BASELINE, help="thresholds file (bench/baseline.json)")
-    p.add_argument("--repetitions", type=int, help="Google Benchmark repetitions (quick 5, full 9)")
+    options.add_count(p, "--repetitions", (9, 5), "Google Benchmark repetitions")
     p.add_argument("--no-confirm", action="store_true",
                    help="fail at once, without re-measuring a ratio past its threshold")
     p.add_argument("--update-baseline", action="store_true",
                    help="measure the ratios --update-runs times and rewrite the baseline's "
                         "thresholds (see BENCHMARKS.md before committing it)")
-    p.add_argument("--update-runs", type=int, default=5, metavar="N")
+    options.add_count(p, "--update-runs", (5, 5), "runs of --update-baseline", quick=False)
     p.add_argument("--tmpdir", metavar="DIR",
                    help="where to generate environments (default: /dev/shm if a tmpfs, else $TMPDIR)")
     p.add_argument("--json-out", metavar="FILE", help="also write the results as JSON")
@@ -281,10 +280,7 @@ def parse_args(argv):
     if bad:
         p.error(f"--only: unknown ratio {', '.join(bad)} (known: {', '.join(RATIOS)})")
     args.only = only or list(RATIOS)
-    args.repetitions = args.repetitions or (5 if args.quick else 9)
     args.min_time = 0.05 if args.quick else 0.2
-    if args.repetitions < 1 or args.update_runs < 1:
-        p.error("--repetitions and --update-runs must be >= 1")
     args.bench_exe = os.path.join(args.build, "bench", "epload_bench")
     args.group = "torch.backends"
     options.need_built(p, *([args.bench_exe] if any(not RATIOS[n].get("process")

@@ -15,26 +15,28 @@ from .envs import SOURCE_DIR
 DEFAULT_BUILD = os.environ.get("EPLOAD_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
 
 
-def parser(prog, doc):
-    """An ArgumentParser whose help is the suite's docstring."""
+def parser(prog, doc, listing=None):
+    """An ArgumentParser whose help is the suite's docstring, its {listing}
+    filled with ``listing`` ({name: label}), one a line."""
+    if listing:
+        width = max(map(len, listing)) + 2
+        doc = doc.format(listing="".join(f"  {n:<{width}} {w}\n" for n, w in listing.items()))
     return argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0],
                                    epilog=doc.split("\n\n", 1)[1],
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def add_common(p, rounds, warmup=(1, 1), python="/usr/bin/python3", outputs=True, tools=None,
-               python_help=None, quick=True, plot=True, env_dir=None):
+               python_help=None, quick=True, plot=True, env_dir=None, least_rounds=1):
     """The options every suite shares.  ``rounds`` and ``warmup`` are
     (default, --quick default), ``rounds`` None for a suite without rounds;
     ``tools`` {tool: whether `auto` runs it in --quick mode too} adds
     --strace / --hyperfine; ``plot`` False leaves --plot out; ``env_dir``
-    the help of --env-dir (None: no such option)."""
-    q = "; --quick: {}" if quick else ""
+    the help of --env-dir (None: no such option); ``least_rounds`` the
+    fewest --rounds allowed."""
     if rounds is not None:
-        p.add_argument("--rounds", type=int,
-                       help=f"timed rounds ({rounds[0]}{q.format(rounds[1])})")
-        p.add_argument("--warmup", type=int,
-                       help=f"untimed rounds first ({warmup[0]}{q.format(warmup[1])})")
+        add_count(p, "--rounds", rounds, "timed rounds", least_rounds, quick)
+        add_count(p, "--warmup", warmup, "untimed rounds first", 0, quick)
     if quick:
         p.add_argument("--quick", action="store_true", help="fewer rounds, fewer extra passes")
     p.add_argument("--python", default=python, help=python_help or f"interpreter ({python})")
@@ -42,8 +44,9 @@ def add_common(p, rounds, warmup=(1, 1), python="/usr/bin/python3", outputs=True
                    help="epload build directory (default: $EPLOAD_BUILD_DIR, else <source>/build)")
     if env_dir:
         p.add_argument("--env-dir", metavar="DIR", help=env_dir)
-    p.set_defaults(_rounds=rounds or (1, 1), _warmup=warmup, _tools=tools or {}, quick=False,
-                   rounds=None, warmup=None)
+    p.set_defaults(_tools=tools or {}, quick=False)
+    if rounds is None:
+        p.set_defaults(rounds=1, warmup=1)
     for tool in tools or {}:
         p.add_argument(f"--{tool}", choices=("auto", "on", "off"), default="auto",
                        help=f"the {tool} pass (auto: if installed"
@@ -54,6 +57,16 @@ def add_common(p, rounds, warmup=(1, 1), python="/usr/bin/python3", outputs=True
         if plot:
             p.add_argument("--plot", metavar="PNG", help="plot marginal cost against backends")
         p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+
+
+def add_count(p, option, defaults, what, least=1, quick=True):
+    """An integer option: ``defaults`` (default, --quick default), at
+    least ``least`` (finish checks it)."""
+    p.add_argument(option, type=int, help=f"{what} ({defaults[0]}"
+                   + (f"; --quick: {defaults[1]})" if quick else ")"))
+    counts = dict(p.get_default("_counts") or {})
+    counts[option[2:].replace("-", "_")] = (defaults, least)
+    p.set_defaults(_counts=counts)
 
 
 KEPT = ("generate the environments into DIR and keep them there; a later run with the same "
@@ -81,21 +94,16 @@ def add_lookup(p, backends=1000):
     p.add_argument("--group", default="torch.backends", help="the group looked up (torch.backends)")
 
 
-def finish(p, args, min_rounds=1):
+def finish(p, args):
     """Quick defaults, ranges, paths and tools checked: p.error (exit 2)
     names the option and what it must be."""
-    args.rounds = args.rounds if args.rounds is not None else args._rounds[args.quick]
-    args.warmup = args.warmup if args.warmup is not None else args._warmup[args.quick]
-    if args.rounds < min_rounds or args.warmup < 0:
-        p.error(f"--rounds must be >= {min_rounds} and --warmup >= 0")
+    for name, (defaults, least) in getattr(args, "_counts", {}).items():
+        if getattr(args, name) is None:
+            setattr(args, name, defaults[args.quick])
+        at_least(p, args, **{name: least})
     if hasattr(args, "sizes"):
         args.sizes = parse_sizes(p, args.sizes, args._least)
-    if getattr(args, "import_cost_ms", 0) < 0:
-        p.error("--import-cost-ms must be >= 0")
-    if getattr(args, "noise", 0) < 0:
-        p.error("--noise must be >= 0")
-    if getattr(args, "backends", 1) < 1:
-        p.error("--backends must be >= 1")
+    at_least(p, args, import_cost_ms=0, noise=0, backends=1)
     args.build = os.path.abspath(args.build)
     args.epload = os.path.join(args.build, "epload")
     if getattr(args, "env_dir", None):
@@ -115,6 +123,14 @@ def finish(p, args, min_rounds=1):
             p.error(f"--plot needs matplotlib in {sys.executable} "
                     "(apt-get install python3-matplotlib; run with /usr/bin/python3)")
     return args
+
+
+def at_least(p, args, **least):
+    """p.error naming the first option (of those ``args`` has) below its
+    least value."""
+    for name, n in least.items():
+        if getattr(args, name, n) < n:
+            p.error(f"--{name.replace('_', '-')} must be >= {n}")
 
 
 def need_built(p, *paths):

@@ -1,7 +1,7 @@
 """Process-level benchmark of entry-point discovery: epload against
 importlib.metadata (and stevedore's cache) on a generated environment,
 every command interleaved round by round, their answers checked equal:
-{commands}
+{listing}
 Reported: medians, IQR, CPU, system calls, importlib's marginal cost over
 each epload mode's, each target's budget beside its floor, a scaling run and
 a hyperfine -N pass.  Method: BENCHMARKS.md.  Markdown on stdout (and
@@ -53,7 +53,6 @@ SAME_OUTPUT = ("from importlib.metadata import entry_points; w = sys.stdout.writ
                "for e in entry_points(group={g!r}): "
                "w(f'{{e.group}} {{e.name}} = {{e.value}}  "
                "[{{e.dist.name}} {{e.dist.version}}]\\n')")
-__doc__ = __doc__.format(commands="".join(f"  {n:<15} {w}\n" for n, w in COMMANDS.items()))
 
 
 class Setup:
@@ -323,7 +322,7 @@ def scaling_table(sc):
 
 
 def parse_args(argv):
-    p = options.parser("bench_index.py", __doc__)
+    p = options.parser("bench_index.py", __doc__, COMMANDS)
     options.add_common(p, rounds=(21, 5), warmup=(3, 1), plot=False,
                        tools={"strace": True, "hyperfine": False})
     options.add_lookup(p)
@@ -331,11 +330,8 @@ def parse_args(argv):
                    "<build>/bench/epload_floor; skipped if absent)")
     p.add_argument("--scaling-sizes", default="100,1000,10000",
                    help="distribution counts of the scaling run ('' to skip)")
-    p.add_argument("--scaling-rounds", type=int, help="rounds per scaling size (15; --quick: 5)")
+    options.add_count(p, "--scaling-rounds", (15, 5), "rounds per scaling size")
     args = options.finish(p, p.parse_args(argv))
-    args.scaling_rounds = args.scaling_rounds or (5 if args.quick else 15)
-    if args.scaling_rounds < 1:
-        p.error("--scaling-rounds must be >= 1")
     args.sizes = options.parse_sizes(p, args.scaling_sizes, 6) if args.scaling_sizes else []
     options.need_built(p, args.epload)
     bench = os.path.join(args.build, "bench")

@@ -6,7 +6,7 @@ For each number of backends (--sizes) among --noise ordinary distributions
 (`scripts/gen_env.py --kind python`), these variants are timed as whole
 `python3 -I -S -c` processes, interleaved round by round, each verified
 first (what it found, imported and set; the index hit):
-{variants}
+{listing}
 Reported: medians, IQR, CPU, marginals over `bare` and their ratios; at the
 largest size the targets beside their floors, strace -f -c counts and a
 hyperfine -N pass.  Method: BENCHMARKS.md.  Output: Markdown (and
@@ -77,7 +77,7 @@ IMPORT_TARGET_MS = 2.0
 # Variants whose index check stats every watched file (`full` validation):
 # their floor includes the bare cost of those stats.
 FULL_CHECK = ("epload-ep", "epload-lazy")
-__doc__ = __doc__.format(variants="".join(f"  {n:<18} {v[0]}\n" for n, v in VARIANTS.items()))
+LABELS = {v: x[0] for v, x in VARIANTS.items()}
 
 # The fixture host: stock PyTorch's autoload at the end of its __init__, or
 # the one line a framework that adopted epload would have instead.
@@ -364,14 +364,14 @@ def target_cells(t):
 
 
 def plot(result, path):
-    plot_marginals(path, result["sizes"], {v: x[0] for v, x in VARIANTS.items()}, "bare",
+    plot_marginals(path, result["sizes"], LABELS, "bare",
                    f"Python backends (among {result['config']['noise']:,} other distributions)",
                    "marginal start-up cost over a bare interpreter (ms, median)",
                    "Whole-process start-up cost of plugin backends")
 
 
 def parse_args(argv):
-    p = options.parser("bench_startup.py", __doc__)
+    p = options.parser("bench_startup.py", __doc__, LABELS)
     options.add_common(p, rounds=(15, 5), warmup=(2, 1),
                        tools={"strace": False, "hyperfine": False}, env_dir=options.KEPT)
     options.add_sizes(p, "10,100,1000", "numbers of Python backends", 1, 0.0, VARIANTS)

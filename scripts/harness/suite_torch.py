@@ -6,7 +6,7 @@ For each number of generated backends (--sizes; 0 = fixtures alone) among
 --noise distributions, these variants are timed as whole processes,
 interleaved round by round, each verified first (which backends it imported,
 the tensor on foo, the index hit):
-{variants}
+{listing}
 In-process (--first-runs): the first `to("foo")`, lazy against by hand, and
 what lazy epload adds (its .pth hook's import plus its share of the
 `import torch` span).  Targets and method: BENCHMARKS.md.  Output: Markdown
@@ -79,7 +79,7 @@ FIXTURE_DIR = os.path.join(SOURCE_DIR, "tests", "torch", "backends")
 DEFAULT_FIXTURES = ("common", "foo", "hook", "bar")
 # The PrivateUse1 fixture backend: its entry-point name and device name.
 FOO = "foo"
-__doc__ = __doc__.format(variants="".join(f"  {n:<18} {v[0]}\n" for n, v in VARIANTS.items()))
+LABELS = {v: x[0] for v, x in VARIANTS.items()}
 
 DESCRIBE = """import json, os, sys, importlib.metadata as m, importlib.util as u
 sys.path += {fixtures!r}
@@ -135,7 +135,7 @@ class Size(Variants):
 
     def __init__(self, args, info, manifest, work):
         self.python, self.work = args.python, work
-        self.base, self.labels = clean_env(work), {v: x[0] for v, x in VARIANTS.items()}
+        self.base, self.labels = clean_env(work), LABELS
         self.paths = args.fixtures + ([manifest["search_path"]] if manifest else [])
         self.n = len(manifest["backends"]) if manifest else 0
         self.where = f"{self.n:,} generated backends"
@@ -422,7 +422,7 @@ def targets_table(targets):
 
 
 def plot(result, path):
-    plot_marginals(path, result["sizes"], {v: x[0] for v, x in VARIANTS.items()}, "floor",
+    plot_marginals(path, result["sizes"], LABELS, "floor",
                    f"generated Python backends ({result['config']['import_cost_ms']:g} ms import "
                    f"each) among {result['config']['noise']:,} other distributions",
                    "cost over `import torch` with autoload off (ms, median)",
@@ -431,8 +431,8 @@ def plot(result, path):
 
 
 def parse_args(argv):
-    p = options.parser("bench_torch.py", __doc__)
-    options.add_common(p, rounds=(11, 3), warmup=(1, 0), python=None,
+    p = options.parser("bench_torch.py", __doc__, LABELS)
+    options.add_common(p, rounds=(11, 3), warmup=(1, 0), python=None, least_rounds=2,
                        python_help="the interpreter of a venv with torch and epload (with its "
                        ".pth hook) installed (default: the venv scripts/torch_env.py makes under "
                        "the build directory, as the torch.* tests do)", env_dir=options.KEPT)
@@ -442,13 +442,10 @@ def parse_args(argv):
                    help="directories put on sys.path before the generated environment: the "
                         "fixture backends (default: tests/torch/backends/ "
                         + ", ".join(DEFAULT_FIXTURES) + ")")
-    p.add_argument("--first-runs", type=int, help="in-process runs (15; --quick: 3)")
+    options.add_count(p, "--first-runs", (15, 3), "in-process runs")
     args = p.parse_args(argv)
     python, args.python = args.python, None  # the venv's, once the rest is checked
-    args = options.finish(p, args, min_rounds=2)
-    args.first_runs = args.first_runs or (3 if args.quick else 15)
-    if args.first_runs < 1:
-        p.error("--first-runs must be >= 1")
+    args = options.finish(p, args)
     args.fixtures = [os.path.abspath(os.path.join(FIXTURE_DIR, d)) for d in
                      args.fixtures.split(",") if d.strip()]
     for d in args.fixtures:
