@@ -25,7 +25,7 @@ from .envs import SOURCE_DIR, clean_env, config, kept_env, torch_python
 from .proc import BenchError, capture, harness_main, interleaved, log, marked
 from .report import fmt_ms, load_average, plot_marginals, table, times, write_report
 from .stats import paired_ci, summarize, summarize_rounds
-from .targets import budget_cells, stat_floor
+from .targets import budget_cells, budget_floor, stat_floor
 from .verify import Variants, index_hit
 
 GROUP = "torch.backends"
@@ -277,67 +277,61 @@ def judge(sizes, first, stat_base, rounds):
     the whole-process interval's lower end is too.  Below MIN_JUDGE_ROUNDS
     rounds, the targets that need that interval are not judged."""
     big = max(sizes, key=lambda r: (r["distributions"], r["backends"]))
-    st = big["stats"]
+    st, added = big["stats"], big["in_process"]["total"]["median_ms"]
     floor_ms = st["floor"]["median_ms"]
     where = f"{big['backends']:,} generated backends, {big['distributions']:,} distributions"
     budget = floor_ms * LAZY_FULL_MAX_PCT / 100
-    lazy, added = st["epload-lazy"], big["in_process"]["total"]["median_ms"]
-    out = [{"target": f"lazy `import torch` (`full`) ≤ {LAZY_FULL_MAX_PCT:g}% above the floor",
-            "where": where, "budget_ms": budget, "interval": True,
-            "measured": f"in-process {added:.2f} ms ({100 * added / floor_ms:.2f}% of the "
-                        f"floor's {fmt_ms(floor_ms)} ms); " + whole_process(lazy),
-            "met": added <= budget and lazy["paired"]["ci95_ms"][0] <= budget}]
-    if stat_base:
-        out[0]["floor_ms"] = stat_base["floor_ms"]  # full's stat calls, bare
-    paths = st["epload-lazy-paths"]
-    # No cost detectable above the floor: the interval reaches 0 or below
-    # (wholly below is drift between rounds, not a gain).
-    out.append({"target": "lazy `import torch` (`paths`) within noise of the floor",
-                "where": where, "measured": whole_process(paths), "interval": True,
-                "met": paths["paired"]["ci95_ms"][0] <= 0})
+
+    def target(text, measured, met, budget_ms=None, floor=None, interval=True, at=where):
+        t = {"target": text, "where": at, "measured": measured, "met": met}
+        if budget_ms is not None:
+            budget_floor(t, budget_ms, floor)
+        if interval and rounds < MIN_JUDGE_ROUNDS and met is not None:
+            t.update(met=None,
+                     unjudged=f"not judged: {rounds} rounds (needs ≥ {MIN_JUDGE_ROUNDS})")
+        return t
+
+    def low(s):  # the lower end of a variant's paired interval
+        return s["paired"]["ci95_ms"][0]
+    lazy, paths, dirty = st["epload-lazy"], st["epload-lazy-paths"], st.get(DIRTY)
+    out = [target(f"lazy `import torch` (`full`) ≤ {LAZY_FULL_MAX_PCT:g}% above the floor",
+                  f"in-process {added:.2f} ms ({100 * added / floor_ms:.2f}% of the floor's "
+                  f"{fmt_ms(floor_ms)} ms); " + whole_process(lazy),
+                  added <= budget and low(lazy) <= budget, budget,
+                  stat_base["floor_ms"] if stat_base else None),  # full's stat calls, bare
+           # No cost detectable above the floor: the interval reaches 0 or
+           # below (wholly below is drift between rounds, not a gain).
+           target("lazy `import torch` (`paths`) within noise of the floor",
+                  whole_process(paths), low(paths) <= 0)]
+    ratio = f"stock's added cost ÷ lazy's ≥ {STOCK_OVER_LAZY:g}×"
     row = next((r for r in sizes if r["backends"] == RATIO_SIZE), None)
     if row is None:
-        out.append({"target": f"stock's added cost ÷ lazy's ≥ {STOCK_OVER_LAZY:g}× at "
-                              f"{RATIO_SIZE} backends", "where": "not measured (size absent)",
-                    "measured": "n/a", "met": None, "unjudged": "not measured", "interval": True})
+        out.append(dict(target(f"{ratio} at {RATIO_SIZE} backends", "n/a", None,
+                               at="not measured (size absent)"), unjudged="not measured"))
     else:
         stock, lazy = row["stats"]["stock"], row["stats"]["epload-lazy"]
-        added = row["in_process"]["total"]["median_ms"]
-        gain = stock["paired"]["median_ms"]
-        r = gain / added if added else None
-        out.append({
-            "target": f"stock's added cost ÷ lazy's ≥ {STOCK_OVER_LAZY:g}×", "interval": True,
-            "where": f"{row['backends']:,} generated backends, {row['distributions']:,} "
-                     "distributions",
-            "measured": (f"{r:,.0f}×: stock {gain:+,.0f} ms (paired, 95% CI "
-                         f"[{stock['paired']['ci95_ms'][0]:+,.0f}, "
-                         f"{stock['paired']['ci95_ms'][1]:+,.0f}]) ÷ lazy in-process "
-                         f"{added:.2f} ms" if r else "in-process n/a")
-                        + "; lazy's " + whole_process(lazy),
-            "met": r is not None and r >= STOCK_OVER_LAZY
-                   and lazy["paired"]["ci95_ms"][0] <= gain / STOCK_OVER_LAZY,
-            "budget_ms": gain / STOCK_OVER_LAZY})
+        added, gain = row["in_process"]["total"]["median_ms"], stock["paired"]["median_ms"]
+        r, ci = gain / added if added else None, stock["paired"]["ci95_ms"]
+        out.append(target(
+            ratio, (f"{r:,.0f}×: stock {gain:+,.0f} ms (paired, 95% CI [{ci[0]:+,.0f}, "
+                    f"{ci[1]:+,.0f}]) ÷ lazy in-process {added:.2f} ms" if r else "in-process n/a")
+            + "; lazy's " + whole_process(lazy),
+            r is not None and r >= STOCK_OVER_LAZY and low(lazy) <= gain / STOCK_OVER_LAZY,
+            gain / STOCK_OVER_LAZY,
+            at=f"{row['backends']:,} generated backends, {row['distributions']:,} distributions"))
     if first:
         lz, bh = first["lazy_ms"], first["by_hand_ms"]
-        out.append({"target": f"first `to(\"foo\")` ≤ foo's own import cost + "
-                              f"{FIRST_USE_SLACK_MS:g} ms", "where": where + ", in-process",
-                    "measured": f"{lz:.2f} ms against {bh:.2f} ms by hand ({lz - bh:+.2f} ms)",
-                    "met": lz <= bh + FIRST_USE_SLACK_MS, "budget_ms": bh + FIRST_USE_SLACK_MS})
-    dirty = st.get(DIRTY)
+        out.append(target(f"first `to(\"foo\")` ≤ foo's own import cost + "
+                          f"{FIRST_USE_SLACK_MS:g} ms",
+                          f"{lz:.2f} ms against {bh:.2f} ms by hand ({lz - bh:+.2f} ms)",
+                          lz <= bh + FIRST_USE_SLACK_MS, bh + FIRST_USE_SLACK_MS,
+                          interval=False, at=where + ", in-process"))
     if dirty is not None:
         # A whole-process figure: the in-process share is the lazy one's
         # plus the listing of the changed script's directory.
-        out.append({"target": "lazy `import torch` (`full`), script's directory changed before "
-                              f"each run, ≤ {LAZY_FULL_MAX_PCT:g}% above the floor",
-                    "where": where, "budget_ms": budget, "measured": whole_process(dirty),
-                    "met": dirty["paired"]["ci95_ms"][0] <= budget, "interval": True})
-    for t in out:
-        if t.pop("interval", False) and rounds < MIN_JUDGE_ROUNDS and t["met"] is not None:
-            t["met"] = None
-            t["unjudged"] = f"not judged: {rounds} rounds (needs ≥ {MIN_JUDGE_ROUNDS})"
-    for t in out:
-        if "floor_ms" in t and "budget_ms" in t:
-            t["reachable"] = t["budget_ms"] >= t["floor_ms"]
+        out.append(target("lazy `import torch` (`full`), script's directory changed before "
+                          f"each run, ≤ {LAZY_FULL_MAX_PCT:g}% above the floor",
+                          whole_process(dirty), low(dirty) <= budget, budget))
     return out
 
 
