@@ -4,8 +4,7 @@ every command interleaved round by round, their answers checked equal:
 {listing}
 Reported: medians, IQR, CPU, system calls, importlib's marginal cost over
 each epload mode's, each target's budget beside its floor, a scaling run and
-a hyperfine -N pass.  Method: BENCHMARKS.md.  Markdown on stdout (and
---md-out), JSON (--json-out).
+a hyperfine -N pass.  Method: BENCHMARKS.md.
 """
 
 from __future__ import annotations

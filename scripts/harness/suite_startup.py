@@ -9,8 +9,7 @@ first (what it found, imported and set; the index hit):
 {listing}
 Reported: medians, IQR, CPU, marginals over `bare` and their ratios; at the
 largest size the targets beside their floors, strace -f -c counts and a
-hyperfine -N pass.  Method: BENCHMARKS.md.  Output: Markdown (and
---md-out), JSON (--json-out), PNG (--plot).
+hyperfine -N pass.  Method: BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -346,20 +345,14 @@ def targets_table(result):
 
 def target_cells(t):
     """One target's row: target, measured, CPU, met, budget, floor, reachable."""
-    if t["reference"] is None:
+    if t["reference"] is None:  # a time in ms
         meas, cpu = (("n/a" if x is None else f"{fmt_ms(x)} ms")
                      for x in (t["measured"], t["measured_cpu"]))
+        short = meas
     else:
         meas = fmt_ratio(t["measured"]) if t["measured"] is not None else t.get("note", "n/a")
-        cpu = fmt_ratio(t["measured_cpu"])
-    if t["met"] is None:
-        met = t.get("note", "n/a")
-    elif t["met"]:
-        met = "yes"
-    elif t["reference"] is None:
-        met = f"**no** ({fmt_ms(t['measured'])} ms)"
-    else:
-        met = f"**no** ({fmt_ratio(t['measured'])} of {t['needed']:g}×)"
+        cpu, short = fmt_ratio(t["measured_cpu"]), f"{meas} of {t['needed']:g}×"
+    met = t.get("note", "n/a") if t["met"] is None else "yes" if t["met"] else f"**no** ({short})"
     return [t["target"], meas, cpu, met] + budget_cells(t)
 
 

@@ -9,8 +9,7 @@ the tensor on foo, the index hit):
 {listing}
 In-process (--first-runs): the first `to("foo")`, lazy against by hand, and
 what lazy epload adds (its .pth hook's import plus its share of the
-`import torch` span).  Targets and method: BENCHMARKS.md.  Output: Markdown
-(and --md-out), JSON (--json-out), PNG (--plot).
+`import torch` span).  Targets and method: BENCHMARKS.md.
 """
 
 from __future__ import annotations
