@@ -19,7 +19,7 @@ def parser(prog, doc, listing=None):
     """An ArgumentParser whose help is the suite's docstring, its {listing}
     filled with ``listing`` ({name: label}), one a line."""
     if listing:
-        width = max(map(len, listing)) + 2
+        width = max(map(len, listing)) + 1
         doc = doc.format(listing="".join(f"  {n:<{width}} {w}\n" for n, w in listing.items()))
     return argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0],
                                    epilog=doc.split("\n\n", 1)[1],
@@ -62,7 +62,7 @@ def add_common(p, rounds, warmup=(1, 1), python="/usr/bin/python3", outputs=True
 def add_count(p, option, defaults, what, least=1, quick=True):
     """An integer option: ``defaults`` (default, --quick default), at
     least ``least`` (finish checks it)."""
-    p.add_argument(option, type=int, help=f"{what} ({defaults[0]}"
+    p.add_argument(option, type=int, metavar="N", help=f"{what} ({defaults[0]}"
                    + (f"; --quick: {defaults[1]})" if quick else ")"))
     counts = dict(p.get_default("_counts") or {})
     counts[option[2:].replace("-", "_")] = (defaults, least)
