@@ -27,7 +27,7 @@ import json
 from . import options, suite_index, suite_startup, suite_torch
 from .envs import SOURCE_DIR, clean_env, config, kept_env, torch_python
 from .proc import BenchError, capture, harness_main, interleaved, log
-from .report import fmt_ms, load_average, table, times, write_report
+from .report import TIMES, fmt_ms, load_average, table, times, write_report
 from .stats import summarize_rounds
 
 LOOKUPS = ("bare", "importlib", "importlib-same", "cold", "full", "paths")
@@ -106,12 +106,12 @@ def markdown(result):
          f"Whole processes, {cfg['rounds']} interleaved rounds (medians; CPU = user + sys); "
          f"{cfg['machine']['cpus']} CPUs, {load_average(cfg)}.\n",
          f"**Entry-point lookup** (group `{cfg['group']}`):\n"]
-    L += table(["command", "median ms", "IQR ms", "CPU ms",
-                "importlib's marginal cost ÷ this: lookup alone", "same output"], "lrrrrr", rows)
+    L += table(["command", *TIMES, "importlib's marginal cost ÷ this: lookup alone",
+                "same output"], "lrrrrr", rows)
     L += ["", f"**Backend loading**: `epload load {cfg['device']}` (whole process), and when "
               f"{cfg['device']} was ready inside it (`--json`, median of "
               f"{cfg['phase_runs']} runs):\n"]
-    L += table(["command", "median ms", "IQR ms", "CPU ms", "backends loaded", "index ready ms",
+    L += table(["command", *TIMES, "backends loaded", "index ready ms",
                 "first device ready ms"], "lrrrrrr",
                [[LABELS[v]] + times(st[v]) + [f"{ph[v]['backends_loaded']:,}",
                                               fmt_ms(ph[v]["index_us"]), fmt_ms(ph[v]["total_us"])]

@@ -21,8 +21,11 @@ def fmt_ratio(r):
     return f"{r:,.0f}×" if r >= 100 else f"{r:.1f}×"
 
 
+TIMES = ["median ms", "IQR ms", "CPU ms"]  # the columns of times()
+
+
 def times(s):
-    """A summary's cells: median, IQR and CPU time, ms."""
+    """A summary's cells: median, IQR and CPU time, ms (TIMES)."""
     return [fmt_ms(s["median_ms"]), f"{fmt_ms(s['q1_ms'])}–{fmt_ms(s['q3_ms'])}",
             fmt_ms(s["cpu_median_ms"])]
 
@@ -62,6 +65,7 @@ def write_report(result, markdown, md_out=None, json_out=None, plot_to=None, plo
 
 
 SYSCALLS = ("total", "stat", "openat", "getdents64")
+SYSCALL_COLUMNS = ["syscalls", "stat", "openat", "getdents64"]  # of syscall_cells
 
 
 def syscall_cells(sc, hf):

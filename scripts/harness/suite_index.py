@@ -19,7 +19,8 @@ from . import options
 from .envs import (clean_env, config, interpreter_path, kept_env, norm, stevedore_location,
                    stevedore_lookup)
 from .proc import BenchError, capture, extra_passes, harness_main, interleaved, log, remove_tree
-from .report import fmt_ms, load_average, syscall_cells, table, times, write_report
+from .report import (SYSCALL_COLUMNS, TIMES, fmt_ms, load_average, syscall_cells, table,
+                     times, write_report)
 from .stats import quartiles, summarize_rounds
 from .targets import REACH, budget_floor, stat_baseline
 
@@ -234,8 +235,8 @@ def commands_table(result):
     return [f"### Entry-point lookup, {cfg['distributions']:,} distributions "
             f"({cfg['backends']:,} with `{cfg['group']}`), {cfg['rounds']} interleaved rounds\n",
             f"{cfg['machine']['cpus']} CPUs; {load_average(cfg)}.\n"] + table(
-        ["command", "median ms", "IQR ms", "CPU ms", "syscalls", "stat", "openat", "getdents64"]
-        + (["hyperfine median ms"] if hf else []), "l" + "r" * (7 + bool(hf)), rows)
+        ["command", *TIMES, *SYSCALL_COLUMNS] + (["hyperfine median ms"] if hf else []),
+        "l" + "r" * (7 + bool(hf)), rows)
 
 
 def ratios_table(m):

@@ -20,8 +20,8 @@ import sys
 from . import options
 from .envs import SCRIPTS, clean_env, config, kept_env, stevedore_location, stevedore_lookup
 from .proc import extra_passes, harness_main, progress_line
-from .report import (fmt_ms, fmt_ratio, load_average, plot_marginals, syscall_cells, table,
-                     times, write_report)
+from .report import (SYSCALL_COLUMNS, TIMES, fmt_ms, fmt_ratio, load_average, plot_marginals,
+                     syscall_cells, table, times, write_report)
 from .stats import ratio, summarize_rounds
 from .targets import budget_cells, budget_floor, stat_floor
 from .verify import Variants, index_hit
@@ -296,7 +296,7 @@ def size_table(row):
                     + (["", ""] if v == "bare" else [fmt_ms(s["marginal_ms"]),
                                                      fmt_ms(s["marginal_cpu_ms"])]) + cells)
     return [f"#### {row['backends']:,} backends ({row['distributions']:,} distributions)\n"] + \
-        table(["variant", "median ms", "IQR ms", "CPU ms", "marginal ms", "marginal CPU ms"]
+        table(["variant", *TIMES, "marginal ms", "marginal CPU ms"]
               + [f"{r} ÷" for r in REFERENCES.values()], "l" + "r" * 8, rows)
 
 
@@ -308,8 +308,7 @@ def syscall_table(row):
     return ["", f"System calls at {row['backends']:,} backends (one run each under "
                 "`strace -f -c`)" + (" and `hyperfine -N` medians (not interleaved)"
                                      if hf else "") + ":\n"] + table(
-        ["variant", "syscalls", "stat", "openat", "getdents64"] + (["hyperfine ms"] if hf
-                                                                   else []),
+        ["variant", *SYSCALL_COLUMNS] + (["hyperfine ms"] if hf else []),
         "lrrrr" + ("r" if hf else ""), rows)
 
 

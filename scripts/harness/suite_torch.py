@@ -22,7 +22,8 @@ import sys
 from . import options
 from .envs import SOURCE_DIR, clean_env, config, kept_env, torch_python
 from .proc import BenchError, capture, harness_main, interleaved, log, marked
-from .report import fmt_ms, load_average, plot_marginals, table, times, write_report
+from .report import (TIMES, fmt_ms, load_average, plot_marginals, table, times,
+                     write_report)
 from .stats import paired_ci, summarize, summarize_rounds
 from .targets import budget_cells, budget_floor, stat_floor
 from .verify import Variants, index_hit
@@ -359,7 +360,7 @@ def markdown(result):
                 for v, (label, *_) in VARIANTS.items() if (s := row["stats"].get(v))]
         L += [f"#### {row['backends']:,} generated backends + {row['fixtures']} fixtures "
               f"({row['distributions']:,} distributions)\n"] + table(
-            ["variant", "median ms", "IQR ms", "CPU ms", "over floor ms", "over floor %",
+            ["variant", *TIMES, "over floor ms", "over floor %",
              "paired median ms [95% CI]", "CPU over floor ms [95% CI]"], "lrrrrrll", rows) + [""]
     if result.get("first_use"):
         f = result["first_use"]
