@@ -14,37 +14,17 @@ bool torch_group(std::string_view group) { return group == "torch.backends"; }
 std::string failure_message(const FailureText& t) {
   std::string out;
   if (!t.device_repr.empty()) {
-    out += "Device ";
-    out.append(t.device_repr);
-    out += " of module ";
-    out.append(t.host_repr);
-    out += " is unavailable: ";
+    out = "Device " + std::string(t.device_repr) + " of module " + std::string(t.host_repr) + " is unavailable: ";
   }
-  out += "Failed to load the backend extension: ";
-  out.append(t.name);
+  out += "Failed to load the backend extension: " + std::string(t.name);
   if (!t.value_repr.empty()) {
-    out += " (";
-    out.append(t.value_repr);
-    if (!t.dist_path.empty()) {
-      out += " from ";
-      out.append(t.dist_path);
-    }
-    out += ")";
+    const std::string from = t.dist_path.empty() ? "" : " from " + std::string(t.dist_path);
+    out += " (" + std::string(t.value_repr) + from + ")";
   }
-  out += ": ";
-  out.append(t.cause);
-  out += ". ";
-  if (torch_group(t.group)) {
-    out += "You can disable extension auto-loading with TORCH_DEVICE_BACKEND_AUTOLOAD=0, ";
-  } else {
-    out += "You can disable autoloading of ";
-    out.append(t.group_repr);
-    out += " with EPLOAD_AUTOLOAD=0, ";
-  }
-  out += "or this backend alone with EPLOAD_DISABLE=";
-  out.append(t.name);
-  out += ".";
-  return out;
+  out += ": " + std::string(t.cause) + ". ";
+  out += torch_group(t.group) ? std::string("You can disable extension auto-loading with TORCH_DEVICE_BACKEND_AUTOLOAD=0, ")
+                              : "You can disable autoloading of " + std::string(t.group_repr) + " with EPLOAD_AUTOLOAD=0, ";
+  return out + "or this backend alone with EPLOAD_DISABLE=" + std::string(t.name) + ".";
 }
 
 std::string pytorch_failure_message(std::string_view group, std::string_view name) {
