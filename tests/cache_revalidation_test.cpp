@@ -214,14 +214,18 @@ TEST_F(Invalidation, CatalogIsThreadSafe) {
 
 // ---- Catalog with a sibling (a group asked later in the process) --------------
 
+/// A Catalog of `options` for `group` alone, with `first` as its sibling.
+std::shared_ptr<Catalog> later_catalog(CacheOptions options, const std::string& group, std::shared_ptr<Catalog> first) {
+  options.groups = {group};
+  return make_catalog(std::move(options), std::move(first));
+}
+
 TEST_F(Invalidation, SiblingLendsItsCheckedFileToAnotherGroup) {
   auto first = std::make_shared<Catalog>(options);  // the complete index
   CacheReport r;
   ASSERT_TRUE(first->get(&r));
   ASSERT_EQ(r.status, CacheStatus::hit) << r.reason;
-  CacheOptions g = options;
-  g.groups = {"g"};
-  auto later = make_catalog(g, first);
+  auto later = later_catalog(options, "g", first);
   auto a = later->get(&r);
   ASSERT_TRUE(a);
   EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
@@ -246,9 +250,7 @@ TEST_F(Invalidation, SiblingIsNotUsedWhenItsIndexIsStale) {
   auto first = std::make_shared<Catalog>(options);
   ASSERT_TRUE(first->get());
   test::make_dist(site2, "late", "1.0", "[g]\nlate = late:init\n");
-  CacheOptions g = options;
-  g.groups = {"g"};
-  auto later = make_catalog(g, first);
+  auto later = later_catalog(options, "g", first);
   CacheReport r;
   auto a = later->get(&r);
   ASSERT_TRUE(a);
@@ -271,9 +273,7 @@ TEST_F(Invalidation, SiblingIsNotUsedWhenTheCacheFileWasReplaced) {
   ASSERT_TRUE(store_index(*fresh, options));
   ASSERT_EQ(::stat(file.c_str(), &after), 0);
   ASSERT_NE(before.st_ino, after.st_ino);
-  CacheOptions g = options;
-  g.groups = {"torch.backends"};
-  auto later = make_catalog(g, first);
+  auto later = later_catalog(options, "torch.backends", first);
   auto a = later->get(&r);
   ASSERT_TRUE(a);
   EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;

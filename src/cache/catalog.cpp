@@ -34,6 +34,7 @@ struct Catalog::State {
 /// The one way in to a Catalog's state from outside the class.
 struct CatalogAccess {
   static Catalog::State& of(Catalog& catalog) { return *catalog.m; }
+  static const Catalog::State& of(const Catalog& catalog) { return *catalog.m; }
 };
 
 Catalog::Catalog(CacheOptions options) : m(std::make_unique<State>()) { m->options = std::move(options); }
@@ -45,7 +46,7 @@ std::shared_ptr<Catalog> make_catalog(CacheOptions options, std::shared_ptr<Cata
   return catalog;
 }
 
-bool has_sibling(const Catalog& catalog) { return CatalogAccess::of(const_cast<Catalog&>(catalog)).sibling != nullptr; }
+bool has_sibling(const Catalog& catalog) { return CatalogAccess::of(catalog).sibling != nullptr; }
 
 namespace {
 
