@@ -43,6 +43,17 @@ def public_tmp():
     shutil.rmtree(path)
 
 
+@pytest.fixture
+def public_scripts():
+    """scripts/ copied where an unprivileged user can read it: the checkout
+    may live under a directory only root can enter (mktemp -d's is 0700)."""
+    path = pathlib.Path(tempfile.mkdtemp(prefix="epload-scripts-"))
+    path.chmod(0o755)
+    shutil.copytree(SOURCE_DIR / "scripts", path / "scripts")
+    yield path / "scripts"
+    shutil.rmtree(path)
+
+
 def no_sudo_path(tmp_path):
     """A PATH with bash, dpkg-query and grep but no sudo: a bare root's."""
     bindir = tmp_path / "bin"
@@ -52,16 +63,17 @@ def no_sudo_path(tmp_path):
     return str(bindir)
 
 
-def test_apt_install_without_root_or_sudo_says_what_it_needs(public_tmp):
+def test_apt_install_without_root_or_sudo_says_what_it_needs(public_tmp, public_scripts):
     env = {"PATH": no_sudo_path(public_tmp), "LANG": "C.UTF-8"}
-    out = run(as_unprivileged(["bash", APT_INSTALL, "setup", "epload-no-such-package"]), env=env)
+    apt_install = public_scripts / APT_INSTALL.name
+    out = run(as_unprivileged(["bash", apt_install, "setup", "epload-no-such-package"]), env=env)
     assert out.returncode == 1
     assert "setup: need root or sudo to install: epload-no-such-package" in out.stderr
 
 
-def test_apt_install_with_everything_installed_does_nothing(tmp_path):
+def test_apt_install_with_everything_installed_does_nothing(public_scripts):
     # bash is installed everywhere: nothing to install, no root needed, silent.
-    out = run(as_unprivileged(["bash", APT_INSTALL, "setup", "bash"]))
+    out = run(as_unprivileged(["bash", public_scripts / APT_INSTALL.name, "setup", "bash"]))
     assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
 
 
@@ -79,9 +91,9 @@ def test_check_help_names_both_releases_and_fresh():
     assert "--fresh" in out.stdout
 
 
-def test_check_needs_root(public_tmp):
+def test_check_needs_root(public_tmp, public_scripts):
     env = dict(os.environ, EPLOAD_DEBIAN_ROOT=str(public_tmp / "root"))
-    out = run(as_unprivileged([CHECK, "bookworm"]), env=env)
+    out = run(as_unprivileged([public_scripts / CHECK.name, "bookworm"]), env=env)
     assert out.returncode == 1
     assert "run as root" in out.stderr
     assert list(public_tmp.iterdir()) == []
