@@ -79,6 +79,44 @@ TEST_F(Invalidation, AnEntryWithoutMetadataThatChangesIsListedAgainNotRefreshed)
   EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
 }
 
+TEST_F(Invalidation, AMetadataReadThatDisagreesWithTheStemIsNeverTrusted) {
+  // A scan that races a rename or an install can list a distribution and
+  // then find its METADATA gone, empty, or another Name or Version than
+  // its directory's name says.  Such a read is watched, so that it is
+  // read again once the file is there: by a `full` check, and by a refresh
+  // that reuses the distribution's other parts.
+  const std::string meta = site1 + "/alpha-1.0.dist-info/METADATA";
+  const std::string good = test::read_file(meta);
+  const std::string bad[] = {"", "Metadata-Version: 2.1\nVersion: 1.0\n\n",
+                             "Metadata-Version: 2.1\nName: alpha\nVersion: 0.9\n\n",
+                             "Metadata-Version: 2.1\nName: other\nVersion: 1.0\n\n"};
+  // The cache file starts from a scan that read `text` (an agreeing
+  // METADATA is not watched, so an in-place edit to it is not seen).
+  auto start_from = [&](const std::string& text) {
+    if (text.empty()) {
+      std::filesystem::remove(meta);
+    } else {
+      test::write_file(meta, text);
+    }
+    ASSERT_TRUE(clear_cache(options));
+    warm();
+  };
+  for (const std::string& text : bad) {
+    // Right again in place: the search path unchanged.
+    start_from(text);
+    test::write_file(meta, good);
+    expect_refreshed("alpha-1.0.dist-info/METADATA");
+    // The same, with another path entry changed too: the refresh lists it
+    // again and must not take alpha's answer from the stale file.
+    start_from(text);
+    test::write_file(meta, good);
+    test::write_file(site1 + "/train.log", "step 1\n");
+    expect_refreshed();
+    std::filesystem::remove(site1 + "/train.log");
+    warm();
+  }
+}
+
 TEST_F(Invalidation, RefreshNeverReadsAShadowedCopyAndReadsAnUnshadowedOne) {
   // site2's "shadow" is shadowed once site1 has its own copy; a broken copy
   // there is never read (its error never surfaces) while shadowed.

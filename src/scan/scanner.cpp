@@ -178,6 +178,16 @@ void note_failure(const MetaInfo& meta, const std::string& pool, std::string& st
   if (meta.io_failed && io_failed.empty()) io_failed = meta.error.in(pool);
 }
 
+/// True when METADATA's Name and Version are the ones `stem` spells (names
+/// compared normalized: `Jinja2` in `jinja2-3.1.2.dist-info`).
+bool agrees_with_stem(std::string_view name, std::string_view version, const detail::StemParts& stem) {
+  if (version != stem.version) return false;
+  std::string a, b;
+  normalize_name(name, a);
+  normalize_name(stem.name, b);
+  return a == b;
+}
+
 /// True when open() of a search path failed for a reason the path's own
 /// stamp records (absent, not a directory, permissions: a change to any of
 /// them changes the stamp), so "lists nothing" may be cached.
@@ -458,14 +468,20 @@ void Scan::name_distribution(const Kept& kept, bool has_entries, DistOut& d, Wor
     MetaInfo meta;
     const std::size_t watches_before = out.watches.size();
     read_metadata(c, meta, reader, out.pool, out.watches, rel);
-    // Where the stem names the distribution, its METADATA is not watched:
-    // `full` validation would stat twice the files, and the Name changes
-    // only with a reinstall, which replaces the directory (a change of
-    // its search path).  Only an in-place edit of Name is not seen.
-    if (detail::stem_names_the_metadata(stem)) out.watches.resize(watches_before);
-    // The name and version are then "", which a later read may not give.
     note_failure(meta, out.pool, out.stop, out.io_failed);
     const bool ok = meta.error.len == 0;
+    // Where the stem names the distribution and METADATA says the same,
+    // METADATA is not watched: `full` validation would stat twice the
+    // files, and the Name changes only with a reinstall, which replaces the
+    // directory (a change of its search path).  Only an in-place edit of
+    // Name is not seen.  A read that disagrees with the stem (no file, a
+    // failure, no Name, another name or version: a scan racing a rename or
+    // an install may see any of these) keeps its watches, so that neither
+    // validation nor a refresh trusts it once the file is there.
+    if (ok && meta.has_name && detail::stem_names_the_metadata(stem) &&
+        agrees_with_stem(meta.name.in(out.pool), meta.version.in(out.pool), stem)) {
+      out.watches.resize(watches_before);
+    }
     // importlib's ep.dist.name is METADATA's Name: None without one, an
     // error when the file cannot be read; both are reported as "".
     d.name = ok && meta.has_name ? meta.name : Slice{};
