@@ -1,7 +1,4 @@
-"""The one option vocabulary of the harnesses: --rounds (timed rounds),
---warmup (untimed rounds first), --quick, --python, --build, --sizes,
---noise, --env-dir, --strace/--hyperfine (auto|on|off), --json-out,
---md-out, --plot, --keep.  Each suite adds what only it has."""
+"""The one option vocabulary of the harnesses; each suite adds what only it has."""
 
 from __future__ import annotations
 
@@ -28,12 +25,8 @@ def parser(prog, doc, listing=None):
 
 def add_common(p, rounds, warmup=(1, 1), python="/usr/bin/python3", outputs=True, tools=None,
                python_help=None, quick=True, plot=True, env_dir=None, least_rounds=1):
-    """The options every suite shares.  ``rounds`` and ``warmup`` are
-    (default, --quick default), ``rounds`` None for a suite without rounds;
-    ``tools`` {tool: whether `auto` runs it in --quick mode too} adds
-    --strace / --hyperfine; ``plot`` False leaves --plot out; ``env_dir``
-    the help of --env-dir (None: no such option); ``least_rounds`` the
-    fewest --rounds allowed."""
+    """The options every suite shares.  ``rounds``/``warmup``: (default,
+    --quick default); ``tools``: {tool: whether `auto` runs it with --quick}."""
     if rounds is not None:
         add_count(p, "--rounds", rounds, "timed rounds", least_rounds, quick)
         add_count(p, "--warmup", warmup, "untimed rounds first", 0, quick)
@@ -59,13 +52,23 @@ def add_common(p, rounds, warmup=(1, 1), python="/usr/bin/python3", outputs=True
         p.add_argument("--keep", action="store_true", help="keep the temporary directory")
 
 
+def at_least(option, least, kind=int):
+    """An argparse type: a ``kind`` number, "--OPTION must be >= LEAST" below."""
+    def parse(text):
+        n = kind(text)
+        if n < least:
+            raise argparse.ArgumentTypeError(f"{option} must be >= {least}")
+        return n
+    parse.__name__ = kind.__name__  # argparse's "invalid int value"
+    return parse
+
+
 def add_count(p, option, defaults, what, least=1, quick=True):
-    """An integer option: ``defaults`` (default, --quick default), at
-    least ``least`` (finish checks it)."""
-    p.add_argument(option, type=int, metavar="N", help=f"{what} ({defaults[0]}"
+    """An integer option >= ``least``: ``defaults`` (default, --quick default)."""
+    p.add_argument(option, type=at_least(option, least), metavar="N", help=f"{what} ({defaults[0]}"
                    + (f"; --quick: {defaults[1]})" if quick else ")"))
     counts = dict(p.get_default("_counts") or {})
-    counts[option[2:].replace("-", "_")] = (defaults, least)
+    counts[option[2:].replace("-", "_")] = defaults
     p.set_defaults(_counts=counts)
 
 
@@ -74,12 +77,11 @@ KEPT = ("generate the environments into DIR and keep them there; a later run wit
 
 
 def add_sizes(p, default, what, least, cost, breakable):
-    """--sizes (numbers of backends), --noise, --import-cost-ms (default
-    ``cost``) and the test-only --break-variant (one of ``breakable``)."""
+    """--sizes, --noise, --import-cost-ms and the test-only --break-variant."""
     p.add_argument("--sizes", default=default, help=f"{what}, comma-separated ({default})")
-    p.add_argument("--noise", type=int, default=5000,
+    p.add_argument("--noise", type=at_least("--noise", 0), default=5000,
                    help="ordinary distributions beside the backends (5000)")
-    p.add_argument("--import-cost-ms", type=float, default=cost,
+    p.add_argument("--import-cost-ms", type=at_least("--import-cost-ms", 0, float), default=cost,
                    help=f"CPU time each generated backend's import burns (gen_env.py; {cost:g})")
     p.add_argument("--break-variant", metavar="NAME", choices=list(breakable),
                    help="TEST ONLY: sabotage one variant to show the verification stops the run")
@@ -88,22 +90,20 @@ def add_sizes(p, default, what, least, cost, breakable):
 
 def add_lookup(p, backends=1000):
     """--backends, --noise and --group: one lookup's environment."""
-    p.add_argument("--backends", type=int, default=backends,
+    p.add_argument("--backends", type=at_least("--backends", 1), default=backends,
                    help=f"backend distributions ({backends})")
-    p.add_argument("--noise", type=int, default=5000, help="ordinary distributions (5000)")
+    p.add_argument("--noise", type=at_least("--noise", 0), default=5000,
+                   help="ordinary distributions (5000)")
     p.add_argument("--group", default="torch.backends", help="the group looked up (torch.backends)")
 
 
 def finish(p, args):
-    """Quick defaults, ranges, paths and tools checked: p.error (exit 2)
-    names the option and what it must be."""
-    for name, (defaults, least) in getattr(args, "_counts", {}).items():
+    """Quick defaults filled in, sizes, paths and tools checked (p.error)."""
+    for name, defaults in getattr(args, "_counts", {}).items():
         if getattr(args, name) is None:
             setattr(args, name, defaults[args.quick])
-        at_least(p, args, **{name: least})
     if hasattr(args, "sizes"):
         args.sizes = parse_sizes(p, args.sizes, args._least)
-    at_least(p, args, import_cost_ms=0, noise=0, backends=1)
     args.build = os.path.abspath(args.build)
     args.epload = os.path.join(args.build, "epload")
     if getattr(args, "env_dir", None):
@@ -125,17 +125,8 @@ def finish(p, args):
     return args
 
 
-def at_least(p, args, **least):
-    """p.error naming the first option (of those ``args`` has) below its
-    least value."""
-    for name, n in least.items():
-        if getattr(args, name, n) < n:
-            p.error(f"--{name.replace('_', '-')} must be >= {n}")
-
-
 def need_built(p, *paths):
-    """Each of ``paths`` (in the build) must be executable: else p.error
-    saying how to build it."""
+    """p.error saying how to build unless each of ``paths`` is executable."""
     for path in paths:
         if not os.access(path, os.X_OK):
             p.error(f"no executable {path}: build first (scripts/setup.sh; scripts/demo.sh "
@@ -154,8 +145,7 @@ def parse_sizes(p, text, least):
 
 
 def executable(p, path, option, default):
-    """An optional helper program: --OPTION's path (which must be
-    executable), else ``default`` when executable, else None."""
+    """--OPTION's path (must be executable), else ``default`` if executable."""
     if path is None:
         return default if os.access(default, os.X_OK) else None
     if not os.access(path, os.X_OK):

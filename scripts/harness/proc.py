@@ -1,14 +1,5 @@
-"""Spawning and timing whole processes.
-
-`run_once`: posix_spawn + wait4, stdout to /dev/null, stderr to a file
-(quoted if the command fails); wall time around spawn and wait, CPU time the
-child's user + sys: small overhead, the same for every command.
-`interleaved`: every command once per round, so drift of the machine (load,
-CPU frequency, page cache) hits all alike and ratios from one run stay
-honest; the order shuffled each round (seeded), as a process started just
-after a cache-heavy one is measurably slower and a fixed order gives one
-command that penalty every round.
-"""
+"""Spawning and timing whole processes (posix_spawn + wait4: wall time, CPU
+= the child's user + sys), interleaved round by round in a shuffled order."""
 
 from __future__ import annotations
 
@@ -60,9 +51,7 @@ def capture(argv, env):
 
 
 def marked(argv, env, mark):
-    """Runs argv once, output captured; returns (the JSON its stdout printed
-    after ``mark`` at the start of a line, the finished process).  No such
-    line is a BenchError."""
+    """(The JSON on argv's stdout line starting with ``mark``, the process)."""
     proc = capture(argv, env)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(mark)), None)
     if line is None:
@@ -74,15 +63,10 @@ def marked(argv, env, mark):
 def interleaved(commands, env, rounds, warmup, tmp, progress=None, settle=0, envs=None,
                 before=None, after=None, runner=run_once):
     """Times every command once per round, in an order shuffled each round
-    (random.Random(0): reproducible).  With ``settle`` = S, each command
-    first runs S times untimed right before its timed run (timed after
-    itself, in its steady state).  ``envs`` maps a command's name to its own
-    environment (default ``env``); ``before`` a name to a callable run
-    untimed before each of its runs, ``after`` to one given the path of each
-    run's stderr (a check of what the run did).  ``progress(round, total)``
-    is called before each round; ``runner(argv, env, stderr_path)`` times one
-    run (default: run_once, whole-process wall and CPU time) and returns
-    {field: sample}.  Returns {name: {field: [samples of the timed rounds]}}."""
+    (a fixed order penalises whoever follows a cache-heavy command).
+    ``settle``: untimed runs right before each timed one; ``envs``/``before``/
+    ``after``: per-command environment, untimed callable, stderr check.
+    Returns {name: {field: [samples of the timed rounds]}}."""
     names = list(commands)
     out = {n: {} for n in names}
     err = os.path.join(tmp, "stderr.txt")
@@ -157,9 +141,7 @@ def hyperfine_pass(commands, env, rounds, warmup, tmp):
 
 
 def extra_passes(prog, args, commands, env, tmp):
-    """The optional passes over ``commands``: system calls (`strace -f -c`,
-    --strace) and a hyperfine -N confirmation (--hyperfine); {pass: {name:
-    figures}} of those that ran."""
+    """The --strace and --hyperfine passes that are on: {pass: {name: figures}}."""
     out = {}
     if args.strace:
         log(f"{prog}: counting system calls ...")
@@ -172,11 +154,7 @@ def extra_passes(prog, args, commands, env, tmp):
 
 @functools.cache
 def gbench_min_time(bench_exe, seconds):
-    """`--benchmark_min_time=` for `seconds`, as this Google Benchmark takes it.
-
-    1.8 and later want a unit (`0.2s`; a bare number draws a warning per
-    case), 1.7 refuses one (Debian 12 ships 1.7, Debian 13 1.9): the binary is
-    asked, since a listing run with the unit fails on 1.7."""
+    """`--benchmark_min_time=`: 1.8+ wants a unit (`0.2s`), 1.7 refuses one."""
     probe = subprocess.run([bench_exe, "--benchmark_min_time=0s", "--benchmark_list_tests"],
                            capture_output=True)
     return f"--benchmark_min_time={seconds}{'s' if probe.returncode == 0 else ''}"
@@ -186,9 +164,7 @@ TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
 def gbench(bench_exe, pattern, env, tmp, repetitions, min_time, extra=()):
-    """Runs epload_bench's cases matching ``pattern``; returns Google
-    Benchmark's JSON "benchmarks" list, times converted to ns
-    (real_ns, cpu_ns)."""
+    """epload_bench's cases matching ``pattern``: its JSON rows, plus real_ns/cpu_ns."""
     out = os.path.join(tmp, "gbench.json")
     capture([bench_exe, f"--benchmark_filter={pattern}", f"--benchmark_repetitions={repetitions}",
              gbench_min_time(bench_exe, min_time), *extra,
@@ -202,19 +178,15 @@ def gbench(bench_exe, pattern, env, tmp, repetitions, min_time, extra=()):
 
 
 def remove_tree(path):
-    """rm -rf: several times faster than shutil.rmtree on trees of thousands
-    of small directories."""
+    """rm -rf: faster than shutil.rmtree on thousands of small directories."""
     if subprocess.run(["rm", "-rf", "--", path]).returncode != 0 or os.path.lexists(path):
         import shutil
         shutil.rmtree(path, ignore_errors=True)
 
 
 def harness_main(prog, parse_args, run, argv=None, tmp_base=None):
-    """A harness's main: parses its command line (``argv``, default
-    sys.argv[1:]), then returns run(args, tmp)'s exit status, tmp a fresh
-    temporary directory (epload-<prog>-*, under ``tmp_base`` if given).  A
-    BenchError is printed as `prog: message` (status 1).  tmp is removed at
-    the end, or kept and named on stderr when args.keep is set."""
+    """run(args, tmp)'s status, tmp a fresh directory (kept with --keep); a
+    BenchError is printed as `prog: message` (status 1)."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     tmp = tempfile.mkdtemp(prefix=f"epload-{prog.removesuffix('.py').replace('_', '-')}-",
                            dir=tmp_base(args) if tmp_base else None)

@@ -1,6 +1,5 @@
-"""Summaries of timed samples: medians and quartiles, marginal cost over a
-reference command, ratios that refuse a marginal within noise of zero,
-paired per-round differences with a bootstrap interval."""
+"""Summaries of timed samples: medians, quartiles, marginals, ratios, paired
+per-round differences with a bootstrap interval."""
 
 from __future__ import annotations
 
@@ -25,10 +24,8 @@ def summarize(samples):
 
 
 def summarize_rounds(raw, reference=None):
-    """interleaved()'s samples summarized: {name: summarize(wall) plus the
-    median CPU time (cpu_median_ms)}; with a ``reference`` command, also
-    every command's marginal cost over it (median − the reference's median),
-    wall and CPU."""
+    """interleaved()'s samples summarized, with CPU medians and, given a
+    ``reference``, each command's marginal cost over it."""
     stats = {n: dict(summarize(v["wall"]), cpu_median_ms=statistics.median(v["cpu"]) / 1e6)
              for n, v in raw.items()}
     if reference is not None:
@@ -45,8 +42,7 @@ def ratio(reference, value):
 
 
 def paired_ci(a, b, resamples=2000, seed=0):
-    """Median of the per-round differences a[i] - b[i] (ns) with a 95%
-    bootstrap interval: {"median_ms", "ci95_ms": [lo, hi], "within_noise"}."""
+    """Median of a[i] - b[i] with a 95% bootstrap interval (ci95_ms)."""
     d = [x - y for x, y in zip(a, b)]
     rng = random.Random(seed)
     meds = sorted(statistics.median(rng.choices(d, k=len(d))) for _ in range(resamples))

@@ -65,13 +65,10 @@ def parse_args(argv):
     options.add_common(p, rounds=(11, 3), warmup=(0, 0), python=None, plot=False,
                        python_help="the torch venv's python (default: scripts/torch_env.py's)",
                        env_dir="where the generated environment is kept (default: under the build)")
-    p.add_argument("--dists", type=int, default=6000, help="distributions generated (6000)")
-    p.add_argument("--pth-rounds", type=int, help=".pth cost samples (21; --quick: 5)")
-    args = options.finish(p, p.parse_args(argv))
-    args.pth_rounds = args.pth_rounds if args.pth_rounds is not None else (5 if args.quick else 21)
-    if args.dists < 2 or args.pth_rounds < 1:
-        p.error("--dists must be >= 2 and --pth-rounds >= 1")
-    return args
+    p.add_argument("--dists", type=options.at_least("--dists", 2), default=6000,
+                   help="distributions generated (6000)")
+    options.add_count(p, "--pth-rounds", (21, 5), ".pth cost samples")
+    return options.finish(p, p.parse_args(argv))
 
 
 def main(argv=None):

@@ -1,7 +1,5 @@
-"""Checking that each variant does its job before it is timed: the variant
-runs once with a probe appended (after the measured work) that prints what
-it did as JSON on a marked line, and the suite says what is wrong with that
-report; caches still settling get a few more tries."""
+"""Each variant checked before it is timed: run once with a probe appended
+that prints what it did as JSON; the suite says what is wrong with it."""
 
 from __future__ import annotations
 
@@ -11,15 +9,9 @@ from .proc import BenchError, capture, interleaved, log, marked
 
 
 class Variants:
-    """A start-up suite's variants at one size.  A suite's subclass sets
-    ``variants`` (names, report order), ``labels`` {name: label}, ``code``
-    {name: what the variant runs}, ``commands`` {name: argv}, ``base`` (the
-    environment) and ``envs`` {name: environment} where one differs,
-    ``before`` {name: untimed callable before each run}, ``warm`` (variants
-    run once first), ``retried`` (variants whose caches may need more tries),
-    ``mark`` (the probe's line prefix) and ``where`` (the size, for
-    messages); and defines probe_run(v) -> (argv with the probe, env) and
-    problems(v, report, stderr) -> [what is wrong]."""
+    """A suite's variants at one size.  Subclasses set variants, labels, code,
+    commands, base, envs, before, warm, retried, mark, where, and define
+    probe_run(v) -> (argv, env) and problems(v, report, stderr) -> [str]."""
 
     envs, before, warm = {}, {}, ()
 
@@ -36,10 +28,7 @@ class Variants:
         return r, proc.stderr
 
     def verified(self, v, attempts):
-        """Checks v until problems() is empty, at most ``attempts`` times,
-        0.05 s apart (caches settling); returns (report, tries).  Still
-        wrong: a BenchError naming the variant, what was wrong, its code and
-        the last lines of its stderr."""
+        """Checks v until problems() is empty (caches settling): (report, tries)."""
         for attempt in range(attempts):
             r, err = self.check(v)
             bad = self.problems(v, r, err)
@@ -52,9 +41,7 @@ class Variants:
                          + (f"\n{tail}" if tail else ""))
 
     def rounds(self, prog, args, work, progress=None, attempts=40):
-        """Warms (``warm``), verifies every variant, then times them in
-        args.warmup + args.rounds interleaved rounds.  Returns ({variant:
-        (probe report, tries)}, interleaved()'s samples)."""
+        """Warms, verifies every variant, times them: (verified, samples)."""
         log(f"{prog}: {self.where}: warming, verifying {len(self.variants)} variants ...")
         for v in self.warm:
             if v in self.commands:
@@ -68,8 +55,7 @@ class Variants:
 
 
 def index_hit(stderr):
-    """What is wrong when an epload variant's run (EPLOAD_DEBUG=1) did not
-    open its index from the cache: [] on a hit."""
+    """[] when an EPLOAD_DEBUG=1 run hit its index cache, else what happened."""
     if "index hit" in stderr:
         return []
     status = [ln for ln in stderr.splitlines() if "epload: index" in ln]
