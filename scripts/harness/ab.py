@@ -2,15 +2,10 @@
 
     python3 scripts/ab.py [--rounds N] [--warmup W] [--settle S] -- CMD_A ARGS... -- CMD_B ARGS... [-- CMD_C ...]
 
-Every round runs each command once (so drift on the machine hits all alike;
-in an order shuffled each round, so no command always follows the same one:
-see scripts/harness/proc.py) and times it as the harnesses do (wall time;
-CPU = the child's user + sys).  Prints, per command, the median, the
-interquartile range and the median CPU time, then the median of the paired
-per-round differences against the first command and the ratio of medians.
-Exits 1 if a command fails (its stderr is shown).  Stdout of the commands
-is discarded.  This is how BENCHMARKS.md's two-build figures are made:
-compare builds in one run, never across runs.
+Every round runs each command once, in a shuffled order, timed as the
+harnesses do.  Prints per command the median, IQR, CPU median, the paired
+difference against the first command and the ratio of medians.  Exits 1 if
+a command fails.  Compare builds in one run, never across runs.
 """
 
 import argparse

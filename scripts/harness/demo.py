@@ -1,19 +1,15 @@
 """epload's main job, measured: what a program pays at start for 1,000 plugin
 backends among 5,000 installed distributions, with and without epload.
 
-Run by scripts/demo.sh (which installs what is missing and builds first), or
-on its own against a build: /usr/bin/python3 scripts/demo.py [--build DIR]
+Run by scripts/demo.sh (which builds first), or: scripts/demo.py [--build DIR]
 
 1. A generated native environment (OUT/env, reused when unchanged).
-2. Whole-process start-up, interleaved and verified first: importlib.metadata
-   against `epload entry-points` (cold, `full`, `paths`), and `epload load
-   DEVICE` eager and lazy.
+2. Whole-process start-up: importlib.metadata against `epload entry-points`
+   and `epload load DEVICE`, eager and lazy.
 3. Python backends: scripts/bench_startup.py --quick.
-4. Real PyTorch: scripts/bench_torch.py --quick in scripts/torch_env.py's
-   venv; --no-torch (or EPLOAD_SKIP_TORCH=1) skips it.
+4. Real PyTorch: scripts/bench_torch.py --quick (--no-torch skips it).
 
-Files in OUT (default <source>/out/demo): demo.*, startup.*, torch.*, env/,
-startup-envs/, torch-envs/, cache/.  Needs no terminal.
+Files in OUT (default <source>/out/demo).  Needs no terminal.
 """
 
 from __future__ import annotations
@@ -44,8 +40,7 @@ PHASES = ("index_us", "create_us", "start_us", "lookup_us", "total_us")
 
 
 class Demo:
-    """The lookups of the index suite (the environment on sys.path after the
-    standard library, as site-packages sits) and the loads."""
+    """The index suite's lookups (the environment last on sys.path) and the loads."""
 
     def __init__(self, args, manifest, tmp):
         self.args, self.env = args, clean_env(tmp)
@@ -65,8 +60,7 @@ class Demo:
                 [] if "--no-cache" in extra else ["--cache-dir", self.setup.cache_dir])
 
     def verify(self):
-        """Warms the caches and checks that every command does its job;
-        returns the in-process phases of `epload load --json` per command."""
+        """Warms and checks every command; the phases of `epload load --json`."""
         n = len(self.backends)
         self.setup.check_answers(self.args.python, self.env, n)
         self.setup.warm(self.env, {f"`{LABELS['lazy-cached']}`": self.commands["lazy-cached"]})
@@ -176,9 +170,7 @@ def parse_args(argv):
 
 
 def suite(args, module, stem, rounds, extra):
-    """Runs a suite (module.main) with --quick, its environments kept in
-    OUT/STEM-envs, --rounds ROUNDS if given and EXTRA arguments, its outputs
-    in OUT/STEM.{md,json,png}; returns its files."""
+    """Runs module.main --quick, its outputs in OUT/STEM.*; returns its files."""
     log(f"demo: scripts/bench_{stem}.py --quick ...")
     out = [os.path.join(args.out, f"{stem}.{k}") for k in ("md", "json", "png")]
     sys.stdout.write("\n")
@@ -194,8 +186,7 @@ def suite(args, module, stem, rounds, extra):
 
 
 def start_up_table(args, tmp):
-    """Steps 1 and 2: the environment, every command checked and timed; writes
-    demo.md and demo.json and prints the table.  Returns the files."""
+    """Steps 1 and 2: demo.md and demo.json, printed; returns the files."""
     manifest = kept_env("demo", args.python, os.path.join(args.out, "env"), args.backends,
                         args.noise, args.group, kind="native")
     d = Demo(args, manifest, tmp)

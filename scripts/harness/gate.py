@@ -2,23 +2,14 @@
 the thresholds committed in bench/baseline.json.
 
     scripts/bench_gate --quick                 # what CI runs (< 3 minutes on 2 cores)
-    scripts/bench_gate                         # more repetitions and rounds
-    scripts/bench_gate --only cached_over_cold # one ratio (repeatable, or a,b)
     scripts/bench_gate --update-baseline       # measure 5 times, rewrite the baseline
 
-Ratios (smaller is better; numerator and denominator from the same run, so a
-slower or busier machine moves both; what each measures: BENCHMARKS.md):
+Ratios (smaller is better; both sides from the same run):
 {listing}
-Noise: medians over repetitions and interleaved rounds, CPU time, thresholds
-with margin; a ratio past its threshold is measured once more.
-
-Exit status: 0 every ratio within its threshold; 1 a regression; 2 the gate
-could not measure (build missing, a benchmark failed) or a usage error.
-
-TEST-ONLY: EPLOAD_TEST_SLOWDOWN=validate:2000 (read by an epload library built
-with -DEPLOAD_TEST_HOOKS=ON, as scripts/setup.sh builds) makes each cache
-validation spin 2,000 µs of CPU, pushing cached_over_cold past its threshold
-(tests/cli/test_bench_gate.py).  The summary says so when it is set.
+A ratio past its threshold is measured once more.  Exit status: 0 within
+the thresholds; 1 a regression; 2 could not measure, or a usage error.
+TEST-ONLY: EPLOAD_TEST_SLOWDOWN=validate:2000 (a -DEPLOAD_TEST_HOOKS=ON
+build) makes each cache validation spin 2,000 µs of CPU.
 """
 
 from __future__ import annotations
@@ -87,8 +78,7 @@ def log(msg):
 
 
 def run_gbench(args, names, tmp, repetitions, min_time):
-    """epload_bench once for ``names``, repetitions randomly interleaved;
-    {run name: {"real_time": [ns], "cpu_time": [ns]}} per repetition."""
+    """epload_bench once for ``names``: {run name: {"real_time", "cpu_time": [ns]}}."""
     # A trailing '/' or end keeps BM_X/1000 from matching BM_X/10000.
     pattern = "^(" + "|".join(n + "(/|$)" for n in names) + ")"
     rows = gbench(args.bench_exe, pattern, dict(os.environ, EPLOAD_BENCH_SIZES=str(CACHE_SIZE)),
@@ -109,8 +99,7 @@ def run_gbench(args, names, tmp, repetitions, min_time):
 
 
 def process_ratio(args, tmp):
-    """epload (warm cache, full) CPU / importlib marginal CPU, interleaved:
-    the index suite's commands on its reference environment."""
+    """epload (warm cache, full) CPU ÷ importlib's marginal CPU, interleaved."""
     env = clean_env(tmp)
     if "EPLOAD_TEST_SLOWDOWN" in os.environ:
         env["EPLOAD_TEST_SLOWDOWN"] = os.environ["EPLOAD_TEST_SLOWDOWN"]
@@ -238,9 +227,8 @@ def update_baseline(args, tmp):
 
 
 def scratch_dir(args):
-    """Where generated environments go: --tmpdir, else /dev/shm when it is a
-    writable tmpfs with room (creating and deleting ~20,000 small files there
-    costs seconds instead of minutes on a busy disk), else the system's."""
+    """--tmpdir, else /dev/shm when a writable tmpfs with room (seconds, not
+    minutes, for ~20,000 small files on a busy disk), else the system's."""
     if args.tmpdir:
         return args.tmpdir
     shm = "/dev/shm"

@@ -1,6 +1,4 @@
-"""The suites' outputs: Markdown tables on stdout (and --md-out), the whole
-result as JSON (--json-out), and a plot of marginal cost against the number
-of backends (--plot)."""
+"""The suites' outputs: Markdown on stdout (--md-out), JSON, the --plot PNG."""
 
 from __future__ import annotations
 
@@ -31,8 +29,7 @@ def times(s):
 
 
 def table(head, align, rows):
-    """A Markdown table: ``head`` the column titles, ``align`` one letter a
-    column (l left, r right), ``rows`` lists of cells."""
+    """A Markdown table; ``align`` one letter a column (l left, r right)."""
     sep = "|" + "".join("---:|" if a == "r" else "---|" for a in align)
     return ["| " + " | ".join(head) + " |", sep] + ["| " + " | ".join(r) + " |" for r in rows]
 
@@ -46,9 +43,7 @@ def load_average(cfg):
 
 def write_report(result, markdown, md_out=None, json_out=None, plot_to=None, plot=None,
                  append=False):
-    """Records the load average after the run in result["config"], then
-    writes markdown(result) on stdout (and in md_out, appended to it with
-    ``append``), the result as JSON in json_out, and plot(result, plot_to)."""
+    """Writes markdown(result) on stdout (and md_out), the JSON and the plot."""
     result["config"]["load_average_after"] = os.getloadavg()
     report = markdown(result)
     sys.stdout.write(report)
@@ -69,16 +64,13 @@ SYSCALL_COLUMNS = ["syscalls", "stat", "openat", "getdents64"]  # of syscall_cel
 
 
 def syscall_cells(sc, hf):
-    """A command's system-call counts (``sc``, or None) and, when the
-    hyperfine pass ran (``hf``), its median: cells."""
+    """Cells: system-call counts (``sc``) and the hyperfine median (``hf``)."""
     return ([f"{sc[k]:,}" for k in SYSCALLS] if sc else [""] * 4) + (
         [fmt_ms(hf["median_ms"]) if hf and "median_ms" in hf else ""] if hf is not None else [])
 
 
 def plot_marginals(path, rows, labels, reference, xlabel, ylabel, title):
-    """A PNG of every variant's marginal cost against the number of backends
-    (log-log, one line per variant; epload's dashed): ``rows`` the per-size
-    results ({"backends", "stats"}), ``labels`` {variant: label} in order."""
+    """A log-log PNG of each variant's marginal cost against the backends."""
     try:
         import matplotlib
     except ImportError:

@@ -1,22 +1,12 @@
 """The first dynamo-backend discovery of a real PyTorch process, stock
-against EPLOAD_IMPORTLIB=1, timed in-process.
-
-In the venv of scripts/torch_env.py (or --python), with --dists generated
-distributions (one a torch_dynamo_backends backend) and the fixture of
-tests/torch/backends/dynamo, each process times the first
-`torch._dynamo.backends.registry._discover_entrypoint_backends()` (what
-the first torch.compile or list_backends() calls; checked fresh), and a
-second call (the floor under it), in wall time and in CPU time (every
-thread: `full`'s stats run on two).  Variants, interleaved round by round:
+against EPLOAD_IMPORTLIB=1, timed in-process (the first and a second
+`_discover_entrypoint_backends()`, wall and CPU time), interleaved:
 
   stock         importlib.metadata's own entry_points (a full scan)
   switch        EPLOAD_IMPORTLIB=1: epload's index, `full` validation
   switch-paths  EPLOAD_IMPORTLIB=1 EPLOAD_VALIDATE=paths
 
-each checked first (the same names, answered by importlib resp. epload).
-Target: stock ÷ switch >= 20x.  Also the switch's price where nothing is
-looked up (--pth-rounds `-X importtime`): unset it imports nothing; set,
-epload's pure-Python hook and no native module (both checked).
+each checked first.  Also the .pth hook's price where nothing is looked up.
 """
 
 from __future__ import annotations
@@ -76,8 +66,7 @@ def main(argv=None):
 
 
 def check(answers):
-    """Refuses to time a variant that is not answered by the right module
-    or does not find stock's backends."""
+    """Refuses a variant not answered by the right module or not finding stock's."""
     stock = answers["stock"]["names"]
     for name, got in answers.items():
         by = "importlib.metadata" if name == "stock" else "epload._entry_points"
@@ -116,8 +105,7 @@ PTH_PROBE = 'import sys; print("PTH", "epload" in sys.modules, "epload._native" 
 
 
 def pth_cost(python, base, rounds):
-    """The .pth hook's import time (ms, medians) with the switch off and on,
-    in processes that look nothing up."""
+    """The .pth hook's import time (ms, medians), the switch off and on."""
     out = {"off": [], "on": []}
     for _ in range(rounds):
         for name, extra in (("off", {}), ("on", {"EPLOAD_IMPORTLIB": "1"})):

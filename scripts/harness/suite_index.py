@@ -2,9 +2,7 @@
 importlib.metadata (and stevedore's cache) on a generated environment,
 every command interleaved round by round, their answers checked equal:
 {listing}
-Reported: medians, IQR, CPU, system calls, importlib's marginal cost over
-each epload mode's, each target's budget beside its floor, a scaling run and
-a hyperfine -N pass.  Method: BENCHMARKS.md.
+Method: BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -56,9 +54,7 @@ SAME_OUTPUT = ("from importlib.metadata import entry_points; w = sys.stdout.writ
 
 
 class Setup:
-    """The lookup commands for one generated environment: ``site`` first on
-    the search path (or last, as site-packages sits), epload's cache in
-    ``cache_dir`` (default: TMP/epload-cache)."""
+    """The lookup commands for one generated environment ``site``."""
 
     def __init__(self, args, site, tmp, env, stevedore_dir, site_first=True, cache_dir=None):
         self.site, self.group, self.site_first = site, args.group, site_first
@@ -86,11 +82,8 @@ class Setup:
                        "full": cached + ["full"], "paths": cached + ["paths"]}
 
     def stat_list(self, env, tmp):
-        """Writes what `full` validation stats, as epload_floor --stat reads
-        it: one DIR<TAB>REL line per search path (REL empty) and per watched
-        file, from the warmed cache file (its head's search paths and its
-        watch_digest section; format in docs/cache-format.md).  Returns the
-        file's path and the number of lines."""
+        """Writes what `full` validation stats (DIR<TAB>REL lines, from the
+        cache file: docs/cache-format.md) for epload_floor --stat: (path, lines)."""
         where = capture([self.epload_exe, "index", "path", *self.paths, "--cache-dir",
                          self.cache_dir], env).stdout.strip()
         with open(where, "rb") as f:
@@ -114,10 +107,7 @@ class Setup:
         return out, len(rows)
 
     def check_answers(self, python, env, expected):
-        """Refuses to time a comparison whose answers differ: importlib.metadata
-        must find ``expected`` entry points, every epload mode the same
-        (name, value, dist) triples, and the same-output command print what
-        `epload entry-points` prints."""
+        """Refuses to time a comparison whose answers differ from importlib.metadata's."""
         code = ("; import json; from importlib.metadata import entry_points; print(json.dumps("
                 f"[[e.name, e.value, e.dist.name] for e in entry_points(group={self.group!r})]))")
         want = [[n, v, norm(d)] for n, v, d in json.loads(capture(
@@ -146,9 +136,7 @@ class Setup:
                              f"lines: {len(same.splitlines())} vs {len(ours.splitlines())}")
 
     def warm(self, env, more=None):
-        """Writes the caches and runs each cached command (and ``more``
-        {label: argv}) until it reports a cache hit: a cache written in the
-        clock tick of a change is not trusted at first (the racy rule)."""
+        """Runs each cached command until a cache hit (the racy rule)."""
         for label, argv in dict({f"epload ({m})": self.epload[m] for m in ("full", "paths")},
                                 **(more or {})).items():
             for _ in range(50):
@@ -163,8 +151,7 @@ class Setup:
 
 
 def analyse(raw):
-    """Every command's summary; importlib's marginal costs; each epload
-    mode's ratios against the targets."""
+    """(summaries, importlib's marginal costs, each epload mode's ratios)."""
     stats = summarize_rounds(raw)
     med = {n: s["median_ms"] for n, s in stats.items()}
     cpu = {n: s["cpu_median_ms"] for n, s in stats.items()}
@@ -197,8 +184,7 @@ def analyse(raw):
 
 
 def floors(result):
-    """Each target's budget (importlib's marginal ÷ the ratio: the most a
-    whole epload process may cost) against the floor under it (FLOOR_OF)."""
+    """Each target's budget against the floor under it (FLOOR_OF)."""
     st, ratios = result["main"]["stats"], result["main"]["ratios"]
     if "floor-exe" not in st or not ratios:
         return None
@@ -346,8 +332,7 @@ def main(argv=None):
 
 
 def run(args, tmp):
-    """The main run, the stat baseline, the floors and the scaling run;
-    writes the report."""
+    """The main run, the stat baseline, the floors and the scaling run."""
     env = clean_env(tmp)
     stevedore_dir = stevedore_location(args.python, env)
     result = {"config": config(args, backends=args.backends, group=args.group,
@@ -365,9 +350,7 @@ def run(args, tmp):
 
 
 def measure_main(args, env, tmp, stevedore_dir, result):
-    """Every command at --backends + --noise distributions, checked, warmed
-    and timed interleaved; sets result["floor_stats"] (when epload_floor is
-    there) and result["main"]."""
+    """Every command checked, warmed and timed: result["main"], ["floor_stats"]."""
     manifest = kept_env("bench_index", args.python, os.path.join(tmp, "env"), args.backends,
                         args.noise, args.group)
     s = Setup(args, manifest["search_path"], tmp, env, stevedore_dir)
@@ -386,8 +369,7 @@ def measure_main(args, env, tmp, stevedore_dir, result):
 
 
 def stat_figures(args, env, tmp, stats):
-    """epload_bench's figures at this size, and the whole `full` process and
-    the in-process ones over the bare stat cost."""
+    """epload_bench's figures, and `full` (process, in-process) over bare stats."""
     sb = stat_baseline(args.bench_exe, args.backends + args.noise, env, tmp, args.quick)
     bare = sb["StatBaseline"]["real_ms"]
     sb["full_process_over_bare_stats"] = stats["full"]["median_ms"] / bare
@@ -398,8 +380,7 @@ def stat_figures(args, env, tmp, stats):
 
 
 def scaling(args, env, tmp):
-    """The epload modes at each --scaling-sizes count (one distribution in six
-    a backend), and how `paths` grows from the first to the last."""
+    """The epload modes at each --scaling-sizes count, and `paths`' growth."""
     rows = []
     for n in args.sizes:
         b, d = max(1, n // 6), os.path.join(tmp, f"scale-{n}")

@@ -1,10 +1,6 @@
 """Metadata operations one Python process start makes to look up one
-entry-point group, counted with `strace -f -c`: what a shared file system's
-metadata server sees per process, times the number of processes.
-
---dists distributions (10 backends of torch.backends) are generated; each
-variant is a fresh `PY SCRIPT` with PYTHONPATH = <build>/python and the
-environment, looking the group up once:
+entry-point group, counted with `strace -f -c` (what a shared file system's
+metadata server sees per process).  Variants, each a fresh `PY SCRIPT`:
 
   importlib         importlib.metadata.entry_points(group=...)
   epload full       epload.entry_points(group=...), warm cache, `full`
@@ -12,9 +8,8 @@ environment, looking the group up once:
   shipped index     the same with EPLOAD_INDEX=FILE (`epload index build`),
                     a cache directory that must stay empty
 
-`baseline` imports the same modules and looks nothing up.  Every variant
-must answer as importlib does.  Reported: stat family, openat, getdents64,
-read and their sum, each less the baseline's, and any cache file written.
+Each less `baseline` (the same imports, no lookup); every variant must
+answer as importlib does.
 """
 
 from __future__ import annotations
@@ -70,9 +65,7 @@ def write_scripts(work):
 
 
 def ship_index(args, base, work, env_dir, tmp):
-    """`epload index build` for the search path the processes have (their
-    sys.path: same interpreter, environment and directory); checks that a
-    process uses it.  Returns the index file."""
+    """`epload index build` for the processes' own sys.path: the index file."""
     path_script = os.path.join(work, "path.py")
     with open(path_script, "w") as f:
         f.write("import json, sys; print(json.dumps(sys.path))\n")

@@ -1,13 +1,9 @@
 """Process-level benchmark of a stale index: what a fresh process pays after
 something changed on its search path, as a ratio to a cache hit.
 
-The search path is a script's directory (first, as sys.path[0]) then a
-generated site-packages (--backends + --noise).  Two fronts query one group
-under `full` validation: py (`python3 -I -S -c "...; import epload;
-epload.entry_points(group=GROUP)"`) and cli (`epload entry-points --group
-GROUP --path SCRIPT --path SITE`).  Each front's cases run interleaved;
-before each run, untimed, the front is brought back to a hit, the case's
-change made and 10 ms let pass (the change's stamps not racy):
+Two fronts (py: epload.entry_points, cli: epload entry-points) on a script's
+directory then a generated site-packages; before each run, untimed, the
+front is brought back to a hit and the case's change made:
 
   hit        nothing changed
   new-file   a file created in the script's directory
@@ -16,9 +12,7 @@ change made and 10 ms let pass (the change's stamps not racy):
   edit       one entry_points.txt rewritten
   cold       the cache file removed: a full scan and write
 
-Each run is checked (EPLOAD_DEBUG=1): "index hit" (hit, new-file), "index
-refreshed" (add, remove, edit), "index rebuilt" (cold); the cli says
-"cache".  Reported: wall and CPU medians, each CPU median ÷ the hit's.
+Each run is checked (EPLOAD_DEBUG=1: index hit, refreshed or rebuilt).
 """
 
 from __future__ import annotations
@@ -54,8 +48,7 @@ def main(argv=None):
 
 
 class Front:
-    """One front's command, environment and cache, and the changes the
-    cases make to the tree it shares with the other front."""
+    """One front's command, environment and cache, and its cases' checks."""
 
     def __init__(self, name, argv, env, cache, tree):
         self.name, self.argv, self.env, self.cache, self.tree = name, argv, env, cache, tree

@@ -2,14 +2,9 @@
 pays at start for its plugin backends, with importlib.metadata, stevedore,
 PyTorch's own autoload loop, and epload (eager, lazy, `paths` validation).
 
-For each number of backends (--sizes) among --noise ordinary distributions
-(`scripts/gen_env.py --kind python`), these variants are timed as whole
-`python3 -I -S -c` processes, interleaved round by round, each verified
-first (what it found, imported and set; the index hit):
+Per --sizes, whole `python3 -I -S -c` processes, verified, interleaved:
 {listing}
-Reported: medians, IQR, CPU, marginals over `bare` and their ratios; at the
-largest size the targets beside their floors, strace -f -c counts and a
-hyperfine -N pass.  Method: BENCHMARKS.md.
+Method: BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -224,10 +219,7 @@ def analyse(raw):
 
 
 def judge(sizes, stat_base=None):
-    """The start-up targets at the size with the most distributions, each
-    ratio target with its budget (the reference's marginal ÷ the ratio)
-    beside its floor: floor-native's marginal, plus for FULL_CHECK variants
-    the bare stats' CPU time shared by the CPUs."""
+    """The start-up targets at the largest size, each budget beside its floor."""
     row = max(sizes, key=lambda r: (r["distributions"], r["backends"]))
     st, ra = row["stats"], row["ratios"]
     where = {"backends": row["backends"], "distributions": row["distributions"]}
@@ -407,8 +399,7 @@ def run(args, tmp):
 
 
 def measure_size(args, n, tmp, hostdir, stevedore_dir):
-    """One size: generate, verify every variant, time them interleaved, and
-    at the largest size count system calls and run hyperfine."""
+    """One size generated, verified, timed (and the extra passes at the largest)."""
     work = os.path.join(tmp, f"size-{n}")
     os.makedirs(work)
     where = os.path.join(args.env_dir or os.path.join(tmp, "envs"), f"python-{n}-{args.noise}"

@@ -1,15 +1,11 @@
 """Real PyTorch start-up harness: what `import torch` costs with its device
-backends, stock autoload against epload, in a venv holding torch 2.13.0,
-epload with its `.pth` hook and the fixture backends of tests/torch/backends.
+backends, stock autoload against epload, in a venv with torch 2.13.0, epload
+and the fixture backends of tests/torch/backends.
 
-For each number of generated backends (--sizes; 0 = fixtures alone) among
---noise distributions, these variants are timed as whole processes,
-interleaved round by round, each verified first (which backends it imported,
-the tensor on foo, the index hit):
+Per --sizes (0 = fixtures alone), whole processes, verified, interleaved:
 {listing}
-In-process (--first-runs): the first `to("foo")`, lazy against by hand, and
-what lazy epload adds (its .pth hook's import plus its share of the
-`import torch` span).  Targets and method: BENCHMARKS.md.
+In-process (--first-runs): the first `to("foo")` and what lazy epload adds.
+Targets and method: BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -97,8 +93,7 @@ print(json.dumps({{'torch': torch.__version__, 'torch_dir': os.path.dirname(torc
 
 
 def describe_python(python, env, fixtures):
-    """torch's version and location, epload's, the hook, and the backends
-    the venv and the fixture directories hold."""
+    """torch's version and location, epload's, the hook, and the backends."""
     try:
         proc = capture([python, "-I", "-c", DESCRIBE.format(fixtures=fixtures)], dict(env, **OFF))
     except BenchError as err:
@@ -126,8 +121,7 @@ PROBE = ("\nimport json as _j\n"
 
 
 class Size(Variants):
-    """The variants' commands and environments for one generated environment
-    (``manifest`` None: the fixture backends alone)."""
+    """The variants at one size (``manifest`` None: the fixtures alone)."""
 
     # The first run is lazy, as a user's first lazy run: it loads every
     # backend whose devices are not known yet and learns them (foo's too).
@@ -209,10 +203,8 @@ class Size(Variants):
         return out + (index_hit(stderr) if v in EPLOAD_VARIANTS else [])
 
     def in_process(self, runs):
-        """What epload adds inside lazy processes, per run: the import of its
-        .pth hook at interpreter start (``-X importtime``) and, from a trace
-        (EPLOAD_TRACE), the `import torch` span less torch's own body.
-        {"pth": [ns], "import_torch": [ns], "in_import": [ns]}."""
+        """What epload adds inside lazy processes, per run (ns): its .pth hook's
+        import (-X importtime) and its share of the traced `import torch`."""
         out = {"pth": [], "import_torch": [], "in_import": []}
         env = self.envs["epload-lazy"]
         for k in range(runs):
@@ -226,8 +218,7 @@ class Size(Variants):
         return out
 
 def epload_share(trace_path):
-    """From one lazy process's trace: the `import torch` span the .pth hook
-    records and what epload added to it (that span less "body of torch"), ns."""
+    """(the `import torch` span, that less "body of torch") of a trace, ns."""
     with open(trace_path) as f:
         events = [e for e in json.load(f)["traceEvents"]
                   if e.get("ph") == "X" and e.get("cat") == "total"]
@@ -243,8 +234,7 @@ def epload_share(trace_path):
 
 
 def hook_import_ns(importtime_stderr, missing=None):
-    """The cumulative import time of ``epload._hook`` from ``-X importtime``,
-    ns; none there: ``missing`` if given, else a BenchError."""
+    """``epload._hook``'s cumulative -X importtime, ns (else ``missing``)."""
     for line in importtime_stderr.splitlines():
         if line.startswith("import time:") and line.rsplit("|", 1)[-1].strip() == "epload._hook":
             return int(line.split("|")[1]) * 1000
@@ -272,10 +262,7 @@ def whole_process(stats):
 
 
 def judge(sizes, first, stat_base, rounds):
-    """The real-torch targets, each with its budget.  Lazy's added cost is
-    taken in-process; a target on it is met when that is within budget and
-    the whole-process interval's lower end is too.  Below MIN_JUDGE_ROUNDS
-    rounds, the targets that need that interval are not judged."""
+    """The real-torch targets, each with its budget (see targets_table)."""
     big = max(sizes, key=lambda r: (r["distributions"], r["backends"]))
     st, added = big["stats"], big["in_process"]["total"]["median_ms"]
     floor_ms = st["floor"]["median_ms"]
@@ -456,8 +443,7 @@ def parse_args(argv):
 
 
 def measure_size(args, info, tmp, n):
-    """One size: its variants verified, timed in interleaved rounds, and
-    lazy epload measured inside its processes.  Returns (row, size)."""
+    """One size verified, timed and measured in-process: (row, size)."""
     work = os.path.join(tmp, f"size-{n}")
     os.makedirs(work)
     manifest = None if n == 0 else kept_env(
@@ -481,8 +467,7 @@ def measure_size(args, info, tmp, n):
 
 
 def first_use(args, size):
-    """The IN_PROCESS timings at the largest size (the first to("foo"), lazy
-    and by hand), interleaved: each one's summary under its name (- as _)."""
+    """The IN_PROCESS timings at the largest size, interleaved."""
     log(f"bench_torch: first to({FOO!r}), in-process, {args.first_runs} pairs ...")
     raw = interleaved(size.timed, None, args.first_runs, 0, size.work, envs=size.timed_envs,
                       runner=lambda argv, env, _: {"ns": marked(argv, env, TIME_MARK)[0]})

@@ -1,8 +1,5 @@
-"""Targets judged against what the machine allows: a ratio target (the
-reference's cost ÷ epload's ≥ R) gives a budget, the reference's marginal ÷
-R, set beside its floor from the same run (a program linked like epload that
-exits at once; an empty module linked like epload's; the bare stat calls of
-`full` validation).  A budget below its floor cannot be reached here.
+"""Targets judged against what the machine allows: a ratio target gives a
+budget (the reference's marginal ÷ R), set beside its floor from the same run.
 """
 
 from __future__ import annotations
@@ -16,8 +13,7 @@ REACH = {True: "yes", False: "**no**: the budget is below the floor"}
 
 
 def budget_floor(t, budget_ms, floor_ms=None):
-    """Sets a target's budget, and with a floor its floor and whether the
-    budget reaches it; returns the target."""
+    """Sets a target's budget (and floor, reachable); returns the target."""
     t["budget_ms"] = budget_ms
     if floor_ms is not None:
         t["floor_ms"] = floor_ms
@@ -26,8 +22,7 @@ def budget_floor(t, budget_ms, floor_ms=None):
 
 
 def budget_cells(t):
-    """A target's budget, floor (with its parts, libraries + stats, when it
-    has them) and reachable cells ('' where absent)."""
+    """A target's budget, floor and reachable cells ('' where absent)."""
     floor, reach = "", REACH[t["reachable"]] if "reachable" in t else ""
     if "floor_ms" in t:
         floor = fmt_ms(t["floor_ms"]) + (f" ({fmt_ms(t['floor_libraries_ms'])} + "
@@ -43,12 +38,8 @@ STAT_CASES = "StatBaseline|ValidateFull|LoadValidateFull|LoadValidatePaths"
 
 
 def stat_baseline(bench_exe, distributions, env, tmp, quick, which=STAT_CASES):
-    """In-process figures from epload_bench at ``distributions``: the bare
-    cost of the stat calls `full` validation makes (BM_CacheStatBaseline:
-    the same fstatat calls relative to a directory descriptor, nothing else),
-    and epload's validate / load+validate.  epload_bench generates its own
-    copy of the environment (same generator, same arguments, same content).
-    {case: {"real_ms", "cpu_ms"[, "stats"]}}, medians."""
+    """epload_bench's medians at ``distributions``: the bare stat calls of
+    `full` and epload's validate / load+validate, {case: {real_ms, cpu_ms}}."""
     rows = gbench(bench_exe, f"^BM_Cache({which})/",
                   dict(env, EPLOAD_BENCH_SIZES=str(distributions)), tmp,
                   3 if quick else 7, 0.05 if quick else 0.2,
@@ -64,9 +55,8 @@ def stat_baseline(bench_exe, distributions, env, tmp, quick, which=STAT_CASES):
 
 
 def stat_floor(prog, build, distributions, env, tmp, quick):
-    """The floor under `full` validation in a process: the bare stat calls'
-    CPU time shared by the machine's CPUs (epload validates on several), or
-    None when build/bench/epload_bench is absent."""
+    """The floor under `full`: the bare stat calls' CPU time ÷ the CPUs
+    (epload validates on several); None without epload_bench."""
     bench_exe = os.path.join(build, "bench", "epload_bench")
     if not os.access(bench_exe, os.X_OK):
         return None
