@@ -229,7 +229,3 @@ def run(args, tmp):
         print(f"  {f}")
     print(f"  {os.path.join(args.out, 'env')}/ (the generated environment; reused by the next run)")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -227,10 +227,8 @@ def update_baseline(args, tmp):
 
 
 def scratch_dir(args):
-    """--tmpdir, else /dev/shm when a writable tmpfs with room (seconds, not
-    minutes, for ~20,000 small files on a busy disk), else the system's."""
-    if args.tmpdir:
-        return args.tmpdir
+    """/dev/shm when a writable tmpfs with room (seconds, not minutes, for
+    ~20,000 small files on a busy disk), else the system's temporary directory."""
     shm = "/dev/shm"
     try:
         st = os.statvfs(shm)
@@ -257,11 +255,7 @@ def parse_args(argv):
                    help="measure the ratios --update-runs times and rewrite the baseline's "
                         "thresholds (see BENCHMARKS.md before committing it)")
     options.add_count(p, "--update-runs", (5, 5), "runs of --update-baseline", quick=False)
-    p.add_argument("--tmpdir", metavar="DIR",
-                   help="where to generate environments (default: /dev/shm if a tmpfs, else $TMPDIR)")
     p.add_argument("--json-out", metavar="FILE", help="also write the results as JSON")
-    p.add_argument("--summary", metavar="FILE",
-                   help="also append the Markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY)")
     args = options.finish(p, p.parse_args(argv))
     only = [n.strip() for o in args.only for n in o.split(",") if n.strip()]
     bad = [n for n in only if n not in RATIOS]
@@ -316,14 +310,10 @@ def judge(args, tmp):
               "results": results, "confirmed": confirmed, "verdicts": verdicts,
               "thresholds": thresholds, "baseline": baseline["ratios"], "quick": args.quick,
               "seconds": time.monotonic() - t0}
-    write_report(result, markdown, md_out=args.summary, json_out=args.json_out, append=True)
+    write_report(result, markdown, json_out=args.json_out)
     failed = [n for n, v in verdicts.items() if v == "**FAIL**"]
     if failed:
         print(f"bench_gate: REGRESSION: {', '.join(failed)} past the threshold in {args.baseline}",
               file=sys.stderr)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import time
 
 from . import options
@@ -400,7 +399,3 @@ def scaling(args, env, tmp):
               "cpu": last["paths"]["cpu_median_ms"] / first["paths"]["cpu_median_ms"]}
     return {"rounds": args.scaling_rounds, "sizes": rows, "paths_growth": growth,
             "target": SCALING_TARGET}
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -359,8 +359,6 @@ def parse_args(argv):
     options.add_common(p, rounds=(15, 5), warmup=(2, 1),
                        tools={"strace": False, "hyperfine": False}, env_dir=options.KEPT)
     options.add_sizes(p, "10,100,1000", "numbers of Python backends", 1, 0.0, VARIANTS)
-    p.add_argument("--no-stevedore", action="store_true",
-                   help="leave stevedore out even if installed")
     args = options.finish(p, p.parse_args(argv))
     args.package_dir = os.path.join(args.build, "python")
     fdir = os.path.join(args.build, "bench")
@@ -380,7 +378,7 @@ def main(argv=None):
 
 def run(args, tmp):
     """Every size, then the stat floor and the targets; writes the report."""
-    stevedore_dir = None if args.no_stevedore else stevedore_location(args.python, clean_env(tmp))
+    stevedore_dir = stevedore_location(args.python, clean_env(tmp))
     hostdir = os.path.join(tmp, "host")
     write_host(hostdir)
     result = {"config": config(args, sizes=args.sizes, noise=args.noise, group=GROUP,
@@ -415,7 +413,3 @@ def measure_size(args, n, tmp, hostdir, stevedore_dir):
     if n == args.sizes[-1]:
         row.update(extra_passes("bench_startup", args, size.commands, size.base, work))
     return row
-
-
-if __name__ == "__main__":
-    sys.exit(main())

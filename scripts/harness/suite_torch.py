@@ -509,7 +509,3 @@ def run(args, tmp):
 
 def main(argv=None):
     return harness_main("bench_torch.py", parse_args, run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
