@@ -2,5 +2,5 @@
 """Entry point of scripts/harness/suite_startup.py (--help)."""
 import os, sys  # noqa: E401
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness.suite_startup import main  # noqa: E402
-sys.exit(main())
+from harness import proc, suite_startup  # noqa: E402
+sys.exit(proc.harness_main(suite_startup))

@@ -13,20 +13,25 @@ import os
 import shutil
 import statistics
 
-from .proc import harness_main, interleaved
+from .options import at_least
+from .proc import interleaved
 from .stats import summarize_rounds
 
+PROG = "ab.py"
 
-def parse(argv):
+
+def parse_args(argv):
     cut = argv.index("--") if "--" in argv else len(argv)
-    p = argparse.ArgumentParser(prog="ab.py", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                 usage="ab.py [--rounds N] [--warmup W] [--settle S] "
                                       "-- CMD_A ... -- CMD_B ...",
                                 epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=40, help="timed rounds (default 40)")
-    p.add_argument("--warmup", type=int, default=3, help="untimed rounds first (default 3)")
-    p.add_argument("--settle", type=int, default=0,
+    p.add_argument("--rounds", type=at_least("--rounds", 1), default=40,
+                   help="timed rounds (default 40)")
+    p.add_argument("--warmup", type=at_least("--warmup", 0), default=3,
+                   help="untimed rounds first (default 3)")
+    p.add_argument("--settle", type=at_least("--settle", 0), default=0,
                    help="untimed runs of each command right before its timed run, so that it is "
                         "timed after itself rather than after whatever the shuffle put first "
                         "(default 0)")
@@ -36,8 +41,6 @@ def parse(argv):
         cmds.append([]) if a == "--" else cmds[-1].append(a)
     if len(cmds) < 2 or any(not c for c in cmds):
         p.error("give at least two non-empty commands, each after '--'")
-    if args.rounds < 1 or args.warmup < 0 or args.settle < 0:
-        p.error("--rounds must be >= 1, --warmup and --settle >= 0")
     for c in cmds:  # posix_spawn does not search PATH
         c[0] = shutil.which(c[0]) or p.error(f"command not found or not executable: {c[0]}")
     args.commands = {chr(ord("A") + i): c for i, c in enumerate(cmds)}
@@ -55,7 +58,3 @@ def run(args, tmp):
               f"CPU {s['cpu_median_ms']:.3f}); paired vs A {paired:+.3f} ms; ratio to A "
               f"{s['median_ms'] / stats['A']['median_ms']:.3f}   {' '.join(c)}")
     return 0
-
-
-def main(argv=None):
-    return harness_main("ab.py", parse, run, argv)

@@ -26,6 +26,7 @@ from .proc import BenchError, capture, harness_main, interleaved, log
 from .report import TIMES, fmt_ms, load_average, table, times, write_report
 from .stats import summarize_rounds
 
+PROG = "demo.py"
 LOOKUPS = ("bare", "importlib", "importlib-same", "cold", "full", "paths")
 # The loads, in report order: name -> (label, arguments after `epload load
 # DEVICE --path ... --group GROUP`).
@@ -138,7 +139,7 @@ def derive(stats):
 
 
 def parse_args(argv):
-    p = options.parser("demo.py", __doc__)
+    p = options.parser(PROG, __doc__)
     options.add_common(p, rounds=(9, 9), outputs=False, quick=False)
     p.add_argument("--out", default=os.path.join(SOURCE_DIR, "out", "demo"),
                    help="where results and environments go (<source>/out/demo)")
@@ -170,7 +171,7 @@ def parse_args(argv):
 
 
 def suite(args, module, stem, rounds, extra):
-    """Runs module.main --quick, its outputs in OUT/STEM.*; returns its files."""
+    """Runs a suite with --quick, its outputs in OUT/STEM.*; returns its files."""
     log(f"demo: scripts/bench_{stem}.py --quick ...")
     out = [os.path.join(args.out, f"{stem}.{k}") for k in ("md", "json", "png")]
     sys.stdout.write("\n")
@@ -178,7 +179,7 @@ def suite(args, module, stem, rounds, extra):
     argv = ["--quick", "--build", args.build, "--env-dir", os.path.join(args.out, f"{stem}-envs"),
             *map(str, extra + (["--rounds", rounds] if rounds else [])),
             "--md-out", out[0], "--json-out", out[1], "--plot", out[2]]
-    status = module.main(argv)
+    status = harness_main(module, argv)
     if status != 0:
         raise BenchError(f"the {stem} suite failed (exit {status}); its options: "
                          f"{' '.join(argv)}")
@@ -204,10 +205,6 @@ def start_up_table(args, tmp):
     sys.stdout.write("\n")
     write_report(result, markdown, md_out=files[0], json_out=files[1])
     return files
-
-
-def main(argv=None):
-    return harness_main("demo.py", parse_args, run, argv)
 
 
 def run(args, tmp):

@@ -17,12 +17,6 @@ from .proc import BenchError, capture, log, remove_tree
 SCRIPTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE_DIR = os.path.dirname(SCRIPTS)
 GEN_ENV = os.path.join(SCRIPTS, "gen_env.py")
-GENERATED_WITH = "generated-with.json"
-
-
-def gen_argv(backends, noise, group, kind, extra):
-    return ["--backends", str(backends), "--noise", str(noise), "--group", group,
-            "--kind", kind, *map(str, extra)]
 
 
 def _generator_stamp(kind):
@@ -39,9 +33,10 @@ def ensure_env(python, out, backends, noise, group, kind="python", extra=()):
     and generator source and intact (gen_env.py is deterministic), else
     generated afresh."""
     out = os.path.abspath(out)
-    want = {"argv": gen_argv(backends, noise, group, kind, extra),
+    want = {"argv": ["--backends", str(backends), "--noise", str(noise), "--group", group,
+                     "--kind", kind, *map(str, extra)],
             "generator": _generator_stamp(kind)}
-    stamp_path = os.path.join(out, GENERATED_WITH)
+    stamp_path = os.path.join(out, "generated-with.json")
     try:
         with open(stamp_path) as f:
             have = json.load(f)
@@ -71,13 +66,9 @@ def ensure_env(python, out, backends, noise, group, kind="python", extra=()):
 
 def _intact(manifest):
     site = manifest["search_path"]
-    for b in manifest.get("backends", []):
-        if b.get("library"):
-            if not os.path.isfile(b["library"]):
-                return False
-        elif not os.path.isfile(os.path.join(site, b["package"], "__init__.py")):
-            return False
-    return True
+    return all(os.path.isfile(b["library"]) if b.get("library")
+               else os.path.isfile(os.path.join(site, b["package"], "__init__.py"))
+               for b in manifest.get("backends", []))
 
 
 def kept_env(prog, python, where, backends, noise, group, kind="python", extra=()):

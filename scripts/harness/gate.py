@@ -23,10 +23,11 @@ import time
 
 from . import options
 from .envs import SOURCE_DIR, clean_env, config, kept_env, machine
-from .proc import BenchError, gbench, harness_main, interleaved
+from .proc import BenchError, gbench, interleaved
 from .report import table, write_report
 from .suite_index import Setup
 
+PROG = "bench_gate"
 BASELINE = os.path.join(SOURCE_DIR, "bench", "baseline.json")
 # Distributions for cached_over_cold: below the size at which validation
 # splits over two threads (500 watched files), so both sides are one
@@ -226,7 +227,7 @@ def update_baseline(args, tmp):
     return 0
 
 
-def scratch_dir(args):
+def tmp_base(args):
     """/dev/shm when a writable tmpfs with room (seconds, not minutes, for
     ~20,000 small files on a busy disk), else the system's temporary directory."""
     shm = "/dev/shm"
@@ -242,7 +243,7 @@ def scratch_dir(args):
 
 
 def parse_args(argv):
-    p = options.parser("bench_gate", __doc__,
+    p = options.parser(PROG, __doc__,
                        {n: r["what"] for n, r in RATIOS.items()})
     options.add_common(p, rounds=(15, 7), warmup=(1, 1), outputs=False)
     p.add_argument("--only", action="append", default=[], metavar="RATIO",
@@ -269,10 +270,6 @@ def parse_args(argv):
                                                     for n in args.only) else []),
                        *([args.epload] if "epload_over_importlib" in args.only else []))
     return args
-
-
-def main(argv=None):
-    return harness_main("bench_gate", parse_args, run, argv, tmp_base=scratch_dir)
 
 
 def run(args, tmp):

@@ -184,14 +184,14 @@ def remove_tree(path):
         shutil.rmtree(path, ignore_errors=True)
 
 
-def harness_main(prog, parse_args, run, argv=None, tmp_base=None):
-    """run(args, tmp)'s status, tmp a fresh directory (kept with --keep); a
-    BenchError is printed as `prog: message` (status 1)."""
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+def harness_main(suite, argv=None):
+    """A suite module's main: suite.run(args, tmp)'s status, tmp a fresh
+    directory (kept with --keep); a BenchError is printed as `PROG: message`."""
+    prog, args = suite.PROG, suite.parse_args(sys.argv[1:] if argv is None else argv)
     tmp = tempfile.mkdtemp(prefix=f"epload-{prog.removesuffix('.py').replace('_', '-')}-",
-                           dir=tmp_base(args) if tmp_base else None)
+                           dir=suite.tmp_base(args) if hasattr(suite, "tmp_base") else None)
     try:
-        return run(args, tmp)
+        return suite.run(args, tmp)
     except BenchError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return getattr(e, "status", 1)

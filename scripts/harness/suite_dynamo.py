@@ -17,11 +17,12 @@ import sys
 
 from . import options
 from .envs import SOURCE_DIR, clean_env, config, kept_env, torch_python
-from .proc import BenchError, capture, harness_main, interleaved, marked, progress_line
+from .proc import BenchError, capture, interleaved, marked, progress_line
 from .report import fmt_ratio, table, write_report
 from .stats import summarize
 from .suite_torch import hook_import_ns
 
+PROG = "bench_dynamo.py"
 GROUP = "torch_dynamo_backends"
 MARK = "EPLOAD-BENCH-DYNAMO "
 FIXTURES = [os.path.join(SOURCE_DIR, "tests", "torch", "backends", d) for d in ("common", "dynamo")]
@@ -51,7 +52,7 @@ print({mark!r} + json.dumps({{"ns": dt, "cpu_ns": cpu, "again_ns": again, "fresh
 
 
 def parse_args(argv):
-    p = options.parser("bench_dynamo.py", __doc__)
+    p = options.parser(PROG, __doc__)
     options.add_common(p, rounds=(11, 3), warmup=(0, 0), python=None, plot=False,
                        python_help="the torch venv's python (default: scripts/torch_env.py's)",
                        env_dir="where the generated environment is kept (default: under the build)")
@@ -59,10 +60,6 @@ def parse_args(argv):
                    help="distributions generated (6000)")
     options.add_count(p, "--pth-rounds", (21, 5), ".pth cost samples")
     return options.finish(p, p.parse_args(argv))
-
-
-def main(argv=None):
-    return harness_main("bench_dynamo.py", parse_args, run, argv)
 
 
 def check(answers):

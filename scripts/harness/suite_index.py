@@ -15,12 +15,13 @@ import time
 from . import options
 from .envs import (clean_env, config, interpreter_path, kept_env, norm, stevedore_location,
                    stevedore_lookup)
-from .proc import BenchError, capture, extra_passes, harness_main, interleaved, log, remove_tree
+from .proc import BenchError, capture, extra_passes, interleaved, log, remove_tree
 from .report import (SYSCALL_COLUMNS, TIMES, fmt_ms, load_average, syscall_cells, table,
                      times, write_report)
 from .stats import quartiles, summarize_rounds
 from .targets import REACH, budget_floor, stat_baseline
 
+PROG = "bench_index.py"
 # The commands, in report order: name -> label.
 COMMANDS = {
     "true": "process floor `/bin/true`",
@@ -307,7 +308,7 @@ def scaling_table(sc):
 
 
 def parse_args(argv):
-    p = options.parser("bench_index.py", __doc__, COMMANDS)
+    p = options.parser(PROG, __doc__, COMMANDS)
     options.add_common(p, rounds=(21, 5), warmup=(3, 1), plot=False,
                        tools={"strace": True, "hyperfine": False})
     options.add_lookup(p)
@@ -324,10 +325,6 @@ def parse_args(argv):
     args.floor_exe = options.executable(p, args.floor_exe, "--floor-exe",
                                         os.path.join(bench, "epload_floor"))
     return args
-
-
-def main(argv=None):
-    return harness_main("bench_index.py", parse_args, run, argv)
 
 
 def run(args, tmp):

@@ -21,9 +21,10 @@ import sys
 
 from . import options
 from .envs import clean_env, config, kept_env
-from .proc import BenchError, capture, harness_main, strace_counts
+from .proc import BenchError, capture, strace_counts
 from .report import table, write_report
 
+PROG = "metadata_ops.py"
 GROUP = "torch.backends"
 FAMILIES = ("stat", "openat", "getdents64", "read")
 IMPORTS = "import sys, importlib.metadata, epload\n"
@@ -37,7 +38,7 @@ LOOKUPS = {
 
 
 def parse_args(argv):
-    p = options.parser("metadata_ops.py", __doc__)
+    p = options.parser(PROG, __doc__)
     # One strace'd run per variant: no rounds to choose.
     options.add_common(p, rounds=None, quick=False, plot=False,
                        env_dir="where the generated environment is kept (default: under the build)")
@@ -47,10 +48,6 @@ def parse_args(argv):
         p.error("--dists must be at least 11 (10 of them are backends)")
     options.need_built(p, args.epload)
     return args
-
-
-def main(argv=None):
-    return harness_main("metadata_ops.py", parse_args, run, argv)
 
 
 def write_scripts(work):

@@ -23,10 +23,11 @@ import time
 
 from . import options
 from .envs import clean_env, config, kept_env
-from .proc import BenchError, capture, harness_main, interleaved, log, progress_line
+from .proc import BenchError, capture, interleaved, log, progress_line
 from .report import fmt_ms, load_average, table, write_report
 from .stats import summarize_rounds
 
+PROG = "bench_refresh.py"
 CASES = ("hit", "new-file", "add", "remove", "edit", "cold")
 WANT = {"hit": "index hit", "new-file": "index hit", "add": "index refreshed",
         "remove": "index refreshed", "edit": "index refreshed", "cold": "index rebuilt"}
@@ -35,16 +36,12 @@ PAUSE = 0.01
 
 
 def parse_args(argv):
-    p = options.parser("bench_refresh.py", __doc__)
+    p = options.parser(PROG, __doc__)
     options.add_common(p, rounds=(15, 5), warmup=(0, 0), plot=False)
     options.add_lookup(p)
     args = options.finish(p, p.parse_args(argv))
     options.need_built(p, args.epload)
     return args
-
-
-def main(argv=None):
-    return harness_main("bench_refresh.py", parse_args, run, argv)
 
 
 class Front:

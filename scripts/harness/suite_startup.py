@@ -14,7 +14,7 @@ import sys
 
 from . import options
 from .envs import SCRIPTS, clean_env, config, kept_env, stevedore_location, stevedore_lookup
-from .proc import extra_passes, harness_main, progress_line
+from .proc import extra_passes, progress_line
 from .report import (SYSCALL_COLUMNS, TIMES, fmt_ms, fmt_ratio, load_average, plot_marginals,
                      syscall_cells, table, times, write_report)
 from .stats import ratio, summarize_rounds
@@ -24,6 +24,7 @@ from .verify import Variants, index_hit
 sys.path.insert(0, SCRIPTS)
 import stock_autoload  # noqa: E402  (also the Python tests' oracle)
 
+PROG = "bench_startup.py"
 GROUP = "torch.backends"
 HOST = "torch"
 HOST_SWITCH = "EPLOAD_BENCH_HOST_AUTOLOAD"  # the fixture host: "pytorch" (default) or "epload"
@@ -355,7 +356,7 @@ def plot(result, path):
 
 
 def parse_args(argv):
-    p = options.parser("bench_startup.py", __doc__, LABELS)
+    p = options.parser(PROG, __doc__, LABELS)
     options.add_common(p, rounds=(15, 5), warmup=(2, 1),
                        tools={"strace": False, "hyperfine": False}, env_dir=options.KEPT)
     options.add_sizes(p, "10,100,1000", "numbers of Python backends", 1, 0.0, VARIANTS)
@@ -370,10 +371,6 @@ def parse_args(argv):
         p.error(f"no built epload package in {args.package_dir}: build first "
                 f"(cmake --build {args.build}) or pass --build DIR")
     return args
-
-
-def main(argv=None):
-    return harness_main("bench_startup.py", parse_args, run, argv)
 
 
 def run(args, tmp):

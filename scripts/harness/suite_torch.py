@@ -17,13 +17,14 @@ import sys
 
 from . import options
 from .envs import SOURCE_DIR, clean_env, config, kept_env, torch_python
-from .proc import BenchError, capture, harness_main, interleaved, log, marked
+from .proc import BenchError, capture, interleaved, log, marked
 from .report import (TIMES, fmt_ms, load_average, plot_marginals, table, times,
                      write_report)
 from .stats import paired_ci, summarize, summarize_rounds
 from .targets import budget_cells, budget_floor, stat_floor
 from .verify import Variants, index_hit
 
+PROG = "bench_torch.py"
 GROUP = "torch.backends"
 VERIFY_MARK = "EPLOAD-BENCH-TORCH "
 TIME_MARK = "EPLOAD-BENCH-FIRST-NS "
@@ -412,7 +413,7 @@ def plot(result, path):
 
 
 def parse_args(argv):
-    p = options.parser("bench_torch.py", __doc__, LABELS)
+    p = options.parser(PROG, __doc__, LABELS)
     options.add_common(p, rounds=(11, 3), warmup=(1, 0), python=None, least_rounds=2,
                        python_help="the interpreter of a venv with torch and epload (with its "
                        ".pth hook) installed (default: the venv scripts/torch_env.py makes under "
@@ -505,7 +506,3 @@ def run(args, tmp):
     result["targets"] = judge(result["sizes"], first, stat_base, args.rounds)
     write_report(result, markdown, args.md_out, args.json_out, args.plot, plot)
     return 0
-
-
-def main(argv=None):
-    return harness_main("bench_torch.py", parse_args, run, argv)
