@@ -6,8 +6,6 @@ import json
 import os
 import sys
 
-from .proc import BenchError
-
 
 def fmt_ms(v):
     return f"{v:.2f}" if v < 100 else f"{v:.1f}"
@@ -69,12 +67,9 @@ def syscall_cells(sc, hf):
 
 
 def plot_marginals(path, rows, labels, reference, xlabel, ylabel, title):
-    """A log-log PNG of each variant's marginal cost against the backends."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise BenchError(f"--plot needs matplotlib in {sys.executable} "
-                         "(apt-get install python3-matplotlib)")
+    """A log-log PNG of each variant's marginal cost against the backends
+    (options.finish has checked that matplotlib is there)."""
+    import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import matplotlib.ticker
