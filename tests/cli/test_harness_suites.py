@@ -77,7 +77,7 @@ def test_refresh_without_a_build_says_what_to_do(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--dists", "1"], "--dists must be >= 2"),
-    (["--pth-rounds", "0"], "--pth-rounds >= 1"),
+    (["--pth-rounds", "0"], "--pth-rounds must be >= 1"),
     (["--rounds", "0"], "--rounds must be >= 1"),
     (["--python", "/no/such/python"], "interpreter not found"),
 ])
