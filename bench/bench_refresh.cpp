@@ -15,6 +15,14 @@
 //   BM_RefreshRemoveDist one distribution removed (installed again untimed)
 //   BM_RefreshEditDist  one entry_points.txt rewritten
 //
+// and, with nothing changed, the part of a refresh no recompute can avoid
+// while the file is rewritten whole:
+//
+//   BM_RefreshFloorRead  the cache file read whole (read_index())
+//   BM_RefreshFloorReadWrite  read whole, then serialized and written
+//                       atomically (store_index()), as a refresh stores
+//
+// so floor = (hit + read + write) / hit = 1 + ReadWrite / Hit.
 // BENCHMARKS.md records the ratios to BM_RefreshHit at 6,000 distributions.
 #include <sys/stat.h>  // mkdir
 #include <unistd.h>    // unlink
@@ -35,6 +43,7 @@ using epload::bench::fail;
 using epload::bench::GeneratedEnv;
 
 enum class Change { none, new_file, add_dist, remove_dist, edit_dist };
+enum class Floor { read, read_write };
 
 void write(const std::string& path, const std::string& text) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
@@ -126,6 +135,30 @@ void refresh(benchmark::State& state, Change change) {
   if (!edited.empty()) write(edited, original);
 }
 
+/// The floor's parts, timed on the settled cache file (see above).
+void floor_part(benchmark::State& state, Floor what) {
+  const auto* env = env_for(state);
+  if (env == nullptr) return;
+  const std::string script_dir = env->cache_dir + "-script";
+  std::filesystem::create_directories(script_dir);
+  epload::CacheOptions o;
+  o.search_paths = {script_dir, env->site};
+  o.cache_dir = env->cache_dir;
+  o.groups = {"torch.backends"};
+  if (!settle(o)) return fail(state, "the cache never hit");
+  const std::string file = epload::cache_file_path(o);
+  for (auto _ : state) {
+    auto index = epload::read_index(file);
+    if (!index) return fail(state, "cannot read the cache file: " + index.error().message);
+    if (what == Floor::read_write) {
+      if (auto r = epload::store_index(*index, o); !r) return fail(state, "cannot store: " + r.error().message);
+    }
+    benchmark::DoNotOptimize(index->distributions().size());
+  }
+  // The rewritten file must still be the same answer: a hit.
+  if (what == Floor::read_write && !settle(o)) return fail(state, "no hit after the rewrite");
+}
+
 /// 6,000 distributions (EPLOAD_BENCH_SIZES overrides; 100 under smoke).
 void refresh_sizes(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMicrosecond)->UseRealTime()->MeasureProcessCPUTime()->Iterations(20);
@@ -138,10 +171,14 @@ void BM_RefreshNewFile(benchmark::State& state) { refresh(state, Change::new_fil
 void BM_RefreshAddDist(benchmark::State& state) { refresh(state, Change::add_dist); }
 void BM_RefreshRemoveDist(benchmark::State& state) { refresh(state, Change::remove_dist); }
 void BM_RefreshEditDist(benchmark::State& state) { refresh(state, Change::edit_dist); }
+void BM_RefreshFloorRead(benchmark::State& state) { floor_part(state, Floor::read); }
+void BM_RefreshFloorReadWrite(benchmark::State& state) { floor_part(state, Floor::read_write); }
 BENCHMARK(BM_RefreshHit)->Apply(refresh_sizes);
 BENCHMARK(BM_RefreshNewFile)->Apply(refresh_sizes);
 BENCHMARK(BM_RefreshAddDist)->Apply(refresh_sizes);
 BENCHMARK(BM_RefreshRemoveDist)->Apply(refresh_sizes);
 BENCHMARK(BM_RefreshEditDist)->Apply(refresh_sizes);
+BENCHMARK(BM_RefreshFloorRead)->Apply(refresh_sizes);
+BENCHMARK(BM_RefreshFloorReadWrite)->Apply(refresh_sizes);
 
 }  // namespace
