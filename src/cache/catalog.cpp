@@ -6,7 +6,8 @@
 // that finds another already replaced it returns that one.  An answer that
 // holds an I/O error (not_cacheable()) is served but not kept, as it is not
 // cached on disk either.  A Catalog made with a sibling (make_catalog())
-// reads its groups through the sibling's checked file version while it can.
+// reads its groups through the sibling's checked file version while it can,
+// while the sibling's `full` check stats on the other CPU.
 #include <mutex>    // the current index
 #include <string>   // the current directory
 #include <utility>  // std::move
