@@ -73,15 +73,22 @@ bool settle(const epload::CacheOptions& o) {
   return false;
 }
 
+/// The options every case opens with: a script's directory (made here)
+/// before the generated site, the torch.backends group.
+epload::CacheOptions refresh_options(const GeneratedEnv& env) {
+  epload::CacheOptions o;
+  o.search_paths = {env.cache_dir + "-script", env.site};
+  o.cache_dir = env.cache_dir;
+  o.groups = {"torch.backends"};
+  std::filesystem::create_directories(o.search_paths[0]);
+  return o;
+}
+
 void refresh(benchmark::State& state, Change change) {
   const auto* env = env_for(state);
   if (env == nullptr) return;
-  const std::string script_dir = env->cache_dir + "-script";
-  std::filesystem::create_directories(script_dir);
-  epload::CacheOptions o;
-  o.search_paths = {script_dir, env->site};
-  o.cache_dir = env->cache_dir;
-  o.groups = {"torch.backends"};
+  const epload::CacheOptions o = refresh_options(*env);
+  const std::string& script_dir = o.search_paths[0];
   if (change == Change::remove_dist) install_extra(*env);
   if (!settle(o)) return fail(state, "the cache never hit");
   // A new file in an entry that holds no metadata is a hit: the entry is
@@ -139,12 +146,7 @@ void refresh(benchmark::State& state, Change change) {
 void floor_part(benchmark::State& state, Floor what) {
   const auto* env = env_for(state);
   if (env == nullptr) return;
-  const std::string script_dir = env->cache_dir + "-script";
-  std::filesystem::create_directories(script_dir);
-  epload::CacheOptions o;
-  o.search_paths = {script_dir, env->site};
-  o.cache_dir = env->cache_dir;
-  o.groups = {"torch.backends"};
+  const epload::CacheOptions o = refresh_options(*env);
   if (!settle(o)) return fail(state, "the cache never hit");
   const std::string file = epload::cache_file_path(o);
   for (auto _ : state) {

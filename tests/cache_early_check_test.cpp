@@ -2,7 +2,6 @@
 // started early (ReadExpectations::early_check): the reader starts the stat
 // calls on the other CPU as soon as the watched names are read, and
 // still_valid() joins them.  Real trees, real files, real threads.
-#include <sched.h>  // sched_getaffinity
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -65,13 +64,6 @@ Result<Index> read_with_early_check(const std::string& text, detail::EarlyFullCh
   return parse_bytes_with(text, e);
 }
 
-/// True when this process may run on two CPUs (an early check then has a helper).
-bool two_cpus_allowed() {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  return ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) >= 2;
-}
-
 /// Reads `text` (k_files names) with an early check, copied or mapped, and
 /// expects still_valid() to join it with answer `valid` ("digest" in the
 /// reason when not).
@@ -82,7 +74,7 @@ void expect_early_check_answer_read(const std::string& text, std::size_t k_files
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->group("g").size(), k_files);
   EXPECT_EQ(watched_names(*r).size(), k_files);
-  EXPECT_EQ(early.running(), two_cpus_allowed()) << "started while the rest was read";
+  EXPECT_EQ(early.running(), test::two_cpus_allowed()) << "started while the rest was read";
   std::string why;
   EXPECT_EQ(detail::still_valid(*r, Validation::full, &why, &early), valid) << changed << ": " << why;
   if (!valid) {
@@ -195,7 +187,7 @@ TEST(CachePartial, EarlyCheckWaitsForASlowReader) {
     std::this_thread::sleep_for(std::chrono::milliseconds(3));  // past its spinning and yielding
     early.start({watched_names(so_far).data(), k_files}, so_far.search_paths(), scanned_at_ns(so_far),
                 /*ready=*/0);
-    EXPECT_EQ(early.running(), two_cpus_allowed());
+    EXPECT_EQ(early.running(), test::two_cpus_allowed());
     for (std::size_t i = 0; i < k_files; ++i) {
       Hooks::add_watched_name(b, sp, names[i]);
       if ((i + 1) % 100 == 0) {

@@ -3,7 +3,6 @@
 // do, then compares the cached answer with a fresh scan().  Group queries,
 // shipped indexes and Catalog: cache_revalidation_test.cpp.
 #include <gtest/gtest.h>
-#include <sched.h>  // sched_getaffinity
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,15 +64,10 @@ TEST_F(Invalidation, WhileValidatingSeesTheHitAndIsDroppedWhenStale) {
   // work while the `full` check stats on the other CPU; open_index() must
   // return that index only if the check passes.  Enough files for the
   // two-thread check.
-  for (int i = 0; i < 700; ++i) {
-    test::make_dist(site1, "noise" + std::to_string(i), "1.0", "[console_scripts]\nn = m:f\n");
-  }
+  add_noise(700);
   options.groups = {"torch.backends"};
   warm_group();
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
-  const bool two_cpus = CPU_COUNT(&allowed) >= 2;
+  const bool two_cpus = test::two_cpus_allowed();
 
   std::vector<std::shared_ptr<const Index>> seen;
   WhileValidating while_validating = [&](const std::shared_ptr<const Index>& index) {

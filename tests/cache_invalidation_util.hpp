@@ -54,6 +54,14 @@ class Invalidation : public ::testing::Test {
 
   CacheReport open_checked() { return test::open_checked(options); }
 
+  /// Adds `n` distributions to site1, enough past ~500 files for the
+  /// two-thread `full` check.
+  void add_noise(int n) {
+    for (int i = 0; i < n; ++i) {
+      test::make_dist(site1, "noise" + std::to_string(i), "1.0", "[console_scripts]\nn = m:f\n");
+    }
+  }
+
   /// Expects the next open to find no usable cache file and scan.
   void expect_rebuilt(const std::string& reason_part = "") { expect_status(CacheStatus::rebuilt, reason_part); }
   /// Expects the next open to notice a change and refresh the cache file.

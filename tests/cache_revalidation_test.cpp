@@ -4,7 +4,6 @@
 // revalidates a kept answer on every get(), also when a sibling Catalog lends
 // it a checked cache file.
 #include <gtest/gtest.h>
-#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -288,14 +287,9 @@ TEST_F(Invalidation, SiblingGroupReadOverlapsTheCheckAndIsDroppedWhenStale) {
   // group's index while the sibling's `full` check stats on the other CPU;
   // that index is the answer only if the check passes.  Enough files for the
   // two-thread check.
-  for (int i = 0; i < 700; ++i) {
-    test::make_dist(site1, "noise" + std::to_string(i), "1.0", "[console_scripts]\nn = m:f\n");
-  }
+  add_noise(700);
   warm();
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
-  const bool two_cpus = CPU_COUNT(&allowed) >= 2;
+  const bool two_cpus = test::two_cpus_allowed();
   std::vector<std::shared_ptr<const Index>> seen;
   WhileValidating while_validating = [&](const std::shared_ptr<const Index>& index) {
     ASSERT_TRUE(index);

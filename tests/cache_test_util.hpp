@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>  // __NR_getdents64
 #include <sys/wait.h>
+#include <sched.h>   // sched_getaffinity
 #include <unistd.h>
 
 #include <cstddef>  // offsetof
@@ -105,6 +106,14 @@ class FdLimit {
   struct rlimit m_old;
   bool m_ok = false;
 };
+
+/// True when this process may run on two CPUs (a `full` check then has a
+/// helper thread).
+inline bool two_cpus_allowed() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  return ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) >= 2;
+}
 
 /// A fresh directory under $TMPDIR (or /tmp), removed with its contents.
 class TempDir {
