@@ -5,12 +5,16 @@ against EPLOAD_IMPORTLIB=1, timed in-process (the first and a second
   stock         importlib.metadata's own entry_points (a full scan)
   switch        EPLOAD_IMPORTLIB=1: epload's index, `full` validation
   switch-paths  EPLOAD_IMPORTLIB=1 EPLOAD_VALIDATE=paths
+  floor         the switch's process, timing only the stat calls of `full`
+                (every search path and watched file, the same code on the
+                same two threads, build/bench/_epload_floor_stats)
 
 each checked first.  Also the .pth hook's price where nothing is looked up.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import statistics
 import sys
@@ -30,6 +34,7 @@ VARIANTS = {
     "stock": {},
     "switch": {"EPLOAD_IMPORTLIB": "1"},
     "switch-paths": {"EPLOAD_IMPORTLIB": "1", "EPLOAD_VALIDATE": "paths"},
+    "floor": {"EPLOAD_IMPORTLIB": "1"},  # the switch's process; FLOOR_CODE
 }
 TARGET = 20.0
 
@@ -50,6 +55,29 @@ print({mark!r} + json.dumps({{"ns": dt, "cpu_ns": cpu, "again_ns": again, "fresh
                               "by": md.entry_points.__module__, "names": sorted(registry._BACKENDS)}}))
 '''
 
+# The floor under the switch's first call: in the same kind of process at the
+# same point, the first `full` check after `import torch` of the index that
+# call reads (read untimed), and a second one.
+FLOOR_CODE = r'''
+import sys, time, json
+sys.path += {paths!r}
+import torch
+from torch._dynamo.backends import registry
+sys.path.insert(0, {floor_dir!r})
+import _epload_floor_stats as floor
+del sys.path[0]
+from epload._entry_points import _INTERPRETER
+index = floor.read(list(sys.path), _INTERPRETER, "torch_dynamo_backends")
+t0, c0 = time.perf_counter_ns(), time.process_time_ns()
+valid, why, stats = floor.check(index)
+dt, cpu = time.perf_counter_ns() - t0, time.process_time_ns() - c0
+t0 = time.perf_counter_ns()
+floor.check(index)
+again = time.perf_counter_ns() - t0
+print({mark!r} + json.dumps({{"ns": dt, "cpu_ns": cpu, "again_ns": again, "fresh": valid,
+                              "by": "floor", "why": why, "stats": stats}}))
+'''
+
 
 def parse_args(argv):
     p = options.parser(PROG, __doc__)
@@ -62,10 +90,17 @@ def parse_args(argv):
     return options.finish(p, p.parse_args(argv))
 
 
-def check(answers):
-    """Refuses a variant not answered by the right module or not finding stock's."""
+def check(answers, dists):
+    """Refuses a variant not answered by the right module or not finding
+    stock's, and a floor whose check failed or stat'ed fewer files than
+    there are distributions."""
     stock = answers["stock"]["names"]
     for name, got in answers.items():
+        if name == "floor":
+            if not got["fresh"] or got["by"] != "floor" or got["stats"] < dists:
+                raise BenchError(f"the floor did not check the switch's index: {got} (want a "
+                                 f"passing check of at least {dists} files)")
+            continue
         by = "importlib.metadata" if name == "stock" else "epload._entry_points"
         if not got["fresh"] or got["by"] != by or got["names"] != stock \
                 or "epload_fixture" not in got["names"] or len(got["names"]) < 2:
@@ -77,12 +112,16 @@ def run(args, tmp):
     args.python = args.python or torch_python(args.build, "bench_dynamo.py")
     env_dir = args.env_dir or os.path.join(args.build, "bench-dynamo", f"env-{args.dists}")
     manifest = kept_env("bench_dynamo", sys.executable, env_dir, 1, args.dists - 1, GROUP)
-    argv = [args.python, "-I", "-c", CODE.format(paths=[manifest["search_path"], *FIXTURES],
-                                                   mark=MARK)]
+    paths = [manifest["search_path"], *FIXTURES]
+    argv = [args.python, "-I", "-c", CODE.format(paths=paths, mark=MARK)]
+    argvs = {n: argv for n in VARIANTS}
+    argvs["floor"] = [args.python, "-I", "-c",
+                      FLOOR_CODE.format(paths=paths, floor_dir=floor_dir(args.build), mark=MARK)]
     base = clean_env(tmp)
     envs = {name: dict(base, **extra) for name, extra in VARIANTS.items()}
-    check({name: marked(argv, env, MARK)[0] for name, env in envs.items()})
-    raw = interleaved({n: argv for n in VARIANTS}, None, args.rounds, args.warmup, tmp,
+    # In this order: the switch's run writes the cache file the floor reads.
+    check({name: marked(argvs[name], env, MARK)[0] for name, env in envs.items()}, args.dists)
+    raw = interleaved(argvs, None, args.rounds, args.warmup, tmp,
                       progress_line, envs=envs, runner=lambda a, e, _: marked(a, e, MARK)[0])
     result = {"config": config(args, dists=args.dists), "variants": {}}
     stock = statistics.median(raw["stock"]["ns"])
@@ -96,6 +135,16 @@ def run(args, tmp):
     result["pth"] = pth_cost(args.python, base, args.pth_rounds)
     write_report(result, markdown, md_out=args.md_out, json_out=args.json_out)
     return 0
+
+
+def floor_dir(build):
+    """The directory of the floor module, _epload_floor_stats."""
+    where = os.path.join(build, "bench")
+    if not glob.glob(os.path.join(where, "_epload_floor_stats.*.so")):
+        raise BenchError(f"no {where}/_epload_floor_stats.*.so (bench/floor_stats_module.cpp): "
+                         "build with the benchmarks and the Python module "
+                         "(scripts/setup.sh) first")
+    return where
 
 
 PTH_PROBE = 'import sys; print("PTH", "epload" in sys.modules, "epload._native" in sys.modules)'
@@ -121,7 +170,10 @@ def markdown(result):
              fmt_ratio(v["ratio"]), f"{v['cpu_median_ms']:.2f} ms", fmt_ratio(v["cpu_ratio"]),
              f"{v['again_ms']:.2f} ms"]
             for name, v in result["variants"].items()]
-    ratio, cpu_ratio = result["variants"]["switch"]["ratio"], result["variants"]["switch"]["cpu_ratio"]
+    v = result["variants"]
+    ratio, cpu_ratio, floor = v["switch"]["ratio"], v["switch"]["cpu_ratio"], v["floor"]["ratio"]
+    verdict = ("met" if ratio >= TARGET else "floor binds" if floor < TARGET
+               else f"not met, floor {floor:.1f}×")
     load = ", ".join(f"{x:.1f}" for x in cfg["load_average_after"])
     return "\n".join([
         f"First dynamo-backend discovery after `import torch` (torch 2.13.0), "
@@ -129,11 +181,12 @@ def markdown(result):
         f"in-process time of `_discover_entrypoint_backends()`:", ""] + table(
         ["variant", "median", "IQR", "stock ÷ variant", "CPU median", "stock ÷ variant (CPU)",
          "a second call (median)"], "lrrrrrr", rows)
-        + ["", "A second call in the same process is the floor under the first: `full` checks "
-           "every watched file again (one stat each), `paths` the search paths only. "
-           f"Load average at the end: {load} on {cfg['machine']['cpus']} CPUs.",
-           "", f"Target: switch ≥ {TARGET:.0f}× cheaper than stock: "
-           f"{'met' if ratio >= TARGET else 'NOT met'} ({ratio:.1f}×; CPU {cpu_ratio:.1f}×).",
+        + ["", "floor: the same process timing only `full`'s stat calls (every search path and "
+           "watched file, the same code, two threads); a second call: `full` stats all again, "
+           f"`paths` the search paths. Load average at the end: {load} on "
+           f"{cfg['machine']['cpus']} CPUs.",
+           "", f"Target: switch ≥ {TARGET:.0f}× cheaper than stock: {verdict} (stock ÷ switch "
+           f"{ratio:.1f}×, stock ÷ floor {floor:.1f}×; CPU {cpu_ratio:.1f}×).",
            "", ".pth hook in a process that looks nothing up (-X importtime, median): "
            f"{pth['off']:.2f} ms with the switch unset, {pth['on']:.2f} ms with "
            "EPLOAD_IMPORTLIB=1 (pure Python; no native module loaded)."]) + "\n"
