@@ -29,7 +29,7 @@
 
 #include "cache_internal.hpp"
 #include "epload/cache.hpp"
-#include "index_provenance.hpp"
+#include "index_provenance.hpp"  // watched_names
 #include "memory.hpp"  // cache_files_mapped
 
 namespace {
@@ -96,10 +96,6 @@ PyObject* read(PyObject*, PyObject* args) {
     PyErr_Format(PyExc_ValueError, "cannot read %s: %s", path.c_str(), index.error().message.c_str());
     return nullptr;
   }
-  if (epload::watched_digest(*index) == nullptr || !epload::watched_complete(*index)) {
-    PyErr_Format(PyExc_ValueError, "%s: read without its watched names; cannot time a full check", path.c_str());
-    return nullptr;
-  }
   auto owned = std::make_unique<epload::Index>(std::move(index.value()));
   PyObject* capsule = PyCapsule_New(owned.get(), k_capsule, free_index);
   if (capsule != nullptr) owned.release();
@@ -110,8 +106,11 @@ PyObject* read(PyObject*, PyObject* args) {
 /// failed ("" when valid) and the stat calls a passing check makes (one per
 /// search path and one per watched file).
 PyObject* check(PyObject*, PyObject* capsule) {
-  auto* index = static_cast<const epload::Index*>(PyCapsule_GetPointer(capsule, k_capsule));
-  if (index == nullptr) return nullptr;  // not read()'s: PyCapsule_GetPointer said why
+  if (!PyCapsule_IsValid(capsule, k_capsule)) {
+    PyErr_Format(PyExc_TypeError, "check(): the index must be what read() returned, not %R", capsule);
+    return nullptr;
+  }
+  const auto* index = static_cast<const epload::Index*>(PyCapsule_GetPointer(capsule, k_capsule));
   std::string why;
   bool valid = false;
   Py_BEGIN_ALLOW_THREADS  // as a lookup does while it validates

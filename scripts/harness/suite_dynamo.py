@@ -34,7 +34,7 @@ VARIANTS = {
     "stock": {},
     "switch": {"EPLOAD_IMPORTLIB": "1"},
     "switch-paths": {"EPLOAD_IMPORTLIB": "1", "EPLOAD_VALIDATE": "paths"},
-    "floor": {"EPLOAD_IMPORTLIB": "1"},  # the switch's process; FLOOR_CODE
+    "floor": {"EPLOAD_IMPORTLIB": "1"},  # the switch's process, FLOOR_CODE
 }
 TARGET = 20.0
 
@@ -87,7 +87,12 @@ def parse_args(argv):
     p.add_argument("--dists", type=options.at_least("--dists", 2), default=6000,
                    help="distributions generated (6000)")
     options.add_count(p, "--pth-rounds", (21, 5), ".pth cost samples")
-    return options.finish(p, p.parse_args(argv))
+    args = options.finish(p, p.parse_args(argv))
+    args.floor_dir = os.path.join(args.build, "bench")
+    if not glob.glob(os.path.join(args.floor_dir, "_epload_floor_stats.*.so")):
+        p.error(f"no {args.floor_dir}/_epload_floor_stats.*.so (the floor, "
+                "bench/floor_stats_module.cpp): build first (scripts/setup.sh) or pass --build DIR")
+    return args
 
 
 def check(answers, dists):
@@ -116,7 +121,7 @@ def run(args, tmp):
     argv = [args.python, "-I", "-c", CODE.format(paths=paths, mark=MARK)]
     argvs = {n: argv for n in VARIANTS}
     argvs["floor"] = [args.python, "-I", "-c",
-                      FLOOR_CODE.format(paths=paths, floor_dir=floor_dir(args.build), mark=MARK)]
+                      FLOOR_CODE.format(paths=paths, floor_dir=args.floor_dir, mark=MARK)]
     base = clean_env(tmp)
     envs = {name: dict(base, **extra) for name, extra in VARIANTS.items()}
     # In this order: the switch's run writes the cache file the floor reads.
@@ -135,16 +140,6 @@ def run(args, tmp):
     result["pth"] = pth_cost(args.python, base, args.pth_rounds)
     write_report(result, markdown, md_out=args.md_out, json_out=args.json_out)
     return 0
-
-
-def floor_dir(build):
-    """The directory of the floor module, _epload_floor_stats."""
-    where = os.path.join(build, "bench")
-    if not glob.glob(os.path.join(where, "_epload_floor_stats.*.so")):
-        raise BenchError(f"no {where}/_epload_floor_stats.*.so (bench/floor_stats_module.cpp): "
-                         "build with the benchmarks and the Python module "
-                         "(scripts/setup.sh) first")
-    return where
 
 
 PTH_PROBE = 'import sys; print("PTH", "epload" in sys.modules, "epload._native" in sys.modules)'

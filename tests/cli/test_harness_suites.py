@@ -84,3 +84,10 @@ def test_refresh_without_a_build_says_what_to_do(tmp_path):
 def test_dynamo_usage_errors(args, message):
     proc = run("bench_dynamo.py", *args)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_dynamo_without_the_floor_module_says_what_to_do(tmp_path):
+    proc = run("bench_dynamo.py", "--build", tmp_path, "--python", PYTHON)
+    assert proc.returncode == 2
+    assert (f"no {tmp_path}/bench/_epload_floor_stats.*.so (the floor, "
+            "bench/floor_stats_module.cpp): build first") in proc.stderr, proc.stderr
