@@ -113,6 +113,14 @@ def check(answers, dists):
                              f"the names of stock: {stock})")
 
 
+def sample(argv, env):
+    """One timed run; a floor whose check failed (a shorter, wrong pass) stops the run."""
+    got = marked(argv, env, MARK)[0]
+    if got["by"] == "floor" and not got["fresh"]:
+        raise BenchError(f"the floor's check failed in a timed round: {got['why']}")
+    return got
+
+
 def run(args, tmp):
     args.python = args.python or torch_python(args.build, "bench_dynamo.py")
     env_dir = args.env_dir or os.path.join(args.build, "bench-dynamo", f"env-{args.dists}")
@@ -127,7 +135,7 @@ def run(args, tmp):
     # In this order: the switch's run writes the cache file the floor reads.
     check({name: marked(argvs[name], env, MARK)[0] for name, env in envs.items()}, args.dists)
     raw = interleaved(argvs, None, args.rounds, args.warmup, tmp,
-                      progress_line, envs=envs, runner=lambda a, e, _: marked(a, e, MARK)[0])
+                      progress_line, envs=envs, runner=lambda a, e, _: sample(a, e))
     result = {"config": config(args, dists=args.dists), "variants": {}}
     stock = statistics.median(raw["stock"]["ns"])
     stock_cpu = statistics.median(raw["stock"]["cpu_ns"])
