@@ -1,11 +1,7 @@
 """Whole-process A/B timing: two or more commands interleaved round by round.
 
-    python3 scripts/ab.py [--rounds N] [--warmup W] [--settle S] -- CMD_A ARGS... -- CMD_B ARGS... [-- CMD_C ...]
-
-Every round runs each command once, in a shuffled order, timed as the
-harnesses do.  Prints per command the median, IQR, CPU median, the paired
-difference against the first command and the ratio of medians.  Exits 1 if
-a command fails.  Compare builds in one run, never across runs.
+Per command: median, IQR, CPU median, paired difference and ratio against
+the first.  Exits 1 if a command fails.  Compare builds in one run.
 """
 
 import argparse

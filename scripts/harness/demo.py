@@ -1,15 +1,8 @@
 """epload's main job, measured: what a program pays at start for 1,000 plugin
 backends among 5,000 installed distributions, with and without epload.
 
-Run by scripts/demo.sh (which builds first), or: scripts/demo.py [--build DIR]
-
-1. A generated native environment (OUT/env, reused when unchanged).
-2. Whole-process start-up: importlib.metadata against `epload entry-points`
-   and `epload load DEVICE`, eager and lazy.
-3. Python backends: scripts/bench_startup.py --quick.
-4. Real PyTorch: scripts/bench_torch.py --quick (--no-torch skips it).
-
-Files in OUT (default <source>/out/demo).  Needs no terminal.
+Steps: a native environment, lookups and loads (whole processes), then
+bench_startup.py and bench_torch.py --quick.  Run by scripts/demo.sh.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """epload's CI benchmark gate: ratios measured within one run, compared with
 the thresholds committed in bench/baseline.json.
 
-    scripts/bench_gate --quick                 # what CI runs (< 3 minutes on 2 cores)
-    scripts/bench_gate --update-baseline       # measure 5 times, rewrite the baseline
-
 Ratios (smaller is better; both sides from the same run):
 {listing}
-A ratio past its threshold is measured once more.  Exit status: 0 within
-the thresholds; 1 a regression; 2 could not measure, or a usage error.
-TEST-ONLY: EPLOAD_TEST_SLOWDOWN=validate:2000 (a -DEPLOAD_TEST_HOOKS=ON
-build) makes each cache validation spin 2,000 µs of CPU.
+Exit status: 0 within the thresholds; 1 a regression (confirmed by a second
+measurement); 2 could not measure, or a usage error.  Method: BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -228,8 +223,7 @@ def update_baseline(args, tmp):
 
 
 def tmp_base(args):
-    """/dev/shm when a writable tmpfs with room (seconds, not minutes, for
-    ~20,000 small files on a busy disk), else the system's temporary directory."""
+    """/dev/shm when a writable tmpfs with room (~20,000 small files), else None."""
     shm = "/dev/shm"
     try:
         st = os.statvfs(shm)

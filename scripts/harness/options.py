@@ -13,8 +13,7 @@ DEFAULT_BUILD = os.environ.get("EPLOAD_BUILD_DIR", os.path.join(SOURCE_DIR, "bui
 
 
 def parser(prog, doc, listing=None):
-    """An ArgumentParser whose help is the suite's docstring, its {listing}
-    filled with ``listing`` ({name: label}), one a line."""
+    """An ArgumentParser whose help is the docstring, {listing} filled in."""
     if listing:
         width = max(map(len, listing)) + 1
         doc = doc.format(listing="".join(f"  {n:<{width}} {w}\n" for n, w in listing.items()))

@@ -62,11 +62,9 @@ def marked(argv, env, mark):
 
 def interleaved(commands, env, rounds, warmup, tmp, progress=None, settle=0, envs=None,
                 before=None, after=None, runner=run_once):
-    """Times every command once per round, in an order shuffled each round
-    (a fixed order penalises whoever follows a cache-heavy command).
-    ``settle``: untimed runs right before each timed one; ``envs``/``before``/
-    ``after``: per-command environment, untimed callable, stderr check.
-    Returns {name: {field: [samples of the timed rounds]}}."""
+    """{name: {field: [samples]}}: every command once per round, in an order
+    shuffled each round (a fixed order penalises whoever follows a cache-heavy
+    command); per command: ``before``/``after`` untimed callables, ``envs``."""
     names = list(commands)
     out = {n: {} for n in names}
     err = os.path.join(tmp, "stderr.txt")
@@ -185,8 +183,7 @@ def remove_tree(path):
 
 
 def harness_main(suite, argv=None):
-    """A suite module's main: suite.run(args, tmp)'s status, tmp a fresh
-    directory (kept with --keep); a BenchError is printed as `PROG: message`."""
+    """suite.run(args, tmp)'s status; a BenchError printed as `PROG: message`."""
     prog, args = suite.PROG, suite.parse_args(sys.argv[1:] if argv is None else argv)
     tmp = tempfile.mkdtemp(prefix=f"epload-{prog.removesuffix('.py').replace('_', '-')}-",
                            dir=suite.tmp_base(args) if hasattr(suite, "tmp_base") else None)

@@ -67,8 +67,7 @@ def syscall_cells(sc, hf):
 
 
 def plot_marginals(path, rows, labels, reference, xlabel, ylabel, title):
-    """A log-log PNG of each variant's marginal cost against the backends
-    (options.finish has checked that matplotlib is there)."""
+    """A log-log PNG of each variant's marginal cost against the backends."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

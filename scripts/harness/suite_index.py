@@ -1,6 +1,5 @@
 """Process-level benchmark of entry-point discovery: epload against
-importlib.metadata (and stevedore's cache) on a generated environment,
-every command interleaved round by round, their answers checked equal:
+importlib.metadata, interleaved round by round, answers checked equal:
 {listing}
 Method: BENCHMARKS.md.
 """
@@ -82,8 +81,7 @@ class Setup:
                        "full": cached + ["full"], "paths": cached + ["paths"]}
 
     def stat_list(self, env, tmp):
-        """Writes what `full` validation stats (DIR<TAB>REL lines, from the
-        cache file: docs/cache-format.md) for epload_floor --stat: (path, lines)."""
+        """(path, lines): what `full` stats, as epload_floor --stat reads it."""
         where = capture([self.epload_exe, "index", "path", *self.paths, "--cache-dir",
                          self.cache_dir], env).stdout.strip()
         with open(where, "rb") as f:

@@ -1,15 +1,8 @@
 """Metadata operations one Python process start makes to look up one
-entry-point group, counted with `strace -f -c` (what a shared file system's
-metadata server sees per process).  Variants, each a fresh `PY SCRIPT`:
+entry-point group, counted with `strace -f -c`, less a process that looks
+nothing up; every variant must answer as importlib does.
 
-  importlib         importlib.metadata.entry_points(group=...)
-  epload full       epload.entry_points(group=...), warm cache, `full`
-  epload paths      the same with EPLOAD_VALIDATE=paths
-  shipped index     the same with EPLOAD_INDEX=FILE (`epload index build`),
-                    a cache directory that must stay empty
-
-Each less `baseline` (the same imports, no lookup); every variant must
-answer as importlib does.
+Variants: importlib, epload full, epload paths, shipped index.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Whole-process start-up harness for Python backends: what a Python program
-pays at start for its plugin backends, with importlib.metadata, stevedore,
-PyTorch's own autoload loop, and epload (eager, lazy, `paths` validation).
+"""Whole-process start-up harness for Python backends: what a program pays at
+start for its plugin backends, with and without epload.
 
 Per --sizes, whole `python3 -I -S -c` processes, verified, interleaved:
 {listing}

@@ -1,10 +1,8 @@
-"""Real PyTorch start-up harness: what `import torch` costs with its device
-backends, stock autoload against epload, in a venv with torch 2.13.0, epload
-and the fixture backends of tests/torch/backends.
+"""Real PyTorch start-up harness: `import torch` with its device backends,
+stock autoload against epload (torch 2.13.0 venv, fixture backends).
 
 Per --sizes (0 = fixtures alone), whole processes, verified, interleaved:
 {listing}
-In-process (--first-runs): the first `to("foo")` and what lazy epload adds.
 Targets and method: BENCHMARKS.md.
 """
 
@@ -66,15 +64,13 @@ LAZY_FULL_MAX_PCT = 1.0     # lazy (`full`) at the largest size: at most 1% abov
 STOCK_OVER_LAZY = 100.0     # stock's marginal ÷ lazy's, at RATIO_SIZE backends
 RATIO_SIZE = 100
 FIRST_USE_SLACK_MS = 1.0    # first to("foo") ≤ foo's own import cost + 1 ms
-# Fewer whole-process rounds give no interval worth a verdict (with 3, the
-# bootstrap interval is the spread of 3 differences of ~100 ms noise): the
-# targets that need one are then reported, not judged.
+# Fewer whole-process rounds give no interval worth a verdict: the targets
+# that need one are then reported, not judged.
 MIN_JUDGE_ROUNDS = 7
 FIXTURE_DIR = os.path.join(SOURCE_DIR, "tests", "torch", "backends")
-# The fixture backends that load cleanly under stock autoload (common: the
-# module they share).
+# The fixture backends that load cleanly under stock autoload; foo is the
+# PrivateUse1 one (entry-point and device name).
 DEFAULT_FIXTURES = ("common", "foo", "hook", "bar")
-# The PrivateUse1 fixture backend: its entry-point name and device name.
 FOO = "foo"
 LABELS = {v: x[0] for v, x in VARIANTS.items()}
 
@@ -204,8 +200,7 @@ class Size(Variants):
         return out + (index_hit(stderr) if v in EPLOAD_VARIANTS else [])
 
     def in_process(self, runs):
-        """What epload adds inside lazy processes, per run (ns): its .pth hook's
-        import (-X importtime) and its share of the traced `import torch`."""
+        """Per run (ns): the .pth hook's import and epload's share of `import torch`."""
         out = {"pth": [], "import_torch": [], "in_import": []}
         env = self.envs["epload-lazy"]
         for k in range(runs):
@@ -415,15 +410,12 @@ def plot(result, path):
 def parse_args(argv):
     p = options.parser(PROG, __doc__, LABELS)
     options.add_common(p, rounds=(11, 3), warmup=(1, 0), python=None, least_rounds=2,
-                       python_help="the interpreter of a venv with torch and epload (with its "
-                       ".pth hook) installed (default: the venv scripts/torch_env.py makes under "
-                       "the build directory, as the torch.* tests do)", env_dir=options.KEPT)
+                       python_help="the torch venv's python (default: scripts/torch_env.py's)",
+                       env_dir=options.KEPT)
     options.add_sizes(p, "10,100,1000", "generated Python backends; 0 = fixtures alone", 0, 20.0,
                       BREAK)
     p.add_argument("--fixtures", default=",".join(DEFAULT_FIXTURES),
-                   help="directories put on sys.path before the generated environment: the "
-                        "fixture backends (default: tests/torch/backends/ "
-                        + ", ".join(DEFAULT_FIXTURES) + ")")
+                   help="fixture backends put on sys.path, in tests/torch/backends (%(default)s)")
     options.add_count(p, "--first-runs", (15, 3), "in-process runs")
     args = p.parse_args(argv)
     python, args.python = args.python, None  # the venv's, once the rest is checked

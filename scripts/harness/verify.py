@@ -9,9 +9,8 @@ from .proc import BenchError, capture, interleaved, log, marked
 
 
 class Variants:
-    """A suite's variants at one size.  Subclasses set variants, labels, code,
-    commands, base, envs, before, warm, retried, mark, where, and define
-    probe_run(v) -> (argv, env) and problems(v, report, stderr) -> [str]."""
+    """A suite's variants at one size; subclasses define probe_run(v) -> (argv,
+    env) and problems(v, report, stderr) -> [str]."""
 
     envs, before, warm = {}, {}, ()
 
