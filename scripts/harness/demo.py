@@ -140,24 +140,16 @@ def parse_args(argv):
     p.add_argument("--device", help="the device to load (default: the middle backend's)")
     options.add_count(p, "--phase-runs", (3, 3), "`epload load --json` runs for the in-process "
                       "phases", quick=False)
-    p.add_argument("--startup-sizes", default="10,100,1000",
-                   help="Python-backend counts for the start-up suite (10,100,1000)")
+    for stem, skip in (("startup", ""), ("torch", "; also EPLOAD_SKIP_TORCH=1")):
+        p.add_argument(f"--{stem}-sizes", default="10,100,1000",
+                       help=f"backend counts for the {stem} suite (%(default)s)")
+        p.add_argument(f"--{stem}-rounds", type=int, help="rounds (default: its --quick's)")
+        p.add_argument(f"--no-{stem}", action="store_true", help=f"skip the {stem} suite{skip}")
     p.add_argument("--startup-noise", type=int,
-                   help="ordinary distributions for the start-up suite (default: --noise)")
-    p.add_argument("--startup-rounds", type=int,
-                   help="rounds for the start-up suite (default: its --quick, 5)")
-    p.add_argument("--no-startup", action="store_true",
-                   help="skip the Python-backend comparison (step 3)")
-    p.add_argument("--no-torch", action="store_true",
-                   help="skip the real-PyTorch comparison (step 4); also EPLOAD_SKIP_TORCH=1")
-    p.add_argument("--torch-sizes", default="10,100,1000",
-                   help="generated backends for the real-torch suite (10,100,1000)")
-    p.add_argument("--torch-rounds", type=int,
-                   help="rounds for the real-torch suite (default: its --quick, 3)")
-    args = options.finish(p, p.parse_args(argv))
+                   help="ordinary distributions for the startup suite (default: --noise)")
+    args = options.finish(p, p.parse_args(argv), built=True)
     args.no_torch = args.no_torch or os.environ.get("EPLOAD_SKIP_TORCH") == "1"
     args.out = os.path.abspath(args.out)
-    options.need_built(p, args.epload)
     if args.startup_noise is None:
         args.startup_noise = args.noise
     return args

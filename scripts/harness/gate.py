@@ -32,40 +32,32 @@ CACHE_SIZE = 300
 PROCESS_BACKENDS, PROCESS_NOISE = 1000, 5000
 
 # The ratios: numerator and denominator (Google Benchmark run name, time
-# field), or "process" for the whole-process one.
+# field), or "process" for the whole-process one; the margin of
+# --update-baseline (threshold = max(median * margin, max seen * 1.25)),
+# larger where the measurement is noisier.
 RATIOS = {
     "lazy_over_eager": {
-        "what": "lazy / eager start-up, 1,000 native backends (CPU)",
+        "what": "lazy / eager start-up, 1,000 native backends (CPU)", "margin": 2.0,
         "num": ("BM_LoaderStartupLazy/1000", "cpu_time"),
         # Manual time: the child's CPU time for create + start.
-        "den": ("BM_LoaderStartupEager/1000", "real_time"),
-    },
+        "den": ("BM_LoaderStartupEager/1000", "real_time")},
     "cached_over_cold": {
         "what": f"cached (full validation) / cold index, {CACHE_SIZE} distributions (CPU)",
         "num": (f"BM_CacheLoadValidateFull/{CACHE_SIZE}", "cpu_time"),
-        "den": (f"BM_ScanCold/{CACHE_SIZE}", "cpu_time"),
-        "repetitions_factor": 3,  # sub-millisecond cases: more, equally short repetitions
-    },
+        "den": (f"BM_ScanCold/{CACHE_SIZE}", "cpu_time"), "margin": 1.6,
+        "repetitions_factor": 3},  # sub-millisecond cases: more, equally short repetitions
     "hot_lookup_over_hashmap": {
-        "what": "hot lookup / std::unordered_map lookup, 1,000 devices (CPU)",
+        "what": "hot lookup / std::unordered_map lookup, 1,000 devices (CPU)", "margin": 2.2,
         "num": ("BM_LoaderHotLookup/1000", "cpu_time"),
         "den": ("BM_HashMapLookup/1000", "cpu_time"),
         # Nanosecond timings shift with whatever shares the core: many short
         # repetitions (cheap here) make the medians steady.
-        "repetitions_factor": 4,
-        "min_time": 0.02,
-    },
+        "repetitions_factor": 4, "min_time": 0.02},
     "epload_over_importlib": {
         "what": f"epload process (warm cache, full) / importlib.metadata marginal, "
                 f"{PROCESS_BACKENDS + PROCESS_NOISE:,} distributions (CPU)",
-        "process": True,
-    },
+        "process": True, "margin": 2.0},
 }
-
-# Margins for --update-baseline: threshold = max(median * margin, max seen * 1.25).
-# Larger where the measurement is noisier (forks, whole processes, ns timings).
-MARGINS = {"lazy_over_eager": 2.0, "cached_over_cold": 1.6, "hot_lookup_over_hashmap": 2.2,
-           "epload_over_importlib": 2.0}
 T0 = time.monotonic()
 
 
@@ -140,6 +132,7 @@ def measure(args, which, tmp):
 
 
 def load_baseline(path):
+    """The thresholds file, checked."""
     try:
         with open(path) as f:
             data = json.load(f)
@@ -198,10 +191,10 @@ def update_baseline(args, tmp):
     data.setdefault("format", 1)
     ratios = data.setdefault("ratios", {})
     for n, values in seen.items():
-        med = statistics.median(values)
+        med, margin = statistics.median(values), RATIOS[n]["margin"]
         ratios[n] = {"what": RATIOS[n]["what"], "baseline": round(med, 6),
-                     "threshold": round(max(med * MARGINS[n], max(values) * 1.25), 6),
-                     "margin": MARGINS[n],
+                     "threshold": round(max(med * margin, max(values) * 1.25), 6),
+                     "margin": margin,
                      "observed": {"runs": len(values), "min": round(min(values), 6),
                                   "max": round(max(values), 6),
                                   "mode": "quick" if args.quick else "full"}}
@@ -237,8 +230,7 @@ def tmp_base(args):
 
 
 def parse_args(argv):
-    p = options.parser(PROG, __doc__,
-                       {n: r["what"] for n, r in RATIOS.items()})
+    p = options.parser(PROG, __doc__, {n: r["what"] for n, r in RATIOS.items()})
     options.add_common(p, rounds=(15, 7), warmup=(1, 1), outputs=False)
     p.add_argument("--only", action="append", default=[], metavar="RATIO",
                    help="measure only these ratios (repeatable or comma-separated)")
@@ -247,8 +239,7 @@ def parse_args(argv):
     p.add_argument("--no-confirm", action="store_true",
                    help="fail at once, without re-measuring a ratio past its threshold")
     p.add_argument("--update-baseline", action="store_true",
-                   help="measure the ratios --update-runs times and rewrite the baseline's "
-                        "thresholds (see BENCHMARKS.md before committing it)")
+                   help="measure the ratios --update-runs times, rewrite the thresholds")
     options.add_count(p, "--update-runs", (5, 5), "runs of --update-baseline", quick=False)
     p.add_argument("--json-out", metavar="FILE", help="also write the results as JSON")
     args = options.finish(p, p.parse_args(argv))

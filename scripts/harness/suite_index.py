@@ -74,9 +74,8 @@ class Setup:
         self.paths = [a for p in self.search for a in ("--path", p)]
         ep = [args.epload, "entry-points", *self.paths, "--group", self.group]
         cached = ep + ["--cache-dir", self.cache_dir, "--validate"]
-        self.floor = {"true": [shutil.which("true") or "/bin/true"]}
-        if getattr(args, "floor_exe", None):
-            self.floor["floor-exe"] = [args.floor_exe]
+        self.floor = {"true": [shutil.which("true") or "/bin/true"]} | (
+            {"floor-exe": [args.floor_exe]} if getattr(args, "floor_exe", None) else {})
         self.epload = {"epload-exe": [args.epload, "--version"], "cold": ep + ["--no-cache"],
                        "full": cached + ["full"], "paths": cached + ["paths"]}
 
@@ -193,15 +192,11 @@ def floors(result):
 
 
 def markdown(result):
-    """The whole report, one section after another."""
     L = commands_table(result) + ratios_table(result["main"])
-    if result.get("stat_baseline"):
-        L += stat_baseline_table(result["main"], result["stat_baseline"])
-    if result.get("floors"):
-        L += floors_table(result)
-    if result.get("scaling"):
-        L += scaling_table(result["scaling"])
-    return "\n".join(L) + "\n"
+    L += stat_baseline_table(result["main"], result["stat_baseline"]) \
+        if result.get("stat_baseline") else []
+    L += floors_table(result) if result.get("floors") else []
+    return "\n".join(L + (scaling_table(result["scaling"]) if result.get("scaling") else [])) + "\n"
 
 
 def commands_table(result):
@@ -315,9 +310,8 @@ def parse_args(argv):
     p.add_argument("--scaling-sizes", default="100,1000,10000",
                    help="distribution counts of the scaling run ('' to skip)")
     options.add_count(p, "--scaling-rounds", (15, 5), "rounds per scaling size")
-    args = options.finish(p, p.parse_args(argv))
+    args = options.finish(p, p.parse_args(argv), built=True)
     args.sizes = options.parse_sizes(p, args.scaling_sizes, 6) if args.scaling_sizes else []
-    options.need_built(p, args.epload)
     bench = os.path.join(args.build, "bench")
     args.bench_exe = options.executable(p, None, None, os.path.join(bench, "epload_bench"))
     args.floor_exe = options.executable(p, args.floor_exe, "--floor-exe",

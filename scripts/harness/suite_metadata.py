@@ -36,10 +36,9 @@ def parse_args(argv):
     options.add_common(p, rounds=None, quick=False, plot=False,
                        env_dir="where the generated environment is kept (default: under the build)")
     p.add_argument("--dists", type=int, default=6000, help="distributions (6000)")
-    args = options.finish(p, p.parse_args(argv))
+    args = options.finish(p, p.parse_args(argv), built=True)
     if args.dists < 11:
         p.error("--dists must be at least 11 (10 of them are backends)")
-    options.need_built(p, args.epload)
     return args
 
 

@@ -29,9 +29,7 @@ def parse_args(argv):
     p = options.parser(PROG, __doc__)
     options.add_common(p, rounds=(15, 5), warmup=(0, 0), plot=False)
     options.add_lookup(p)
-    args = options.finish(p, p.parse_args(argv))
-    options.need_built(p, args.epload)
-    return args
+    return options.finish(p, p.parse_args(argv), built=True)
 
 
 class Front:

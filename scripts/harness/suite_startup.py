@@ -76,10 +76,7 @@ LABELS = {v: x[0] for v, x in VARIANTS.items()}
 # The fixture host: stock PyTorch's autoload at the end of its __init__, or
 # the one line a framework that adopted epload would have instead.
 HOST_INIT = '''\
-"""A PyTorch-like host package for scripts/bench_startup.py: its import ends
-by autoloading the torch.backends entry points, with stock PyTorch's loop (the
-default) or, when {switch}=epload, with epload.autoload (mode from
-EPLOAD_MODE)."""
+"""A PyTorch-like host package: its import autoloads torch.backends."""
 import os
 
 
@@ -95,16 +92,14 @@ elif _autoload_enabled():
 
 
 def write_host(hostdir):
-    d = os.path.join(hostdir, HOST)
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "__init__.py"), "w") as f:
+    os.makedirs(os.path.join(hostdir, HOST))
+    with open(os.path.join(hostdir, HOST, "__init__.py"), "w") as f:
         f.write(HOST_INIT.format(switch=HOST_SWITCH,
                                  functions=stock_autoload.FUNCTIONS.strip("\n")))
 
 
-# Test-only sabotage (--break-variant) per kind: the verification must catch
-# it.  Eager and first use: the backends look for a host that does not
-# exist; lazy: it runs eagerly; lookups: ask for a group nobody provides.
+# Test-only sabotage (--break-variant) per kind, which the verification must
+# catch; lookups ask for a group nobody provides.
 BREAK = {"eager": {"EPLOAD_GEN_HOST": "no_such_host_module"},
          "first": {"EPLOAD_GEN_HOST": "no_such_host_module"}, "lazy": {"EPLOAD_MODE": "eager"}}
 
@@ -203,7 +198,6 @@ class Size(Variants):
         return out
 
     def summary(self, verified):
-        """What each variant was verified to have done."""
         return {v: {"modules_imported": len(r["modules"]), "devices_set": len(r["devices"]),
                     "found": None if r["found"] is None else len(r["found"]), "attempts": tries}
                 for v, (r, tries) in verified.items()}
