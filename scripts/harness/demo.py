@@ -80,15 +80,12 @@ def markdown(result):
     cfg, st, ph, d = result["config"], result["stats"], result["phases"], result["derived"]
     imp = (d["importlib_marginal_ms"], d["importlib_marginal_cpu_ms"])
     same = (d["importlib_same_output_marginal_ms"], d["importlib_same_output_marginal_cpu_ms"])
-    rows = []
-    for v in LOOKUPS:
-        s = st[v]
-        r = {"bare": ["", ""], "importlib": [f"marginal: {fmt_ms(imp[0])} ms ({fmt_ms(imp[1])} "
-                                             "CPU)", ""],
-             "importlib-same": ["", f"marginal: {fmt_ms(same[0])} ms ({fmt_ms(same[1])} CPU)"]
-             }.get(v) or [f"**{m / s['median_ms']:.1f}×** (CPU {c / s['cpu_median_ms']:.1f}×)"
-                          for m, c in (imp, same)]
-        rows.append([LABELS[v]] + times(st[v]) + r)
+    marginals = {"bare": ["", ""],
+                 "importlib": [f"marginal: {fmt_ms(imp[0])} ms ({fmt_ms(imp[1])} CPU)", ""],
+                 "importlib-same": ["", f"marginal: {fmt_ms(same[0])} ms ({fmt_ms(same[1])} CPU)"]}
+    rows = [[LABELS[v]] + times(st[v]) + (marginals.get(v) or [
+        f"**{m / st[v]['median_ms']:.1f}×** (CPU {c / st[v]['cpu_median_ms']:.1f}×)"
+        for m, c in (imp, same)]) for v in LOOKUPS]
     L = [f"### Start-up cost: {cfg['backends']:,} native backends among "
          f"{cfg['noise']:,} other distributions\n",
          f"Whole processes, {cfg['rounds']} interleaved rounds (medians; CPU = user + sys); "

@@ -194,10 +194,9 @@ def update_baseline(args, tmp):
         med, margin = statistics.median(values), RATIOS[n]["margin"]
         ratios[n] = {"what": RATIOS[n]["what"], "baseline": round(med, 6),
                      "threshold": round(max(med * margin, max(values) * 1.25), 6),
-                     "margin": margin,
-                     "observed": {"runs": len(values), "min": round(min(values), 6),
-                                  "max": round(max(values), 6),
-                                  "mode": "quick" if args.quick else "full"}}
+                     "margin": margin, "observed": {
+                         "runs": len(values), "min": round(min(values), 6),
+                         "max": round(max(values), 6), "mode": "quick" if args.quick else "full"}}
     shown = [a for k, a in enumerate(sys.argv[1:])
              if not (a.startswith("--build") or (k > 0 and sys.argv[k] == "--build"))]
     data["updated"] = {"date": datetime.date.today().isoformat(), "machine": machine(),

@@ -101,23 +101,10 @@ STAT_CALLS = ("newfstatat", "fstatat64", "statx", "stat", "lstat", "fstat")
 def strace_counts(argv, env, tmp):
     """Total and per-syscall call counts of one run under `strace -f -c`."""
     out = os.path.join(tmp, "strace.txt")
-    capture(["strace", "-f", "-c", "-o", out, "--", *argv], env)
-    with open(out) as f:
-        lines = f.read().splitlines()
-    header = next(i for i, line in enumerate(lines) if "syscall" in line and "calls" in line)
-    h = lines[header]
-    # Columns are right-aligned; slice the "calls" column by its header span.
-    start = h.index("usecs/call") + len("usecs/call")
-    end = h.index("calls", start) + len("calls")
-    per, total = {}, None
-    for line in lines[header + 1:]:
-        if not line.strip() or line.startswith("---"):
-            continue
-        name, calls = line.split()[-1], int(line[start:end].strip() or 0)
-        if name == "total":
-            total = calls
-        else:
-            per[name] = calls
+    capture(["strace", "-f", "-c", "-U", "calls,name", "-o", out, "--", *argv], env)
+    with open(out) as f:  # "CALLS NAME" lines (strace >= 5.6), then "CALLS total"
+        per = {w[1]: int(w[0]) for w in map(str.split, f) if len(w) == 2 and w[0].isdigit()}
+    total = per.pop("total", None)
     return {"total": sum(per.values()) if total is None else total,
             "stat": sum(v for k, v in per.items() if k in STAT_CALLS),
             "openat": per.get("openat", 0), "getdents64": per.get("getdents64", 0),
