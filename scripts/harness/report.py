@@ -82,14 +82,9 @@ def plot_marginals(path, rows, labels, reference, xlabel, ylabel, title):
                     "--" if v.startswith(("epload", "lazy")) else "-", marker="o",
                     label=label.replace("`", ""))
     xs = [r["backends"] for r in rows]
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xticks(xs)
-    ax.set_xticklabels([f"{x:,}" for x in xs])
+    ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.set_xticks(xs, [f"{x:,}" for x in xs])
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()

@@ -203,14 +203,10 @@ def commands_table(result):
     """Every command's times, system calls and hyperfine median."""
     m, cfg = result["main"], result["config"]
     hf = m.get("hyperfine")
-    rows = []
-    for n in COMMANDS:
-        if n not in m["stats"]:
-            if n == "stevedore":
-                rows.append(["stevedore (cached)", "not installed"] + [""] * (6 + bool(hf)))
-            continue
-        rows.append([COMMANDS[n]] + times(m["stats"][n]) + syscall_cells(
-            m.get("strace", {}).get(n), None if hf is None else hf.get(n, {})))
+    rows = [[COMMANDS[n]] + times(m["stats"][n]) + syscall_cells(
+        m.get("strace", {}).get(n), None if hf is None else hf.get(n, {})) if n in m["stats"]
+        else ["stevedore (cached)", "not installed"] + [""] * (6 + bool(hf))
+        for n in COMMANDS if n in m["stats"] or n == "stevedore"]
     return [f"### Entry-point lookup, {cfg['distributions']:,} distributions "
             f"({cfg['backends']:,} with `{cfg['group']}`), {cfg['rounds']} interleaved rounds\n",
             f"{cfg['machine']['cpus']} CPUs; {load_average(cfg)}.\n"] + table(
@@ -223,9 +219,8 @@ def ratios_table(m):
     d = m["derived"]
     rows = []
     for mode, r in m["ratios"].items():
-        met = "yes" if r["met"] else f"**NO** ({r['ratio']:.1f}× of {r['target']:.0f}×)"
-        if "met_same_output" in r:
-            met += "; " + ("yes" if r["met_same_output"] else "**NO**")
+        met = ("yes" if r["met"] else f"**NO** ({r['ratio']:.1f}× of {r['target']:.0f}×)") + (
+            "" if "met_same_output" not in r else "; yes" if r["met_same_output"] else "; **NO**")
         rows.append([COMMANDS[mode], fmt_ms(r["epload_ms"]), f"**{r['ratio']:.1f}×**",
                      f"{r['paired_ratio_q1']:.1f}–{r['paired_ratio_q3']:.1f}×",
                      f"{r['ratio_cpu']:.1f}×",

@@ -87,9 +87,9 @@ def run(args, tmp):
     scripts = write_scripts(work)
     envs["shipped index"]["EPLOAD_INDEX"] = ship_index(args, base, work, env_dir, tmp)
     check = capture([args.python, scripts["shipped index"]],
-                    dict(envs["shipped index"], EPLOAD_DEBUG="1"))
-    if "index shipped" not in check.stderr:
-        raise BenchError(f"the shipped index was not used:\n{check.stderr[-2000:]}")
+                    dict(envs["shipped index"], EPLOAD_DEBUG="1")).stderr
+    if "index shipped" not in check:
+        raise BenchError(f"the shipped index was not used:\n{check[-2000:]}")
     result = {"config": config(args, dists=args.dists), "variants": {}}
     answers = {}
     for name in LOOKUPS:
