@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from .proc import BenchError, capture, log, remove_tree
+from .proc import BenchError, capture, log, read_json, remove_tree, write_json
 
 SCRIPTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE_DIR = os.path.dirname(SCRIPTS)
@@ -36,10 +36,7 @@ def ensure_env(python, out, backends, noise, group, kind="python", extra=()):
             "generator": _generator_stamp(kind)}
     stamp_path = os.path.join(out, "generated-with.json")
     try:
-        with open(stamp_path) as f:
-            have = json.load(f)
-        with open(os.path.join(out, "manifest.json")) as f:
-            manifest = json.load(f)
+        have, manifest = read_json(stamp_path), read_json(os.path.join(out, "manifest.json"))
         if have == want and manifest.get("search_path") == os.path.join(out, "site-packages") \
                 and _intact(manifest):
             return manifest, True
@@ -54,12 +51,8 @@ def ensure_env(python, out, backends, noise, group, kind="python", extra=()):
                              "scripts/gen_env.py; remove it or choose another directory")
         remove_tree(out)
     capture([python, GEN_ENV, out, *want["argv"]], os.environ.copy())
-    with open(os.path.join(out, "manifest.json")) as f:
-        manifest = json.load(f)
-    with open(stamp_path, "w") as f:
-        json.dump(want, f, indent=1)
-        f.write("\n")
-    return manifest, False
+    write_json(stamp_path, want)
+    return read_json(os.path.join(out, "manifest.json")), False
 
 
 def _intact(manifest):

@@ -10,7 +10,6 @@ measurement); 2 could not measure, or a usage error.  Method: BENCHMARKS.md.
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import statistics
 import sys
@@ -18,7 +17,7 @@ import time
 
 from . import options
 from .envs import SOURCE_DIR, clean_env, config, kept_env, machine
-from .proc import BenchError, gbench, interleaved
+from .proc import BenchError, gbench, interleaved, read_json, write_json
 from .report import table, write_report
 from .suite_index import Setup
 
@@ -134,8 +133,7 @@ def measure(args, which, tmp):
 def load_baseline(path):
     """The thresholds file, checked."""
     try:
-        with open(path) as f:
-            data = json.load(f)
+        data = read_json(path)
     except OSError as e:
         raise BenchError(f"cannot read the baseline {path}: {e.strerror}")
     except ValueError as e:
@@ -184,8 +182,7 @@ def update_baseline(args, tmp):
         for n, r in measure(args, args.only, tmp).items():
             seen[n].append(r["value"])
     try:
-        with open(args.baseline) as f:
-            data = json.load(f)
+        data = read_json(args.baseline)
     except (OSError, ValueError):
         data = {}
     data.setdefault("format", 1)
@@ -202,9 +199,7 @@ def update_baseline(args, tmp):
     data["updated"] = {"date": datetime.date.today().isoformat(), "machine": machine(),
         "command": " ".join(["scripts/bench_gate"] + shown),
         "rule": "threshold = max(baseline * margin, max observed * 1.25)"}
-    with open(args.baseline + ".tmp", "w") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
+    write_json(args.baseline + ".tmp", data)
     os.replace(args.baseline + ".tmp", args.baseline)
     for n in seen:
         r = ratios[n]

@@ -22,6 +22,17 @@ def log(message):
     print(message, file=sys.stderr, flush=True)
 
 
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def write_json(path, data):
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+
+
 def run_once(argv, env, stderr_path):
     """Runs argv once with stdout discarded; returns {"wall": ns, "cpu": ns}."""
     actions = [
@@ -119,8 +130,7 @@ def hyperfine_pass(commands, env, rounds, warmup, tmp):
     for name, cmd in commands.items():
         argv += ["--command-name", name, " ".join(shlex.quote(a) for a in cmd)]
     capture(argv, env)
-    with open(out) as f:
-        data = json.load(f)
+    data = read_json(out)
     return {r["command"]: {"median_ms": r["median"] * 1e3, "mean_ms": r["mean"] * 1e3,
                            "stddev_ms": (r.get("stddev") or 0) * 1e3} for r in data["results"]}
 
@@ -154,8 +164,7 @@ def gbench(bench_exe, pattern, env, tmp, repetitions, min_time, extra=()):
     capture([bench_exe, f"--benchmark_filter={pattern}", f"--benchmark_repetitions={repetitions}",
              gbench_min_time(bench_exe, min_time), *extra,
              f"--benchmark_out={out}", "--benchmark_out_format=json"], env)
-    with open(out) as f:
-        rows = json.load(f)["benchmarks"]
+    rows = read_json(out)["benchmarks"]
     for b in rows:
         scale = TIME_UNIT_NS[b["time_unit"]]
         b["real_ns"], b["cpu_ns"] = b["real_time"] * scale, b["cpu_time"] * scale

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+
+from .proc import write_json
 
 
 def fmt_ms(v):
@@ -49,9 +50,7 @@ def write_report(result, markdown, md_out=None, json_out=None, plot_to=None, plo
         with open(md_out, "w") as f:
             f.write(report)
     if json_out:
-        with open(json_out, "w") as f:
-            json.dump(result, f, indent=1)
-            f.write("\n")
+        write_json(json_out, result)
     if plot_to:
         plot(result, plot_to)
 

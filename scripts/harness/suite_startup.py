@@ -8,6 +8,7 @@ Method: BENCHMARKS.md.
 
 from __future__ import annotations
 
+import glob
 import os
 import sys
 
@@ -355,12 +356,10 @@ def parse_args(argv):
     options.add_sizes(p, "10,100,1000", "numbers of Python backends", 1, 0.0, VARIANTS)
     args = options.finish(p, p.parse_args(argv))
     args.package_dir = os.path.join(args.build, "python")
-    fdir = os.path.join(args.build, "bench")
-    args.floor_dir = fdir if os.path.isdir(fdir) and any(
-        n.startswith("_epload_floor.") for n in os.listdir(fdir)) else None
-    pkg = os.path.join(args.package_dir, "epload")
+    fdir, pkg = os.path.join(args.build, "bench"), os.path.join(args.package_dir, "epload")
+    args.floor_dir = fdir if glob.glob(os.path.join(fdir, "_epload_floor.*")) else None
     if not os.path.isfile(os.path.join(pkg, "__init__.py")) or \
-            not any(n.startswith("_native") for n in os.listdir(pkg)):
+            not glob.glob(os.path.join(pkg, "_native*")):
         p.error(f"no built epload package in {args.package_dir}: build first "
                 f"(cmake --build {args.build}) or pass --build DIR")
     return args
@@ -375,10 +374,8 @@ def run(args, tmp):
                                import_cost_ms=args.import_cost_ms, package_dir=args.package_dir,
                                stevedore=stevedore_dir, broken_variant=args.break_variant),
               "sizes": [measure_size(args, n, tmp, hostdir, stevedore_dir) for n in args.sizes]}
-    sb = None
-    if "floor-native" in result["sizes"][-1]["stats"]:
-        sb = stat_floor("bench_startup", args.build, args.sizes[-1] + args.noise,
-                        clean_env(tmp), tmp, args.quick)
+    sb = stat_floor("bench_startup", args.build, args.sizes[-1] + args.noise, clean_env(tmp),
+                    tmp, args.quick) if "floor-native" in result["sizes"][-1]["stats"] else None
     if sb:
         result["stat_baseline"] = sb
     result["targets"] = judge(result["sizes"], sb)

@@ -15,7 +15,7 @@ import sys
 
 from . import options
 from .envs import SOURCE_DIR, clean_env, config, kept_env, torch_python
-from .proc import BenchError, capture, interleaved, log, marked
+from .proc import BenchError, capture, interleaved, log, marked, read_json
 from .report import (TIMES, fmt_ms, load_average, plot_marginals, table, times,
                      write_report)
 from .stats import paired_ci, summarize, summarize_rounds
@@ -211,9 +211,8 @@ class Size(Variants):
 
 def epload_share(trace_path):
     """(the `import torch` span, that less "body of torch") of a trace, ns."""
-    with open(trace_path) as f:
-        events = [e for e in json.load(f)["traceEvents"]
-                  if e.get("ph") == "X" and e.get("cat") == "total"]
+    events = [e for e in read_json(trace_path)["traceEvents"]
+              if e.get("ph") == "X" and e.get("cat") == "total"]
     spans = {}
     for name in ("import torch", "body of torch"):
         found = [e for e in events if e["name"] == name]
