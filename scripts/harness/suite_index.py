@@ -120,12 +120,10 @@ class Setup:
                                  f"{len(got)} against {len(want)} entry points")
 
         def lines(text):  # (head, dist normalized, version) per printed line
-            out = []
-            for line in text.splitlines():
-                head, _, tail = line.rpartition("  [")
-                dist, _, version = tail.rstrip("]").rpartition(" ")
-                out.append((head, norm(dist), version))
-            return out
+            split = [(line.rpartition("  [")[0], line.rpartition("  [")[2].rstrip("]"))
+                     for line in text.splitlines()]
+            return [(head, norm(tail.rpartition(" ")[0]), tail.rpartition(" ")[2])
+                    for head, tail in split]
         same = capture(self.py["importlib-same"], env).stdout
         ours = capture(self.epload["full"], env).stdout
         if lines(same) != lines(ours):
