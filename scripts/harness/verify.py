@@ -9,8 +9,9 @@ from .proc import BenchError, capture, interleaved, log, marked
 
 
 class Variants:
-    """A suite's variants at one size; subclasses define probe_run(v) -> (argv,
-    env) and problems(v, report, stderr) -> [str]."""
+    """A suite's variants at one size.  Subclasses set variants, labels, code,
+    commands, base, mark, where (envs, before, warm, retried: optional) and define
+    probe_run(v) -> (argv, env) and problems(v, report, stderr) -> [str]."""
 
     envs, before, warm = {}, {}, ()
 
