@@ -1,19 +1,14 @@
 """Whole-process A/B timing: two or more commands interleaved round by round.
 
-    python3 scripts/ab.py [--rounds N] [--warmup W] [--settle S] -- CMD_A ARGS... -- CMD_B ARGS... [-- CMD_C ...]
-
-Every round runs each command once, in a shuffled order, timed as the
-harnesses do.  Prints per command the median, IQR, CPU median, the paired
-difference against the first command and the ratio of medians.  Exits 1 if
-a command fails.  Compare builds in one run, never across runs.
+Per command: median, IQR, CPU median, paired difference and ratio against
+the first.  Exits 1 if a command fails.  Compare builds in one run.
 """
 
-import argparse
 import os
 import shutil
 import statistics
 
-from .options import at_least
+from .options import at_least, parser
 from .proc import interleaved
 from .stats import summarize_rounds
 
@@ -22,19 +17,13 @@ PROG = "ab.py"
 
 def parse_args(argv):
     cut = argv.index("--") if "--" in argv else len(argv)
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                usage="ab.py [--rounds N] [--warmup W] [--settle S] "
-                                      "-- CMD_A ... -- CMD_B ...",
-                                epilog=__doc__.split("\n\n", 1)[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=at_least("--rounds", 1), default=40,
-                   help="timed rounds (default 40)")
-    p.add_argument("--warmup", type=at_least("--warmup", 0), default=3,
-                   help="untimed rounds first (default 3)")
-    p.add_argument("--settle", type=at_least("--settle", 0), default=0,
-                   help="untimed runs of each command right before its timed run, so that it is "
-                        "timed after itself rather than after whatever the shuffle put first "
-                        "(default 0)")
+    p = parser(PROG, __doc__)
+    p.usage = "ab.py [--rounds N] [--warmup W] [--settle S] -- CMD_A ... -- CMD_B ..."
+    for option, least, default, what in (
+            ("--rounds", 1, 40, "timed rounds"), ("--warmup", 0, 3, "untimed rounds first"),
+            ("--settle", 0, 0, "untimed runs of each command right before its timed run")):
+        p.add_argument(option, type=at_least(option, least), default=default,
+                       help=f"{what} (default {default})")
     args = p.parse_args(argv[:cut])
     cmds = [[]]
     for a in argv[cut + 1:]:

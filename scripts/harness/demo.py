@@ -1,15 +1,8 @@
 """epload's main job, measured: what a program pays at start for 1,000 plugin
 backends among 5,000 installed distributions, with and without epload.
 
-Run by scripts/demo.sh (which builds first), or: scripts/demo.py [--build DIR]
-
-1. A generated native environment (OUT/env, reused when unchanged).
-2. Whole-process start-up: importlib.metadata against `epload entry-points`
-   and `epload load DEVICE`, eager and lazy.
-3. Python backends: scripts/bench_startup.py --quick.
-4. Real PyTorch: scripts/bench_torch.py --quick (--no-torch skips it).
-
-Files in OUT (default <source>/out/demo).  Needs no terminal.
+Steps: a native environment, lookups and loads (whole processes), then
+bench_startup.py and bench_torch.py --quick.  Run by scripts/demo.sh.
 """
 
 from __future__ import annotations
@@ -87,15 +80,12 @@ def markdown(result):
     cfg, st, ph, d = result["config"], result["stats"], result["phases"], result["derived"]
     imp = (d["importlib_marginal_ms"], d["importlib_marginal_cpu_ms"])
     same = (d["importlib_same_output_marginal_ms"], d["importlib_same_output_marginal_cpu_ms"])
-    rows = []
-    for v in LOOKUPS:
-        s = st[v]
-        r = {"bare": ["", ""], "importlib": [f"marginal: {fmt_ms(imp[0])} ms ({fmt_ms(imp[1])} "
-                                             "CPU)", ""],
-             "importlib-same": ["", f"marginal: {fmt_ms(same[0])} ms ({fmt_ms(same[1])} CPU)"]
-             }.get(v) or [f"**{m / s['median_ms']:.1f}×** (CPU {c / s['cpu_median_ms']:.1f}×)"
-                          for m, c in (imp, same)]
-        rows.append([LABELS[v]] + times(st[v]) + r)
+    marginals = {"bare": ["", ""],
+                 "importlib": [f"marginal: {fmt_ms(imp[0])} ms ({fmt_ms(imp[1])} CPU)", ""],
+                 "importlib-same": ["", f"marginal: {fmt_ms(same[0])} ms ({fmt_ms(same[1])} CPU)"]}
+    rows = [[LABELS[v]] + times(st[v]) + (marginals.get(v) or [
+        f"**{m / st[v]['median_ms']:.1f}×** (CPU {c / st[v]['cpu_median_ms']:.1f}×)"
+        for m, c in (imp, same)]) for v in LOOKUPS]
     L = [f"### Start-up cost: {cfg['backends']:,} native backends among "
          f"{cfg['noise']:,} other distributions\n",
          f"Whole processes, {cfg['rounds']} interleaved rounds (medians; CPU = user + sys); "
@@ -147,24 +137,16 @@ def parse_args(argv):
     p.add_argument("--device", help="the device to load (default: the middle backend's)")
     options.add_count(p, "--phase-runs", (3, 3), "`epload load --json` runs for the in-process "
                       "phases", quick=False)
-    p.add_argument("--startup-sizes", default="10,100,1000",
-                   help="Python-backend counts for the start-up suite (10,100,1000)")
+    for stem, skip in (("startup", ""), ("torch", "; also EPLOAD_SKIP_TORCH=1")):
+        p.add_argument(f"--{stem}-sizes", default="10,100,1000",
+                       help=f"backend counts for the {stem} suite (%(default)s)")
+        p.add_argument(f"--{stem}-rounds", type=int, help="rounds (default: its --quick's)")
+        p.add_argument(f"--no-{stem}", action="store_true", help=f"skip the {stem} suite{skip}")
     p.add_argument("--startup-noise", type=int,
-                   help="ordinary distributions for the start-up suite (default: --noise)")
-    p.add_argument("--startup-rounds", type=int,
-                   help="rounds for the start-up suite (default: its --quick, 5)")
-    p.add_argument("--no-startup", action="store_true",
-                   help="skip the Python-backend comparison (step 3)")
-    p.add_argument("--no-torch", action="store_true",
-                   help="skip the real-PyTorch comparison (step 4); also EPLOAD_SKIP_TORCH=1")
-    p.add_argument("--torch-sizes", default="10,100,1000",
-                   help="generated backends for the real-torch suite (10,100,1000)")
-    p.add_argument("--torch-rounds", type=int,
-                   help="rounds for the real-torch suite (default: its --quick, 3)")
-    args = options.finish(p, p.parse_args(argv))
+                   help="ordinary distributions for the startup suite (default: --noise)")
+    args = options.finish(p, p.parse_args(argv), built=True)
     args.no_torch = args.no_torch or os.environ.get("EPLOAD_SKIP_TORCH") == "1"
     args.out = os.path.abspath(args.out)
-    options.need_built(p, args.epload)
     if args.startup_noise is None:
         args.startup_noise = args.noise
     return args

@@ -1,21 +1,15 @@
 """epload's CI benchmark gate: ratios measured within one run, compared with
 the thresholds committed in bench/baseline.json.
 
-    scripts/bench_gate --quick                 # what CI runs (< 3 minutes on 2 cores)
-    scripts/bench_gate --update-baseline       # measure 5 times, rewrite the baseline
-
 Ratios (smaller is better; both sides from the same run):
 {listing}
-A ratio past its threshold is measured once more.  Exit status: 0 within
-the thresholds; 1 a regression; 2 could not measure, or a usage error.
-TEST-ONLY: EPLOAD_TEST_SLOWDOWN=validate:2000 (a -DEPLOAD_TEST_HOOKS=ON
-build) makes each cache validation spin 2,000 µs of CPU.
+Exit status: 0 within the thresholds; 1 a regression (confirmed by a second
+measurement); 2 could not measure, or a usage error.  Method: BENCHMARKS.md.
 """
 
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import statistics
 import sys
@@ -23,7 +17,7 @@ import time
 
 from . import options
 from .envs import SOURCE_DIR, clean_env, config, kept_env, machine
-from .proc import BenchError, gbench, interleaved
+from .proc import BenchError, gbench, interleaved, read_json, write_json
 from .report import table, write_report
 from .suite_index import Setup
 
@@ -37,40 +31,32 @@ CACHE_SIZE = 300
 PROCESS_BACKENDS, PROCESS_NOISE = 1000, 5000
 
 # The ratios: numerator and denominator (Google Benchmark run name, time
-# field), or "process" for the whole-process one.
+# field), or "process" for the whole-process one; the margin of
+# --update-baseline (threshold = max(median * margin, max seen * 1.25)),
+# larger where the measurement is noisier.
 RATIOS = {
     "lazy_over_eager": {
-        "what": "lazy / eager start-up, 1,000 native backends (CPU)",
+        "what": "lazy / eager start-up, 1,000 native backends (CPU)", "margin": 2.0,
         "num": ("BM_LoaderStartupLazy/1000", "cpu_time"),
         # Manual time: the child's CPU time for create + start.
-        "den": ("BM_LoaderStartupEager/1000", "real_time"),
-    },
+        "den": ("BM_LoaderStartupEager/1000", "real_time")},
     "cached_over_cold": {
         "what": f"cached (full validation) / cold index, {CACHE_SIZE} distributions (CPU)",
         "num": (f"BM_CacheLoadValidateFull/{CACHE_SIZE}", "cpu_time"),
-        "den": (f"BM_ScanCold/{CACHE_SIZE}", "cpu_time"),
-        "repetitions_factor": 3,  # sub-millisecond cases: more, equally short repetitions
-    },
+        "den": (f"BM_ScanCold/{CACHE_SIZE}", "cpu_time"), "margin": 1.6,
+        "repetitions_factor": 3},  # sub-millisecond cases: more, equally short repetitions
     "hot_lookup_over_hashmap": {
-        "what": "hot lookup / std::unordered_map lookup, 1,000 devices (CPU)",
+        "what": "hot lookup / std::unordered_map lookup, 1,000 devices (CPU)", "margin": 2.2,
         "num": ("BM_LoaderHotLookup/1000", "cpu_time"),
         "den": ("BM_HashMapLookup/1000", "cpu_time"),
         # Nanosecond timings shift with whatever shares the core: many short
         # repetitions (cheap here) make the medians steady.
-        "repetitions_factor": 4,
-        "min_time": 0.02,
-    },
+        "repetitions_factor": 4, "min_time": 0.02},
     "epload_over_importlib": {
         "what": f"epload process (warm cache, full) / importlib.metadata marginal, "
                 f"{PROCESS_BACKENDS + PROCESS_NOISE:,} distributions (CPU)",
-        "process": True,
-    },
+        "process": True, "margin": 2.0},
 }
-
-# Margins for --update-baseline: threshold = max(median * margin, max seen * 1.25).
-# Larger where the measurement is noisier (forks, whole processes, ns timings).
-MARGINS = {"lazy_over_eager": 2.0, "cached_over_cold": 1.6, "hot_lookup_over_hashmap": 2.2,
-           "epload_over_importlib": 2.0}
 T0 = time.monotonic()
 
 
@@ -92,18 +78,16 @@ def run_gbench(args, names, tmp, repetitions, min_time):
         r = res.setdefault(key, {"real_time": [], "cpu_time": []})
         r["real_time"].append(b["real_ns"])
         r["cpu_time"].append(b["cpu_ns"])
-    missing = [n for n in names if n not in res]
-    if missing:
-        raise BenchError(f"epload_bench reported nothing for {', '.join(missing)} "
+    if any(n not in res for n in names):
+        raise BenchError(f"epload_bench reported nothing for {', '.join(n for n in names if n not in res)} "
                          "(a benchmark failed or was renamed?)")
     return res
 
 
 def process_ratio(args, tmp):
     """epload (warm cache, full) CPU ÷ importlib's marginal CPU, interleaved."""
-    env = clean_env(tmp)
-    if "EPLOAD_TEST_SLOWDOWN" in os.environ:
-        env["EPLOAD_TEST_SLOWDOWN"] = os.environ["EPLOAD_TEST_SLOWDOWN"]
+    env = dict(clean_env(tmp), **{k: v for k, v in os.environ.items()
+                                  if k == "EPLOAD_TEST_SLOWDOWN"})  # the test-only slowdown
     manifest = kept_env("bench_gate", args.python, os.path.join(tmp, "process-env"),
                         PROCESS_BACKENDS, PROCESS_NOISE, args.group)
     s = Setup(args, manifest["search_path"], os.path.join(tmp, "process-work"), env, None)
@@ -145,9 +129,9 @@ def measure(args, which, tmp):
 
 
 def load_baseline(path):
+    """The thresholds file, checked."""
     try:
-        with open(path) as f:
-            data = json.load(f)
+        data = read_json(path)
     except OSError as e:
         raise BenchError(f"cannot read the baseline {path}: {e.strerror}")
     except ValueError as e:
@@ -196,28 +180,24 @@ def update_baseline(args, tmp):
         for n, r in measure(args, args.only, tmp).items():
             seen[n].append(r["value"])
     try:
-        with open(args.baseline) as f:
-            data = json.load(f)
+        data = read_json(args.baseline)
     except (OSError, ValueError):
         data = {}
     data.setdefault("format", 1)
     ratios = data.setdefault("ratios", {})
     for n, values in seen.items():
-        med = statistics.median(values)
+        med, margin = statistics.median(values), RATIOS[n]["margin"]
         ratios[n] = {"what": RATIOS[n]["what"], "baseline": round(med, 6),
-                     "threshold": round(max(med * MARGINS[n], max(values) * 1.25), 6),
-                     "margin": MARGINS[n],
-                     "observed": {"runs": len(values), "min": round(min(values), 6),
-                                  "max": round(max(values), 6),
-                                  "mode": "quick" if args.quick else "full"}}
+                     "threshold": round(max(med * margin, max(values) * 1.25), 6),
+                     "margin": margin, "observed": {
+                         "runs": len(values), "min": round(min(values), 6),
+                         "max": round(max(values), 6), "mode": "quick" if args.quick else "full"}}
     shown = [a for k, a in enumerate(sys.argv[1:])
              if not (a.startswith("--build") or (k > 0 and sys.argv[k] == "--build"))]
     data["updated"] = {"date": datetime.date.today().isoformat(), "machine": machine(),
         "command": " ".join(["scripts/bench_gate"] + shown),
         "rule": "threshold = max(baseline * margin, max observed * 1.25)"}
-    with open(args.baseline + ".tmp", "w") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
+    write_json(args.baseline + ".tmp", data)
     os.replace(args.baseline + ".tmp", args.baseline)
     for n in seen:
         r = ratios[n]
@@ -228,8 +208,7 @@ def update_baseline(args, tmp):
 
 
 def tmp_base(args):
-    """/dev/shm when a writable tmpfs with room (seconds, not minutes, for
-    ~20,000 small files on a busy disk), else the system's temporary directory."""
+    """/dev/shm when a writable tmpfs with room (~20,000 small files), else None."""
     shm = "/dev/shm"
     try:
         st = os.statvfs(shm)
@@ -243,8 +222,7 @@ def tmp_base(args):
 
 
 def parse_args(argv):
-    p = options.parser(PROG, __doc__,
-                       {n: r["what"] for n, r in RATIOS.items()})
+    p = options.parser(PROG, __doc__, {n: r["what"] for n, r in RATIOS.items()})
     options.add_common(p, rounds=(15, 7), warmup=(1, 1), outputs=False)
     p.add_argument("--only", action="append", default=[], metavar="RATIO",
                    help="measure only these ratios (repeatable or comma-separated)")
@@ -253,8 +231,7 @@ def parse_args(argv):
     p.add_argument("--no-confirm", action="store_true",
                    help="fail at once, without re-measuring a ratio past its threshold")
     p.add_argument("--update-baseline", action="store_true",
-                   help="measure the ratios --update-runs times and rewrite the baseline's "
-                        "thresholds (see BENCHMARKS.md before committing it)")
+                   help="measure the ratios --update-runs times, rewrite the thresholds")
     options.add_count(p, "--update-runs", (5, 5), "runs of --update-baseline", quick=False)
     p.add_argument("--json-out", metavar="FILE", help="also write the results as JSON")
     args = options.finish(p, p.parse_args(argv))

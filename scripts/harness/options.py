@@ -13,8 +13,7 @@ DEFAULT_BUILD = os.environ.get("EPLOAD_BUILD_DIR", os.path.join(SOURCE_DIR, "bui
 
 
 def parser(prog, doc, listing=None):
-    """An ArgumentParser whose help is the suite's docstring, its {listing}
-    filled with ``listing`` ({name: label}), one a line."""
+    """An ArgumentParser whose help is the docstring, {listing} filled in."""
     if listing:
         width = max(map(len, listing)) + 1
         doc = doc.format(listing="".join(f"  {n:<{width}} {w}\n" for n, w in listing.items()))
@@ -97,8 +96,8 @@ def add_lookup(p, backends=1000):
     p.add_argument("--group", default="torch.backends", help="the group looked up (torch.backends)")
 
 
-def finish(p, args):
-    """Quick defaults filled in, sizes, paths and tools checked (p.error)."""
+def finish(p, args, built=False):
+    """Quick defaults filled in, sizes, paths, tools (and ``built``: epload) checked."""
     for name, defaults in getattr(args, "_counts", {}).items():
         if getattr(args, name) is None:
             setattr(args, name, defaults[args.quick])
@@ -122,6 +121,8 @@ def finish(p, args):
         except ImportError:
             p.error(f"--plot needs matplotlib in {sys.executable} "
                     "(apt-get install python3-matplotlib; run with /usr/bin/python3)")
+    if built:
+        need_built(p, args.epload)
     return args
 
 

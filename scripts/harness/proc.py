@@ -22,6 +22,17 @@ def log(message):
     print(message, file=sys.stderr, flush=True)
 
 
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def write_json(path, data):
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+
+
 def run_once(argv, env, stderr_path):
     """Runs argv once with stdout discarded; returns {"wall": ns, "cpu": ns}."""
     actions = [
@@ -62,11 +73,9 @@ def marked(argv, env, mark):
 
 def interleaved(commands, env, rounds, warmup, tmp, progress=None, settle=0, envs=None,
                 before=None, after=None, runner=run_once):
-    """Times every command once per round, in an order shuffled each round
-    (a fixed order penalises whoever follows a cache-heavy command).
-    ``settle``: untimed runs right before each timed one; ``envs``/``before``/
-    ``after``: per-command environment, untimed callable, stderr check.
-    Returns {name: {field: [samples of the timed rounds]}}."""
+    """{name: {field: [samples]}}: every command once per round, in an order
+    shuffled each round (a fixed order penalises whoever follows a cache-heavy
+    command); per command: ``before``/``after`` untimed callables, ``envs``."""
     names = list(commands)
     out = {n: {} for n in names}
     err = os.path.join(tmp, "stderr.txt")
@@ -103,23 +112,10 @@ STAT_CALLS = ("newfstatat", "fstatat64", "statx", "stat", "lstat", "fstat")
 def strace_counts(argv, env, tmp):
     """Total and per-syscall call counts of one run under `strace -f -c`."""
     out = os.path.join(tmp, "strace.txt")
-    capture(["strace", "-f", "-c", "-o", out, "--", *argv], env)
-    with open(out) as f:
-        lines = f.read().splitlines()
-    header = next(i for i, line in enumerate(lines) if "syscall" in line and "calls" in line)
-    h = lines[header]
-    # Columns are right-aligned; slice the "calls" column by its header span.
-    start = h.index("usecs/call") + len("usecs/call")
-    end = h.index("calls", start) + len("calls")
-    per, total = {}, None
-    for line in lines[header + 1:]:
-        if not line.strip() or line.startswith("---"):
-            continue
-        name, calls = line.split()[-1], int(line[start:end].strip() or 0)
-        if name == "total":
-            total = calls
-        else:
-            per[name] = calls
+    capture(["strace", "-f", "-c", "-U", "calls,name", "-o", out, "--", *argv], env)
+    with open(out) as f:  # "CALLS NAME" lines (strace >= 5.6), then "CALLS total"
+        per = {w[1]: int(w[0]) for w in map(str.split, f) if len(w) == 2 and w[0].isdigit()}
+    total = per.pop("total", None)
     return {"total": sum(per.values()) if total is None else total,
             "stat": sum(v for k, v in per.items() if k in STAT_CALLS),
             "openat": per.get("openat", 0), "getdents64": per.get("getdents64", 0),
@@ -134,8 +130,7 @@ def hyperfine_pass(commands, env, rounds, warmup, tmp):
     for name, cmd in commands.items():
         argv += ["--command-name", name, " ".join(shlex.quote(a) for a in cmd)]
     capture(argv, env)
-    with open(out) as f:
-        data = json.load(f)
+    data = read_json(out)
     return {r["command"]: {"median_ms": r["median"] * 1e3, "mean_ms": r["mean"] * 1e3,
                            "stddev_ms": (r.get("stddev") or 0) * 1e3} for r in data["results"]}
 
@@ -169,8 +164,7 @@ def gbench(bench_exe, pattern, env, tmp, repetitions, min_time, extra=()):
     capture([bench_exe, f"--benchmark_filter={pattern}", f"--benchmark_repetitions={repetitions}",
              gbench_min_time(bench_exe, min_time), *extra,
              f"--benchmark_out={out}", "--benchmark_out_format=json"], env)
-    with open(out) as f:
-        rows = json.load(f)["benchmarks"]
+    rows = read_json(out)["benchmarks"]
     for b in rows:
         scale = TIME_UNIT_NS[b["time_unit"]]
         b["real_ns"], b["cpu_ns"] = b["real_time"] * scale, b["cpu_time"] * scale
@@ -185,8 +179,7 @@ def remove_tree(path):
 
 
 def harness_main(suite, argv=None):
-    """A suite module's main: suite.run(args, tmp)'s status, tmp a fresh
-    directory (kept with --keep); a BenchError is printed as `PROG: message`."""
+    """suite.run(args, tmp)'s status; a BenchError printed as `PROG: message`."""
     prog, args = suite.PROG, suite.parse_args(sys.argv[1:] if argv is None else argv)
     tmp = tempfile.mkdtemp(prefix=f"epload-{prog.removesuffix('.py').replace('_', '-')}-",
                            dir=suite.tmp_base(args) if hasattr(suite, "tmp_base") else None)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+
+from .proc import write_json
 
 
 def fmt_ms(v):
@@ -49,9 +50,7 @@ def write_report(result, markdown, md_out=None, json_out=None, plot_to=None, plo
         with open(md_out, "w") as f:
             f.write(report)
     if json_out:
-        with open(json_out, "w") as f:
-            json.dump(result, f, indent=1)
-            f.write("\n")
+        write_json(json_out, result)
     if plot_to:
         plot(result, plot_to)
 
@@ -67,8 +66,7 @@ def syscall_cells(sc, hf):
 
 
 def plot_marginals(path, rows, labels, reference, xlabel, ylabel, title):
-    """A log-log PNG of each variant's marginal cost against the backends
-    (options.finish has checked that matplotlib is there)."""
+    """A log-log PNG of each variant's marginal cost against the backends."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -83,14 +81,9 @@ def plot_marginals(path, rows, labels, reference, xlabel, ylabel, title):
                     "--" if v.startswith(("epload", "lazy")) else "-", marker="o",
                     label=label.replace("`", ""))
     xs = [r["backends"] for r in rows]
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xticks(xs)
-    ax.set_xticklabels([f"{x:,}" for x in xs])
+    ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.set_xticks(xs, [f"{x:,}" for x in xs])
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()

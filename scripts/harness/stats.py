@@ -24,8 +24,7 @@ def summarize(samples):
 
 
 def summarize_rounds(raw, reference=None):
-    """interleaved()'s samples summarized, with CPU medians and, given a
-    ``reference``, each command's marginal cost over it."""
+    """interleaved()'s samples summarized, with marginals over ``reference``."""
     stats = {n: dict(summarize(v["wall"]), cpu_median_ms=statistics.median(v["cpu"]) / 1e6)
              for n, v in raw.items()}
     if reference is not None:

@@ -1,6 +1,5 @@
 """Process-level benchmark of entry-point discovery: epload against
-importlib.metadata (and stevedore's cache) on a generated environment,
-every command interleaved round by round, their answers checked equal:
+importlib.metadata, interleaved round by round, answers checked equal:
 {listing}
 Method: BENCHMARKS.md.
 """
@@ -75,15 +74,13 @@ class Setup:
         self.paths = [a for p in self.search for a in ("--path", p)]
         ep = [args.epload, "entry-points", *self.paths, "--group", self.group]
         cached = ep + ["--cache-dir", self.cache_dir, "--validate"]
-        self.floor = {"true": [shutil.which("true") or "/bin/true"]}
-        if getattr(args, "floor_exe", None):
-            self.floor["floor-exe"] = [args.floor_exe]
+        self.floor = {"true": [shutil.which("true") or "/bin/true"]} | (
+            {"floor-exe": [args.floor_exe]} if getattr(args, "floor_exe", None) else {})
         self.epload = {"epload-exe": [args.epload, "--version"], "cold": ep + ["--no-cache"],
                        "full": cached + ["full"], "paths": cached + ["paths"]}
 
     def stat_list(self, env, tmp):
-        """Writes what `full` validation stats (DIR<TAB>REL lines, from the
-        cache file: docs/cache-format.md) for epload_floor --stat: (path, lines)."""
+        """(path, lines): what `full` stats, as epload_floor --stat reads it."""
         where = capture([self.epload_exe, "index", "path", *self.paths, "--cache-dir",
                          self.cache_dir], env).stdout.strip()
         with open(where, "rb") as f:
@@ -123,12 +120,10 @@ class Setup:
                                  f"{len(got)} against {len(want)} entry points")
 
         def lines(text):  # (head, dist normalized, version) per printed line
-            out = []
-            for line in text.splitlines():
-                head, _, tail = line.rpartition("  [")
-                dist, _, version = tail.rstrip("]").rpartition(" ")
-                out.append((head, norm(dist), version))
-            return out
+            split = [(line.rpartition("  [")[0], line.rpartition("  [")[2].rstrip("]"))
+                     for line in text.splitlines()]
+            return [(head, norm(tail.rpartition(" ")[0]), tail.rpartition(" ")[2])
+                    for head, tail in split]
         same = capture(self.py["importlib-same"], env).stdout
         ours = capture(self.epload["full"], env).stdout
         if lines(same) != lines(ours):
@@ -195,29 +190,21 @@ def floors(result):
 
 
 def markdown(result):
-    """The whole report, one section after another."""
     L = commands_table(result) + ratios_table(result["main"])
-    if result.get("stat_baseline"):
-        L += stat_baseline_table(result["main"], result["stat_baseline"])
-    if result.get("floors"):
-        L += floors_table(result)
-    if result.get("scaling"):
-        L += scaling_table(result["scaling"])
-    return "\n".join(L) + "\n"
+    L += stat_baseline_table(result["main"], result["stat_baseline"]) \
+        if result.get("stat_baseline") else []
+    L += floors_table(result) if result.get("floors") else []
+    return "\n".join(L + (scaling_table(result["scaling"]) if result.get("scaling") else [])) + "\n"
 
 
 def commands_table(result):
     """Every command's times, system calls and hyperfine median."""
     m, cfg = result["main"], result["config"]
     hf = m.get("hyperfine")
-    rows = []
-    for n in COMMANDS:
-        if n not in m["stats"]:
-            if n == "stevedore":
-                rows.append(["stevedore (cached)", "not installed"] + [""] * (6 + bool(hf)))
-            continue
-        rows.append([COMMANDS[n]] + times(m["stats"][n]) + syscall_cells(
-            m.get("strace", {}).get(n), None if hf is None else hf.get(n, {})))
+    rows = [[COMMANDS[n]] + times(m["stats"][n]) + syscall_cells(
+        m.get("strace", {}).get(n), None if hf is None else hf.get(n, {})) if n in m["stats"]
+        else ["stevedore (cached)", "not installed"] + [""] * (6 + bool(hf))
+        for n in COMMANDS if n in m["stats"] or n == "stevedore"]
     return [f"### Entry-point lookup, {cfg['distributions']:,} distributions "
             f"({cfg['backends']:,} with `{cfg['group']}`), {cfg['rounds']} interleaved rounds\n",
             f"{cfg['machine']['cpus']} CPUs; {load_average(cfg)}.\n"] + table(
@@ -230,9 +217,8 @@ def ratios_table(m):
     d = m["derived"]
     rows = []
     for mode, r in m["ratios"].items():
-        met = "yes" if r["met"] else f"**NO** ({r['ratio']:.1f}× of {r['target']:.0f}×)"
-        if "met_same_output" in r:
-            met += "; " + ("yes" if r["met_same_output"] else "**NO**")
+        met = ("yes" if r["met"] else f"**NO** ({r['ratio']:.1f}× of {r['target']:.0f}×)") + (
+            "" if "met_same_output" not in r else "; yes" if r["met_same_output"] else "; **NO**")
         rows.append([COMMANDS[mode], fmt_ms(r["epload_ms"]), f"**{r['ratio']:.1f}×**",
                      f"{r['paired_ratio_q1']:.1f}–{r['paired_ratio_q3']:.1f}×",
                      f"{r['ratio_cpu']:.1f}×",
@@ -317,9 +303,8 @@ def parse_args(argv):
     p.add_argument("--scaling-sizes", default="100,1000,10000",
                    help="distribution counts of the scaling run ('' to skip)")
     options.add_count(p, "--scaling-rounds", (15, 5), "rounds per scaling size")
-    args = options.finish(p, p.parse_args(argv))
+    args = options.finish(p, p.parse_args(argv), built=True)
     args.sizes = options.parse_sizes(p, args.scaling_sizes, 6) if args.scaling_sizes else []
-    options.need_built(p, args.epload)
     bench = os.path.join(args.build, "bench")
     args.bench_exe = options.executable(p, None, None, os.path.join(bench, "epload_bench"))
     args.floor_exe = options.executable(p, args.floor_exe, "--floor-exe",

@@ -1,15 +1,8 @@
 """Metadata operations one Python process start makes to look up one
-entry-point group, counted with `strace -f -c` (what a shared file system's
-metadata server sees per process).  Variants, each a fresh `PY SCRIPT`:
+entry-point group, counted with `strace -f -c`, less a process that looks
+nothing up; every variant must answer as importlib does.
 
-  importlib         importlib.metadata.entry_points(group=...)
-  epload full       epload.entry_points(group=...), warm cache, `full`
-  epload paths      the same with EPLOAD_VALIDATE=paths
-  shipped index     the same with EPLOAD_INDEX=FILE (`epload index build`),
-                    a cache directory that must stay empty
-
-Each less `baseline` (the same imports, no lookup); every variant must
-answer as importlib does.
+Variants: importlib, epload full, epload paths, shipped index.
 """
 
 from __future__ import annotations
@@ -43,10 +36,9 @@ def parse_args(argv):
     options.add_common(p, rounds=None, quick=False, plot=False,
                        env_dir="where the generated environment is kept (default: under the build)")
     p.add_argument("--dists", type=int, default=6000, help="distributions (6000)")
-    args = options.finish(p, p.parse_args(argv))
+    args = options.finish(p, p.parse_args(argv), built=True)
     if args.dists < 11:
         p.error("--dists must be at least 11 (10 of them are backends)")
-    options.need_built(p, args.epload)
     return args
 
 
@@ -95,9 +87,9 @@ def run(args, tmp):
     scripts = write_scripts(work)
     envs["shipped index"]["EPLOAD_INDEX"] = ship_index(args, base, work, env_dir, tmp)
     check = capture([args.python, scripts["shipped index"]],
-                    dict(envs["shipped index"], EPLOAD_DEBUG="1"))
-    if "index shipped" not in check.stderr:
-        raise BenchError(f"the shipped index was not used:\n{check.stderr[-2000:]}")
+                    dict(envs["shipped index"], EPLOAD_DEBUG="1")).stderr
+    if "index shipped" not in check:
+        raise BenchError(f"the shipped index was not used:\n{check[-2000:]}")
     result = {"config": config(args, dists=args.dists), "variants": {}}
     answers = {}
     for name in LOOKUPS:

@@ -1,18 +1,8 @@
 """Process-level benchmark of a stale index: what a fresh process pays after
 something changed on its search path, as a ratio to a cache hit.
 
-Two fronts (py: epload.entry_points, cli: epload entry-points) on a script's
-directory then a generated site-packages; before each run, untimed, the
-front is brought back to a hit and the case's change made:
-
-  hit        nothing changed
-  new-file   a file created in the script's directory
-  add        one distribution installed in site-packages
-  remove     that distribution removed
-  edit       one entry_points.txt rewritten
-  cold       the cache file removed: a full scan and write
-
-Each run is checked (EPLOAD_DEBUG=1: index hit, refreshed or rebuilt).
+Cases (py and cli fronts; each run checked with EPLOAD_DEBUG=1): hit,
+new-file, add, remove, edit, cold.  Method: BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -39,9 +29,7 @@ def parse_args(argv):
     p = options.parser(PROG, __doc__)
     options.add_common(p, rounds=(15, 5), warmup=(0, 0), plot=False)
     options.add_lookup(p)
-    args = options.finish(p, p.parse_args(argv))
-    options.need_built(p, args.epload)
-    return args
+    return options.finish(p, p.parse_args(argv), built=True)
 
 
 class Front:

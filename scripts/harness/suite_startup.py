@@ -1,6 +1,5 @@
-"""Whole-process start-up harness for Python backends: what a Python program
-pays at start for its plugin backends, with importlib.metadata, stevedore,
-PyTorch's own autoload loop, and epload (eager, lazy, `paths` validation).
+"""Whole-process start-up harness for Python backends: what a program pays at
+start for its plugin backends, with and without epload.
 
 Per --sizes, whole `python3 -I -S -c` processes, verified, interleaved:
 {listing}
@@ -9,6 +8,7 @@ Method: BENCHMARKS.md.
 
 from __future__ import annotations
 
+import glob
 import os
 import sys
 
@@ -77,10 +77,7 @@ LABELS = {v: x[0] for v, x in VARIANTS.items()}
 # The fixture host: stock PyTorch's autoload at the end of its __init__, or
 # the one line a framework that adopted epload would have instead.
 HOST_INIT = '''\
-"""A PyTorch-like host package for scripts/bench_startup.py: its import ends
-by autoloading the torch.backends entry points, with stock PyTorch's loop (the
-default) or, when {switch}=epload, with epload.autoload (mode from
-EPLOAD_MODE)."""
+"""A PyTorch-like host package: its import autoloads torch.backends."""
 import os
 
 
@@ -96,16 +93,14 @@ elif _autoload_enabled():
 
 
 def write_host(hostdir):
-    d = os.path.join(hostdir, HOST)
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "__init__.py"), "w") as f:
+    os.makedirs(os.path.join(hostdir, HOST))
+    with open(os.path.join(hostdir, HOST, "__init__.py"), "w") as f:
         f.write(HOST_INIT.format(switch=HOST_SWITCH,
                                  functions=stock_autoload.FUNCTIONS.strip("\n")))
 
 
-# Test-only sabotage (--break-variant) per kind: the verification must catch
-# it.  Eager and first use: the backends look for a host that does not
-# exist; lazy: it runs eagerly; lookups: ask for a group nobody provides.
+# Test-only sabotage (--break-variant) per kind, which the verification must
+# catch; lookups ask for a group nobody provides.
 BREAK = {"eager": {"EPLOAD_GEN_HOST": "no_such_host_module"},
          "first": {"EPLOAD_GEN_HOST": "no_such_host_module"}, "lazy": {"EPLOAD_MODE": "eager"}}
 
@@ -204,7 +199,6 @@ class Size(Variants):
         return out
 
     def summary(self, verified):
-        """What each variant was verified to have done."""
         return {v: {"modules_imported": len(r["modules"]), "devices_set": len(r["devices"]),
                     "found": None if r["found"] is None else len(r["found"]), "attempts": tries}
                 for v, (r, tries) in verified.items()}
@@ -362,12 +356,10 @@ def parse_args(argv):
     options.add_sizes(p, "10,100,1000", "numbers of Python backends", 1, 0.0, VARIANTS)
     args = options.finish(p, p.parse_args(argv))
     args.package_dir = os.path.join(args.build, "python")
-    fdir = os.path.join(args.build, "bench")
-    args.floor_dir = fdir if os.path.isdir(fdir) and any(
-        n.startswith("_epload_floor.") for n in os.listdir(fdir)) else None
-    pkg = os.path.join(args.package_dir, "epload")
+    fdir, pkg = os.path.join(args.build, "bench"), os.path.join(args.package_dir, "epload")
+    args.floor_dir = fdir if glob.glob(os.path.join(fdir, "_epload_floor.*")) else None
     if not os.path.isfile(os.path.join(pkg, "__init__.py")) or \
-            not any(n.startswith("_native") for n in os.listdir(pkg)):
+            not glob.glob(os.path.join(pkg, "_native*")):
         p.error(f"no built epload package in {args.package_dir}: build first "
                 f"(cmake --build {args.build}) or pass --build DIR")
     return args
@@ -382,10 +374,8 @@ def run(args, tmp):
                                import_cost_ms=args.import_cost_ms, package_dir=args.package_dir,
                                stevedore=stevedore_dir, broken_variant=args.break_variant),
               "sizes": [measure_size(args, n, tmp, hostdir, stevedore_dir) for n in args.sizes]}
-    sb = None
-    if "floor-native" in result["sizes"][-1]["stats"]:
-        sb = stat_floor("bench_startup", args.build, args.sizes[-1] + args.noise,
-                        clean_env(tmp), tmp, args.quick)
+    sb = stat_floor("bench_startup", args.build, args.sizes[-1] + args.noise, clean_env(tmp),
+                    tmp, args.quick) if "floor-native" in result["sizes"][-1]["stats"] else None
     if sb:
         result["stat_baseline"] = sb
     result["targets"] = judge(result["sizes"], sb)

@@ -1,10 +1,8 @@
-"""Real PyTorch start-up harness: what `import torch` costs with its device
-backends, stock autoload against epload, in a venv with torch 2.13.0, epload
-and the fixture backends of tests/torch/backends.
+"""Real PyTorch start-up harness: `import torch` with its device backends,
+stock autoload against epload (torch 2.13.0 venv, fixture backends).
 
 Per --sizes (0 = fixtures alone), whole processes, verified, interleaved:
 {listing}
-In-process (--first-runs): the first `to("foo")` and what lazy epload adds.
 Targets and method: BENCHMARKS.md.
 """
 
@@ -17,7 +15,7 @@ import sys
 
 from . import options
 from .envs import SOURCE_DIR, clean_env, config, kept_env, torch_python
-from .proc import BenchError, capture, interleaved, log, marked
+from .proc import BenchError, capture, interleaved, log, marked, read_json
 from .report import (TIMES, fmt_ms, load_average, plot_marginals, table, times,
                      write_report)
 from .stats import paired_ci, summarize, summarize_rounds
@@ -66,15 +64,13 @@ LAZY_FULL_MAX_PCT = 1.0     # lazy (`full`) at the largest size: at most 1% abov
 STOCK_OVER_LAZY = 100.0     # stock's marginal ÷ lazy's, at RATIO_SIZE backends
 RATIO_SIZE = 100
 FIRST_USE_SLACK_MS = 1.0    # first to("foo") ≤ foo's own import cost + 1 ms
-# Fewer whole-process rounds give no interval worth a verdict (with 3, the
-# bootstrap interval is the spread of 3 differences of ~100 ms noise): the
-# targets that need one are then reported, not judged.
+# Fewer whole-process rounds give no interval worth a verdict: the targets
+# that need one are then reported, not judged.
 MIN_JUDGE_ROUNDS = 7
 FIXTURE_DIR = os.path.join(SOURCE_DIR, "tests", "torch", "backends")
-# The fixture backends that load cleanly under stock autoload (common: the
-# module they share).
+# The fixture backends that load cleanly under stock autoload; foo is the
+# PrivateUse1 one (entry-point and device name).
 DEFAULT_FIXTURES = ("common", "foo", "hook", "bar")
-# The PrivateUse1 fixture backend: its entry-point name and device name.
 FOO = "foo"
 LABELS = {v: x[0] for v, x in VARIANTS.items()}
 
@@ -134,27 +130,23 @@ class Size(Variants):
         self.paths = args.fixtures + ([manifest["search_path"]] if manifest else [])
         self.n = len(manifest["backends"]) if manifest else 0
         self.where = f"{self.n:,} generated backends"
-        foo = [b for b in info["backends"] if b[0] == FOO]
-        if not foo:
-            raise BenchError(f"the venv holds no torch.backends entry point named "
-                             f"{FOO!r} (found: "
-                             f"{', '.join(b[0] for b in info['backends']) or 'none'}); install "
-                             "the fixture backends of tests/torch/backends")
         self.fixtures = info["backends"]
-        module, _, attr = foo[0][1].partition(":")
-        self.foo_module = module.strip()
-        fmt = {"device": FOO, "module": self.foo_module,
-               "call": (f"from {self.foo_module} import {attr.strip()} as _f; _f()"
-                        if attr.strip() else f"import {self.foo_module}")}
-        self.variants = list(VARIANTS)
+        foo = [b for b in self.fixtures if b[0] == FOO]
+        if not foo:
+            raise BenchError(f"the venv holds no torch.backends entry point named {FOO!r} "
+                             f"(found: {', '.join(b[0] for b in self.fixtures) or 'none'}); "
+                             "install the fixture backends of tests/torch/backends")
+        module, _, attr = (x.strip() for x in foo[0][1].partition(":"))
+        self.foo_module, self.variants = module, list(VARIANTS)
+        fmt = {"device": FOO, "module": module,
+               "call": f"from {module} import {attr} as _f; _f()" if attr else f"import {module}"}
         self.code = {v: ("import torch; " + b.format(**fmt)).rstrip("; ")
                      for v, (_, _, b) in VARIANTS.items()}
         # A training script's outputs or an editor's save change the
         # directory; that entry is listed again, the index must still hit.
-        self.script_dir = os.path.join(work, "script-dir")
+        self.script_dir, self.outputs = os.path.join(work, "script-dir"), 0
         os.makedirs(self.script_dir)
         self.code[DIRTY] = f"sys.path.insert(0, {self.script_dir!r}); " + self.code[DIRTY]
-        self.outputs = 0
         self.envs = {v: dict(self.base, **VARIANTS[v][1]) for v in self.variants}
         if args.break_variant:
             more, body = BREAK[args.break_variant]
@@ -204,8 +196,7 @@ class Size(Variants):
         return out + (index_hit(stderr) if v in EPLOAD_VARIANTS else [])
 
     def in_process(self, runs):
-        """What epload adds inside lazy processes, per run (ns): its .pth hook's
-        import (-X importtime) and its share of the traced `import torch`."""
+        """Per run (ns): the .pth hook's import and epload's share of `import torch`."""
         out = {"pth": [], "import_torch": [], "in_import": []}
         env = self.envs["epload-lazy"]
         for k in range(runs):
@@ -220,9 +211,8 @@ class Size(Variants):
 
 def epload_share(trace_path):
     """(the `import torch` span, that less "body of torch") of a trace, ns."""
-    with open(trace_path) as f:
-        events = [e for e in json.load(f)["traceEvents"]
-                  if e.get("ph") == "X" and e.get("cat") == "total"]
+    events = [e for e in read_json(trace_path)["traceEvents"]
+              if e.get("ph") == "X" and e.get("cat") == "total"]
     spans = {}
     for name in ("import torch", "body of torch"):
         found = [e for e in events if e["name"] == name]
@@ -267,10 +257,12 @@ def judge(sizes, first, stat_base, rounds):
     big = max(sizes, key=lambda r: (r["distributions"], r["backends"]))
     st, added = big["stats"], big["in_process"]["total"]["median_ms"]
     floor_ms = st["floor"]["median_ms"]
-    where = f"{big['backends']:,} generated backends, {big['distributions']:,} distributions"
     budget = floor_ms * LAZY_FULL_MAX_PCT / 100
 
-    def target(text, measured, met, budget_ms=None, floor=None, interval=True, at=where):
+    def where(r):
+        return f"{r['backends']:,} generated backends, {r['distributions']:,} distributions"
+
+    def target(text, measured, met, budget_ms=None, floor=None, interval=True, at=where(big)):
         t = {"target": text, "where": at, "measured": measured, "met": met}
         if budget_ms is not None:
             budget_floor(t, budget_ms, floor)
@@ -305,15 +297,14 @@ def judge(sizes, first, stat_base, rounds):
                     f"{ci[1]:+,.0f}]) ÷ lazy in-process {added:.2f} ms" if r else "in-process n/a")
             + "; lazy's " + whole_process(lazy),
             r is not None and r >= STOCK_OVER_LAZY and low(lazy) <= gain / STOCK_OVER_LAZY,
-            gain / STOCK_OVER_LAZY,
-            at=f"{row['backends']:,} generated backends, {row['distributions']:,} distributions"))
+            gain / STOCK_OVER_LAZY, at=where(row)))
     if first:
         lz, bh = first["lazy_ms"], first["by_hand_ms"]
         out.append(target(f"first `to(\"foo\")` ≤ foo's own import cost + "
                           f"{FIRST_USE_SLACK_MS:g} ms",
                           f"{lz:.2f} ms against {bh:.2f} ms by hand ({lz - bh:+.2f} ms)",
                           lz <= bh + FIRST_USE_SLACK_MS, bh + FIRST_USE_SLACK_MS,
-                          interval=False, at=where + ", in-process"))
+                          interval=False, at=where(big) + ", in-process"))
     if dirty is not None:
         # A whole-process figure: the in-process share is the lazy one's
         # plus the listing of the changed script's directory.
@@ -365,15 +356,11 @@ def markdown(result):
 
 def in_process_table(sizes):
     """What lazy epload adds, measured inside its processes, per size."""
-    rows = []
-    for r in sizes:
-        ip, floor = r["in_process"], r["stats"]["floor"]["median_ms"]
-        rows.append([f"{r['backends']:,}", str(ip["runs"]),
-                     fmt_ms(ip["import_torch"]["median_ms"]), f"{ip['pth']['median_ms']:.2f}",
-                     f"{ip['in_import']['median_ms']:.2f}",
-                     f"{ip['total']['median_ms']:.2f} ({ip['total']['q1_ms']:.2f}–"
-                     f"{ip['total']['q3_ms']:.2f})",
-                     f"{100 * ip['total']['median_ms'] / floor:.2f}%"])
+    rows = [[f"{r['backends']:,}", str(ip["runs"]), fmt_ms(ip["import_torch"]["median_ms"]),
+             f"{ip['pth']['median_ms']:.2f}", f"{ip['in_import']['median_ms']:.2f}",
+             f"{t['median_ms']:.2f} ({t['q1_ms']:.2f}–{t['q3_ms']:.2f})",
+             f"{100 * t['median_ms'] / r['stats']['floor']['median_ms']:.2f}%"]
+            for r in sizes for ip, t in [(r["in_process"], r["in_process"]["total"])]]
     return ["#### What lazy epload adds, measured inside the processes\n"] + table(
         ["generated backends", "runs", "`import torch` ms", ".pth hook's import ms",
          "added inside `import torch` ms", "epload in all, ms (IQR)", "% of the floor"],
@@ -415,15 +402,12 @@ def plot(result, path):
 def parse_args(argv):
     p = options.parser(PROG, __doc__, LABELS)
     options.add_common(p, rounds=(11, 3), warmup=(1, 0), python=None, least_rounds=2,
-                       python_help="the interpreter of a venv with torch and epload (with its "
-                       ".pth hook) installed (default: the venv scripts/torch_env.py makes under "
-                       "the build directory, as the torch.* tests do)", env_dir=options.KEPT)
+                       python_help="the torch venv's python (default: scripts/torch_env.py's)",
+                       env_dir=options.KEPT)
     options.add_sizes(p, "10,100,1000", "generated Python backends; 0 = fixtures alone", 0, 20.0,
                       BREAK)
     p.add_argument("--fixtures", default=",".join(DEFAULT_FIXTURES),
-                   help="directories put on sys.path before the generated environment: the "
-                        "fixture backends (default: tests/torch/backends/ "
-                        + ", ".join(DEFAULT_FIXTURES) + ")")
+                   help="fixture backends put on sys.path, in tests/torch/backends (%(default)s)")
     options.add_count(p, "--first-runs", (15, 3), "in-process runs")
     args = p.parse_args(argv)
     python, args.python = args.python, None  # the venv's, once the rest is checked
@@ -461,9 +445,8 @@ def measure_size(args, info, tmp, n):
     log(f"bench_torch: {n:,} backends: epload's own time in lazy processes, "
         f"{args.first_runs} runs ...")
     ip = size.in_process(args.first_runs)
-    row["in_process"] = {
-        "runs": args.first_runs, **{k: summarize(v) for k, v in ip.items()},
-        "total": summarize([a + b for a, b in zip(ip["pth"], ip["in_import"])])}
+    row["in_process"] = {"runs": args.first_runs, **{k: summarize(v) for k, v in ip.items()},
+                         "total": summarize([a + b for a, b in zip(ip["pth"], ip["in_import"])])}
     return row, size
 
 
@@ -474,9 +457,8 @@ def first_use(args, size):
                       runner=lambda argv, env, _: {"ns": marked(argv, env, TIME_MARK)[0]})
     first = {"backends": size.n, "runs": args.first_runs, "commands": size.timed}
     for k, r in raw.items():
-        key = k.replace("-", "_")
-        first[key] = summarize(r["ns"])
-        first[key + "_ms"] = first[key]["median_ms"]
+        s = first[k.replace("-", "_")] = summarize(r["ns"])
+        first[k.replace("-", "_") + "_ms"] = s["median_ms"]
     return first
 
 
@@ -492,15 +474,12 @@ def run(args, tmp):
     result = {"config": config(args, sizes=args.sizes, noise=args.noise,
                                import_cost_ms=args.import_cost_ms, first_runs=args.first_runs),
               "torch": info, "sizes": []}
-    first = None
     for n in args.sizes:
         row, size = measure_size(args, info, tmp, n)
         result["sizes"].append(row)
-        if n == args.sizes[-1]:
-            first = result["first_use"] = first_use(args, size)
-    largest = args.sizes[-1]
-    stat_base = None if args.quick or largest == 0 else stat_floor(
-        "bench_torch", args.build, largest + args.noise, clean_env(tmp), tmp, False)
+    first = result["first_use"] = first_use(args, size)  # at the largest size
+    stat_base = None if args.quick or n == 0 else stat_floor(
+        "bench_torch", args.build, n + args.noise, clean_env(tmp), tmp, False)
     if stat_base:
         result["stat_baseline"] = stat_base
     result["targets"] = judge(result["sizes"], first, stat_base, args.rounds)

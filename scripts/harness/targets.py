@@ -38,8 +38,7 @@ STAT_CASES = "StatBaseline|ValidateFull|LoadValidateFull|LoadValidatePaths"
 
 
 def stat_baseline(bench_exe, distributions, env, tmp, quick, which=STAT_CASES):
-    """epload_bench's medians at ``distributions``: the bare stat calls of
-    `full` and epload's validate / load+validate, {case: {real_ms, cpu_ms}}."""
+    """epload_bench's medians at ``distributions``: {case: {real_ms, cpu_ms}}."""
     rows = gbench(bench_exe, f"^BM_Cache({which})/",
                   dict(env, EPLOAD_BENCH_SIZES=str(distributions)), tmp,
                   3 if quick else 7, 0.05 if quick else 0.2,
@@ -55,8 +54,7 @@ def stat_baseline(bench_exe, distributions, env, tmp, quick, which=STAT_CASES):
 
 
 def stat_floor(prog, build, distributions, env, tmp, quick):
-    """The floor under `full`: the bare stat calls' CPU time ÷ the CPUs
-    (epload validates on several); None without epload_bench."""
+    """The floor under `full`: its bare stat calls' CPU time ÷ the CPUs."""
     bench_exe = os.path.join(build, "bench", "epload_bench")
     if not os.access(bench_exe, os.X_OK):
         return None

@@ -10,27 +10,23 @@ from .proc import BenchError, capture, interleaved, log, marked
 
 class Variants:
     """A suite's variants at one size.  Subclasses set variants, labels, code,
-    commands, base, envs, before, warm, retried, mark, where, and define
+    commands, base, mark, where (envs, before, warm, retried: optional) and define
     probe_run(v) -> (argv, env) and problems(v, report, stderr) -> [str]."""
 
     envs, before, warm = {}, {}, ()
 
-    def check(self, v):
-        """Runs variant v once with its probe; returns (the probe's JSON, stderr)."""
-        if v in self.before:
-            self.before[v]()
-        argv, env = self.probe_run(v)
-        failure = f"variant {v} ({self.labels[v]}) failed at {self.where}; its code: {self.code[v]}"
-        try:
-            r, proc = marked(argv, env, self.mark)
-        except BenchError as e:
-            raise BenchError(f"{failure}\n{e}")
-        return r, proc.stderr
-
     def verified(self, v, attempts):
-        """Checks v until problems() is empty (caches settling): (report, tries)."""
+        """Runs v with its probe until problems() is empty (caches settling):
+        (the probe's JSON, tries)."""
         for attempt in range(attempts):
-            r, err = self.check(v)
+            if v in self.before:
+                self.before[v]()
+            try:
+                r, proc = marked(*self.probe_run(v), self.mark)
+            except BenchError as e:
+                raise BenchError(f"variant {v} ({self.labels[v]}) failed at {self.where}; "
+                                 f"its code: {self.code[v]}\n{e}")
+            err = proc.stderr
             bad = self.problems(v, r, err)
             if not bad:
                 return r, attempt + 1
