@@ -55,7 +55,9 @@ namespace {
 /// nullptr when that cannot be done now.  The sibling index's `full` check
 /// starts on the other CPU first: the group read and `while_validating`
 /// (called with the group's index, see cache_overlap.hpp) run meanwhile,
-/// as on a cache hit of open_index(), instead of after the stats.
+/// as on a cache hit of open_index(), instead of after the stats.  What it
+/// buys: BENCHMARKS.md, "Every entry-point lookup", dynamo discovery (20.6-
+/// 20.9x with it, 19.3-20.4x without, against a 20x target).
 std::shared_ptr<const Index> through_sibling(Catalog& catalog, const std::string& cwd, CacheReport* report,
                                              const WhileValidating& while_validating) {
   auto& st = CatalogAccess::of(catalog);
