@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
-#include <vector>
 
 #include "cache_invalidation_util.hpp"
 #include "cache_overlap.hpp"
@@ -280,58 +279,6 @@ TEST_F(Invalidation, SiblingIsNotUsedWhenTheCacheFileWasReplaced) {
   EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
   EXPECT_TRUE(watched_complete(**a)) << "read on its own, the sibling's file version is gone";
   EXPECT_EQ((*a)->group("torch.backends").size(), 2u);
-}
-
-TEST_F(Invalidation, SiblingGroupReadOverlapsTheCheckAndIsDroppedWhenStale) {
-  // Through the sibling, while_validating (cache_overlap.hpp) gets the
-  // group's index while the sibling's `full` check stats on the other CPU;
-  // that index is the answer only if the check passes.  Enough files for the
-  // two-thread check.
-  add_noise(700);
-  warm();
-  const bool two_cpus = test::two_cpus_allowed();
-  std::vector<std::shared_ptr<const Index>> seen;
-  WhileValidating while_validating = [&](const std::shared_ptr<const Index>& index) {
-    ASSERT_TRUE(index);
-    seen.push_back(index);
-  };
-
-  // A group query reads the watched names and their digest (a complete
-  // one reads the stamps): PyTorch's `torch.backends` lookup.
-  auto first = later_catalog(options, "torch.backends", nullptr);
-  CacheReport r;
-  auto held = first->get(&r);
-  ASSERT_TRUE(held) << held.error().message;
-  ASSERT_EQ(r.status, CacheStatus::hit) << r.reason;
-  ASSERT_NE(watched_digest(*held.value()), nullptr);
-  auto a = catalog_get(*later_catalog(options, "g", first), &r, while_validating);
-  ASSERT_TRUE(a) << a.error().message;
-  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
-  EXPECT_FALSE(watched_complete(**a));
-  ASSERT_EQ(seen.size(), two_cpus ? 1u : 0u);
-  if (two_cpus) {
-    EXPECT_FALSE(watched_complete(*seen[0])) << "the group read through the sibling";
-    EXPECT_EQ(seen[0], a.value()) << "a valid check returns the index the callback saw";
-  }
-
-  // An in-place edit of the group's distribution (same size, mtime
-  // restored): the callback still sees the group as the file holds it, but
-  // the sibling's check fails and the answer is read again, with the edit
-  // (open_index() shows the callback its own stale read too).
-  rewrite_in_place(ep_file(site2, "shadow-2.0"), "[g]\nwho = site2:shadoW\n");
-  seen.clear();
-  auto b = catalog_get(*later_catalog(options, "g", first), &r, while_validating);
-  ASSERT_TRUE(b) << b.error().message;
-  EXPECT_NE(r.status, CacheStatus::hit) << r.reason;
-  EXPECT_EQ((*b)->find("g", "who")->value, "site2:shadoW");
-  ASSERT_EQ(seen.size(), two_cpus ? 2u : 0u);
-  for (const auto& stale : seen) {
-    EXPECT_NE(stale, b.value());
-    EXPECT_EQ(stale->find("g", "who")->value, "site2:shadow") << "a stale answer, dropped";
-  }
-  if (two_cpus) {
-    EXPECT_FALSE(watched_complete(*seen[0])) << "first, the group read through the sibling";
-  }
 }
 
 }  // namespace

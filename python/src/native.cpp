@@ -304,9 +304,8 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
   };
   const bool make_objects = objects && classes_bound();
   const std::string_view cwd_bytes(cwd);
-  // On a cache hit under `full` (a group asked later in the process too:
-  // read through the first Catalog's file), the objects are made while the
-  // stat calls run on the other CPU (cache_overlap.hpp), not after them:
+  // On a cache hit under `full`, the objects are made while the stat calls
+  // run on the other CPU (cache_overlap.hpp), not after them:
   // they are kept only if the check passes and that index is the answer.
   py::object made;
   std::shared_ptr<const Index> made_for;

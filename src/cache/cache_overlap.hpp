@@ -53,9 +53,7 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
 /// Catalog's groups are read from that same file version without its
 /// watched section (0.45 ms at 6,000 distributions: BENCHMARKS.md, "Every
 /// entry-point lookup"), and their freshness is the sibling index's `full`
-/// check, run on every get().  That first read (and catalog_get()'s
-/// `while_validating`, given the group's index) runs while the check stats
-/// on the other CPU.
+/// check, run on every get().
 std::shared_ptr<Catalog> make_catalog(CacheOptions options, std::shared_ptr<Catalog> sibling);
 
 /// True when `catalog` was made with a sibling.
@@ -70,8 +68,8 @@ Result<std::shared_ptr<const Index>> read_groups_of(const CacheOptions& options,
 }  // namespace detail
 
 /// catalog.get(report), calling `while_validating` (if set) as described
-/// above, only when the index is read from the cache file (its own, or its
-/// sibling's file version) with a `full` check running on the other CPU.
+/// above, only when the index is read from the cache file with its `full`
+/// check running on the other CPU.
 Result<std::shared_ptr<const Index>> catalog_get(Catalog& catalog, CacheReport* report,
                                                  const WhileValidating& while_validating);
 

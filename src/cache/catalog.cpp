@@ -6,8 +6,7 @@
 // that finds another already replaced it returns that one.  An answer that
 // holds an I/O error (not_cacheable()) is served but not kept, as it is not
 // cached on disk either.  A Catalog made with a sibling (make_catalog())
-// reads its groups through the sibling's checked file version while it can,
-// while the sibling's `full` check stats on the other CPU.
+// reads its groups through the sibling's checked file version while it can.
 #include <mutex>    // the current index
 #include <string>   // the current directory
 #include <utility>  // std::move
@@ -52,14 +51,8 @@ bool has_sibling(const Catalog& catalog) { return CatalogAccess::of(catalog).sib
 namespace {
 
 /// The Catalog's groups read through its sibling (see make_catalog()), or
-/// nullptr when that cannot be done now.  The sibling index's `full` check
-/// starts on the other CPU first: the group read and `while_validating`
-/// (called with the group's index, see cache_overlap.hpp) run meanwhile,
-/// as on a cache hit of open_index(), instead of after the stats.  What it
-/// buys: BENCHMARKS.md, "Every entry-point lookup", dynamo discovery (20.6-
-/// 20.9x with it, 19.3-20.4x without, against a 20x target).
-std::shared_ptr<const Index> through_sibling(Catalog& catalog, const std::string& cwd, CacheReport* report,
-                                             const WhileValidating& while_validating) {
+/// nullptr when that cannot be done now.
+std::shared_ptr<const Index> through_sibling(Catalog& catalog, const std::string& cwd, CacheReport* report) {
   auto& st = CatalogAccess::of(catalog);
   if (!st.sibling || st.options.groups.empty() || st.options.validation != Validation::full || !st.options.use_cache) {
     return nullptr;
@@ -78,21 +71,11 @@ std::shared_ptr<const Index> through_sibling(Catalog& catalog, const std::string
   // Only an index read from the cache file, with its watched files, and
   // still valid now: the same file version then holds this Catalog's groups
   // as of the same stamps.
-  if (!voucher || how.status != CacheStatus::hit || !file.known() || !watched_complete(*voucher)) {
+  if (!voucher || how.status != CacheStatus::hit || !file.known() || !watched_complete(*voucher) ||
+      !still_valid(*voucher, Validation::full, nullptr)) {
     return nullptr;
   }
-  detail::EarlyFullCheck early;  // the names it stats are the voucher's, held above
-  if (watched_digest(*voucher) != nullptr) {
-    early.start(watched_names(*voucher), voucher->search_paths(), scanned_at_ns(*voucher));
-  }
   auto part = detail::read_groups_of(st.options, file);
-  if (part && while_validating && early.running()) {
-    // Whatever it makes is dropped by the caller unless this index is the
-    // answer (it compares the pointers); `early` is joined or abandoned by
-    // still_valid() or its destructor, whatever happens here.
-    while_validating(part.value());
-  }
-  if (!detail::still_valid(*voucher, Validation::full, nullptr, &early)) return nullptr;
   if (!part) return nullptr;  // replaced or unreadable: open_index() decides
   how.reason.clear();
   std::lock_guard<std::mutex> lock(st.mutex);
@@ -145,7 +128,7 @@ Result<std::shared_ptr<const Index>> catalog_get(Catalog& catalog, CacheReport* 
     }
   }
   if (!current) {
-    if (auto got = through_sibling(catalog, now_cwd, report, while_validating)) return got;
+    if (auto got = through_sibling(catalog, now_cwd, report)) return got;
   }
   std::lock_guard<std::mutex> lock(st.mutex);
   if (st.current != current && st.current) {
