@@ -78,16 +78,18 @@ def run_gbench(args, names, tmp, repetitions, min_time):
         r = res.setdefault(key, {"real_time": [], "cpu_time": []})
         r["real_time"].append(b["real_ns"])
         r["cpu_time"].append(b["cpu_ns"])
-    if any(n not in res for n in names):
-        raise BenchError(f"epload_bench reported nothing for {', '.join(n for n in names if n not in res)} "
+    missing = [n for n in names if n not in res]
+    if missing:
+        raise BenchError(f"epload_bench reported nothing for {', '.join(missing)} "
                          "(a benchmark failed or was renamed?)")
     return res
 
 
 def process_ratio(args, tmp):
     """epload (warm cache, full) CPU ÷ importlib's marginal CPU, interleaved."""
-    env = dict(clean_env(tmp), **{k: v for k, v in os.environ.items()
-                                  if k == "EPLOAD_TEST_SLOWDOWN"})  # the test-only slowdown
+    env = clean_env(tmp)
+    if "EPLOAD_TEST_SLOWDOWN" in os.environ:  # the test-only slowdown
+        env["EPLOAD_TEST_SLOWDOWN"] = os.environ["EPLOAD_TEST_SLOWDOWN"]
     manifest = kept_env("bench_gate", args.python, os.path.join(tmp, "process-env"),
                         PROCESS_BACKENDS, PROCESS_NOISE, args.group)
     s = Setup(args, manifest["search_path"], os.path.join(tmp, "process-work"), env, None)

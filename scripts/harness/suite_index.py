@@ -201,10 +201,13 @@ def commands_table(result):
     """Every command's times, system calls and hyperfine median."""
     m, cfg = result["main"], result["config"]
     hf = m.get("hyperfine")
-    rows = [[COMMANDS[n]] + times(m["stats"][n]) + syscall_cells(
-        m.get("strace", {}).get(n), None if hf is None else hf.get(n, {})) if n in m["stats"]
-        else ["stevedore (cached)", "not installed"] + [""] * (6 + bool(hf))
-        for n in COMMANDS if n in m["stats"] or n == "stevedore"]
+    rows = []
+    for n in COMMANDS:
+        if n in m["stats"]:
+            rows.append([COMMANDS[n]] + times(m["stats"][n]) + syscall_cells(
+                m.get("strace", {}).get(n), None if hf is None else hf.get(n, {})))
+        elif n == "stevedore":
+            rows.append(["stevedore (cached)", "not installed"] + [""] * (6 + bool(hf)))
     return [f"### Entry-point lookup, {cfg['distributions']:,} distributions "
             f"({cfg['backends']:,} with `{cfg['group']}`), {cfg['rounds']} interleaved rounds\n",
             f"{cfg['machine']['cpus']} CPUs; {load_average(cfg)}.\n"] + table(
