@@ -25,9 +25,10 @@ jobs=${EPLOAD_JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 # Build and test dependencies, then the tools the benchmarks and the
 # comparison use (hyperfine, strace, stevedore as a peer, matplotlib for plots).
-# ca-certificates: the downloads below and pip's reach https servers; a bare
+# ca-certificates: the downloads below and pip's reach https servers; git:
+# the release wheels are built from the committed tree (git archive); a bare
 # root (debootstrap --variant=minbase, a debian:* container) has none of these.
-packages=(ca-certificates cmake make g++ pkg-config libsimdjson-dev libmimalloc-dev libbenchmark-dev
+packages=(ca-certificates git cmake make g++ pkg-config libsimdjson-dev libmimalloc-dev libbenchmark-dev
           libgtest-dev pybind11-dev python3-dev python3-venv python3-pytest hyperfine strace
           python3-stevedore python3-matplotlib)
 "$here/scripts/apt_install.sh" setup "${packages[@]}"

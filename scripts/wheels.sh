@@ -68,6 +68,7 @@ else
 fi
 say "building for: ${pythons[*]}"
 [ -d "$here/.git" ] || [ -f "$here/.git" ] || die "$here is not a git checkout (the sdist is made from the committed tree)"
+command -v git >/dev/null || die "git is not installed (apt-get install git; scripts/setup.sh installs it): the sdist is git archive of HEAD"
 
 # ---- the tools venv: Zig, auditwheel, build (pinned by hash) ---------------
 start=$(date +%s)

@@ -43,10 +43,12 @@ def parse_args(argv):
 
 
 def write_scripts(work):
-    """One script a variant (its directory, not '', is sys.path[0])."""
+    """One script a variant (its directory, not '', is sys.path[0]).  The
+    names hold a dash: no script can shadow a module (importlib.py would be
+    imported as `importlib` by Python 3.13)."""
     scripts = {}
     for name, lookup in LOOKUPS.items():
-        scripts[name] = os.path.join(work, name.replace(" ", "-") + ".py")
+        scripts[name] = os.path.join(work, "variant-" + name.replace(" ", "-") + ".py")
         with open(scripts[name], "w") as f:
             f.write(IMPORTS + ("import json; print(json.dumps(sorted([e.name, e.value] "
                                f"for e in {lookup})))" if lookup else ""))
@@ -55,7 +57,7 @@ def write_scripts(work):
 
 def ship_index(args, base, work, env_dir, tmp):
     """`epload index build` for the processes' own sys.path: the index file."""
-    path_script = os.path.join(work, "path.py")
+    path_script = os.path.join(work, "sys-path.py")
     with open(path_script, "w") as f:
         f.write("import json, sys; print(json.dumps(sys.path))\n")
     paths = json.loads(capture([args.python, path_script], base).stdout)
