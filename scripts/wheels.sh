@@ -149,6 +149,20 @@ for py in "${pythons[@]}"; do
   fi
   say "$tag: building with $py"
   t0=$(date +%s)
+  # Debian's own interpreters keep pyconfig.h under the multiarch include
+  # directory (/usr/include/x86_64-linux-gnu/python3.X), which Zig, bringing
+  # its own libc headers, does not search; /usr/include itself must stay out
+  # (its glibc headers are newer than the target's).  A directory holding
+  # only that one link gives the compiler the file.
+  flags=()
+  multiarch_inc=$("$py" -c 'import sysconfig as s, sys; print("/usr/include/%s/python%d.%d" % ((s.get_config_var("MULTIARCH") or "",) + sys.version_info[:2]))')
+  if [ -d "$multiarch_inc" ]; then
+    shim=$work/pyconfig-$tag
+    rm -rf "$shim" && mkdir -p "$shim/$(basename "$(dirname "$multiarch_inc")")"
+    ln -s "$multiarch_inc" "$shim/$(basename "$(dirname "$multiarch_inc")")/$(basename "$multiarch_inc")"
+    flags=(--config-settings=cmake.define.CMAKE_C_FLAGS="-isystem $shim"
+           --config-settings=cmake.define.CMAKE_CXX_FLAGS="-isystem $shim")
+  fi
   PATH=$venv/bin:$PATH pip_q "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$work/raw/$tag" \
     --config-settings=build-dir="$work/cmake-$tag" \
     --config-settings=cmake.define.CMAKE_C_COMPILER="$work/bin/zig-cc" \
@@ -156,7 +170,7 @@ for py in "${pythons[@]}"; do
     --config-settings=cmake.define.CMAKE_EXE_LINKER_FLAGS="$link_flags" \
     --config-settings=cmake.define.CMAKE_MODULE_LINKER_FLAGS="$link_flags" \
     --config-settings=cmake.define.EPLOAD_BUNDLED_DEPS=ON \
-    --config-settings=cmake.define.EPLOAD_DEPS_DIR="$work/deps" \
+    --config-settings=cmake.define.EPLOAD_DEPS_DIR="$work/deps" "${flags[@]}" \
     "$src" || die "$tag: the build failed (its output is above)"
   raw=$(ls "$work/raw/$tag"/epload-*.whl)
   # Retag (nothing to graft: auditwheel fails if the wheel needs a library
