@@ -155,11 +155,11 @@ for py in "${pythons[@]}"; do
   # (its glibc headers are newer than the target's).  A directory holding
   # only that one link gives the compiler the file.
   flags=()
-  multiarch_inc=$("$py" -c 'import sysconfig as s, sys; print("/usr/include/%s/python%d.%d" % ((s.get_config_var("MULTIARCH") or "",) + sys.version_info[:2]))')
-  if [ -d "$multiarch_inc" ]; then
+  read -r multiarch include_py < <("$py" -c 'import sysconfig as s; print(s.get_config_var("MULTIARCH") or "-", s.get_config_var("INCLUDEPY"))')
+  if grep -q "<$multiarch/python$v/pyconfig.h>" "$include_py/pyconfig.h" 2>/dev/null; then
     shim=$work/pyconfig-$tag
-    rm -rf "$shim" && mkdir -p "$shim/$(basename "$(dirname "$multiarch_inc")")"
-    ln -s "$multiarch_inc" "$shim/$(basename "$(dirname "$multiarch_inc")")/$(basename "$multiarch_inc")"
+    rm -rf "$shim" && mkdir -p "$shim/$multiarch"
+    ln -s "/usr/include/$multiarch/python$v" "$shim/$multiarch/python$v"
     flags=(--config-settings=cmake.define.CMAKE_C_FLAGS="-isystem $shim"
            --config-settings=cmake.define.CMAKE_CXX_FLAGS="-isystem $shim")
   fi
