@@ -45,7 +45,7 @@ def parse_args(argv):
 def write_scripts(work):
     """One script a variant (its directory, not '', is sys.path[0]).  The
     names hold a dash: no script can shadow a module (importlib.py would be
-    imported as `importlib` by Python 3.13)."""
+    imported as `importlib` by Python 3.12 and later)."""
     scripts = {}
     for name, lookup in LOOKUPS.items():
         scripts[name] = os.path.join(work, "variant-" + name.replace(" ", "-") + ".py")
