@@ -16,33 +16,25 @@
 //   BM_RefreshRemoveDist one distribution removed (installed again untimed)
 //   BM_RefreshEditDist  one entry_points.txt rewritten
 //
-// and, with nothing changed, the part of a refresh no recompute can avoid
-// while the file is rewritten whole:
-//
-//   BM_RefreshFloorRead  the cache file read whole (read_index())
-//   BM_RefreshFloorReadWrite  read whole, then serialized and written
-//                       atomically (store_index()), as a refresh stores
-//
-// so floor = (hit + read + write) / hit = 1 + ReadWrite / Hit; and the floor
-// of any refresh, whatever the file's layout:
+// and, with nothing changed, the floor of any refresh of this file, however
+// it recomputes:
 //
 //   BM_RefreshFloorAny  the hit (its check, which a refresh makes too), then
 //                       the changed search path listed again (readdir, as a
 //                       refresh must to find what was installed or removed),
 //                       then the file's own bytes, already in memory, written
-//                       atomically (a temporary file, then rename()), as any
-//                       refresh must replace the file; no parse, no
+//                       atomically (a temporary file, then rename()), as a
+//                       refresh replaces the file; no parse, no
 //                       serialization, no recompute
 //
 // so no refresh can cost less than FloorAny / Hit.
 // BENCHMARKS.md records the ratios to BM_RefreshHit at 6,000 distributions.
-#include <dirent.h>    // opendir
-#include <fcntl.h>     // open
-#include <sys/stat.h>  // mkdir
-#include <unistd.h>    // unlink
+#include <dirent.h>  // opendir
+#include <fcntl.h>   // open
+#include <unistd.h>  // write, close
 
 #include <chrono>
-#include <cstdio>  // remove
+#include <cstdio>  // fopen, rename
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -57,7 +49,6 @@ using epload::bench::fail;
 using epload::bench::GeneratedEnv;
 
 enum class Change { none, new_file, add_dist, remove_dist, edit_dist };
-enum class Floor { read, read_write, any };
 
 void write(const std::string& path, const std::string& text) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
@@ -190,7 +181,12 @@ bool write_atomically(const std::string& file, const std::string& bytes) {
 /// BM_RefreshFloorAny (see above): a hit, a listing, a write of the file's
 /// bytes; the file rewritten with its own bytes is the same answer, so every
 /// iteration's open is still a hit.
-void floor_any(benchmark::State& state, const epload::CacheOptions& o, const std::string& file) {
+void BM_RefreshFloorAny(benchmark::State& state) {
+  const auto* env = env_for(state);
+  if (env == nullptr) return;
+  const epload::CacheOptions o = refresh_options(*env);
+  if (!settle(o)) return fail(state, "the cache never hit");
+  const std::string file = epload::cache_file_path(o);
   std::string bytes;
   if (!epload::bench::read_file(file, bytes)) return fail(state, "cannot read the cache file");
   const std::string& site = o.search_paths.back();
@@ -205,27 +201,6 @@ void floor_any(benchmark::State& state, const epload::CacheOptions& o, const std
   }
 }
 
-/// The floor's parts, timed on the settled cache file (see above).
-void floor_part(benchmark::State& state, Floor what) {
-  const auto* env = env_for(state);
-  if (env == nullptr) return;
-  const epload::CacheOptions o = refresh_options(*env);
-  if (!settle(o)) return fail(state, "the cache never hit");
-  const std::string file = epload::cache_file_path(o);
-  if (what == Floor::any) return floor_any(state, o, file);
-  for (auto _ : state) {
-    pause(state);
-    auto index = epload::read_index(file);
-    if (!index) return fail(state, "cannot read the cache file: " + index.error().message);
-    if (what == Floor::read_write) {
-      if (auto r = epload::store_index(*index, o); !r) return fail(state, "cannot store: " + r.error().message);
-    }
-    benchmark::DoNotOptimize(index->distributions().size());
-  }
-  // The rewritten file must still be the same answer: a hit.
-  if (what == Floor::read_write && !settle(o)) return fail(state, "no hit after the rewrite");
-}
-
 /// 6,000 distributions (EPLOAD_BENCH_SIZES overrides; 100 under smoke).
 void refresh_sizes(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMicrosecond)->UseRealTime()->MeasureProcessCPUTime()->Iterations(20);
@@ -238,16 +213,11 @@ void BM_RefreshNewFile(benchmark::State& state) { refresh(state, Change::new_fil
 void BM_RefreshAddDist(benchmark::State& state) { refresh(state, Change::add_dist); }
 void BM_RefreshRemoveDist(benchmark::State& state) { refresh(state, Change::remove_dist); }
 void BM_RefreshEditDist(benchmark::State& state) { refresh(state, Change::edit_dist); }
-void BM_RefreshFloorRead(benchmark::State& state) { floor_part(state, Floor::read); }
-void BM_RefreshFloorReadWrite(benchmark::State& state) { floor_part(state, Floor::read_write); }
-void BM_RefreshFloorAny(benchmark::State& state) { floor_part(state, Floor::any); }
 BENCHMARK(BM_RefreshHit)->Apply(refresh_sizes);
 BENCHMARK(BM_RefreshNewFile)->Apply(refresh_sizes);
 BENCHMARK(BM_RefreshAddDist)->Apply(refresh_sizes);
 BENCHMARK(BM_RefreshRemoveDist)->Apply(refresh_sizes);
 BENCHMARK(BM_RefreshEditDist)->Apply(refresh_sizes);
-BENCHMARK(BM_RefreshFloorRead)->Apply(refresh_sizes);
-BENCHMARK(BM_RefreshFloorReadWrite)->Apply(refresh_sizes);
 BENCHMARK(BM_RefreshFloorAny)->Apply(refresh_sizes);
 
 }  // namespace
