@@ -185,11 +185,17 @@ def importlib_rows(paths):
     # As conftest.ORACLE: 3.11's order on every interpreter (the CLI's).
     flat = itertools.chain.from_iterable(dict.values(eps)) if isinstance(eps, dict) else eps
     for ep in sorted(flat, key=lambda ep: ep.group):
+        # Exactly what the CLI reports: METADATA's Name and Version, "" for
+        # either when importlib raises reading them (undecodable METADATA).
         try:
-            name = ep.dist.name  # exactly: the CLI reports METADATA's Name
+            name = ep.dist.name
         except Exception:  # noqa: BLE001
             name = None
-        rows.append([ep.group, ep.name, ep.value, name or '', ep.dist.version or ''])
+        try:
+            version = ep.dist.version
+        except Exception:  # noqa: BLE001
+            version = None
+        rows.append([ep.group, ep.name, ep.value, name or '', version or ''])
     return rows
 
 
