@@ -144,9 +144,17 @@ class Size(Variants):
                      for v, (_, _, b) in VARIANTS.items()}
         # A training script's outputs or an editor's save change the
         # directory; that entry is listed again, the index must still hit.
+        # Every variant has a script's directory first on sys.path, as a
+        # script has (each of torch's imports looks there first): the others
+        # one that never changes, so that DIRTY differs from them, the floor
+        # included, only in that its directory changed.
         self.script_dir, self.outputs = os.path.join(work, "script-dir"), 0
-        os.makedirs(self.script_dir)
-        self.code[DIRTY] = f"sys.path.insert(0, {self.script_dir!r}); " + self.code[DIRTY]
+        quiet_dir = os.path.join(work, "script-dir-quiet")
+        for d in (self.script_dir, quiet_dir):
+            os.makedirs(d)
+        for v in self.code:
+            first = self.script_dir if v == DIRTY else quiet_dir
+            self.code[v] = f"sys.path.insert(0, {first!r}); " + self.code[v]
         self.envs = {v: dict(self.base, **VARIANTS[v][1]) for v in self.variants}
         if args.break_variant:
             more, body = BREAK[args.break_variant]
