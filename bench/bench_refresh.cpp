@@ -6,7 +6,7 @@
 // `full` validation, as `epload.entry_points(group=...)` asks.  Each case
 // makes one change before each iteration (untimed, then a pause of 10 ms so
 // that the change is older than the refresh's clock tick: its own stamps are
-// then not racy; the plain hit and the floors pause as long, see pause())
+// then not racy; the plain hit and the floor pause as long, see pause())
 // and times open_index(), which must report a refresh:
 //
 //   BM_RefreshHit       nothing changed: the plain hit (the denominator)
@@ -67,7 +67,7 @@ void install_extra(const GeneratedEnv& env) {
 void remove_extra(const GeneratedEnv& env) { std::filesystem::remove_all(env.site + "/zz_refresh_extra-1.0.dist-info"); }
 
 /// The untimed 10 ms before every timed iteration of every case, the plain
-/// hit's and the floors' too: after the pause the caches are as cold as a
+/// hit's and the floor's too: after the pause the caches are as cold as a
 /// starting process finds them (a hit timed back to back costs ~40% less),
 /// and a ratio must not give its two sides different caches.
 void pause(benchmark::State& state) {
