@@ -187,16 +187,17 @@ def importlib_rows(paths):
     for ep in sorted(flat, key=lambda ep: ep.group):
         # Exactly what the CLI reports: METADATA's Name and Version, "" for
         # either when importlib raises reading them (undecodable METADATA).
-        try:
-            name = ep.dist.name
-        except Exception:  # noqa: BLE001
-            name = None
-        try:
-            version = ep.dist.version
-        except Exception:  # noqa: BLE001
-            version = None
-        rows.append([ep.group, ep.name, ep.value, name or '', version or ''])
+        rows.append([ep.group, ep.name, ep.value, or_empty(lambda: ep.dist.name),
+                     or_empty(lambda: ep.dist.version)])
     return rows
+
+
+def or_empty(read):
+    """read(), or '' where it is None or raises."""
+    try:
+        return read() or ''
+    except Exception:  # noqa: BLE001 - importlib raising is an answer
+        return ''
 
 
 @pytest.mark.parametrize('seed', range(max(1, SEQUENCES // 2)))
