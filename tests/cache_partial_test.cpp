@@ -283,13 +283,13 @@ TEST(CachePartial, MalformedGroupRowsAreRejectedByEveryRead) {
     std::string from, to, says;
   };
   const Edit edits[] = {
-      {"[[0,\"n\"", "[[5,\"n\"", "group distribution number 5 is out of range"},
-      {",0]],\"entry", "]],\"entry", "group distribution has 4 fields, not 5"},
-      {",0]],\"entry", ",0,0]],\"entry", "group distribution has more than 5 fields"},
-      {",0]],\"entry", ",9]],\"entry", "distribution search path 9 is out of range"},
-      {"[[0,\"e\"", "[[1,\"e\"", "entry point distribution 1 is out of range"},
+      {"[\t[0,\"n\"", "[\t[5,\"n\"", "group distribution number 5 is out of range"},
+      {",0]\t],\"entry", "]\t],\"entry", "group distribution has 4 fields, not 5"},
+      {",0]\t],\"entry", ",0,0]\t],\"entry", "group distribution has more than 5 fields"},
+      {",0]\t],\"entry", ",9]\t],\"entry", "distribution search path 9 is out of range"},
+      {"[\t[0,\"e\"", "[\t[1,\"e\"", "entry point distribution 1 is out of range"},
       {"\"e\",\"v\"]", "\"e\"]", "entry point has 2 fields, not 3"},
-      {"[[0,\"e\"", "[[0,7", "entry point name"},
+      {"[\t[0,\"e\"", "[\t[0,7", "entry point name"},
   };
   const detail::ReadExpectations reads[] = {detail::ReadExpectations{},  // complete
                                             groups_only({"g"}),          // one group: direct
@@ -461,7 +461,7 @@ TEST(CachePartial, VersionOneFileIsRejected) {
   for (const auto& expect : {detail::ReadExpectations{}, groups_only({"g"})}) {
     auto r = parse_bytes_with(v1, expect);
     ASSERT_FALSE(r);
-    EXPECT_NE(r.error().message.find("format version 1, this build reads 4"), std::string::npos)
+    EXPECT_NE(r.error().message.find("format version 1, this build reads 5"), std::string::npos)
         << r.error().message;
   }
 }

@@ -205,10 +205,10 @@ class BodyWriter {
     begin(std::move(name), count);
     m_w.raw("[");
     for (std::size_t i = 0; i < count; ++i) {
-      if (i != 0) m_w.raw(",");
+      m_w.raw(i == 0 ? "\t" : ",\t");
       item(i);
     }
-    m_w.raw("]");
+    m_w.raw("\t]");
     end();
   }
   /// `rows` (each with a search path and a name) as a JSON array of runs,
@@ -221,10 +221,10 @@ class BodyWriter {
         m_w.raw(k == 0 ? "[" : "],[");
         m_w.number(rows[k].search_path);
       }
-      m_w.raw(",");
+      m_w.raw(",\t");
       m_w.bytes(rows[k].rel_path);
     }
-    m_w.raw(rows.empty() ? "]" : "]]");
+    m_w.raw(rows.empty() ? "\t]" : "]\t]");
   }
   std::string_view dist_fields(std::size_t gi) const {
     return std::string_view(m_dist_pool).substr(m_dist_at[gi], m_dist_at[gi + 1] - m_dist_at[gi]);
@@ -273,17 +273,17 @@ void BodyWriter::group(std::string_view group) {
   begin("group:" + std::string(group), eps.size());
   m_w.raw("{\"dists\":[");
   for (std::size_t i = 0; i < m_local.size(); ++i) {
-    m_w.raw(i == 0 ? "[" : ",[");
+    m_w.raw(i == 0 ? "\t[" : ",\t[");
     m_w.number(m_local[i]);
     m_w.raw(",");
     m_w.raw(dist_fields(m_local[i]));
     m_w.raw("]");
   }
-  m_w.raw("],\"entry_points\":[");
+  m_w.raw("\t],\"entry_points\":[");
   bool first = true;
   for (const EntryPoint& ep : eps) {
     const auto gi = static_cast<std::uint32_t>(ep.dist - m_dists.data());
-    m_w.raw(first ? "[" : ",[");
+    m_w.raw(first ? "\t[" : ",\t[");
     first = false;
     m_w.number(static_cast<std::size_t>(std::lower_bound(m_local.begin(), m_local.end(), gi) - m_local.begin()));
     m_w.raw(",");
@@ -292,7 +292,7 @@ void BodyWriter::group(std::string_view group) {
     m_w.bytes(ep.value);
     m_w.raw("]");
   }
-  m_w.raw("]}");
+  m_w.raw("\t]}");
   end();
 }
 
