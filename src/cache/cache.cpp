@@ -561,7 +561,8 @@ Result<Index> Reader::run() {
       // (reported by other_version)
     } else if (parse_doc(line1.data(), line1.size(), m_bytes.head_capacity(), [&](od::document& d) { return head(d); }) &&
                check_layout()) {
-      if (m_partial) load_partial();
+      if (m_expect.raw != nullptr) give_raw();
+      else if (m_partial) load_partial();
       else load_complete();
     }
   }
@@ -571,6 +572,28 @@ Result<Index> Reader::run() {
   Index index = m_builder.build();
   m_built = true;
   return index;
+}
+
+void Reader::give_raw() {
+  RawFile& raw = *m_expect.raw;
+  raw.owner = m_bytes.take_whole();
+  raw.bytes = std::string_view(static_cast<const char*>(raw.owner.get()), static_cast<std::size_t>(m_bytes.size()));
+  raw.sections.clear();
+  for (const Section& s : m_sections) {
+    RawSection r{std::string(s.name), std::string(s.group), s.offset, s.length, 0, s.count};
+    if (!parse_hex16(s.hash, r.hash)) {
+      fail("section \"" + r.name + "\" has a malformed hash");
+      return;
+    }
+    raw.sections.push_back(std::move(r));
+  }
+  raw.has_error = m_has_error;
+  raw.error_dist = m_error_dist;
+  raw.error_path = m_error_path;
+  raw.error_name = m_error_name;
+  raw.error_version = m_error_version;
+  raw.error_dir = m_error_dir;
+  raw.error_message = m_error_message;
 }
 
 Error Reader::problem() const { return Error{Errc::cache, "cache file " + std::string(m_file) + ": " + m_problem.text}; }

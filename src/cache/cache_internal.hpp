@@ -113,6 +113,27 @@ struct WatchedSeen;
 /// (SIMDJSON_PADDING; cache_reader.hpp checks that they agree).
 inline constexpr std::size_t k_json_padding = 64;
 
+/// A section of an index file as its head records it (RawFile).
+struct RawSection {
+  std::string name;   ///< "group:G", "dists", ...
+  std::string group;  ///< G, for a group section; else empty
+  std::uint64_t offset = 0, length = 0, hash = 0, count = 0;
+};
+
+/// An index file whole, with its head parsed: what a refresh that splices
+/// the file needs (cache_splice.cpp).
+struct RawFile {
+  std::string_view bytes;             ///< the whole file
+  std::shared_ptr<const void> owner;  ///< keeps `bytes` alive
+  std::vector<RawSection> sections;   ///< in file order
+  /// The head's first_error, when it has one: the distribution's number, its
+  /// fields as stored, and the message.
+  bool has_error = false;
+  std::uint64_t error_dist = 0;
+  std::uint32_t error_path = 0;
+  std::string error_name, error_version, error_dir, error_message;
+};
+
 struct ReadExpectations {
   /// When set: the file must carry exactly this key (interpreter, cwd and the
   /// search-path list) and must not be relocatable.
@@ -138,6 +159,10 @@ struct ReadExpectations {
   /// Read through a private read-only mapping of the file (see
   /// memory.hpp) instead of copies in fresh memory.
   bool map_file = false;
+  /// When set (and `groups` empty): the whole file is read and only its
+  /// head parsed, into this; the Index returned carries the head's search
+  /// paths, their stamps and listed counts, and the scan's time.
+  RawFile* raw = nullptr;
 };
 
 /// Reads and parses the open file `fd` (the caller checked its safety;
@@ -206,10 +231,12 @@ class EarlyFullCheck {
 struct WatchedSeen {
   /// Every watched file holds.
   bool hold = false;
-  /// Else, when the check stat'ed every file by name (against the digest):
-  /// per watched file, in the index's order, stamp_token() of its fresh
-  /// stamp (watch_digest.hpp); empty when not known.
-  std::vector<std::uint64_t> tokens;
+  /// When the check stat'ed every file by name (against the digest): per
+  /// watched file, in the index's order, its fresh stamp; empty when not
+  /// known.
+  std::vector<FileStamp> stamps;
+  /// With `stamps`: their digest, each at its place in the index's order.
+  WatchedDigest digest;
 };
 
 /// still_valid() (cache.hpp), joining `early` when it was started on this

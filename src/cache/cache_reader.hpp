@@ -167,6 +167,8 @@ class Reader {
   bool watch_digest(od::document& doc, std::size_t count, bool add);
   bool watch_run(od::value v, std::size_t& n, std::size_t count, bool add);
   bool load_complete();
+  /// ReadExpectations::raw: the whole file and its head, handed over.
+  void give_raw();
   bool load_partial();
   bool names_first(std::size_t names_total, std::vector<const Section*>& needed);
   bool load_groups(const std::vector<const Section*>& needed, std::vector<GroupData>& groups);

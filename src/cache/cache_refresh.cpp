@@ -9,7 +9,7 @@
 //   - a surviving distribution found at the same place in the old index is
 //     reused when its watched files still have their stamps: known from the
 //     `full` check that found the file stale (it checks the files even when
-//     a search path changed, and records each file's stamp token, see
+//     a search path changed, and records each file's fresh stamp, see
 //     still_valid()), so no file is stat'ed twice; else (`paths` validation)
 //     stat'ed one by one, on two threads, as the scan reads, only those
 //     under a changed search path, the others trusted as `paths` trusts
@@ -71,14 +71,12 @@ Result<Refreshed> refresh_index(int fd, const std::string& path, const CacheKey&
   reuse.trust_unchanged_paths = options.validation == Validation::paths;
   const bool full = options.validation == Validation::full;
   reuse.watched_hold = seen.hold && full;
-  // The check's tokens say which watched files changed: positions in the
+  // The check's stamps say which watched files changed: positions in the
   // list this read found (the same list, the file is the same).
   const auto watched = watched_files(prev);
-  if (full && !seen.hold && seen.tokens.size() == watched.size()) {
+  if (full && !seen.hold && seen.stamps.size() == watched.size()) {
     reuse.file_holds.resize(watched.size());
-    for (std::size_t k = 0; k < watched.size(); ++k) {
-      reuse.file_holds[k] = stamp_token(k, watched[k].stamp) == seen.tokens[k];
-    }
+    for (std::size_t k = 0; k < watched.size(); ++k) reuse.file_holds[k] = watched[k].stamp == seen.stamps[k];
   }
   const auto paths = prev.search_paths();
   const auto stamps = search_path_stamps(prev);

@@ -22,7 +22,7 @@ struct Refreshed {
 /// Recomputes the answer of the stale cache file open on `fd` (`path`,
 /// carrying `key`), reusing what did not change: see cache_refresh.cpp.
 /// `seen`: what the `full` check that found the file stale saw of its
-/// watched files (all hold, or each one's fresh stamp token), so that none is
+/// watched files (all hold, or each one's fresh stamp), so that none is
 /// stat'ed again.  An error (the file cannot be read whole, or the scan
 /// fails) means "scan".
 Result<Refreshed> refresh_index(int fd, const std::string& path, const CacheKey& key, const CacheOptions& options,

@@ -201,6 +201,11 @@ bool FileBytes::read_head(bool partial) {
   return true;
 }
 
+std::shared_ptr<const void> FileBytes::take_whole() {
+  if (m_map_owner) return m_map_owner;
+  return std::shared_ptr<const void>(m_head.data.release(), [](const void* p) { free_big(static_cast<char*>(const_cast<void*>(p))); });
+}
+
 void FileBytes::map_whole() {
   static const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   const std::size_t length = (static_cast<std::size_t>(m_size) + page - 1) / page * page;

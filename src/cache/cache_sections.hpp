@@ -103,6 +103,10 @@ class FileBytes {
   /// to hand over (not read, or the mapping, which mapping() keeps whole).
   BigBuffer take_buffer_of(const Section& s);
 
+  /// After read_head(false): the whole file, handed over (the mapping, or
+  /// the buffer read), alive as long as the pointer.
+  std::shared_ptr<const void> take_whole();
+
   /// Line 1, its '\n' included (or all that was read when it has none).
   std::string_view head() const { return {m_head.data.get(), m_head_len}; }
   /// How many bytes may be read from head().data() (the padding).

@@ -27,7 +27,7 @@
 // machines have two cores; see parallel.hpp)
 // take them in chunks from a shared counter; both stop at the first
 // mismatch either finds, except by digest, where they go on and record each
-// file's token (FullCheck::tokens) for the refresh that follows a mismatch:
+// file's stamp (FullCheck::stamps) for the refresh that follows a mismatch:
 // it then knows which files changed without a second stat.  Nothing is
 // allocated per file.  A cache read for
 // `full` validation has the helper created before the head is parsed
@@ -97,10 +97,10 @@ struct FullCheck {
   // while the cache reader is still parsing the names of an early check
   // (EarlyFullCheck::publish).  Released by the writer, acquired here.
   std::atomic<std::size_t> ready{k_none};
-  // By digest, when set: room for each file's stamp_token() (watch_digest.hpp),
-  // which a refresh compares with the stored stamps instead of a second stat.
-  // Allocated by the thread that sets the check up (no allocation here).
-  std::uint64_t* tokens = nullptr;
+  // By digest, when set: room for each file's fresh stamp, which a refresh
+  // compares with the stored ones instead of a second stat.  Allocated by
+  // the thread that sets the check up (no allocation here).
+  FileStamp* stamps = nullptr;
 
   /// Waits until files [0, end) are there or the check is stopped; false
   /// when stopped.
@@ -189,7 +189,7 @@ void FullCheck::run() {
         const WatchedDigest share = digest_share(i, now);
         digest.lo += share.lo;
         digest.hi += share.hi;
-        if (tokens != nullptr) tokens[i] = share.lo;  // == stamp_token(i, now)
+        if (stamps != nullptr) stamps[i] = now;
       }
       // By digest, an unchanged racy stamp is racy now; a changed one changes
       // the digest.
@@ -197,10 +197,10 @@ void FullCheck::run() {
         std::size_t seen = bad.load(std::memory_order_relaxed);
         while (i < seen && !bad.compare_exchange_weak(seen, i, std::memory_order_relaxed)) {
         }
-        // With tokens the check goes on: the refresh that follows wants
-        // every file's token, and a file changed since the scan (racy by
+        // With stamps the check goes on: the refresh that follows wants
+        // every file's stamp, and a file changed since the scan (racy by
         // its time) is no reason to stat the others twice.
-        if (tokens != nullptr) continue;
+        if (stamps != nullptr) continue;
         stop.store(true, std::memory_order_relaxed);
         break;
       }
@@ -254,7 +254,7 @@ bool FullCheck::wait_ready(std::size_t end) {
 
 struct EarlyFullCheck::State {
   FullCheck check;
-  std::vector<std::uint64_t> tokens;  // check.tokens points here
+  std::vector<FileStamp> stamps;  // check.stamps points here
   std::thread helper;
   // A prepared helper waits for `armed` (release: the check's names, paths
   // and clock are set) before it runs the check.
@@ -297,8 +297,8 @@ void EarlyFullCheck::start(std::span<const WatchedName> names, std::span<const s
   m->check.paths = paths;
   m->check.scanned_at = scanned_at;
   m->check.by_digest = true;
-  m->tokens.resize(names.size());
-  m->check.tokens = m->tokens.data();
+  m->stamps.resize(names.size());
+  m->check.stamps = m->stamps.data();
   m->check.ready.store(std::min(ready, names.size()), std::memory_order_relaxed);
   if (prepared) {
     m->armed.store(true, std::memory_order_release);
@@ -447,7 +447,7 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
 
   FullCheck local;
   FullCheck& check = started != nullptr ? *started : local;
-  std::vector<std::uint64_t> local_tokens;
+  std::vector<FileStamp> local_stamps;
   if (started == nullptr) {
     check.watched = watched_files(index);
     check.names = watched_names(index);
@@ -455,8 +455,8 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
     check.scanned_at = scanned_at_ns(index);
     check.by_digest = watched_digest(index) != nullptr;
     if (check.by_digest && seen != nullptr) {
-      local_tokens.resize(check.names.size());
-      check.tokens = local_tokens.data();
+      local_stamps.resize(check.names.size());
+      check.stamps = local_stamps.data();
     }
   }
   const std::size_t count = check.size();
@@ -477,10 +477,12 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
   const bool files_ok = check_answer(index, check, count, paths_ok ? why : nullptr);
   if (seen != nullptr) {
     seen->hold = files_ok;
-    // Every file stat'ed (a check with tokens does not stop at a racy
-    // one): their tokens tell the refresh which ones changed.
-    if (!files_ok && check.tokens != nullptr) {
-      seen->tokens = started != nullptr ? std::move(early->m->tokens) : std::move(local_tokens);
+    // Every file stat'ed (a check with stamps does not stop at a racy
+    // one): their stamps tell the refresh which ones changed, and what
+    // the new digest is made of.
+    if (check.stamps != nullptr) {
+      seen->stamps = started != nullptr ? std::move(early->m->stamps) : std::move(local_stamps);
+      seen->digest = WatchedDigest{check.digest_lo.load(), check.digest_hi.load()};
     }
   }
   return paths_ok && files_ok;

@@ -56,18 +56,6 @@ inline void digest_add(WatchedDigest& d, std::size_t i, const FileStamp& s) {
   d.hi += share.hi;
 }
 
-/// What a `full` check that found the digest changed remembers of each file
-/// (its stamp's share's low half), so that a refresh tells the changed files
-/// from the others without a second stat: equal shares mean equal stamps but
-/// for a ~2^-64 accident.
-inline std::uint64_t stamp_token(std::size_t i, const FileStamp& s) {
-  const std::uint64_t fields[] = {s.dev, s.ino, s.size, static_cast<std::uint64_t>(s.mtime_ns),
-                                  static_cast<std::uint64_t>(s.ctime_ns), s.mode};
-  std::uint64_t a = mix64(static_cast<std::uint64_t>(i) ^ 0x6a09e667f3bcc908ULL);
-  for (std::uint64_t f : fields) a = mix64(a ^ f);
-  return a;  // == digest_share(i, s).lo
-}
-
 /// Adds `other` (another thread's share) to `d`.
 inline void digest_merge(WatchedDigest& d, const WatchedDigest& other) {
   d.lo += other.lo;
