@@ -258,17 +258,102 @@ TEST_F(Invalidation, RefreshAfterAFullCheckStatsNoWatchedFileTwice) {
   EXPECT_EQ(values, "m7=m:g ");
 }
 
-TEST_F(Invalidation, RandomChangeSequencesAreRefreshedExactly) {
-  const std::string site3 = t / "site3";
-  test::make_dist(site3, "gamma", "0.5", "[torch.backends]\nxpu = gamma_old:init\n");
-  options.search_paths = {site1, site2, site3};
+TEST_F(Invalidation, AGroupQueryRefreshCopiesTheRowsThatDidNotChange) {
+  // What a process asks for (a group) is answered from a file whose changed
+  // rows alone were written: open_checked() compares the file with a scan's.
+  options.groups = {"g"};
   warm();
-  std::mt19937 rng(7);
-  const std::vector<std::string> sites = {site1, site2, site3};
-  int refreshed = 0;
+  const std::string copied = ", the rest of the file copied";
+  auto refresh_then_hit = [&](const std::string& want) {
+    test::next_tick();
+    CacheReport r = open_checked();
+    EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
+    EXPECT_EQ(counts(r), want);
+    r = open_checked();
+    EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+  };
+  // Installed in the second entry, in a group of its own and in "g".
+  test::make_dist(site2, "delta", "1.0", "[g]\ndelta = delta:main\n[delta.plugins]\nd = delta:p\n");
+  refresh_then_hit("1 of 2 path entries listed again, 1 of 6 distributions read" + copied);
+  // In the first entry: every later distribution's number moves.
+  test::make_dist(site1, "aaa", "1.0", "[g]\naaa = aaa:main\n");
+  refresh_then_hit("1 of 2 path entries listed again, 1 of 7 distributions read" + copied);
+  // Edited in place: its group rows change, a group appears.
+  test::write_file(ep_file(site1, "alpha-1.0"), "[g]\nalpha = alpha.cli:g\n[new.group]\nx = y\n");
+  refresh_then_hit("0 of 2 path entries listed again, 1 of 7 distributions read" + copied);
+  // Broken: its error is the answer's first.
+  test::write_file(ep_file(site2, "gamma-1.0"), "[torch.backends]\nno equals sign\n");
+  refresh_then_hit("0 of 2 path entries listed again, 1 of 7 distributions read" + copied);
+  // Another one installed and removed, the error staying first.
+  test::make_dist(site2, "zeta", "1.0", "[g]\nzeta = zeta:main\n");
+  refresh_then_hit("1 of 2 path entries listed again, 1 of 8 distributions read" + copied);
+  std::filesystem::remove_all(site2 + "/zeta-1.0.dist-info");
+  refresh_then_hit("1 of 2 path entries listed again, 0 of 7 distributions read" + copied);
+  // One in each entry.
+  test::make_dist(site1, "one", "1.0", "[g]\none = one:f\n");
+  test::make_dist(site2, "two", "1.0", "[g]\ntwo = two:f\n");
+  refresh_then_hit("2 of 2 path entries listed again, 2 of 9 distributions read" + copied);
+  std::filesystem::remove_all(site1 + "/one-1.0.dist-info");
+  std::filesystem::remove_all(site2 + "/two-1.0.dist-info");
+  refresh_then_hit("2 of 2 path entries listed again, 0 of 7 distributions read" + copied);
+  // Removed, with its groups: "delta.plugins" is gone.
+  std::filesystem::remove_all(site2 + "/delta-1.0.dist-info");
+  refresh_then_hit("1 of 2 path entries listed again, 0 of 6 distributions read" + copied);
+  auto got = open_index(options, nullptr);
+  ASSERT_TRUE(got);
+  options.groups.clear();
+  auto all = open_index(options, nullptr);
+  ASSERT_TRUE(all);
+  for (std::string_view g : (*all)->groups()) EXPECT_NE(g, "delta.plugins");
+}
+
+TEST_F(Invalidation, AGroupQueryRefreshRecomputesWhatItCannotCopy) {
+  // Changes whose order or first-wins a copy cannot keep: recomputed, and
+  // the file is still a scan's (open_checked()).
+  options.groups = {"g"};
+  warm();
+  auto recomputed = [&]() {
+    test::next_tick();
+    CacheReport r = open_checked();
+    EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
+    EXPECT_EQ(r.reason.find("copied"), std::string::npos) << r.reason;
+  };
+  // Shadowing site2's "shadow", then unshadowing it.
+  test::make_dist(site1, "shadow", "1.0", "[g]\nwho = site1:shadow\n");
+  recomputed();
+  std::filesystem::remove_all(site1 + "/shadow-1.0.dist-info");
+  recomputed();
+  // A directory whose name does not name its distribution.
+  test::make_dist(site2, "odd", "1.0", "[g]\nodd = odd:f\n");
+  std::filesystem::rename(site2 + "/odd-1.0.dist-info", site2 + "/odd-1.0.DIST-INFO");
+  recomputed();
+  // The first error's distribution edited: the next error is not known
+  // without every row.
+  std::filesystem::remove_all(site2 + "/odd-1.0.DIST-INFO");
+  test::write_file(ep_file(site2, "gamma-1.0"), "[torch.backends]\nno equals sign\n");
+  test::next_tick();
+  EXPECT_EQ(open_checked().status, CacheStatus::refreshed);
+  test::write_file(ep_file(site2, "gamma-1.0"), "[torch.backends]\nxpu = gamma_xpu:init\n");
+  recomputed();
+}
+
+/// Random sequences of installs, removals, edits, entries away and back and
+/// files that are no distribution, each checked by open_checked() (the
+/// answer and the file against a scan's).  How many steps refreshed, and
+/// how many of those copied the unchanged rows.
+struct Refreshes {
+  int all = 0, copied = 0;
+};
+/// With `shared_names`, the entries install the same names (and shadow one
+/// another's); else each its own.
+Refreshes random_change_sequences(const std::string& root, CacheOptions& options,
+                                  const std::vector<std::string>& sites, unsigned seed, bool shared_names = true) {
+  std::mt19937 rng(seed);
+  Refreshes refreshed;
   for (int step = 0; step < 120; ++step) {
-    const std::string& site = sites[rng() % sites.size()];
-    const std::string name = "p" + std::to_string(rng() % 6);
+    const std::size_t which = rng() % sites.size();
+    const std::string& site = sites[which];
+    const std::string name = (shared_names ? "p" : "p" + std::to_string(which) + "x") + std::to_string(rng() % 6);
     const std::string dir = site + "/" + name + "-1.0.dist-info";
     const bool there = std::filesystem::exists(dir);
     switch (rng() % 6) {
@@ -291,12 +376,38 @@ TEST_F(Invalidation, RandomChangeSequencesAreRefreshedExactly) {
         if (std::filesystem::exists(site)) test::write_file(site + "/out" + std::to_string(step) + ".log", "x");
         break;
     }
-    SCOPED_TRACE("step " + std::to_string(step));
-    const CacheReport r = open_checked();
-    ASSERT_NE(r.status, CacheStatus::uncached) << r.reason;
-    refreshed += r.status == CacheStatus::refreshed;
+    SCOPED_TRACE("step " + std::to_string(step) + " under " + root);
+    const CacheReport r = test::open_checked(options);
+    EXPECT_NE(r.status, CacheStatus::uncached) << r.reason;
+    refreshed.all += r.status == CacheStatus::refreshed;
+    refreshed.copied += r.reason.find("the rest of the file copied") != std::string::npos;
   }
+  return refreshed;
+}
+
+TEST_F(Invalidation, RandomChangeSequencesAreRefreshedExactly) {
+  const std::string site3 = t / "site3";
+  test::make_dist(site3, "gamma", "0.5", "[torch.backends]\nxpu = gamma_old:init\n");
+  options.search_paths = {site1, site2, site3};
+  warm();
+  const int refreshed = random_change_sequences(t / "", options, {site1, site2, site3}, 7).all;
   EXPECT_GT(refreshed, 60) << "most steps change something under a cache file";
+}
+
+TEST_F(Invalidation, RandomChangeSequencesOfAGroupQueryAreRefreshedExactly) {
+  const std::string site3 = t / "site3";
+  test::make_dist(site3, "epsilon", "0.5", "[torch.backends]\nxpu = eps:init\n");
+  options.search_paths = {site1, site2, site3};
+  options.groups = {"g"};
+  warm();
+  // Names of their own per entry: most changes are copied around.
+  for (unsigned seed : {7u, 8u, 9u}) {
+    const Refreshes r = random_change_sequences(t / "", options, {site1, site2, site3}, seed, false);
+    EXPECT_GT(r.all, 60);
+    EXPECT_GT(r.copied, r.all / 3) << "most single changes are copied around";
+  }
+  // Shared names: shadowing, recomputed.
+  EXPECT_GT(random_change_sequences(t / "", options, {site1, site2, site3}, 10).all, 60);
 }
 
 }  // namespace

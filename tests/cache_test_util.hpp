@@ -305,6 +305,22 @@ inline Index copy_index(const Index& src, const IndexEdit& edit = {}) {
 }
 
 /// open_index(), whose answer must equal a fresh scan's.
+/// Everything an index file holds but the scan's time, as text: the answer,
+/// the watched files with their stamps, the search paths' stamps and the
+/// children each one listed.
+inline std::string stored_text(const Index& index) {
+  std::string out = answer_text(index) + provenance_text(index);
+  const auto stamps = search_path_stamps(index);
+  for (std::size_t i = 0; i < stamps.size(); ++i) {
+    out += "path " + std::string(index.search_paths()[i]) + " " + std::to_string(stamps[i].ino) + " " +
+           std::to_string(stamps[i].mtime_ns) + " " + std::to_string(stamps[i].ctime_ns) + "\n";
+  }
+  for (const WatchedName& c : detail::IndexBuilderHooks::listed(index)) {
+    out += "listed " + std::to_string(c.search_path) + " " + std::string(c.rel_path) + "\n";
+  }
+  return out;
+}
+
 inline CacheReport open_checked(const CacheOptions& options) {
   CacheReport report;
   auto got = open_index(options, &report);
@@ -312,11 +328,26 @@ inline CacheReport open_checked(const CacheOptions& options) {
   auto fresh = scan(options.search_paths);
   EXPECT_TRUE(fresh) << fresh.error().message;
   if (got && fresh) {
-    EXPECT_EQ(answer_text(**got), answer_text(*fresh)) << report.reason;
-    if (report.status == CacheStatus::refreshed) {
-      // A refresh records what a scan records: the same watched files with
-      // the same stamps, in the same order (the next check relies on them).
-      EXPECT_EQ(provenance_text(**got), provenance_text(*fresh)) << report.reason;
+    if (options.groups.empty()) {
+      EXPECT_EQ(answer_text(**got), answer_text(*fresh)) << report.reason;
+    } else {
+      for (const std::string& g : options.groups) {
+        std::string a, b;
+        for (const EntryPoint& ep : (*got)->group(g)) a += std::string(ep.name) + "=" + std::string(ep.value) + " [" + std::string(ep.dist->name) + "]\n";
+        for (const EntryPoint& ep : fresh->group(g)) b += std::string(ep.name) + "=" + std::string(ep.value) + " [" + std::string(ep.dist->name) + "]\n";
+        EXPECT_EQ(a, b) << report.reason;
+      }
+    }
+    if (report.status == CacheStatus::refreshed || report.status == CacheStatus::rebuilt) {
+      // The file written holds what a scan holds: the same answer, watched
+      // files with the same stamps in the same order (the next check relies
+      // on them), listings and search-path stamps, whichever way it was
+      // written (recomputed or spliced).
+      auto stored = read_index(cache_file_path(options));
+      EXPECT_TRUE(stored) << stored.error().message;
+      if (stored) {
+        EXPECT_EQ(stored_text(*stored), stored_text(*fresh)) << report.reason;
+      }
     }
   }
   return report;

@@ -66,6 +66,11 @@ Result<void> make_safe_dir(const std::string& dir) {
 
 Result<void> write_atomic(const std::string& path, std::initializer_list<std::string_view> parts,
                           mode_t mode) {
+  return write_atomic(path, std::span<const std::string_view>(parts.begin(), parts.size()), mode);
+}
+
+Result<void> write_atomic(const std::string& path, std::span<const std::string_view> parts, mode_t mode,
+                          int* reopened) {
   const std::size_t slash = path.rfind('/');
   const std::string dir = dir_name(path);
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -88,8 +93,16 @@ Result<void> write_atomic(const std::string& path, std::initializer_list<std::st
     }
   }
   if (::fchmod(fd, mode) != 0) return fail("fchmod", true);
-  if (::close(fd) != 0) return fail("close", false);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename", false);
+  const int again = reopened != nullptr ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+  if (reopened != nullptr && again < 0) return fail("fcntl", true);
+  auto fail_again = [&](const char* call, bool open) {
+    Result<void> r = fail(call, open);  // errno read before the close below
+    if (again >= 0) ::close(again);
+    return r;
+  };
+  if (::close(fd) != 0) return fail_again("close", false);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return fail_again("rename", false);
+  if (reopened != nullptr) *reopened = again;
   return {};
 }
 

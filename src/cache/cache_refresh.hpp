@@ -17,6 +17,8 @@ namespace epload::detail {
 struct Refreshed {
   std::shared_ptr<const Index> index;
   std::string summary;
+  /// The refresh wrote the cache file itself (cache_splice.cpp).
+  bool written = false;
 };
 
 /// Recomputes the answer of the stale cache file open on `fd` (`path`,

@@ -48,6 +48,7 @@
 #include "cache_internal.hpp"
 #include "cache_overlap.hpp"
 #include "cache_refresh.hpp"
+#include "cache_splice.hpp"
 #include "epload/profile.hpp"
 #include "epload/scanner.hpp"
 #include "memory.hpp"
@@ -211,7 +212,14 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
   WatchedSeen seen;
   if (!still_valid(*index, validation, &stale, &early, &seen)) {
     if (watched_digest(*index) == nullptr) out.why = "stale: " + stale;
-    // Refreshed from its parts (cache_refresh.cpp); if that fails, scanned.
+    // Refreshed by splicing the file's rows (cache_splice.cpp) when the
+    // change is one it knows, else from its parts (cache_refresh.cpp); if
+    // that fails, scanned.
+    if (auto spliced = splice_refresh(fd.fd, path, key, options, seen, *index)) {
+      out.refreshed = std::move(*spliced);
+      out.why = "stale: " + stale;
+      return out;
+    }
     if (auto r = refresh_index(fd.fd, path, key, options, std::move(seen)); r) {
       out.refreshed = std::move(r.value());
       if (out.why.empty()) out.why = "stale: " + stale;
@@ -330,6 +338,10 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
     // file unchanged: cached, it would be served for good.
     rep.status = CacheStatus::uncached;
     rep.reason += "; not cached, a metadata file could not be read: " + std::string(why);
+    return index;
+  }
+  if (refreshed && found.refreshed.written) {
+    rep.status = CacheStatus::refreshed;  // written by the refresh itself
     return index;
   }
   if (found.dir_unsafe) {
