@@ -4,7 +4,10 @@
 // cache_reader.hpp    the reader, in two files (the only simdjson users):
 //   cache_read_head.cpp  JSON values and the head (line 1)
 //   cache.cpp            the sections, the complete and partial loads
-// cache_write.cpp     the serializer (by hand: simdjson 3.0 has no writer)
+// cache_write.cpp     the serializer (by hand: simdjson 3.0 has no writer),
+//                     with cache_text.hpp (rows and the head, shared)
+// cache_refresh.cpp,  a stale file refreshed: recomputed from its parts, or
+// cache_splice.cpp    its unchanged rows copied
 // json_text.*        the checksum hash, hex digits, JSON string escapes
 // cache_key.cpp       the key, its hash and file name, the cache directory,
 //                     lexical path helpers

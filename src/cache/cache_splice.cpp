@@ -595,6 +595,26 @@ bool Splice::group_section(const std::string& group, const RawSection* old) {
     if (!leading_number(row_at(text, tabs, i), d, after) || d >= m_new_of_old.size()) return false;
     if (m_new_of_old[d] >= 0) members.push_back(Member{m_new_of_old[d], static_cast<std::int64_t>(i), -1});
   }
+  if (fresh_eps.empty() && members.size() == dist_rows) {
+    // Only the numbers of its distributions moved: their rows are written
+    // again, its entry points copied whole (their local numbers hold).
+    std::string out;
+    out.reserve(text.size() + 64);
+    JsonWriter w(out);
+    w.raw("{\"dists\":[");
+    for (std::size_t m = 0; m < members.size(); ++m) {
+      std::uint64_t d;
+      std::size_t after;
+      const std::string_view row = row_at(text, tabs, m);
+      leading_number(row, d, after);
+      w.raw(m == 0 ? "\t[" : ",\t[");
+      w.number(members[m].number);
+      w.raw(row.substr(after));
+    }
+    w.raw(text.substr(tabs[dist_rows]));
+    add_section("group:" + group, std::move(out), old->count);
+    return true;
+  }
   std::vector<std::int64_t> number_of_fresh(fresh_dists.size(), -1);
   for (std::size_t n = 0; n < m_new.size(); ++n) {
     if (m_new[n].read >= 0) number_of_fresh[static_cast<std::size_t>(m_new[n].read)] = static_cast<std::int64_t>(n);
