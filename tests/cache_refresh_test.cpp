@@ -337,6 +337,28 @@ TEST_F(Invalidation, AGroupQueryRefreshRecomputesWhatItCannotCopy) {
   recomputed();
 }
 
+TEST_F(Invalidation, AGroupQueryRefreshNeverCopiesADamagedRow) {
+  // A byte of a row flipped on disk (its section's hash no longer holds),
+  // in a section the refresh would copy and in one it would rewrite: the
+  // file is rebuilt, never sealed again with the damage.
+  options.groups = {"g"};
+  for (const std::string damaged : {"alpha.cli:main", "site2:shadow"}) {
+    SCOPED_TRACE(damaged);
+    ASSERT_TRUE(clear_cache(options));
+    warm();
+    const std::string file = cache_file_path(options);
+    std::string text = test::read_file(file);
+    const std::size_t at = text.find(damaged);
+    ASSERT_NE(at, std::string::npos);
+    text[at] = 'X';
+    test::write_file(file, text);
+    ::chmod(file.c_str(), 0600);
+    test::make_dist(site2, "delta" + std::to_string(at), "1.0", "[h]\nd = d:f\n");
+    const CacheReport r = open_checked();  // compares the file with a scan's
+    EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
+  }
+}
+
 /// Random sequences of installs, removals, edits, entries away and back and
 /// files that are no distribution, each checked by open_checked() (the
 /// answer and the file against a scan's).  How many steps refreshed, and

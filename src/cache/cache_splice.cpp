@@ -573,6 +573,7 @@ bool Splice::group_section(const std::string& group, const RawSection* old) {
       if (!leading_number(row_at(text, tabs, i), d, after) || d >= m_new_of_old.size()) return false;
       renumbered = m_new_of_old[d] != static_cast<std::int64_t>(d);
     }
+    if (body_hash(text) != old->hash) return false;  // never sealed again, nor copied
     if (!renumbered) {  // copied whole, with its hash
       NewSection s;
       s.record = SectionRecord{old->name, 0, old->length, old->hash, old->count};
@@ -580,7 +581,6 @@ bool Splice::group_section(const std::string& group, const RawSection* old) {
       m_sections.push_back(std::move(s));
       return true;
     }
-    if (body_hash(text) != old->hash) return false;
   }
   // The merged distributions, by new number: old rows kept, fresh ones.
   struct Member {
