@@ -16,6 +16,8 @@
 //                     pruning (of the files kept_files.hpp knows)
 #pragma once
 
+#include <unistd.h>  // close
+
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -80,6 +82,17 @@ std::string relative_path(std::string_view path, std::string_view base);
 
 /// Joins a directory and a relative name with one '/'.
 std::string join_path(std::string_view dir, std::string_view name);
+
+/// Closes a descriptor at scope exit.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
 
 /// strerror(errno), for error messages.
 inline std::string errno_text() { return std::strerror(errno); }

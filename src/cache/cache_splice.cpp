@@ -18,13 +18,12 @@
 //   2. The watched names, in runs by directory, are the distributions in
 //      discovery order (one run each).  The splice applies when every
 //      search path's listing is exactly its distributions (nothing
-//      shadowed, every directory named by its stem) and at most one path
-//      with metadata changed: that path is listed again (raw order), its
-//      children compared with its old runs, and every child added or
-//      removed must have a name no other child shares (no shadowing
-//      changes, no grouping by Lookup).  importlib's order is then the
-//      old one with those children in and out: the new discovery order
-//      needs no recomputation.
+//      shadowed, every directory named by its stem): each changed path is
+//      listed again (raw order), its children compared with its old runs,
+//      and every child added or removed must have a name no other child
+//      shares (no shadowing changes, no grouping by Lookup).  importlib's
+//      order is then the old one with those children in and out: the new
+//      discovery order needs no recomputation.
 //   3. The added distributions and the ones whose files changed are read
 //      by the scanner itself (scan_places), so their rows are a scan's.
 //   4. Each section is rebuilt from row boundaries: format 5 puts a tab
@@ -37,20 +36,19 @@
 //   5. The new file is written atomically, as after a scan, and the answer
 //      read back from it (the groups asked for), as a hit reads.
 //
-// Anything else (`paths` validation, two changed paths, shadowing, a
-// first error that moves, an I/O error in a read, a write that fails)
-// returns nothing and the caller recomputes, so the answer never depends on
-// this file: tests compare every refreshed file with a fresh scan's.
+// Anything else (`paths` validation, shadowing, a `*.egg` path, a path
+// gone, more than 64 children changed in one path, a first error that
+// moves, a damaged section, an I/O error in a read, a write that fails)
+// returns nothing and the caller recomputes: tests compare every refreshed
+// file with a fresh scan's.
 #include "cache_splice.hpp"
 
 #include <fcntl.h>     // open
 #include <sys/stat.h>  // fstat
-#include <unistd.h>    // close
 
 #include <algorithm>
 #include <cstring>
 #include <string_view>
-#include <unordered_set>
 #include <vector>
 
 #include "cache_text.hpp"
@@ -66,14 +64,6 @@
 namespace epload::detail {
 
 namespace {
-
-/// Closes a descriptor on scope exit.
-struct OwnedFd {
-  int fd = -1;
-  ~OwnedFd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 /// The tabs of one section: the boundaries of its rows.
 std::vector<std::uint32_t> tabs_of(std::string_view text) {
@@ -317,7 +307,7 @@ bool Splice::changed_paths() {
     }
     if (base_is_egg(p)) return false;
     m_changed[i] = true;
-    OwnedFd dir{::open(os, O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+    Fd dir(::open(os, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (dir.fd < 0) return false;  // gone, or no longer a directory
     struct stat st;
     if (::fstat(dir.fd, &st) != 0) return false;
@@ -665,10 +655,10 @@ bool Splice::group_section(const std::string& group, const RawSection* old) {
   for (std::size_t m = 0; m < members.size(); ++m) {
     if (members[m].old_local >= 0) {
       const auto i = static_cast<std::size_t>(members[m].old_local);
-      for (std::size_t e = ep_begin[i]; e < ep_begin[i + 1]; ++e) {
+      for (std::size_t r = ep_begin[i]; r < ep_begin[i + 1]; ++r) {
         std::uint64_t k;
         std::size_t after;
-        const std::string_view row = row_at(text, tabs, ep_first + e);
+        const std::string_view row = row_at(text, tabs, ep_first + r);
         leading_number(row, k, after);
         w.raw(count == 0 ? "\t[" : ",\t[");
         w.number(m);
@@ -823,7 +813,7 @@ bool Splice::write_and_answer(Refreshed& out) {
   parts.push_back(head);
   for (const NewSection& s : m_sections) parts.push_back(s.text);
   if (!make_safe_dir(dir_name(m_path))) return false;
-  OwnedFd written;
+  Fd written(-1);
   if (!write_atomic(m_path, parts, 0600, &written.fd)) return false;
   // The answer, read back from what was written, as a hit reads it.
   ReadExpectations expect;

@@ -64,17 +64,6 @@ namespace {
 constexpr KeptFiles k_index_files{"index-", ".json", 64};
 [[maybe_unused]] const bool k_index_files_kept = keep_files(k_index_files);
 
-/// Closes a descriptor at scope exit.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 /// The shipped index at `path`, if it is safe, made for `search_paths`, and
 /// its search paths still hold.
 Result<Index> open_shipped(const std::string& path, const CacheOptions& options) {
