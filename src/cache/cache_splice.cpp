@@ -51,6 +51,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cache_rows.hpp"
 #include "cache_text.hpp"
 #include "epload/profile.hpp"
 #include "index_hooks.hpp"
@@ -64,82 +65,6 @@
 namespace epload::detail {
 
 namespace {
-
-/// The tabs of one section: the boundaries of its rows.
-std::vector<std::uint32_t> tabs_of(std::string_view text) {
-  std::vector<std::uint32_t> out;
-  const char* p = text.data();
-  const char* end = p + text.size();
-  while (const void* t = std::memchr(p, '\t', static_cast<std::size_t>(end - p))) {
-    p = static_cast<const char*>(t);
-    out.push_back(static_cast<std::uint32_t>(p - text.data()));
-    ++p;
-  }
-  return out;
-}
-
-/// Row k of an array of rows marked by `tabs` (the last tab closes it): the
-/// bytes from after its tab to before the comma that ends it.
-std::string_view row_at(std::string_view text, const std::vector<std::uint32_t>& tabs, std::size_t k) {
-  const std::size_t begin = tabs[k] + 1;
-  std::size_t end = tabs[k + 1];
-  if (text[end - 1] == ',') --end;
-  return text.substr(begin, end - begin);
-}
-
-/// Item k of a section of path runs (listings, watch_digest): the string
-/// (or hex object) after its tab, without the run's punctuation after it.
-std::string_view name_at(std::string_view text, const std::vector<std::uint32_t>& tabs, std::size_t k) {
-  const std::size_t begin = tabs[k] + 1;
-  std::size_t end = tabs[k + 1];
-  while (end > begin && text[end - 1] != '"' && text[end - 1] != '}') --end;
-  return text.substr(begin, end - begin);
-}
-
-/// The leading unsigned number of a row "[N,...": false when there is none.
-bool leading_number(std::string_view row, std::uint64_t& n, std::size_t& after) {
-  if (row.size() < 3 || row[0] != '[') return false;
-  std::size_t i = 1;
-  n = 0;
-  while (i < row.size() && row[i] >= '0' && row[i] <= '9' && i < 20) n = n * 10 + static_cast<unsigned>(row[i++] - '0');
-  if (i == 1 || i >= row.size() || row[i] != ',') return false;
-  after = i;  // at the comma
-  return true;
-}
-
-/// The six stamp numbers that end a watched row "[...,dev,ino,size,mtime,ctime,mode]".
-bool row_stamp(std::string_view row, FileStamp& s) {
-  if (row.empty() || row.back() != ']') return false;
-  std::int64_t v[6];
-  std::size_t end = row.size() - 1;
-  for (int f = 5; f >= 0; --f) {
-    std::size_t i = end;
-    std::uint64_t mag = 0, scale = 1;
-    int digits = 0;
-    while (i > 0 && row[i - 1] >= '0' && row[i - 1] <= '9' && digits < 20) {
-      mag += static_cast<std::uint64_t>(row[i - 1] - '0') * scale;
-      scale *= 10;
-      --i;
-      ++digits;
-    }
-    if (digits == 0 || i == 0) return false;
-    bool negative = false;
-    if (row[i - 1] == '-') {
-      negative = true;
-      --i;
-    }
-    if (i == 0 || row[i - 1] != ',') return false;
-    v[f] = negative ? -static_cast<std::int64_t>(mag) : static_cast<std::int64_t>(mag);
-    end = i - 1;
-  }
-  s.dev = static_cast<std::uint64_t>(v[0]);
-  s.ino = static_cast<std::uint64_t>(v[1]);
-  s.size = static_cast<std::uint64_t>(v[2]);
-  s.mtime_ns = v[3];
-  s.ctime_ns = v[4];
-  s.mode = static_cast<std::uint32_t>(v[5]);
-  return true;
-}
 
 /// The first character of both of a child's names (Lookup's key and its
 /// stem's), normalized, when its first byte is ASCII; else 0 (unknown: the
