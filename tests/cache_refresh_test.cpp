@@ -299,12 +299,24 @@ TEST_F(Invalidation, AGroupQueryRefreshCopiesTheRowsThatDidNotChange) {
   // Removed, with its groups: "delta.plugins" is gone.
   std::filesystem::remove_all(site2 + "/delta-1.0.dist-info");
   refresh_then_hit("1 of 2 path entries listed again, 0 of 6 distributions read" + copied);
-  auto got = open_index(options, nullptr);
+  // The answer a refresh returns is checked again later as a hit's is: its
+  // watched names and digest are the new file's.
+  test::make_dist(site2, "eta", "1.0", "[g]\neta = eta:main\n");
+  test::next_tick();
+  CacheReport r;
+  auto got = open_index(options, &r);
   ASSERT_TRUE(got);
+  EXPECT_NE(r.reason.find(copied), std::string::npos) << r.reason;
+  ASSERT_TRUE(watched_complete(**got));
+  std::string why;
+  EXPECT_TRUE(still_valid(**got, Validation::full, &why)) << why;
+  rewrite_in_place(ep_file(site2, "eta-1.0"), "[g]\neta = eta:mair\n");
+  EXPECT_FALSE(still_valid(**got, Validation::full, &why));
   options.groups.clear();
   auto all = open_index(options, nullptr);
   ASSERT_TRUE(all);
   for (std::string_view g : (*all)->groups()) EXPECT_NE(g, "delta.plugins");
+  EXPECT_EQ((*all)->find("g", "eta")->value, "eta:mair");
 }
 
 TEST_F(Invalidation, AGroupQueryRefreshRecomputesWhatItCannotCopy) {

@@ -405,7 +405,15 @@ bool Reader::load_partial() {
   // `full` validation: the names and their digest, unless every stamp is
   // wanted (a stale cache names the file that changed).
   std::size_t names_total = 0;
-  if (m_expect.watched) {
+  if (m_expect.watched && m_expect.known_digest != nullptr && !m_expect.watched_stamps) {
+    if (m_expect.known_names.size() != m_layout.watch_digest->count) return fail("known watched names disagree with the head");
+    m_builder.reserve(0, 0, 0, m_expect.known_names.size());
+    for (const WatchedName& n : m_expect.known_names) {
+      Hooks::add_watched_name(m_builder, n.search_path, n.rel_path, /*copy=*/false);
+    }
+    Hooks::set_watched_digest(m_builder, *m_expect.known_digest);
+    Hooks::keep_alive(m_builder, m_expect.known_owner);
+  } else if (m_expect.watched) {
     needed.push_back(m_expect.watched_stamps ? m_layout.watched : m_layout.watch_digest);
     (m_expect.watched_stamps ? stamps_total : names_total) += static_cast<std::size_t>(m_layout.watched->count);
   }

@@ -175,6 +175,13 @@ struct ReadExpectations {
   /// Read through a private read-only mapping of the file (see
   /// memory.hpp) instead of copies in fresh memory.
   bool map_file = false;
+  /// Partial reads with `watched` (names and digest), when set: the names
+  /// (`known_names`, alive as long as `known_owner`) and their digest as the
+  /// caller has them, taken instead of parsed (a refresh that just wrote
+  /// them reads its answer back).
+  const WatchedDigest* known_digest = nullptr;
+  std::span<const WatchedName> known_names;
+  std::shared_ptr<const void> known_owner;
   /// When set (and `groups` empty): the whole file is read and only its
   /// head parsed, into this; the Index returned carries the head's search
   /// paths, their stamps and listed counts, and the scan's time.

@@ -179,6 +179,14 @@ class Splice {
   std::vector<std::uint32_t> m_fresh_watch_begin;  // per fresh distribution, into watched_files(fresh)
   std::string m_first_error = "null";
   std::vector<NewSection> m_sections;
+  // The new file's watched names, decoded (what the answer read back
+  // carries), and their digest.
+  struct NewNames {
+    std::string pool;
+    std::vector<WatchedName> names;
+  };
+  std::shared_ptr<NewNames> m_new_names = std::make_shared<NewNames>();
+  WatchedDigest m_new_digest;
 };
 
 bool Splice::runs() {
@@ -671,6 +679,15 @@ bool Splice::watched_sections() {
     nw.number(sp);
     run_sp = sp;
   };
+  // The names decoded, for the answer: offsets into the pool until it is whole.
+  NewNames& known = *m_new_names;
+  known.pool.reserve(m_digest_text.size());
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> spans;  // (sp, end in the pool)
+  spans.reserve(m_names.size() + 16);
+  auto know = [&](std::uint32_t sp, std::string_view rel) {
+    known.pool.append(rel);
+    spans.emplace_back(sp, static_cast<std::uint32_t>(known.pool.size()));
+  };
   rows += "[";
   names += "{\"digest\":\"00000000000000000000000000000000\",\"files\":[";
   for (const NewDist& d : m_new) {
@@ -687,6 +704,7 @@ bool Splice::watched_sections() {
         name_run(r.sp);
         nw.raw(",\t");
         nw.raw(name_at(m_digest_text, m_digest_tabs, k));
+        know(r.sp, m_names[k].rel_path);
       }
       continue;
     }
@@ -698,8 +716,16 @@ bool Splice::watched_sections() {
       name_run(fresh_watched[k].search_path);
       nw.raw(",\t");
       nw.bytes(fresh_watched[k].rel_path);
+      know(fresh_watched[k].search_path, fresh_watched[k].rel_path);
     }
   }
+  known.names.reserve(spans.size());
+  std::uint32_t begin = 0;
+  for (const auto& [sp, end] : spans) {
+    known.names.push_back(WatchedName{std::string_view(known.pool).substr(begin, end - begin), sp});
+    begin = end;
+  }
+  m_new_digest = digest;
   rows += "\t]\n";
   names += i == 0 ? "\t]}\n" : "]\t]}\n";
   char hex[32];
@@ -745,6 +771,9 @@ bool Splice::write_and_answer(Refreshed& out) {
   expect.key = &m_key;
   expect.groups = m_options.groups;
   expect.watched = true;  // as a hit reads it: the index can be checked again later
+  expect.known_digest = &m_new_digest;  // the names just written, not parsed again
+  expect.known_names = m_new_names->names;
+  expect.known_owner = m_new_names;
   auto index = read_index_fd(written.fd, m_path, expect);
   if (!index) return false;
   out.index = std::make_shared<const Index>(std::move(index.value()));
