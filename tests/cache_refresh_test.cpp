@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache_invalidation_util.hpp"
+#include "cache_rows.hpp"
 #include "epload/cache.hpp"
 #include "epload/profile.hpp"
 #include "epload/scanner.hpp"
@@ -24,6 +25,43 @@ using test::Invalidation;
 
 /// "N of M path entr..., K of L distributions read" in a refresh's reason.
 std::string counts(const CacheReport& r) { return r.reason.substr(0, r.reason.find(" (")); }
+
+TEST(CacheRows, TabsRowsAndStampsAreFoundWhereverTheyFall) {
+  // Every length and offset around the 16-byte steps of the tab scan.
+  for (std::size_t len = 0; len < 70; ++len) {
+    for (std::size_t at = 0; at < len; at += 3) {
+      std::string text(len, 'x');
+      text[at] = '\t';
+      if (len > 1) text[len - 1] = '\t';
+      std::vector<std::uint32_t> want;
+      for (std::size_t i = 0; i < len; ++i) {
+        if (text[i] == '\t') want.push_back(static_cast<std::uint32_t>(i));
+      }
+      EXPECT_EQ(detail::tabs_of(text), want) << len << " " << at;
+    }
+  }
+  const std::string rows = "[\t[0,\"a/b\",1,2,3,-4,5,6],\t[1,{\"hex\":\"ff\"},7,8,9,10,11,12]\t]";
+  const auto tabs = detail::tabs_of(rows);
+  ASSERT_EQ(tabs.size(), 3u);
+  EXPECT_EQ(detail::row_at(rows, tabs, 0), "[0,\"a/b\",1,2,3,-4,5,6]");
+  EXPECT_EQ(detail::row_at(rows, tabs, 1), "[1,{\"hex\":\"ff\"},7,8,9,10,11,12]");
+  FileStamp s;
+  ASSERT_TRUE(detail::row_stamp(detail::row_at(rows, tabs, 0), s));
+  EXPECT_EQ(s.dev, 1u);
+  EXPECT_EQ(s.mtime_ns, -4);
+  EXPECT_EQ(s.mode, 6u);
+  std::uint64_t n;
+  std::size_t after;
+  ASSERT_TRUE(detail::leading_number(detail::row_at(rows, tabs, 1), n, after));
+  EXPECT_EQ(n, 1u);
+  EXPECT_FALSE(detail::row_stamp("[0,\"a\",1,2,3]", s)) << "too few numbers";
+  const std::string runs = "[[0,\t\"a\",\t{\"hex\":\"ff\"}],[1,\t\"c\"]\t]";
+  const auto names = detail::tabs_of(runs);
+  ASSERT_EQ(names.size(), 4u);
+  EXPECT_EQ(detail::name_at(runs, names, 0), "\"a\"");
+  EXPECT_EQ(detail::name_at(runs, names, 1), "{\"hex\":\"ff\"}");
+  EXPECT_EQ(detail::name_at(runs, names, 2), "\"c\"");
+}
 
 TEST_F(Invalidation, RefreshReadsOnlyWhatChanged) {
   // Each change is followed by a clock tick, so that the refresh's stamps

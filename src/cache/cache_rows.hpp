@@ -5,23 +5,36 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <string_view>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>  // tabs_of
+#endif
 
 #include "file_stamp.hpp"
 
 namespace epload::detail {
 
-/// The tabs of one section: the boundaries of its rows.
+/// The tabs of one section: the boundaries of its rows.  Sixteen bytes at
+/// a time where SSE2 is there (every x86-64): rows are 30-100 bytes, and a
+/// memchr() call per row cost ~0.3 ms of a 6,000-distribution refresh.
 inline std::vector<std::uint32_t> tabs_of(std::string_view text) {
   std::vector<std::uint32_t> out;
+  out.reserve(text.size() / 32);
   const char* p = text.data();
-  const char* end = p + text.size();
-  while (const void* t = std::memchr(p, '\t', static_cast<std::size_t>(end - p))) {
-    p = static_cast<const char*>(t);
-    out.push_back(static_cast<std::uint32_t>(p - text.data()));
-    ++p;
+  const std::size_t n = text.size();
+  std::size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i tab = _mm_set1_epi8('\t');
+  for (; i + 16 <= n; i += 16) {
+    auto bits = static_cast<unsigned>(
+        _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)), tab)));
+    for (; bits != 0; bits &= bits - 1) out.push_back(static_cast<std::uint32_t>(i + __builtin_ctz(bits)));
+  }
+#endif
+  for (; i < n; ++i) {
+    if (p[i] == '\t') out.push_back(static_cast<std::uint32_t>(i));
   }
   return out;
 }
