@@ -331,11 +331,15 @@ inline CacheReport open_checked(const CacheOptions& options) {
     if (options.groups.empty()) {
       EXPECT_EQ(answer_text(**got), answer_text(*fresh)) << report.reason;
     } else {
+      auto group_text = [](const Index& index, const std::string& g) {
+        std::string out;
+        for (const EntryPoint& ep : index.group(g)) {
+          out += std::string(ep.name) + "=" + std::string(ep.value) + " [" + std::string(ep.dist->name) + "]\n";
+        }
+        return out;
+      };
       for (const std::string& g : options.groups) {
-        std::string a, b;
-        for (const EntryPoint& ep : (*got)->group(g)) a += std::string(ep.name) + "=" + std::string(ep.value) + " [" + std::string(ep.dist->name) + "]\n";
-        for (const EntryPoint& ep : fresh->group(g)) b += std::string(ep.name) + "=" + std::string(ep.value) + " [" + std::string(ep.dist->name) + "]\n";
-        EXPECT_EQ(a, b) << report.reason;
+        EXPECT_EQ(group_text(**got, g), group_text(*fresh, g)) << report.reason;
       }
     }
     if (report.status == CacheStatus::refreshed || report.status == CacheStatus::rebuilt) {

@@ -406,7 +406,9 @@ bool Reader::load_partial() {
   // wanted (a stale cache names the file that changed).
   std::size_t names_total = 0;
   if (m_expect.watched && m_expect.known_digest != nullptr && !m_expect.watched_stamps) {
-    if (m_expect.known_names.size() != m_layout.watch_digest->count) return fail("known watched names disagree with the head");
+    if (m_expect.known_names.size() != m_layout.watch_digest->count) {
+      return fail("known watched names disagree with the head");
+    }
     m_builder.reserve(0, 0, 0, m_expect.known_names.size());
     for (const WatchedName& n : m_expect.known_names) {
       Hooks::add_watched_name(m_builder, n.search_path, n.rel_path, /*copy=*/false);
@@ -585,7 +587,8 @@ Result<Index> Reader::run() {
 void Reader::give_raw() {
   RawFile& raw = *m_expect.raw;
   raw.owner = m_bytes.take_whole();
-  raw.bytes = std::string_view(static_cast<const char*>(raw.owner.get()), static_cast<std::size_t>(m_bytes.size()));
+  raw.bytes = std::string_view(static_cast<const char*>(raw.owner.get()),
+                               static_cast<std::size_t>(m_bytes.size()));
   raw.sections.clear();
   for (const Section& s : m_sections) {
     RawSection r{std::string(s.name), std::string(s.group), s.offset, s.length, 0, s.count};

@@ -203,7 +203,8 @@ bool FileBytes::read_head(bool partial) {
 
 std::shared_ptr<const void> FileBytes::take_whole() {
   if (m_map_owner) return m_map_owner;
-  return std::shared_ptr<const void>(m_head.data.release(), [](const void* p) { free_big(static_cast<char*>(const_cast<void*>(p))); });
+  return std::shared_ptr<const void>(m_head.data.release(),
+                                     [](const void* p) { free_big(static_cast<char*>(const_cast<void*>(p))); });
 }
 
 void FileBytes::map_whole() {

@@ -549,7 +549,8 @@ bool Splice::group_section(const std::string& group, const RawSection* old) {
     for (const Member& m : members) known |= m.fresh == f;
     if (!known) members.push_back(Member{number_of_fresh[static_cast<std::size_t>(f)], -1, f});
   }
-  std::stable_sort(members.begin(), members.end(), [](const Member& a, const Member& b) { return a.number < b.number; });
+  std::stable_sort(members.begin(), members.end(),
+                   [](const Member& a, const Member& b) { return a.number < b.number; });
   // The old entry point rows, by their row in the old dists.
   std::vector<std::uint32_t> ep_begin(dist_rows + 1, 0);
   const std::size_t ep_first = dist_rows + 1;
