@@ -320,6 +320,33 @@ TEST_F(CacheOpen, FailedWriteServesUncachedAndKeepsTheOldFile) {
   EXPECT_EQ(open_checked().status, CacheStatus::refreshed);
 }
 
+TEST_F(CacheOpen, FailedWriteOfACopyingRefreshServesUncachedAndKeepsTheOldFile) {
+  // The same for a group query, whose refresh copies the unchanged rows:
+  // its failed write falls back to recomputing, whose store fails alike.
+  options.groups = {"torch.backends"};
+  test::next_tick();
+  CacheReport first = open_checked();
+  ASSERT_EQ(first.status, CacheStatus::rebuilt);
+  const std::string before = test::read_file(first.file);
+  test::make_dist(site, "delta", "4.0", "[torch.backends]\nxpu = delta_xpu:init\n");
+  test::next_tick();
+  const int code = test::in_child_with_file_size_limit(256, [&] {
+    CacheReport r;
+    auto idx = open_index(options, &r);
+    if (!idx) return 1;
+    if ((*idx)->group("torch.backends").size() != 2) return 2;
+    if (r.status != CacheStatus::uncached) return 3;
+    if (r.reason.find("File too large") == std::string::npos) return 4;
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(test::read_file(first.file), before);
+  EXPECT_EQ(test::list_dir(options.cache_dir), std::vector<std::string>{first.file.substr(first.file.rfind('/') + 1)});
+  const CacheReport r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::refreshed);
+  EXPECT_NE(r.reason.find("the rest of the file copied"), std::string::npos) << r.reason;
+}
+
 TEST_F(CacheOpen, PrunesOldAndExcessFiles) {
   ASSERT_EQ(::mkdir(options.cache_dir.c_str(), 0700), 0);
   const std::int64_t now = detail::coarse_now_ns() / 1000000000;
