@@ -63,17 +63,20 @@ TEST(CacheRows, TabsRowsAndStampsAreFoundWhereverTheyFall) {
   EXPECT_EQ(detail::name_at(runs, names, 2), "\"c\"");
 }
 
+/// The next open refreshes, reporting `want`, and the one after hits.  Each
+/// change is followed by a clock tick first, so that the refresh's stamps
+/// are not racy (else the next open refreshes again).
+void expect_refresh_then_hit(const CacheOptions& options, const std::string& want) {
+  test::next_tick();
+  CacheReport r = test::open_checked(options);
+  EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
+  EXPECT_EQ(counts(r), want);
+  r = test::open_checked(options);
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+}
+
 TEST_F(Invalidation, RefreshReadsOnlyWhatChanged) {
-  // Each change is followed by a clock tick, so that the refresh's stamps
-  // are not racy and the next open is a hit (else it refreshes again).
-  auto refresh_then_hit = [&](const std::string& want) {
-    test::next_tick();
-    CacheReport r = open_checked();
-    EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
-    EXPECT_EQ(counts(r), want);
-    r = open_checked();
-    EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
-  };
+  auto refresh_then_hit = [&](const std::string& want) { expect_refresh_then_hit(options, want); };
   // A file that is no distribution in the first entry (a script's directory).
   test::write_file(site1 + "/train.log", "step 1\n");
   refresh_then_hit("1 of 2 path entries listed again, 0 of 5 distributions read");
@@ -302,14 +305,7 @@ TEST_F(Invalidation, AGroupQueryRefreshCopiesTheRowsThatDidNotChange) {
   options.groups = {"g"};
   warm();
   const std::string copied = ", the rest of the file copied";
-  auto refresh_then_hit = [&](const std::string& want) {
-    test::next_tick();
-    CacheReport r = open_checked();
-    EXPECT_EQ(r.status, CacheStatus::refreshed) << r.reason;
-    EXPECT_EQ(counts(r), want);
-    r = open_checked();
-    EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
-  };
+  auto refresh_then_hit = [&](const std::string& want) { expect_refresh_then_hit(options, want); };
   // Installed in the second entry, in a group of its own and in "g".
   test::make_dist(site2, "delta", "1.0", "[g]\ndelta = delta:main\n[delta.plugins]\nd = delta:p\n");
   refresh_then_hit("1 of 2 path entries listed again, 1 of 6 distributions read" + copied);

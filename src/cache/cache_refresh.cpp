@@ -40,10 +40,8 @@
 
 namespace epload::detail {
 
-namespace {
-
 /// "1 of 2 path entries listed again, 1 of 6001 distributions read".
-std::string summary(const RefreshStats& s) {
+std::string refresh_summary(const RefreshStats& s) {
   auto plural = [](std::size_t n, const char* one, const char* many) {
     return std::to_string(n) + " " + (n == 1 ? one : many);
   };
@@ -52,7 +50,6 @@ std::string summary(const RefreshStats& s) {
          plural(s.dists, "distribution", "distributions") + " read";
 }
 
-}  // namespace
 
 Result<Refreshed> refresh_index(int fd, const std::string& path, const CacheKey& key, const CacheOptions& options,
                                 WatchedSeen seen) {
@@ -93,7 +90,7 @@ Result<Refreshed> refresh_index(int fd, const std::string& path, const CacheKey&
   RefreshStats stats;
   auto index = scan_refreshing(options.search_paths, reuse, now, &stats);
   if (!index) return index.error();
-  return Refreshed{std::make_shared<const Index>(std::move(index.value())), summary(stats)};
+  return Refreshed{std::make_shared<const Index>(std::move(index.value())), refresh_summary(stats)};
 }
 
 }  // namespace epload::detail

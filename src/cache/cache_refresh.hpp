@@ -9,6 +9,7 @@
 #include "epload/cache.hpp"
 #include "epload/index.hpp"
 #include "epload/result.hpp"
+#include "scan_reuse.hpp"  // RefreshStats
 
 namespace epload::detail {
 
@@ -20,6 +21,10 @@ struct Refreshed {
   /// The refresh wrote the cache file itself (cache_splice.cpp).
   bool written = false;
 };
+
+/// "1 of 2 path entries listed again, 1 of 6001 distributions read": what a
+/// refresh says it did (CacheReport::reason, EPLOAD_DEBUG).
+std::string refresh_summary(const RefreshStats& stats);
 
 /// Recomputes the answer of the stale cache file open on `fd` (`path`,
 /// carrying `key`), reusing what did not change: see cache_refresh.cpp.

@@ -815,10 +815,8 @@ std::optional<Refreshed> Splice::run(int fd) {
   }
   Refreshed out;
   if (!write_and_answer(out)) return std::nullopt;
-  out.summary = std::to_string(m_paths_listed) + " of " + std::to_string(m_paths.size()) +
-                (m_paths.size() == 1 ? " path entry" : " path entries") + " listed again, " +
-                std::to_string(m_places.size()) + " of " + std::to_string(m_new.size()) +
-                (m_new.size() == 1 ? " distribution" : " distributions") + " read, the rest of the file copied";
+  const RefreshStats stats{m_paths.size(), m_paths_listed, m_new.size(), m_places.size()};
+  out.summary = refresh_summary(stats) + ", the rest of the file copied";
   return out;
 }
 
