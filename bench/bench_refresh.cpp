@@ -23,7 +23,8 @@
 //                       the changed search path listed again (readdir, as a
 //                       refresh must to find what was installed or removed),
 //                       then the file's own bytes, already in memory, written
-//                       atomically (a temporary file, then rename()), as a
+//                       atomically (a temporary file, its blocks reserved,
+//                       then rename()), as a
 //                       refresh replaces the file; no parse, no
 //                       serialization, no recompute
 //
@@ -168,11 +169,14 @@ std::size_t list_dir(const std::string& dir) {
   return n;
 }
 
-/// `bytes` written to `file` through a temporary file and rename().
+/// `bytes` written to `file` through a temporary file and rename(), its
+/// blocks reserved first as every epload write does (atomic_file.cpp: ext4
+/// would otherwise write the file out inside rename()).
 bool write_atomically(const std::string& file, const std::string& bytes) {
   const std::string tmp = file + ".floor.tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return false;
+  (void)::fallocate(fd, 0, 0, static_cast<off_t>(bytes.size()));
   const bool ok = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
   ::close(fd);
   return ok && ::rename(tmp.c_str(), file.c_str()) == 0;

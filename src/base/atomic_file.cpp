@@ -1,9 +1,11 @@
 // atomic_file.cpp — see atomic_file.hpp.
 #include "atomic_file.hpp"
 
-#include <fcntl.h>   // O_CLOEXEC
-#include <stdlib.h>  // mkostemp
-#include <unistd.h>  // write, close, unlink, geteuid
+#include <fcntl.h>    // O_CLOEXEC
+#include <limits.h>   // IOV_MAX
+#include <stdlib.h>   // mkostemp
+#include <sys/uio.h>  // writev
+#include <unistd.h>   // close, unlink, geteuid
 
 #include <cerrno>   // errno
 #include <cstdio>   // rename
@@ -14,6 +16,43 @@ namespace epload::detail {
 namespace {
 
 std::string errno_text() { return std::strerror(errno); }
+
+/// Writes every byte of `parts` to `fd`, up to IOV_MAX parts a call: a
+/// copying refresh hands over a few hundred pieces, most of them a row or
+/// a section of ~150 bytes, and a write() each cost ~0.4 ms at 6,000
+/// distributions.  False with errno set on a failure.
+bool write_all(int fd, std::span<const std::string_view> parts) {
+  iovec vec[IOV_MAX];
+  std::size_t next = 0, skip = 0;  // the first part not yet written whole, and its bytes already written
+  while (next < parts.size()) {
+    int count = 0;
+    for (std::size_t i = next; i < parts.size() && count < IOV_MAX; ++i) {
+      const std::string_view data = parts[i].substr(i == next ? skip : 0);
+      if (data.empty()) continue;
+      vec[count++] = iovec{const_cast<char*>(data.data()), data.size()};
+    }
+    if (count == 0) return true;
+    const ssize_t n = ::writev(fd, vec, count);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) {  // never for a regular file with room; not a loop forever either
+      errno = EIO;
+      return false;
+    }
+    auto left = static_cast<std::size_t>(n);
+    while (next < parts.size()) {  // past what was written
+      const std::size_t rest = parts[next].size() - skip;
+      if (left < rest) {
+        skip += left;
+        break;
+      }
+      left -= rest;
+      skip = 0;
+      ++next;
+    }
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -83,15 +122,18 @@ Result<void> write_atomic(const std::string& path, std::span<const std::string_v
     ::unlink(tmp.c_str());
     return Error{Errc::io, std::move(text)};
   };
-  for (std::string_view data : parts) {
-    std::size_t done = 0;
-    while (done < data.size()) {
-      const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return fail("write", true);
-      done += static_cast<std::size_t>(n);
-    }
-  }
+  // The file's blocks reserved before it is written.  ext4 replaces a
+  // file by rename() only after it has written the new one's delayed
+  // allocations out (auto_da_alloc), inside that rename(): 1.5-1.9 ms for
+  // a 2.3 MB index, against 0.2 ms once the blocks are reserved (measured
+  // side by side, temporary file then rename, 30 rounds each).  Where the
+  // file system cannot reserve, or refuses (a full disk, a file-size
+  // limit), nothing is lost: the write below meets the same condition and
+  // names it.
+  std::size_t total = 0;
+  for (std::string_view data : parts) total += data.size();
+  if (total > 0) (void)::fallocate(fd, 0, 0, static_cast<off_t>(total));
+  if (!write_all(fd, parts)) return fail("write", true);
   if (::fchmod(fd, mode) != 0) return fail("fchmod", true);
   const int again = reopened != nullptr ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
   if (reopened != nullptr && again < 0) return fail("fcntl", true);
