@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "cache_invalidation_util.hpp"
+#include "cache_pieces.hpp"
 #include "cache_rows.hpp"
+#include "json_text.hpp"
 #include "epload/cache.hpp"
 #include "epload/profile.hpp"
 #include "epload/scanner.hpp"
@@ -61,6 +63,59 @@ TEST(CacheRows, TabsRowsAndStampsAreFoundWhereverTheyFall) {
   EXPECT_EQ(detail::name_at(runs, names, 0), "\"a\"");
   EXPECT_EQ(detail::name_at(runs, names, 1), "{\"hex\":\"ff\"}");
   EXPECT_EQ(detail::name_at(runs, names, 2), "\"c\"");
+}
+
+TEST(CachePieces, OwnBytesAndOldRangesMakeExactlyTheirBytesAndHash) {
+  // Random pieces over an old text: the bytes are the pieces' in order,
+  // their hash is body_hash() of those bytes, and own bytes equal to what
+  // follows a range extend it.
+  std::mt19937 rng(7);
+  std::string old(3000, ' ');
+  for (char& c : old) c = static_cast<char>('a' + rng() % 3);
+  for (int round = 0; round < 300; ++round) {
+    detail::Pieces p(old);
+    std::string want;
+    const int n = static_cast<int>(rng() % 40);
+    for (int i = 0; i < n; ++i) {
+      const std::size_t len = rng() % 70;
+      if (rng() % 2 == 0) {
+        const std::size_t at = rng() % (old.size() - len);
+        p.copy(std::string_view(old).substr(at, len));
+        want.append(old, at, len);
+      } else {
+        std::string own(len, 'z');
+        for (char& c : own) c = static_cast<char>('a' + rng() % 3);
+        p.put(own);
+        want += own;
+      }
+    }
+    const std::vector<std::string_view> views = p.views();
+    std::string got;
+    for (std::string_view v : views) got.append(v);
+    ASSERT_EQ(got, want) << round;
+    EXPECT_EQ(p.size(), want.size());
+    EXPECT_EQ(detail::body_hash(views), detail::body_hash(want)) << round;
+  }
+  // Kept rows in a row, with the separators between them: one range.
+  const std::string rows = "[\t[1],\t[2],\t[3]\t]\n";
+  detail::Pieces p(rows);
+  p.put("[\t");
+  p.copy(std::string_view(rows).substr(2, 3));
+  p.put(",\t");
+  p.copy(std::string_view(rows).substr(7, 3));
+  p.put(",\t");
+  p.copy(std::string_view(rows).substr(12, 3));
+  p.put("\t]\n");
+  ASSERT_EQ(p.views().size(), 2u);
+  EXPECT_EQ(std::string(p.views()[0]) + std::string(p.views()[1]), rows);
+  // Every split of one text hashes as the text.
+  for (std::size_t a = 0; a <= 80; ++a) {
+    for (std::size_t b = a; b <= 80; b += 7) {
+      const std::string_view t = std::string_view(old).substr(0, 80);
+      const std::string_view parts[3] = {t.substr(0, a), t.substr(a, b - a), t.substr(b)};
+      EXPECT_EQ(detail::body_hash(std::span<const std::string_view>(parts)), detail::body_hash(t)) << a << " " << b;
+    }
+  }
 }
 
 /// The next open refreshes, reporting `want`, and the one after hits.  Each

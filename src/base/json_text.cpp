@@ -125,6 +125,46 @@ std::uint64_t body_hash(std::string_view s) {
   return mix(mix(mix(h0, h1), h2), h3);
 }
 
+std::uint64_t body_hash(std::span<const std::string_view> pieces) {
+  // body_hash(s) on the bytes as they come: whole 32-byte blocks straight
+  // from a piece, a block that straddles pieces gathered in `block`.
+  std::size_t n = 0;
+  for (std::string_view p : pieces) n += p.size();
+  std::uint64_t h[4] = {0x9e3779b97f4a7c15ULL ^ n, 0xc2b2ae3d27d4eb4fULL, 0x165667b19e3779f9ULL, 0x27d4eb2f165667c5ULL};
+  auto take_block = [&h](const char* b) {
+    h[0] = mix(h[0], load64(b));
+    h[1] = mix(h[1], load64(b + 8));
+    h[2] = mix(h[2], load64(b + 16));
+    h[3] = mix(h[3], load64(b + 24));
+  };
+  char block[32];
+  std::size_t fill = 0;
+  for (std::string_view p : pieces) {
+    const char* s = p.data();
+    std::size_t left = p.size();
+    if (fill > 0) {
+      const std::size_t take = left < 32 - fill ? left : 32 - fill;
+      std::memcpy(block + fill, s, take);
+      fill += take;
+      s += take;
+      left -= take;
+      if (fill < 32) continue;
+      take_block(block);
+      fill = 0;
+    }
+    for (; left >= 32; s += 32, left -= 32) take_block(s);
+    if (left > 0) std::memcpy(block, s, left);
+    fill = left;
+  }
+  // The last partial block as body_hash() takes it.
+  std::size_t lane = 0, i = 0;
+  for (; i + 8 <= fill; i += 8, ++lane) h[lane] = mix(h[lane], load64(block + i));
+  std::uint64_t w = 0;
+  if (fill > i) std::memcpy(&w, block + i, fill - i);
+  h[lane] = mix(h[lane], w);
+  return mix(mix(mix(h[0], h[1]), h[2]), h[3]);
+}
+
 void put_hex16(char* out, std::uint64_t v) {
   for (int k = 15; k >= 0; --k, v >>= 4) out[k] = k_hex[v & 0xf];
 }

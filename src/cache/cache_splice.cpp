@@ -29,7 +29,8 @@
 //   4. Each section is rebuilt from row boundaries: format 5 puts a tab
 //      before every row it splices and before each such array's closing
 //      bracket (JSON whitespace that no string can hold), so rows are
-//      found with memchr.  Group sections whose rows keep their numbers
+//      found 16 bytes at a time.  Kept rows stay ranges of the old file
+//      (cache_pieces.hpp).  Group sections whose rows keep their numbers
 //      are copied whole with their hash; every section rewritten is
 //      checked against its stored hash first, so a damaged row is never
 //      sealed under a new hash.
@@ -47,10 +48,12 @@
 #include <sys/stat.h>  // fstat
 
 #include <algorithm>
+#include <charconv>  // to_chars
 #include <cstring>
 #include <string_view>
 #include <vector>
 
+#include "cache_pieces.hpp"
 #include "cache_rows.hpp"
 #include "cache_text.hpp"
 #include "epload/profile.hpp"
@@ -103,12 +106,19 @@ struct NewDist {
   std::string_view child;
 };
 
-/// A section of the new file: bytes (its own, or the old file's) and record.
+/// A section of the new file: its record and its bytes.
 struct NewSection {
   SectionRecord record;
-  std::string own;
-  std::string_view text;  // `own`, or a slice of the old file
+  Pieces pieces;
+  bool hashed = false;  // the record's length and hash known (copied whole)
 };
+
+/// `n` in decimal, as JsonWriter::number writes it.
+void put_number(Pieces& p, std::uint64_t n) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, n);
+  p.put(std::string_view(buf, static_cast<std::size_t>(r.ptr - buf)));
+}
 
 class Splice {
  public:
@@ -140,12 +150,10 @@ class Splice {
     text = m_raw.bytes.substr(s.offset, s.length);
     return body_hash(text) == s.hash;
   }
-  void add_section(std::string name, std::string own, std::size_t count) {
-    NewSection s;
-    s.record.name = std::move(name);
-    s.record.count = count;
-    s.own = std::move(own);
-    m_sections.push_back(std::move(s));
+  /// A new section, appended; the reference holds until the next one.
+  NewSection& add_section(std::string name, std::size_t count) {
+    m_sections.push_back(NewSection{SectionRecord{std::move(name), 0, 0, 0, count}, Pieces(m_raw.bytes)});
+    return m_sections.back();
   }
   /// The dir text as stored for a fresh distribution.
   std::string_view dir_text(const Distribution& d) const { return child_name(d.metadata_dir); }
@@ -195,6 +203,7 @@ bool Splice::runs() {
   if (m_seen.stamps.size() != m_names.size() || watched_digest(m_checked) == nullptr) return false;
   if (!IndexBuilderHooks::listed_known(m_checked)) return false;
   m_kept.assign(m_paths.size(), 0);
+  m_runs.reserve(m_names.size());  // at most one run per name; untouched pages cost nothing
   for (std::uint32_t k = 0; k < m_names.size(); ++k) {
     const WatchedName& w = m_names[k];
     const std::size_t slash = w.rel_path.find('/');
@@ -498,10 +507,11 @@ bool Splice::group_section(const std::string& group, const RawSection* old) {
     }
     if (body_hash(text) != old->hash) return false;  // never sealed again, nor copied
     if (!renumbered) {  // copied whole, with its hash
-      NewSection s;
-      s.record = SectionRecord{old->name, 0, old->length, old->hash, old->count};
-      s.text = text;
-      m_sections.push_back(std::move(s));
+      NewSection& s = add_section(old->name, old->count);
+      s.record.length = old->length;
+      s.record.hash = old->hash;
+      s.hashed = true;
+      s.pieces.copy(text);
       return true;
     }
   }
@@ -519,23 +529,20 @@ bool Splice::group_section(const std::string& group, const RawSection* old) {
     if (m_new_of_old[d] >= 0) members.push_back(Member{m_new_of_old[d], static_cast<std::int64_t>(i), -1});
   }
   if (fresh_eps.empty() && members.size() == dist_rows) {
-    // Only the numbers of its distributions moved: their rows are written
-    // again, its entry points copied whole (their local numbers hold).
-    std::string out;
-    out.reserve(text.size() + 64);
-    JsonWriter w(out);
-    w.raw("{\"dists\":[");
+    // Only the numbers of its distributions moved: their rows get new
+    // numbers, its entry points are copied whole (their local numbers hold).
+    Pieces& out = add_section("group:" + group, old->count).pieces;
+    out.put("{\"dists\":[");
     for (std::size_t m = 0; m < members.size(); ++m) {
       std::uint64_t d;
       std::size_t after;
       const std::string_view row = row_at(text, tabs, m);
       leading_number(row, d, after);
-      w.raw(m == 0 ? "\t[" : ",\t[");
-      w.number(members[m].number);
-      w.raw(row.substr(after));
+      out.put(m == 0 ? "\t[" : ",\t[");
+      put_number(out, static_cast<std::uint64_t>(members[m].number));
+      out.copy(row.substr(after));
     }
-    w.raw(text.substr(tabs[dist_rows]));
-    add_section("group:" + group, std::move(out), old->count);
+    out.copy(text.substr(tabs[dist_rows]));
     return true;
   }
   std::vector<std::int64_t> number_of_fresh(fresh_dists.size(), -1);
@@ -615,69 +622,75 @@ bool Splice::group_section(const std::string& group, const RawSection* old) {
   }
   w.raw("\t]}\n");
   if (count == 0) return true;  // the group is gone
-  add_section("group:" + group, std::move(out), count);
+  add_section("group:" + group, count).pieces.put(out);
   return true;
 }
 
 bool Splice::dists_section() {
   const auto fresh = m_fresh->distributions();
-  std::string out;
-  out.reserve(m_dists_text.size() + 256);
-  JsonWriter w(out);
-  w.raw("[");
+  Pieces& out = add_section("dists", m_new.size()).pieces;
+  std::string row;
+  out.put("[");
   for (std::size_t n = 0; n < m_new.size(); ++n) {
-    w.raw(n == 0 ? "\t" : ",\t");
+    out.put(n == 0 ? "\t" : ",\t");
     const NewDist& d = m_new[n];
     if (d.read < 0) {
-      w.raw(row_at(m_dists_text, m_dists_tabs, static_cast<std::size_t>(d.old)));
+      out.copy(row_at(m_dists_text, m_dists_tabs, static_cast<std::size_t>(d.old)));
       continue;
     }
     const Distribution& f = fresh[static_cast<std::size_t>(d.read)];
+    row.clear();
+    JsonWriter w(row);
     w.raw("[");
     dist_fields(w, f, dir_text(f));
     w.raw(",");
     w.bytes(f.error);
     w.raw("]");
+    out.put(row);
   }
-  w.raw("\t]\n");
-  add_section("dists", std::move(out), m_new.size());
+  out.put("\t]\n");
   return true;
 }
 
 bool Splice::listings_section() {
-  std::string out;
-  out.reserve(m_listings_text.size() + 256);
-  JsonWriter w(out);
-  w.raw("[");
+  Pieces& out = add_section("listings", m_new.size()).pieces;
+  std::string name;
+  out.put("[");
   for (std::size_t n = 0; n < m_new.size(); ++n) {
     const NewDist& d = m_new[n];
     if (n == 0 || d.sp != m_new[n - 1].sp) {
-      w.raw(n == 0 ? "[" : "],[");
-      w.number(d.sp);
+      out.put(n == 0 ? "[" : "],[");
+      put_number(out, d.sp);
     }
-    w.raw(",\t");
+    out.put(",\t");
     // Listing k is run k's child: every listing is exactly its distributions.
-    if (d.old >= 0) w.raw(name_at(m_listings_text, m_listings_tabs, static_cast<std::size_t>(d.old)));
-    else w.bytes(d.child);
+    if (d.old >= 0) {
+      out.copy(name_at(m_listings_text, m_listings_tabs, static_cast<std::size_t>(d.old)));
+      continue;
+    }
+    name.clear();
+    JsonWriter(name).bytes(d.child);
+    out.put(name);
   }
-  w.raw(m_new.empty() ? "\t]\n" : "]\t]\n");
-  add_section("listings", std::move(out), m_new.size());
+  out.put(m_new.empty() ? "\t]\n" : "]\t]\n");
   return true;
 }
 
 bool Splice::watched_sections() {
   const auto fresh_watched = watched_files(*m_fresh);
-  std::string rows, names;
-  rows.reserve(m_watched_text.size() + 512);
-  names.reserve(m_digest_text.size() + 256);
-  JsonWriter rw(rows), nw(names);
+  // Both sections are counted once written; placeholders until then.
+  add_section("watched", 0);
+  add_section("watch_digest", 0);
+  Pieces& rows = m_sections[m_sections.size() - 2].pieces;
+  Pieces& names = m_sections.back().pieces;
+  std::string scratch;  // a fresh row or name
   WatchedDigest digest;
   std::size_t i = 0;  // the new file number
   std::int64_t run_sp = -1;
   auto name_run = [&](std::uint32_t sp) {
     if (static_cast<std::int64_t>(sp) == run_sp) return;
-    nw.raw(run_sp < 0 ? "[" : "],[");
-    nw.number(sp);
+    names.put(run_sp < 0 ? "[" : "],[");
+    put_number(names, sp);
     run_sp = sp;
   };
   // The names decoded, for the answer: offsets into the pool until it is whole.
@@ -689,8 +702,8 @@ bool Splice::watched_sections() {
     known.pool.append(rel);
     spans.emplace_back(sp, static_cast<std::uint32_t>(known.pool.size()));
   };
-  rows += "[";
-  names += "{\"digest\":\"00000000000000000000000000000000\",\"files\":[";
+  rows.put("[");
+  names.put("{\"digest\":\"00000000000000000000000000000000\",\"files\":[");
   for (const NewDist& d : m_new) {
     if (d.read < 0) {
       const Run& r = m_runs[static_cast<std::size_t>(d.old)];
@@ -698,25 +711,30 @@ bool Splice::watched_sections() {
       const std::size_t begin = m_watched_tabs[r.first] + 1;
       std::size_t end = m_watched_tabs[r.end];
       if (m_watched_text[end - 1] == ',') --end;
-      rows += i == 0 ? "\t" : ",\t";
-      rows.append(m_watched_text.substr(begin, end - begin));
+      rows.put(i == 0 ? "\t" : ",\t");
+      rows.copy(m_watched_text.substr(begin, end - begin));
       for (std::uint32_t k = r.first; k < r.end; ++k, ++i) {
         digest_add(digest, i, m_seen.stamps[k]);
         name_run(r.sp);
-        nw.raw(",\t");
-        nw.raw(name_at(m_digest_text, m_digest_tabs, k));
+        names.put(",\t");
+        names.copy(name_at(m_digest_text, m_digest_tabs, k));
         know(r.sp, m_names[k].rel_path);
       }
       continue;
     }
     const auto f = static_cast<std::size_t>(d.read);
     for (std::uint32_t k = m_fresh_watch_begin[f]; k < m_fresh_watch_begin[f + 1]; ++k, ++i) {
-      rows += i == 0 ? "\t" : ",\t";
-      watched_row(rw, fresh_watched[k]);
+      rows.put(i == 0 ? "\t" : ",\t");
+      scratch.clear();
+      JsonWriter sw(scratch);
+      watched_row(sw, fresh_watched[k]);
+      rows.put(scratch);
       digest_add(digest, i, fresh_watched[k].stamp);
       name_run(fresh_watched[k].search_path);
-      nw.raw(",\t");
-      nw.bytes(fresh_watched[k].rel_path);
+      names.put(",\t");
+      scratch.clear();
+      JsonWriter(scratch).bytes(fresh_watched[k].rel_path);
+      names.put(scratch);
       know(fresh_watched[k].search_path, fresh_watched[k].rel_path);
     }
   }
@@ -727,24 +745,26 @@ bool Splice::watched_sections() {
     begin = end;
   }
   m_new_digest = digest;
-  rows += "\t]\n";
-  names += i == 0 ? "\t]}\n" : "]\t]}\n";
+  rows.put("\t]\n");
+  names.put(i == 0 ? "\t]}\n" : "]\t]}\n");
   char hex[32];
   put_hex16(hex, digest.hi);
   put_hex16(hex + 16, digest.lo);
-  std::memcpy(names.data() + 11, hex, 32);  // after {"digest":"
-  add_section("watched", std::move(rows), i);
-  add_section("watch_digest", std::move(names), i);
+  std::memcpy(names.own_at(11), hex, 32);  // after {"digest":", the section's first own bytes
+  m_sections[m_sections.size() - 2].record.count = i;
+  m_sections.back().record.count = i;
   return true;
 }
 
 bool Splice::write_and_answer(Refreshed& out) {
   std::size_t offset = 0;
+  std::vector<std::vector<std::string_view>> views;
+  views.reserve(m_sections.size());
   for (NewSection& s : m_sections) {
-    if (s.text.empty()) {
-      s.text = s.own;
-      s.record.length = s.own.size();
-      s.record.hash = body_hash(s.own);
+    views.push_back(s.pieces.views());
+    if (!s.hashed) {
+      s.record.length = s.pieces.size();
+      s.record.hash = body_hash(views.back());
     }
     s.record.offset = offset;
     offset += s.record.length;
@@ -761,9 +781,9 @@ bool Splice::write_and_answer(Refreshed& out) {
   in.first_error = m_first_error;
   const std::string head = head_line(in, records);
   std::vector<std::string_view> parts;
-  parts.reserve(m_sections.size() + 1);
+  parts.reserve(m_sections.size() * 2 + 1);
   parts.push_back(head);
-  for (const NewSection& s : m_sections) parts.push_back(s.text);
+  for (const auto& v : views) parts.insert(parts.end(), v.begin(), v.end());
   if (!make_safe_dir(dir_name(m_path))) return false;
   Fd written(-1);
   if (!write_atomic(m_path, parts, 0600, &written.fd)) return false;
