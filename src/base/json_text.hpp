@@ -16,6 +16,7 @@ std::uint64_t body_hash(std::string_view s);
 
 /// The same hash of the bytes of `pieces` one after the other, without
 /// joining them: a refresh writes sections as ranges of the old file.
+/// body_hash(s) is this with the one piece `s`.
 std::uint64_t body_hash(std::span<const std::string_view> pieces);
 
 /// Writes `v` as 16 lower-case hex digits to out[0..16).
