@@ -122,7 +122,7 @@ TEST_F(CacheOpen, OtherVersionForeignKeyAndCorruptFilesAreRebuilt) {
   const std::string file = cache_file_path(options);
   const std::string good = test::read_file(file);
 
-  edit_file(file, "\"version\":5,", "\"version\":99,");
+  edit_file(file, "\"version\":6,", "\"version\":99,");
   CacheReport r = open_checked();
   EXPECT_EQ(r.status, CacheStatus::rebuilt);
   EXPECT_NE(r.reason.find("format version 99"), std::string::npos) << r.reason;

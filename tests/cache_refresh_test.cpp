@@ -408,6 +408,34 @@ TEST_F(Invalidation, AGroupQueryRefreshCopiesTheRowsThatDidNotChange) {
   EXPECT_EQ((*all)->find("g", "eta")->value, "eta:mair");
 }
 
+TEST_F(Invalidation, AnInstallRewritesOnlyTheSectionsOfTheGroupsItJoins) {
+  // The global numbers of a group's distributions live in "numbers": one
+  // installed before others moves their numbers, yet the sections of the
+  // groups it does not join are copied byte for byte.
+  options.groups = {"g"};
+  warm();
+  const std::string file = cache_file_path(options);
+  auto lines = [](const std::string& text) {
+    std::vector<std::string> out;
+    for (std::size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) {
+      out.push_back(text.substr(at, nl - at));
+    }
+    return out;
+  };
+  // head; console_scripts, g, torch.backends; numbers; dists, listings, watched, watch_digest
+  const auto before = lines(test::read_file(file));
+  ASSERT_EQ(before.size(), 9u);
+  test::make_dist(site1, "aaa", "1.0", "[g]\naaa = aaa:main\n");
+  expect_refresh_then_hit(options, "1 of 2 path entries listed again, 1 of 6 distributions read, the rest of the file copied");
+  const auto after = lines(test::read_file(file));
+  ASSERT_EQ(after.size(), before.size());
+  EXPECT_EQ(after[1], before[1]);  // console_scripts
+  EXPECT_NE(after[2], before[2]);  // g: aaa joined it
+  EXPECT_EQ(after[3], before[3]);  // torch.backends: gamma's number moved, in "numbers" only
+  EXPECT_NE(after[4], before[4]);  // numbers
+  EXPECT_NE(after[4].find(","), std::string::npos);
+}
+
 TEST_F(Invalidation, AGroupQueryRefreshRecomputesWhatItCannotCopy) {
   // Changes whose order or first-wins a copy cannot keep: recomputed, and
   // the file is still a scan's (open_checked()).

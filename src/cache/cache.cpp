@@ -140,9 +140,7 @@ bool Reader::group(od::document& doc, GroupData& out, GroupMode mode) {
     out.dists.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(out.section->count, m_dist_count)));
     out.eps.reserve(static_cast<std::size_t>(out.section->count));
   }
-  m_numbers.clear();  // the rows' global numbers (complete mode)
   std::size_t dist_rows = 0, ep_rows = 0;
-  std::uint32_t last = 0;
   std::size_t k = 0;
   for (auto f : root) {
     std::string_view name;
@@ -151,7 +149,11 @@ bool Reader::group(od::document& doc, GroupData& out, GroupMode mode) {
     if (k == 0 && name == "dists") {
       if (auto e = f.value().get_array().get(arr)) return fail(e, "group distributions");
       for (auto x : arr) {
-        if (!group_dist(x, out, mode, dist_rows++, last)) return false;
+        if (!group_dist(x, out, mode, dist_rows++)) return false;
+      }
+      if (mode != GroupMode::direct && dist_rows != numbers_of(*out.section).size()) {
+        return fail("holds " + std::to_string(dist_rows) + " distributions, not the " +
+                    std::to_string(numbers_of(*out.section).size()) + " that \"numbers\" gives it");
       }
     } else if (k == 1 && name == "entry_points") {
       if (auto e = f.value().get_array().get(arr)) return fail(e, "entry points");
@@ -172,25 +174,53 @@ bool Reader::group(od::document& doc, GroupData& out, GroupMode mode) {
   return true;
 }
 
-/// Row `rows` of a group section's distributions (see group()).
-bool Reader::group_dist(Element v, GroupData& out, GroupMode mode, std::size_t rows, std::uint32_t& last) {
+/// Row `rows` of a group section's distributions (see group()).  Its
+/// global number is in "numbers" (read first by complete and collecting
+/// reads; a one-group read needs none: its rows are in discovery order).
+bool Reader::group_dist(Element v, GroupData& out, GroupMode mode, std::size_t rows) {
   GroupDist d;
-  const Field row_fields[] = {number_field("group distribution number", m_dist_count, d.global),
-                              text_field("distribution name", d.name, m_s1),
+  const Field row_fields[] = {text_field("distribution name", d.name, m_s1),
                               text_field("distribution version", d.version, m_s2),
                               text_field("distribution dir", d.dir, m_s3),
                               number_field("distribution search path", m_paths.size(), d.path)};
   if (!fields(std::move(v), "group distribution", mode == GroupMode::collect, row_fields)) return false;
-  if (rows != 0 && last >= d.global) return fail("group distributions out of order");
-  last = d.global;
-  if (mode == GroupMode::collect) {
-    out.dists.push_back(d);
-  } else if (mode == GroupMode::direct) {
+  if (mode == GroupMode::direct) {
     std::string_view joined;
     join_dir(d.path, d.dir, joined);
     m_builder.add_distribution(d.name, d.version, joined, d.path);
-  } else {
-    m_numbers.push_back(d.global);
+    return true;
+  }
+  const auto numbers = numbers_of(*out.section);
+  if (rows >= numbers.size()) {
+    return fail("holds more distributions than the " + std::to_string(numbers.size()) + " that \"numbers\" gives it");
+  }
+  d.global = numbers[rows];
+  if (mode == GroupMode::collect) out.dists.push_back(d);
+  return true;
+}
+
+bool Reader::numbers(od::document& doc) {
+  m_numbers.clear();
+  m_numbers_at.assign(1, 0);
+  const bool ok = each(doc, "numbers", [&](od::value arr) {
+    if (m_numbers_at.size() > m_layout.groups) return fail("holds more groups than the head has");
+    std::uint32_t number = 0;
+    const std::size_t first = m_numbers.size();
+    const bool read = each(arr, "a group's numbers", [&](od::value xv) {
+      if (!index(xv, "group distribution number", m_dist_count, number)) return false;
+      if (m_numbers.size() > first && m_numbers.back() >= number) return fail("group distributions out of order");
+      m_numbers.push_back(number);
+      return true;
+    });
+    if (!read) return false;
+    if (m_numbers.size() == first) return fail("a group without distributions");
+    m_numbers_at.push_back(m_numbers.size());
+    return true;
+  });
+  if (!ok) return false;
+  if (m_numbers_at.size() != m_layout.groups + 1) {
+    return fail("holds " + std::to_string(m_numbers_at.size() - 1) + " groups, the head has " +
+                std::to_string(m_layout.groups));
   }
   return true;
 }
@@ -208,7 +238,7 @@ bool Reader::group_entry(Element v, GroupData& out, GroupMode mode, std::size_t 
   } else {
     // direct: the builder's distributions are this section's rows;
     // complete: they are all distributions, in global order.
-    const std::uint32_t dist = mode == GroupMode::direct ? ep.dist : m_numbers[ep.dist];
+    const std::uint32_t dist = mode == GroupMode::direct ? ep.dist : numbers_of(*out.section)[ep.dist];
     m_builder.add_entry_point(dist, out.section->group, ep.name, ep.value);
   }
   return true;
@@ -361,6 +391,7 @@ bool Reader::load_complete() {
   const Layout& at = m_layout;
   m_builder.reserve(static_cast<std::size_t>(m_dist_count), 0, static_cast<std::size_t>(at.watched->count));
   if (!parse_section(*at.dists, [&](od::document& d) { return dists(d); })) return false;
+  if (!parse_section(*at.numbers, [&](od::document& d) { return numbers(d); })) return false;
   if (m_has_error ? m_first_error_seen != m_error_dist
                   : m_first_error_seen != std::numeric_limits<std::uint64_t>::max()) {
     return fail("\"first_error\" disagrees with the distributions");
@@ -402,6 +433,8 @@ bool Reader::load_partial() {
     needed.push_back(s);
     eps_total += static_cast<std::size_t>(s->count);
   }
+  // Several groups are merged by their distributions' global numbers.
+  if (needed.size() > 1) needed.push_back(m_layout.numbers);
   // `full` validation: the names and their digest, unless every stamp is
   // wanted (a stale cache names the file that changed).
   std::size_t names_total = 0;
@@ -464,6 +497,10 @@ bool Reader::load_groups(const std::vector<const Section*>& needed, std::vector<
   std::size_t group_sections = 0;
   for (const Section* s : needed) group_sections += s->kind == Kind::group;
   const GroupMode mode = group_sections == 1 ? GroupMode::direct : GroupMode::collect;
+  if (group_sections > 1 &&
+      !parse_section(*m_layout.numbers, [&](od::document& d) { return numbers(d); })) {
+    return false;
+  }
   groups.reserve(group_sections);
   for (const Section* s : needed) {
     if (s->kind != Kind::group) continue;
@@ -516,7 +553,7 @@ bool Reader::merge_groups(const std::vector<GroupData>& groups) {
 /// with their digest, or every watched file with its stamp.
 bool Reader::load_stamps(const std::vector<const Section*>& needed) {
   for (const Section* s : needed) {
-    if (s->kind == Kind::group) continue;
+    if (s->kind == Kind::group || s->kind == Kind::numbers) continue;
     const bool ok =
         s->kind == Kind::watch_digest
             ? parse_section(*s, [&](od::document& d) { return watch_digest(d, s->count, /*add=*/true); })

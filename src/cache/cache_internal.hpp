@@ -39,7 +39,7 @@ namespace epload::detail {
 
 /// Bumped whenever the file layout or its meaning changes; part of the key,
 /// so files of other versions are simply never looked up (and pruned).
-inline constexpr int k_cache_format_version = 5;
+inline constexpr int k_cache_format_version = 6;
 
 /// Bumped whenever the scanner's answer for the same files changes (2: a
 /// dist-info stem stands for METADATA only as the wheel format writes it;

@@ -68,6 +68,33 @@ inline bool leading_number(std::string_view row, std::uint64_t& n, std::size_t& 
   return true;
 }
 
+/// The arrays of unsigned numbers of a "numbers" section, "[[0,4],[2]]\n":
+/// all of them in `flat`, where each array starts in `at` (and the end
+/// last).  False on anything else.
+inline bool number_arrays(std::string_view text, std::vector<std::uint32_t>& flat, std::vector<std::size_t>& at) {
+  flat.clear();
+  at.assign(1, 0);
+  if (text.size() < 3 || text.substr(text.size() - 2) != "]\n" || text[0] != '[') return false;
+  std::size_t i = 1;
+  const std::size_t end = text.size() - 2;
+  while (i < end) {
+    if (at.size() > 1 && text[i++] != ',') return false;
+    if (i >= end || text[i++] != '[') return false;
+    for (;;) {
+      std::uint64_t n = 0;
+      const std::size_t first = i;
+      while (i < end && text[i] >= '0' && text[i] <= '9' && i - first < 10) n = n * 10 + static_cast<unsigned>(text[i++] - '0');
+      if (i == first || n > UINT32_MAX || i >= end) return false;
+      flat.push_back(static_cast<std::uint32_t>(n));
+      if (text[i] == ']') break;
+      if (text[i++] != ',') return false;
+    }
+    ++i;  // the array's ']'
+    at.push_back(flat.size());
+  }
+  return i == end;
+}
+
 /// The six stamp numbers that end a watched row "[...,dev,ino,size,mtime,ctime,mode]".
 inline bool row_stamp(std::string_view row, FileStamp& s) {
   if (row.empty() || row.back() != ']') return false;

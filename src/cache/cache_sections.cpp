@@ -77,16 +77,25 @@ bool check_layout(const std::vector<Section>& sections, std::uint64_t head_len, 
     const Section& s = sections[i];
     if (!check_extent(s, at, size, problem)) return false;
     at = s.offset + s.length;
-    const bool tail = out.dists != nullptr;  // past the group sections
+    const bool tail = out.numbers != nullptr;  // past the group sections
     switch (s.kind) {
       case Kind::group:
         if (tail || (last_group != nullptr && !(last_group->group < s.group))) {
           return fail_section(problem, s, "is out of order");
         }
         last_group = &s;
+        ++out.groups;
+        break;
+      case Kind::numbers:
+        if (tail) return problem.fail("two \"numbers\" sections");
+        if (s.count != out.groups) {
+          return fail_section(problem, s, "counts " + std::to_string(s.count) + " groups, the file has " +
+                                              std::to_string(out.groups));
+        }
+        out.numbers = &s;
         break;
       case Kind::dists:
-        if (tail) return problem.fail("two \"dists\" sections");
+        if (out.numbers == nullptr || out.dists != nullptr) return problem.fail("section \"dists\" is out of order");
         out.dists = &s;
         break;
       case Kind::listings:
@@ -112,8 +121,9 @@ bool check_layout(const std::vector<Section>& sections, std::uint64_t head_len, 
         break;
     }
   }
-  if (out.dists == nullptr || out.listings == nullptr || out.watched == nullptr || out.watch_digest == nullptr) {
-    return problem.fail("missing \"dists\", \"listings\", \"watched\" or \"watch_digest\" section");
+  if (out.numbers == nullptr || out.dists == nullptr || out.listings == nullptr || out.watched == nullptr ||
+      out.watch_digest == nullptr) {
+    return problem.fail("missing \"numbers\", \"dists\", \"listings\", \"watched\" or \"watch_digest\" section");
   }
   if (at != size) return problem.fail("trailing data after the last section");
   return true;

@@ -29,7 +29,7 @@ struct ReadProblem {
 };
 
 /// What a section holds.
-enum class Kind { group, dists, listings, watched, watch_digest };
+enum class Kind { group, numbers, dists, listings, watched, watch_digest };
 
 /// One row of the head's "sections".  The views point into the head's
 /// buffer (or the reader's copies of escaped strings), which live as long
@@ -44,6 +44,8 @@ struct Section {
 
 /// The sections every file has, as check_layout() found them.
 struct Layout {
+  std::size_t groups = 0;  // the group sections: the first `groups` of the table
+  const Section* numbers = nullptr;
   const Section* dists = nullptr;
   const Section* listings = nullptr;
   const Section* watched = nullptr;

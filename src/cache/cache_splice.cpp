@@ -138,7 +138,10 @@ class Splice {
   bool read_new();
   bool first_error();
   bool group_sections();
-  bool group_section(const std::string& group, const RawSection* old);
+  /// Group `group`'s section, from its old one (the `old_at`th group
+  /// section, or -1) and the fresh distributions; its members' new
+  /// numbers left in m_members.
+  bool group_section(const std::string& group, std::int64_t old_at);
   bool dists_section();
   bool listings_section();
   bool watched_sections();
@@ -187,6 +190,11 @@ class Splice {
   std::vector<std::uint32_t> m_fresh_watch_begin;  // per fresh distribution, into watched_files(fresh)
   std::string m_first_error = "null";
   std::vector<NewSection> m_sections;
+  std::size_t m_old_groups = 0;  // the old file's group sections: the first ones
+  std::vector<std::uint32_t> m_old_numbers;  // their "numbers", one after another
+  std::vector<std::size_t> m_old_numbers_at;
+  std::vector<std::uint64_t> m_members;  // the new numbers of a group section's distributions
+  std::string m_numbers_text;            // the new "numbers"
   // The new file's watched names, decoded (what the answer read back
   // carries), and their digest.
   struct NewNames {
@@ -468,52 +476,77 @@ bool Splice::first_error() {
 }
 
 bool Splice::group_sections() {
-  // Every group, old and new, in code-point order (byte order of UTF-8).
-  std::vector<std::pair<std::string, const RawSection*>> groups;
-  for (const RawSection& s : m_raw.sections) {
-    if (s.name.rfind("group:", 0) == 0) groups.emplace_back(s.group, &s);
-  }
+  // Every group, old and new, in code-point order (byte order of UTF-8),
+  // with its old section's place among the group sections.
+  std::vector<std::pair<std::string, std::int64_t>> groups;
+  for (std::size_t k = 0; k < m_old_groups; ++k) groups.emplace_back(m_raw.sections[k].group, k);
   for (std::string_view g : m_fresh->groups()) {
     auto it = std::lower_bound(groups.begin(), groups.end(), g,
                                [](const auto& e, std::string_view v) { return std::string_view(e.first) < v; });
-    if (it == groups.end() || it->first != g) groups.insert(it, {std::string(g), nullptr});
+    if (it == groups.end() || it->first != g) groups.insert(it, {std::string(g), -1});
   }
+  m_numbers_text = "[";
+  std::size_t written = 0;
   for (const auto& [g, old] : groups) {
+    const std::size_t before = m_sections.size();
     if (!group_section(g, old)) return false;
+    if (m_sections.size() == before) continue;  // the group is gone
+    m_numbers_text += written++ == 0 ? "[" : ",[";
+    for (std::size_t i = 0; i < m_members.size(); ++i) {
+      if (i != 0) m_numbers_text += ',';
+      char buf[24];
+      const auto r = std::to_chars(buf, buf + sizeof buf, m_members[i]);
+      m_numbers_text.append(buf, r.ptr);
+    }
+    m_numbers_text += ']';
   }
+  m_numbers_text += "]\n";
+  add_section("numbers", written).pieces.put(m_numbers_text);
   return true;
 }
 
-bool Splice::group_section(const std::string& group, const RawSection* old) {
+bool Splice::group_section(const std::string& group, std::int64_t old_at) {
   const Index& fresh = *m_fresh;
   const auto fresh_dists = fresh.distributions();
   const auto fresh_eps = fresh.group(group);
+  const RawSection* old = old_at >= 0 ? &m_raw.sections[static_cast<std::size_t>(old_at)] : nullptr;
+  std::span<const std::uint32_t> numbers;
+  if (old != nullptr) {
+    const auto k = static_cast<std::size_t>(old_at);
+    numbers = std::span<const std::uint32_t>(m_old_numbers).subspan(m_old_numbers_at[k],
+                                                                     m_old_numbers_at[k + 1] - m_old_numbers_at[k]);
+  }
+  m_members.clear();
+  // Its rows unchanged (none read again or gone, none new): copied whole,
+  // with its hash (checked: a damaged row is never copied); only its
+  // numbers move, and they are in "numbers".
+  bool kept = old != nullptr && fresh_eps.empty();
+  for (std::size_t i = 0; i < numbers.size() && kept; ++i) {
+    if (numbers[i] >= m_new_of_old.size()) return false;
+    kept = m_new_of_old[numbers[i]] >= 0;
+    m_members.push_back(static_cast<std::uint64_t>(m_new_of_old[numbers[i]]));
+  }
+  if (kept) {
+    if (body_hash(m_raw.bytes.substr(old->offset, old->length)) != old->hash) return false;
+    NewSection& s = add_section(old->name, old->count);
+    s.record.length = old->length;
+    s.record.hash = old->hash;
+    s.hashed = true;
+    s.pieces.copy(m_raw.bytes.substr(old->offset, old->length));
+    return true;
+  }
+  m_members.clear();
   // The section's old rows, when it has some.
   std::string_view text;
   std::vector<std::uint32_t> tabs;
   std::size_t dist_rows = 0;
-  bool renumbered = !fresh_eps.empty();
   if (old != nullptr) {
     text = m_raw.bytes.substr(old->offset, old->length);
+    if (body_hash(text) != old->hash) return false;  // never sealed again
     tabs = tabs_of(text);
     while (dist_rows < tabs.size() && text[tabs[dist_rows] + 1] != ']') ++dist_rows;
     // dists rows, their closing tab, entry point rows, their closing tab.
-    if (tabs.size() != dist_rows + 1 + old->count + 1) return false;
-    for (std::size_t i = 0; i < dist_rows && !renumbered; ++i) {
-      std::uint64_t d;
-      std::size_t after;
-      if (!leading_number(row_at(text, tabs, i), d, after) || d >= m_new_of_old.size()) return false;
-      renumbered = m_new_of_old[d] != static_cast<std::int64_t>(d);
-    }
-    if (body_hash(text) != old->hash) return false;  // never sealed again, nor copied
-    if (!renumbered) {  // copied whole, with its hash
-      NewSection& s = add_section(old->name, old->count);
-      s.record.length = old->length;
-      s.record.hash = old->hash;
-      s.hashed = true;
-      s.pieces.copy(text);
-      return true;
-    }
+    if (dist_rows != numbers.size() || tabs.size() != dist_rows + 1 + old->count + 1) return false;
   }
   // The merged distributions, by new number: old rows kept, fresh ones.
   struct Member {
@@ -523,27 +556,9 @@ bool Splice::group_section(const std::string& group, const RawSection* old) {
   };
   std::vector<Member> members;
   for (std::size_t i = 0; i < dist_rows; ++i) {
-    std::uint64_t d;
-    std::size_t after;
-    if (!leading_number(row_at(text, tabs, i), d, after) || d >= m_new_of_old.size()) return false;
-    if (m_new_of_old[d] >= 0) members.push_back(Member{m_new_of_old[d], static_cast<std::int64_t>(i), -1});
-  }
-  if (fresh_eps.empty() && members.size() == dist_rows) {
-    // Only the numbers of its distributions moved: their rows get new
-    // numbers, its entry points are copied whole (their local numbers hold).
-    Pieces& out = add_section("group:" + group, old->count).pieces;
-    out.put("{\"dists\":[");
-    for (std::size_t m = 0; m < members.size(); ++m) {
-      std::uint64_t d;
-      std::size_t after;
-      const std::string_view row = row_at(text, tabs, m);
-      leading_number(row, d, after);
-      out.put(m == 0 ? "\t[" : ",\t[");
-      put_number(out, static_cast<std::uint64_t>(members[m].number));
-      out.copy(row.substr(after));
-    }
-    out.copy(text.substr(tabs[dist_rows]));
-    return true;
+    if (numbers[i] >= m_new_of_old.size()) return false;
+    const std::int64_t now = m_new_of_old[numbers[i]];
+    if (now >= 0) members.push_back(Member{now, static_cast<std::int64_t>(i), -1});
   }
   std::vector<std::int64_t> number_of_fresh(fresh_dists.size(), -1);
   for (std::size_t n = 0; n < m_new.size(); ++n) {
@@ -577,17 +592,12 @@ bool Splice::group_section(const std::string& group, const RawSection* old) {
   std::size_t count = 0;
   w.raw("{\"dists\":[");
   for (std::size_t m = 0; m < members.size(); ++m) {
-    w.raw(m == 0 ? "\t[" : ",\t[");
-    w.number(members[m].number);
+    w.raw(m == 0 ? "\t" : ",\t");
     if (members[m].old_local >= 0) {
-      std::uint64_t d;
-      std::size_t after;
-      const std::string_view row = row_at(text, tabs, static_cast<std::size_t>(members[m].old_local));
-      leading_number(row, d, after);
-      w.raw(row.substr(after));  // ",name,version,dir,path]"
+      w.raw(row_at(text, tabs, static_cast<std::size_t>(members[m].old_local)));  // "[name,version,dir,path]"
     } else {
       const Distribution& d = fresh_dists[static_cast<std::size_t>(members[m].fresh)];
-      w.raw(",");
+      w.raw("[");
       dist_fields(w, d, dir_text(d));
       w.raw("]");
     }
@@ -623,6 +633,7 @@ bool Splice::group_section(const std::string& group, const RawSection* old) {
   w.raw("\t]}\n");
   if (count == 0) return true;  // the group is gone
   add_section("group:" + group, count).pieces.put(out);
+  for (const Member& m : members) m_members.push_back(static_cast<std::uint64_t>(m.number));
   return true;
 }
 
@@ -828,6 +839,18 @@ std::optional<Refreshed> Splice::run(int fd) {
   if (m_dists_tabs.size() != m_runs.size() + 1 || m_watched_tabs.size() != m_names.size() + 1 ||
       m_digest_tabs.size() != m_names.size() + 1) {
     return std::nullopt;
+  }
+  // The group sections come first, then their numbers.
+  if (n < 5) return std::nullopt;
+  m_old_groups = n - 5;
+  std::string_view numbers_text;
+  if (m_raw.sections[n - 5].name != "numbers" || !checked_text(m_raw.sections[n - 5], numbers_text) ||
+      !number_arrays(numbers_text, m_old_numbers, m_old_numbers_at) ||
+      m_old_numbers_at.size() != m_old_groups + 1) {
+    return std::nullopt;
+  }
+  for (std::size_t k = 0; k < m_old_groups; ++k) {
+    if (m_raw.sections[k].name.rfind("group:", 0) != 0) return std::nullopt;
   }
   if (!changed_files() || !new_order() || !digest_holds() || !read_new() || !first_error() || !group_sections() ||
       !dists_section() || !listings_section() || !watched_sections()) {

@@ -166,7 +166,8 @@ class BodyWriter {
   std::string body;
   std::vector<SectionRecord> sections;
 
-  /// One "group:G" section per group.
+  /// One "group:G" section per group, then "numbers": each group's
+  /// distributions' global numbers.
   void groups();
   void dists();
   /// The children of each search path that importlib's Lookup takes, in
@@ -243,7 +244,22 @@ void BodyWriter::encode_pools() {
 }
 
 void BodyWriter::groups() {
-  for (std::string_view g : m_index.groups()) group(g);
+  std::string numbers = "[";
+  JsonWriter nw(numbers);
+  std::size_t count = 0;
+  for (std::string_view g : m_index.groups()) {
+    group(g);
+    nw.raw(count++ == 0 ? "[" : ",[");
+    for (std::size_t i = 0; i < m_local.size(); ++i) {
+      if (i != 0) nw.raw(",");
+      nw.number(m_local[i]);
+    }
+    nw.raw("]");
+  }
+  nw.raw("]");
+  begin("numbers", count);
+  m_w.raw(numbers);
+  end();
 }
 
 void BodyWriter::group(std::string_view group) {
@@ -257,8 +273,6 @@ void BodyWriter::group(std::string_view group) {
   m_w.raw("{\"dists\":[");
   for (std::size_t i = 0; i < m_local.size(); ++i) {
     m_w.raw(i == 0 ? "\t[" : ",\t[");
-    m_w.number(m_local[i]);
-    m_w.raw(",");
     m_w.raw(dist_fields(m_local[i]));
     m_w.raw("]");
   }
