@@ -1,6 +1,7 @@
-// cache_rows.hpp — the rows of a format-5 section found by their tabs
-// (docs/cache-format.md, "Row marks"), without parsing it: what the refresh
-// that splices a file (cache_splice.cpp) copies and renumbers.
+// cache_rows.hpp — the rows of a section found by their tabs
+// (docs/cache-format.md, "Row marks"), and the arrays of "numbers", without
+// parsing them: what the refresh that splices a file (cache_splice.cpp)
+// copies and renumbers.
 #pragma once
 
 #include <cstddef>
