@@ -65,6 +65,23 @@ TEST(CacheRows, TabsRowsAndStampsAreFoundWhereverTheyFall) {
   EXPECT_EQ(detail::name_at(runs, names, 2), "\"c\"");
 }
 
+TEST(CacheRows, NumberArraysAreReadExactlyOrNotAtAll) {
+  std::vector<std::uint32_t> flat;
+  std::vector<std::size_t> at;
+  ASSERT_TRUE(detail::number_arrays("[[0,4,17],[2],[4294967295]]\n", flat, at));
+  EXPECT_EQ(flat, (std::vector<std::uint32_t>{0, 4, 17, 2, 4294967295u}));
+  EXPECT_EQ(at, (std::vector<std::size_t>{0, 3, 4, 5}));
+  ASSERT_TRUE(detail::number_arrays("[]\n", flat, at));
+  EXPECT_TRUE(flat.empty());
+  EXPECT_EQ(at, (std::vector<std::size_t>{0}));
+  // Anything the writer never writes: the splice gives up and recomputes.
+  for (const char* bad : {"", "[]", "[[]]\n", "[[0]", "[[0]]", "[[0],]\n", "[[0]][]\n", "[[0,]]\n", "[[,0]]\n",
+                          "[[4294967296]]\n", "[[99999999999]]\n", "[[-1]]\n", "[[0] ,[1]]\n", "[0]\n",
+                          "[[0][1]]\n", "{[0]}\n", "[[1.5]]\n"}) {
+    EXPECT_FALSE(detail::number_arrays(bad, flat, at)) << bad;
+  }
+}
+
 TEST(CachePieces, OwnBytesAndOldRangesMakeExactlyTheirBytesAndHash) {
   // Random pieces over an old text: the bytes are the pieces' in order,
   // their hash is body_hash() of those bytes, and own bytes equal to what

@@ -29,7 +29,7 @@
 // before the head was parsed, each chunk as soon as it is written, while
 // the rest is parsed (ReadExpectations::early_check).  A one-group read adds
 // the group's rows straight to the IndexBuilder; several groups are
-// collected and merged in global discovery order.  One simdjson parser
+// collected and merged in global discovery order (by section "numbers").  One simdjson parser
 // allocation serves every line read (a parser grows by reallocating, and
 // every fresh page costs a fault).
 //

@@ -611,10 +611,10 @@ bool Splice::group_section(const std::string& group, std::int64_t old_at) {
     if (members[m].old_local >= 0) {
       const auto i = static_cast<std::size_t>(members[m].old_local);
       for (std::size_t r = ep_begin[i]; r < ep_begin[i + 1]; ++r) {
-        std::uint64_t k;
-        std::size_t after;
+        std::uint64_t k = 0;
+        std::size_t after = 0;
         const std::string_view row = row_at(text, tabs, ep_first + r);
-        leading_number(row, k, after);
+        if (!leading_number(row, k, after)) return false;  // (each was read above)
         w.raw(count == 0 ? "\t[" : ",\t[");
         w.number(m);
         w.raw(row.substr(after));
