@@ -18,10 +18,9 @@ namespace {
 std::string errno_text() { return std::strerror(errno); }
 
 /// Writes every byte of `parts` to `fd`, up to IOV_MAX parts a call: a
-/// copying refresh hands over thousands of pieces at 6,000 distributions
-/// (kept rows as ranges of the old file, renumbered ones in two pieces
-/// each), a system call each with write().  False with errno set on a
-/// failure.
+/// copying refresh hands over its sections as pieces (its own bytes and
+/// ranges of the old file), hundreds at 6,000 distributions, a system
+/// call each with write().  False with errno set on a failure.
 bool write_all(int fd, std::span<const std::string_view> parts) {
   iovec vec[IOV_MAX];
   std::size_t next = 0, skip = 0;  // the first part not yet written whole, and its bytes already written

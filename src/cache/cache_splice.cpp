@@ -489,22 +489,21 @@ bool Splice::group_sections() {
                                [](const auto& e, std::string_view v) { return std::string_view(e.first) < v; });
     if (it == groups.end() || it->first != g) groups.insert(it, {std::string(g), -1});
   }
-  m_numbers_text = "[";
+  JsonWriter w(m_numbers_text);
+  w.raw("[");
   std::size_t written = 0;
   for (const auto& [g, old] : groups) {
     const std::size_t before = m_sections.size();
     if (!group_section(g, old)) return false;
     if (m_sections.size() == before) continue;  // the group is gone
-    m_numbers_text += written++ == 0 ? "[" : ",[";
+    w.raw(written++ == 0 ? "[" : ",[");
     for (std::size_t i = 0; i < m_members.size(); ++i) {
-      if (i != 0) m_numbers_text += ',';
-      char buf[24];
-      const auto r = std::to_chars(buf, buf + sizeof buf, m_members[i]);
-      m_numbers_text.append(buf, r.ptr);
+      if (i != 0) w.raw(",");
+      w.number(m_members[i]);
     }
-    m_numbers_text += ']';
+    w.raw("]");
   }
-  m_numbers_text += "]\n";
+  w.raw("]\n");
   add_section("numbers", written).pieces.put(m_numbers_text);
   return true;
 }
@@ -520,17 +519,17 @@ bool Splice::group_section(const std::string& group, std::int64_t old_at) {
     numbers = std::span<const std::uint32_t>(m_old_numbers).subspan(m_old_numbers_at[k],
                                                                      m_old_numbers_at[k + 1] - m_old_numbers_at[k]);
   }
+  for (const std::uint32_t d : numbers) {
+    if (d >= m_new_of_old.size()) return false;
+  }
   m_members.clear();
   // Its rows unchanged (none read again or gone, none new): copied whole,
   // with its hash (checked: a damaged row is never copied); only its
   // numbers move, and they are in "numbers".
-  bool kept = old != nullptr && fresh_eps.empty();
-  for (std::size_t i = 0; i < numbers.size() && kept; ++i) {
-    if (numbers[i] >= m_new_of_old.size()) return false;
-    kept = m_new_of_old[numbers[i]] >= 0;
-    m_members.push_back(static_cast<std::uint64_t>(m_new_of_old[numbers[i]]));
-  }
+  const bool kept = old != nullptr && fresh_eps.empty() &&
+                    std::all_of(numbers.begin(), numbers.end(), [&](std::uint32_t d) { return m_new_of_old[d] >= 0; });
   if (kept) {
+    for (const std::uint32_t d : numbers) m_members.push_back(static_cast<std::uint64_t>(m_new_of_old[d]));
     if (body_hash(m_raw.bytes.substr(old->offset, old->length)) != old->hash) return false;
     NewSection& s = add_section(old->name, old->count);
     s.record.length = old->length;
@@ -539,7 +538,6 @@ bool Splice::group_section(const std::string& group, std::int64_t old_at) {
     s.pieces.copy(m_raw.bytes.substr(old->offset, old->length));
     return true;
   }
-  m_members.clear();
   // The section's old rows, when it has some.
   std::string_view text;
   std::vector<std::uint32_t> tabs;
@@ -560,7 +558,6 @@ bool Splice::group_section(const std::string& group, std::int64_t old_at) {
   };
   std::vector<Member> members;
   for (std::size_t i = 0; i < dist_rows; ++i) {
-    if (numbers[i] >= m_new_of_old.size()) return false;
     const std::int64_t now = m_new_of_old[numbers[i]];
     if (now >= 0) members.push_back(Member{now, static_cast<std::int64_t>(i), -1});
   }
