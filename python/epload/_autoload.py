@@ -68,6 +68,11 @@ class _BackendAttributeError(BackendError, AttributeError):
     raising."""
 
 
+# The core's notes (Loader.store_note) that mean the learned-devices store
+# cannot be used at all, as opposed to one that was missing or stale.
+_STORE_UNUSABLE = ('cannot write the learned-devices store', 'no cache directory')
+
+
 class DeviceNotFoundError(LookupError):
     """No backend provides the device."""
 
@@ -596,10 +601,15 @@ def autoload(group=TORCH_GROUP, host=None, mode=None):
         session._lazy()
         if torch:
             _torch_lazy.attach(session)
-        if _eps._debug_enabled():
-            note = session.loader.store_note()
-            if note:
-                _eps._debug(f'learned-devices store: {note}')
+        note = session.loader.store_note()
+        if note.startswith(_STORE_UNUSABLE):
+            # Every later start pays for it: said once, not only under debug.
+            warn_user(f'epload: {note} ({session.loader.store_file() or "no file"}): the devices '
+                      f'of the {group!r} backends cannot be remembered, so every start imports '
+                      'each backend that does not declare its devices; set EPLOAD_CACHE_DIR to a '
+                      'directory of your own that you can write')
+        elif note:
+            _eps._debug(f'learned-devices store: {note}')
     else:
         _importlib_loop(session)
     return session

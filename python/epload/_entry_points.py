@@ -19,7 +19,8 @@ which then answers (or raises) exactly:
 * the index reports a distribution importlib would raise for (a malformed
   ``entry_points.txt``, invalid UTF-8, a distribution without a name);
 * the scanner cannot answer exactly (e.g. a zip archive with distributions
-  on the path) or fails for any other reason.
+  on the path) or fails for any other reason;
+* the native module cannot load (an isolated subinterpreter).
 
 Handing a call back uses importlib's original ``entry_points``, so
 ``importlib.metadata.entry_points = epload.entry_points`` is supported.
@@ -112,10 +113,33 @@ def _native_module():
     return _native
 
 
+_native_error = None  # why the native module cannot load here, once known
+
+
+def _native_loads():
+    """True when the native module is (or can be) loaded.  It cannot be in
+    an isolated subinterpreter (Python 3.12+: an extension module with
+    per-process state refuses to load there), nor in a broken install;
+    importlib answers then, and EPLOAD_DEBUG says why."""
+    global _native_error
+    if _native is not None:
+        return True
+    if _native_error is None:
+        try:
+            _native_module()
+            return True
+        except ImportError as err:
+            _native_error = f'{type(err).__name__}: {err}'
+    _debug(f'using importlib.metadata: epload\'s native module cannot load here ({_native_error})')
+    return False
+
+
 def _prepared():
     """``(paths, cwd)`` for a native query of ``sys.path`` as it is now
     (``cwd`` the current directory's bytes when an entry is relative, else
     ``b''``), or None when importlib must answer."""
+    if not _native_loads():
+        return None
     finder = _foreign_finder()
     if finder is not None:
         _debug(f'using importlib.metadata: sys.meta_path holds another '

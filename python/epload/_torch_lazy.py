@@ -12,8 +12,10 @@ backend of ``foo``).  Torch adds three things (see TORCH.md):
   module ``torch.foo``.  So a probe around every backend load
   (``_autoload.probes["torch"]``) records the PrivateUse1 name a backend
   registers as one of its devices, of kind ``privateuse1``, in the core's
-  learned-devices store (``epload devices`` lists it).  When exactly one
-  backend is known to claim PrivateUse1, its name is registered at the end
+  learned-devices store (``epload devices`` lists it).  A device a
+  distribution declares (``[epload.devices]``) that is not one of torch's
+  own device types claims PrivateUse1 too, from the first run.  When exactly
+  one backend is known to claim PrivateUse1, its name is registered at the end
   of ``import torch`` and a finder on ``sys.meta_path`` answers
   ``torch.<name>`` until the backend is loaded: its loader's ``exec_module``
   (never ``find_spec``, which runs under the import lock) loads the backend
@@ -120,20 +122,37 @@ def probe(token):
     return ()
 
 
+def _torch_device_type(torch, name):
+    """True when ``name`` is one of torch's own device types (it parses
+    before any PrivateUse1 name is registered)."""
+    try:
+        torch.device(name)
+    except (RuntimeError, ValueError, TypeError):
+        return False
+    return True
+
+
 def claims(session):
-    """(backend, PrivateUse1 name) for every enabled backend known to claim
-    one: a device learned with kind ``privateuse1`` (declared devices are
-    learned with their kind too)."""
+    """(backend, PrivateUse1 name, learned) for every enabled backend known
+    to claim one: a device learned with kind ``privateuse1`` (learned
+    True), else a device its distribution declares that is not one of
+    torch's own device types (declaring ``foo`` says: ``"foo"`` is my
+    PrivateUse1 name)."""
     loader = session.loader
+    torch = session.host
+    native = _autoload._native()
+    disabled = native.State.disabled
+    declared = native.Source.declared
     found = []
-    disabled = _autoload._native().State.disabled
     for i in sorted({d.backend for d in loader.devices()}):
         st = loader.status(i)
         if st.state == disabled:
             continue
-        for name, kind in zip(st.devices, st.kinds):
-            if kind == PRIVATEUSE1:
-                found.append((session._backend(i), name))
+        learned = [name for name, kind in zip(st.devices, st.kinds) if kind == PRIVATEUSE1]
+        names = learned or [name for name, source, kind in zip(st.devices, st.sources, st.kinds)
+                            if source == declared and kind in ('', 'attr')
+                            and not _torch_device_type(torch, name)]
+        found.extend((session._backend(i), name, bool(learned)) for name in names)
     return found
 
 
@@ -147,16 +166,19 @@ def attach(session):
     found = claims(session)
     if len(found) != 1:
         return  # none, or two: registration is irreversible, the first loaded wins
-    b, name = found[0]
+    b, name, learned = found[0]
     if b.state != 'unloaded' or b.name in _names(NO_PREREGISTER):
         return
-    # Registration is irreversible: the backend's file must be the one that
-    # registered the name (a changed one is loaded now, and learned again).
-    got = session.loader.verify(b.index)
-    if got is not None and not got.later:
-        _autoload.warn_user(b.message())
-    if b.state != 'unloaded':
-        return
+    if learned:
+        # Registration is irreversible: the backend's file must be the one
+        # that registered the name (a changed one is loaded now, and learned
+        # again).  A declared name is the distribution's word, which the
+        # index keeps current.
+        got = session.loader.verify(b.index)
+        if got is not None and not got.later:
+            _autoload.warn_user(b.message())
+        if b.state != 'unloaded':
+            return
     torch.utils.rename_privateuse1_backend(name)
     _finder().add(f'{torch.__name__}.{name}', b, name)
     _autoload._eps._debug(f'PrivateUse1 is {name!r}: backend {b.name!r} loads at its first use')
@@ -203,9 +225,10 @@ class _DeviceModuleFinder:
         value = host.__dict__.get(name, _MISSING)
         if value is _MISSING:
             raise ImportError(f'backend {b.name!r} ({b.value}) was loaded but registered no '
-                              f'module {fullname} (it registered PrivateUse1 {name!r} on an '
-                              f'earlier run); set {NO_PREREGISTER}={b.name} if it no longer '
-                              'does', name=fullname)
+                              f'module {fullname} ({name!r} was registered as its PrivateUse1 '
+                              f'name ahead of its load: it declares that device, or registered '
+                              f'it on an earlier run); set {NO_PREREGISTER}={b.name} if it '
+                              'does not register it', name=fullname)
         # The module the backend registered, whatever the import system put
         # in its place meanwhile.
         sys.modules[fullname] = value

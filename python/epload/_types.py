@@ -77,21 +77,12 @@ def _parts(value):
 _osetattr = object.__setattr__
 
 
-class EntryPoint:
-    """An entry point as defined by Python packaging conventions, equal to
-    (and interchangeable with) ``importlib.metadata.EntryPoint``.
+class _EntryPointBehaviour:
+    """What importlib's EntryPoint does in every version: parsing the value,
+    loading, matching, the deprecated iteration, pickling.  The classes
+    below add each version's shape."""
 
-    ``dist`` is an ``importlib.metadata.PathDistribution`` created on first
-    access (importing importlib.metadata then, not before).
-    """
-
-    __slots__ = ('name', 'value', 'group', '_dist')
-
-    def __init__(self, name, value, group):
-        _osetattr(self, 'name', name)
-        _osetattr(self, 'value', value)
-        _osetattr(self, 'group', group)
-        _osetattr(self, '_dist', None)
+    __slots__ = ()
 
     @property
     def pattern(self):
@@ -144,27 +135,6 @@ class EntryPoint:
         _osetattr(self, '_dist', dist)
         return self
 
-    def __iter__(self):
-        """
-        Supply iter so one may construct dicts of EntryPoints by name.
-        """
-        msg = (
-            "Construction of dict of EntryPoints is deprecated in "
-            "favor of EntryPoints."
-        )
-        import warnings
-        warnings.warn(msg, DeprecationWarning)
-        return iter((self.name, self))
-
-    def __getitem__(self, item):
-        import warnings
-        warnings.warn(
-            "EntryPoint tuple interface is deprecated. Access members by name.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self._key()[item]
-
     def matches(self, **params):
         """EntryPoint matches the given parameters (importlib's rule)."""
         attrs = (getattr(self, param) for param in params)
@@ -172,44 +142,6 @@ class EntryPoint:
             if not expected == actual:
                 return False
         return True
-
-    def _key(self):
-        return self.name, self.value, self.group
-
-    if sys.version_info >= (3, 11):
-        def __lt__(self, other):
-            return self._key() < other._key()
-
-        def __eq__(self, other):
-            return self._key() == other._key()
-    else:
-        # Python 3.10's EntryPoint is a namedtuple (name, value, group): it
-        # compares as that tuple, with tuples, and is unequal to anything
-        # else (`"a:b" in entry_points(group=g)` is False, not an error).
-        def __lt__(self, other):
-            return self._key() < (other._key() if isinstance(other, EntryPoint) else other)
-
-        def __eq__(self, other):
-            if isinstance(other, EntryPoint):
-                return self._key() == other._key()
-            if isinstance(other, tuple):
-                return self._key() == other
-            return NotImplemented
-
-    def __hash__(self):
-        return hash(self._key())
-
-    def __setattr__(self, name, value):
-        raise AttributeError("EntryPoint objects are immutable.")
-
-    def __delattr__(self, name):
-        raise AttributeError("EntryPoint objects are immutable.")
-
-    def __repr__(self):
-        return (
-            f'EntryPoint(name={self.name!r}, value={self.value!r}, '
-            f'group={self.group!r})'
-        )
 
     def __reduce__(self):
         d = self._dist
@@ -221,13 +153,115 @@ class EntryPoint:
             path = None if p is None else os.fspath(p)
         return (_restore, (self.name, self.value, self.group, path))
 
+    if sys.version_info < (3, 12):
+        # The dict construction, deprecated; gone in 3.12.
+        def __iter__(self):
+            """
+            Supply iter so one may construct dicts of EntryPoints by name.
+            """
+            msg = (
+                "Construction of dict of EntryPoints is deprecated in "
+                "favor of EntryPoints."
+            )
+            import warnings
+            warnings.warn(msg, DeprecationWarning)
+            return iter((self.name, self))
 
-# The tuple interface of an EntryPoint went in two steps: iteration (the
-# dict construction) in 3.12, indexing in 3.13.
-if sys.version_info >= (3, 12):
-    del EntryPoint.__iter__
-if sys.version_info >= (3, 13):
-    del EntryPoint.__getitem__
+
+if sys.version_info >= (3, 11):
+    class EntryPoint(_EntryPointBehaviour):
+        """An entry point as defined by Python packaging conventions, equal to
+        (and interchangeable with) ``importlib.metadata.EntryPoint``.
+
+        ``dist`` is an ``importlib.metadata.PathDistribution`` created on first
+        access (importing importlib.metadata then, not before).
+        """
+
+        __slots__ = ('name', 'value', 'group', '_dist')
+
+        def __init__(self, name, value, group):
+            _osetattr(self, 'name', name)
+            _osetattr(self, 'value', value)
+            _osetattr(self, 'group', group)
+            _osetattr(self, '_dist', None)
+
+        if sys.version_info < (3, 13):
+            # The tuple interface's indexing, deprecated; gone in 3.13.
+            def __getitem__(self, item):
+                import warnings
+                warnings.warn(
+                    "EntryPoint tuple interface is deprecated. Access members by name.",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                return self._key()[item]
+
+        def _key(self):
+            return self.name, self.value, self.group
+
+        def __lt__(self, other):
+            return self._key() < other._key()
+
+        def __eq__(self, other):
+            return self._key() == other._key()
+
+        def __hash__(self):
+            return hash(self._key())
+
+        def __setattr__(self, name, value):
+            raise AttributeError("EntryPoint objects are immutable.")
+
+        def __delattr__(self, name):
+            raise AttributeError("EntryPoint objects are immutable.")
+
+        def __repr__(self):
+            return (
+                f'EntryPoint(name={self.name!r}, value={self.value!r}, '
+                f'group={self.group!r})'
+            )
+
+    _new = object.__new__
+    _set_name = EntryPoint.name.__set__
+    _set_value = EntryPoint.value.__set__
+    _set_group = EntryPoint.group.__set__
+    _set_dist = EntryPoint._dist.__set__
+
+    def _entry_point(name, value, group, ref):
+        """One EntryPoint of a native row, its distribution ``ref``."""
+        ep = _new(EntryPoint)
+        _set_name(ep, name)
+        _set_value(ep, value)
+        _set_group(ep, group)
+        _set_dist(ep, ref)
+        return ep
+else:
+    from collections import namedtuple as _namedtuple
+
+    class EntryPoint(_EntryPointBehaviour, _namedtuple('EntryPointBase', 'name value group')):
+        """An entry point as defined by Python packaging conventions, equal to
+        (and interchangeable with) ``importlib.metadata.EntryPoint``.
+
+        Python 3.10's is a named tuple (name, value, group): a tuple in every
+        respect (length, indexing, comparison, hashing), whose ``dist`` may
+        be set.  ``dist`` is an ``importlib.metadata.PathDistribution``
+        created on first access.
+        """
+
+        _dist = None
+
+        def _set(self, dist):
+            self._dist = dist
+
+        dist = property(_EntryPointBehaviour.dist.fget, _set)
+        del _set
+
+    _new_tuple = tuple.__new__
+
+    def _entry_point(name, value, group, ref):
+        """One EntryPoint of a native row, its distribution ``ref``."""
+        ep = _new_tuple(EntryPoint, (name, value, group))
+        ep._dist = ref
+        return ep
 
 
 def _restore(name, value, group, dist_path):
@@ -260,37 +294,11 @@ class _DistRef:
         return real
 
 
-_new = object.__new__
-_set_name = EntryPoint.name.__set__
-_set_value = EntryPoint.value.__set__
-_set_group = EntryPoint.group.__set__
-_set_dist = EntryPoint._dist.__set__
-
-
-def _entry_point(name, value, group, ref):
-    """One EntryPoint of a native row, its distribution ``ref``."""
-    ep = _new(EntryPoint)
-    _set_name(ep, name)
-    _set_value(ep, value)
-    _set_group(ep, group)
-    _set_dist(ep, ref)
-    return ep
-
-
 def _build(dists, rows):
     """EntryPoint objects for native rows, in order."""
     refs = [_DistRef(path, name, version, stamp)
             for name, version, path, stamp in dists]
-    out = []
-    append = out.append
-    for name, value, group, pos in rows:
-        ep = _new(EntryPoint)
-        _set_name(ep, name)
-        _set_value(ep, value)
-        _set_group(ep, group)
-        _set_dist(ep, refs[pos])
-        append(ep)
-    return out
+    return [_entry_point(name, value, group, refs[pos]) for name, value, group, pos in rows]
 
 
 # ---- the collections (the deprecated list and dict interfaces are tables of

@@ -8,6 +8,7 @@ back; and CPython's own importlib.metadata tests pass with the switch set."""
 
 import json
 import pathlib
+import re
 
 import pytest
 
@@ -108,3 +109,50 @@ def test_cpython_importlib_metadata_suite_passes_with_the_switch_set(venv, tmp_p
     assert report["counts"]["answered"] > 0 and report["counts"]["handed_back"] > 0, report
     print(f"Python {report['python'].split()[0]}: {report['run']} tests "
           f"({report['skipped']} skipped), {report['counts']}")
+
+
+# Runs the probe's question in an isolated subinterpreter (Python 3.12+),
+# where an extension module with per-process state cannot load: the switch
+# must hand the call to importlib there, not raise ImportError.
+SUBINTERPRETER = r'''
+import json, sys
+try:
+    import _interpreters as interpreters  # 3.13
+except ImportError:
+    import _xxsubinterpreters as interpreters  # 3.12
+out = sys.argv[1]
+code = f"""
+import importlib.metadata as md, json, sys
+try:
+    answer = [[ep.name, ep.value, ep.group] for ep in md.entry_points(group="console_scripts")]
+    error = None
+except BaseException as e:
+    answer, error = None, [type(e).__name__, str(e)]
+with open({out!r}, "w") as f:
+    json.dump({{"module": md.entry_points.__module__, "answer": answer, "error": error,
+               "native": "epload._native" in sys.modules}}, f)
+"""
+interp = interpreters.create()
+interpreters.run_string(interp, code)
+interpreters.destroy(interp)
+import importlib.metadata as md
+print(json.dumps({"main": [[ep.name, ep.value, ep.group] for ep in md.entry_points(group="console_scripts")],
+                  "sub": json.load(open(out))}))
+'''
+
+
+@pytest.mark.parametrize("wheel", [w for w in WHEELS if int(re.search(r"-cp3(\d+)-", w.name).group(1)) >= 12],
+                         ids=lambda w: w.name)
+def test_an_isolated_subinterpreter_gets_importlibs_answer(wheel, tmp_path):
+    f = facts(wheel_python(wheel))
+    root = fresh_venv(f, "subinterpreter-venv")
+    run([root / "bin" / "python", "-m", "pip", "install", "-q", "--no-index", "--no-deps", wheel])
+    proc = run([root / "bin" / "python", "-c", SUBINTERPRETER, tmp_path / "sub.json"], cwd=tmp_path,
+               env=clean_env(EPLOAD_IMPORTLIB="1", EPLOAD_DEBUG="1",
+                             EPLOAD_CACHE_DIR=str(tmp_path / "cache")))
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    sub = out["sub"]
+    assert sub["error"] is None, sub
+    assert sub["module"] == "epload._entry_points" and sub["native"] is False
+    assert sub["answer"] == out["main"] and sub["answer"]
+    assert "native module cannot load here" in proc.stderr, proc.stderr

@@ -591,3 +591,23 @@ epload.autoload(group="torch.backends", host=__name__)
     assert proc.returncode == 0, proc.stderr
     listed = {d['device']: (d['backend'], d['how'], d['kind']) for d in json.loads(proc.stdout)['devices']}
     assert listed == {'be_adev': ('be_a', 'learned', 'attr'), 'pu1_be_a': ('be_a', 'learned', 'privateuse1')}
+
+
+def test_an_unusable_cache_directory_is_said_once_and_backends_still_load(tmp_path):
+    """A cache directory that cannot be made (here: under a regular file,
+    which stops root too) means nothing is remembered and every start
+    imports every backend whose devices are not declared: a warning says so,
+    naming the directory, once per process."""
+    blocker = tmp_path / 'a-file'
+    blocker.write_text('')
+    env = Env(tmp_path)
+    env.backend('be_a')
+    env.backend('be_b')
+    for _ in range(2):
+        out = env.run('state["dev"] = fakehost.be_adev is not None',
+                      env={'EPLOAD_CACHE_DIR': str(blocker / 'cache'), 'PYTHONWARNINGS': 'default'})
+        assert out['at_import'] == ['be_a', 'be_b']  # nothing remembered: loaded each start
+        warnings = [line for line in out['stderr'].splitlines() if 'RuntimeWarning' in line]
+        assert len(warnings) == 1, out['stderr']
+        assert str(blocker / 'cache') in warnings[0] and 'EPLOAD_CACHE_DIR' in warnings[0]
+        assert 'cannot be remembered' in warnings[0]

@@ -231,6 +231,48 @@ def test_entry_point_api_matches_importlib(tree):
         assert outcome(lambda: ours[0]) == outcome(lambda: theirs[0])
 
 
+def test_entry_point_tuple_contract_matches_importlib(tree):
+    # Python 3.10's EntryPoint is a named tuple: a tuple in every respect
+    # (length, count, index, indexing without a warning) whose dist may be
+    # set; 3.11 keeps a deprecated indexing, 3.12 and 3.13 none of it.
+    ours = epload.entry_points(group='g1')['json']
+    theirs = im.entry_points(group='g1')['json']
+    assert isinstance(ours, tuple) == isinstance(theirs, tuple)
+    for probe in (len, lambda ep: ep.count('json'), lambda ep: ep.index('g1'),
+                  lambda ep: ep[1], lambda ep: ep[-1:], lambda ep: ep == ('json', 'json:loads', 'g1'),
+                  lambda ep: ep < ('k',), lambda ep: hash(ep) == hash(('json', 'json:loads', 'g1')),
+                  lambda ep: 'json:loads' in EntryPointsLike(ep)):
+        with warnings.catch_warnings(record=True) as seen_ours:
+            warnings.simplefilter('always')
+            got_ours = result_of(probe, ours)
+        with warnings.catch_warnings(record=True) as seen_theirs:
+            warnings.simplefilter('always')
+            got_theirs = result_of(probe, theirs)
+        assert got_ours == got_theirs
+        assert [w.category for w in seen_ours] == [w.category for w in seen_theirs]
+    for name in ('dist', 'name'):
+        a, b = epload.EntryPoint('n', 'm:a', 'g'), im.EntryPoint('n', 'm:a', 'g')
+        assert result_of(setattr, a, name, None)[:2] == result_of(setattr, b, name, None)[:2]
+    made = epload.EntryPoint('n', 'm:a', 'g')
+    if result_of(setattr, made, 'dist', 'D')[0] == 'ok':  # 3.10: dist may be set
+        assert made.dist == 'D'
+
+
+class EntryPointsLike(tuple):
+    """A container holding one entry point (``x in c`` compares with ==)."""
+
+    def __new__(cls, ep):
+        return super().__new__(cls, (ep,))
+
+
+def result_of(fn, *args):
+    """('ok', value) or ('raise', exception type name, text)."""
+    try:
+        return ('ok', fn(*args))
+    except Exception as e:  # noqa: BLE001 - the exception is the answer
+        return ('raise', type(e).__name__, str(e))
+
+
 def test_entry_point_errors_match_importlib(tree):
     ours = epload.entry_points(group='g2')['y']
     theirs = im.entry_points(group='g2')['y']

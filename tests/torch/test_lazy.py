@@ -270,28 +270,74 @@ def test_torch_logs_naming_a_backend_component(learned):
     assert bad['returncode'] != 0 and 'no_such_component' in bad['stderr']
 
 
-def test_declared_device_is_lazy_from_the_first_run(make_env):
+def declare(env, backend, device):
+    eps = env.path(backend) / f'torch_{backend}-0.1.dist-info' / 'entry_points.txt'
+    eps.write_text(eps.read_text() + f'\n[epload.devices]\n{device} = {backend}\n')
+
+
+@pytest.mark.parametrize('trigger', sorted(TRIGGERS) + ['device'])
+def test_a_declared_device_works_at_its_first_use_on_the_first_run(make_env, trigger):
+    # A backend that declares its device as the README says: a device that
+    # is not one of torch's own types is its PrivateUse1 name, registered at
+    # the end of the very first `import torch`, so every trigger works and
+    # loads it once, before anything was learned.
     env = make_env('foo')
-    eps = env.path('foo') / 'torch_foo-0.1.dist-info' / 'entry_points.txt'
-    eps.write_text(eps.read_text() + '\n[epload.devices]\nfoo = foo\n')
-    first = env.run('''
+    declare(env, 'foo', 'foo')
+    code = TRIGGERS.get(trigger, 'r = torch.device("foo"); ok = str(r) == "foo"')
+    got = env.run(f'''
 import torch
-loaded = 'torch_foo' in sys.modules
+before = 'torch_foo' in sys.modules
 name = torch._C._get_privateuse1_backend_name()
-out(loaded=loaded, name=name, attr=torch.foo.__name__)
+{code}
+out(before=before, name=name, ok=ok, after='torch_foo' in sys.modules)
 ''')
-    # Declared devices say nothing of PrivateUse1: the attribute loads it.
-    assert first['loaded'] is False and first['name'] == 'privateuseone'
-    assert first['attr'] == 'torch_foo.runtime'
-    # That run learned its PrivateUse1 name: device strings now parse first.
-    second = env.run('''
+    assert got['before'] is False and got['name'] == 'foo'
+    assert got['ok'] is True, got
+    if trigger == 'device':
+        assert got['after'] is False  # parsing loads nothing
+        assert got['events'] == []
+    else:
+        assert got['events'].count('foo import') == 1
+        assert got['events'].count('foo entry_point') == 1
+
+
+def test_two_declared_privateuse1_devices_register_neither_ahead(make_env):
+    # The rule for learned names: two claims, neither is registered ahead
+    # (registration is irreversible); attribute triggers still work.
+    env = make_env('foo', 'qux')
+    declare(env, 'foo', 'foo')
+    declare(env, 'qux', 'qux')
+    got = env.run('''
 import torch
 name = torch._C._get_privateuse1_backend_name()
-loaded = 'torch_foo' in sys.modules
-out(name=name, loaded=loaded, r=torch.ones(2).to("foo").cpu().tolist())
+loaded = [m for m in ('torch_foo', 'torch_qux') if m in sys.modules]
+out(name=name, loaded=loaded, qux=torch.qux.__name__, after=torch._C._get_privateuse1_backend_name())
 ''')
-    assert second['name'] == 'foo' and second['loaded'] is False and second['r'] == [1.0, 1.0]
-    assert second['events'].count('foo import') == 1
+    assert got['name'] == 'privateuseone' and got['loaded'] == []
+    assert got['qux'] == 'torch_qux.runtime' and got['after'] == 'qux'
+
+
+def test_a_declared_device_that_torch_owns_is_not_privateuse1(make_env):
+    # Declaring one of torch's own device types says nothing of PrivateUse1.
+    env = make_env('foo')
+    declare(env, 'foo', 'mtia')
+    got = env.run('''
+import torch
+out(name=torch._C._get_privateuse1_backend_name(), loaded='torch_foo' in sys.modules)
+''')
+    assert got == {**got, 'name': 'privateuseone', 'loaded': False}
+
+
+def test_declared_device_opt_out_keeps_privateuse1_unregistered(make_env):
+    env = make_env('foo')
+    declare(env, 'foo', 'foo')
+    got = env.run('''
+import torch
+name = torch._C._get_privateuse1_backend_name()
+out(name=name, attr=torch.foo.__name__, after=torch._C._get_privateuse1_backend_name())
+''', EPLOAD_NO_PRIVATEUSE1='foo')
+    assert got['name'] == 'privateuseone'
+    assert got['attr'] == 'torch_foo.runtime' and got['after'] == 'foo'
 
 
 def test_torch_logs_loading_a_failing_backend_warns_and_imports(make_env):
