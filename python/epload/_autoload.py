@@ -89,6 +89,14 @@ _session_order = []
 # "privateuse1").  Set it before the host's autoload starts.
 probes = {}
 
+# Host name -> guards of a lazy load against a half-loaded backend (the
+# PyTorch front sets them for "torch", see _torch_lazy): ``holds[host](b)``
+# is a context a thread enters before it may load backend ``b``, and
+# ``loadings[host](b)`` the context of ``b``'s import and call in the
+# thread that loads it.
+holds = {}
+loadings = {}
+
 
 def _switches(group):
     """(mode, off_by, enable, disable) for ``group``, as the core reads the
@@ -259,7 +267,8 @@ class Backend:
     def ensure(self, error=BackendError, device=None):
         """Loads the backend if needed; raises ``error`` (chained from the
         cause) if it failed or is disabled."""
-        got = self.session.loader.load(self.index)
+        with self.session._hold(self.index):
+            got = self.session.loader.load(self.index)
         if got is None or got.later:
             return
         st = self._status()
@@ -351,10 +360,12 @@ class Session:
         try:
             # The core records the `load` span around this call; the import
             # and the call are recorded here.
-            if _trace.ON:
-                _trace.import_and_call(b.name, ep)
-            else:
-                ep.load()()
+            guard = loadings.get(self.host_name) if self.mode == 'lazy' else None
+            with guard(b) if guard is not None else _NO_GUARD:
+                if _trace.ON:
+                    _trace.import_and_call(b.name, ep)
+                else:
+                    ep.load()()
         except Exception as err:
             if initializing:
                 # The backend module is itself mid-import (it imported the
@@ -423,6 +434,18 @@ class Session:
 
     # -- lookups --
 
+    def _hold(self, i):
+        """The context a thread enters before it may load backend ``i``
+        (None: no backend): the host's ``holds`` guard in lazy mode while
+        the backend is not loaded yet."""
+        hold = holds.get(self.host_name)
+        if hold is None or i is None or self.mode != 'lazy':
+            return _NO_GUARD
+        state = _native().State
+        if self.loader.status(i).state not in (state.unloaded, state.loading):
+            return _NO_GUARD
+        return hold(self._backend(i))
+
     def _value(self, name):
         if self.host is None:
             return None if self.loader.ready(name) else _MISSING
@@ -475,7 +498,8 @@ class Session:
         when its backend failed."""
         loader = self.loader
         owner = loader.provider(name)
-        got = loader.lookup(name)
+        with self._hold(owner):
+            got = loader.lookup(name)
         value = self._value(name)
         if got is None or got.later or value is not _MISSING:
             return value
@@ -510,6 +534,17 @@ class Session:
 
     def device(self, name):
         return self._lookup(name, BackendError)
+
+
+class _NoGuard:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+
+_NO_GUARD = _NoGuard()
 
 
 def _module_initializing(ep):
@@ -584,6 +619,8 @@ def autoload(group=TORCH_GROUP, host=None, mode=None):
     if torch:
         from . import _torch_lazy  # the PrivateUse1 name, torch.<device> imports
         probes.setdefault(host_name, _torch_lazy.probe)
+        holds.setdefault(host_name, _torch_lazy.hold)
+        loadings.setdefault(host_name, _torch_lazy.loading)
     if mode == 'eager':
         # As PyTorch: a discovery error propagates unchanged.
         if session._open():

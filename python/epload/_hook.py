@@ -24,6 +24,8 @@ changes what entry_points() answers.
 import os
 import sys
 
+from ._finders import DelegatingLoader, decoratable, spec_from_others
+
 _TORCH_GROUP = 'torch.backends'
 
 
@@ -58,40 +60,16 @@ class _HostFinder:
             return None
         self.busy.add(fullname)
         try:
-            spec = None
-            for finder in sys.meta_path:
-                if finder is self:
-                    continue
-                find = getattr(finder, 'find_spec', None)
-                if find is None:
-                    continue
-                spec = find(fullname, path, target)
-                if spec is not None:
-                    break
+            spec = spec_from_others(self, fullname, path, target)
         finally:
             self.busy.discard(fullname)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module'):
+        if not decoratable(spec):
             return spec
         spec.loader = _Loader(spec.loader, group)
         return spec
 
     def invalidate_caches(self):
         pass
-
-
-class DelegatingLoader:
-    """A module's real loader in all but ``exec_module``, which subclasses
-    extend (this hook's and ``_importlib_hook``'s)."""
-
-    def __init__(self, loader):
-        self._epload_loader = loader
-
-    def __getattr__(self, name):
-        return getattr(self._epload_loader, name)
-
-    def create_module(self, spec):
-        create = getattr(self._epload_loader, 'create_module', None)
-        return None if create is None else create(spec)
 
 
 class _Loader(DelegatingLoader):

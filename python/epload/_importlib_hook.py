@@ -22,7 +22,7 @@ changes what entry_points() answers.
 import os
 import sys
 
-from ._hook import DelegatingLoader
+from ._finders import DelegatingLoader, decoratable, spec_from_others
 
 VARIABLE = 'EPLOAD_IMPORTLIB'
 _TARGET = 'importlib.metadata'
@@ -73,17 +73,10 @@ class _MetadataFinder:
             return None
         self.busy = True
         try:
-            spec = None
-            for finder in sys.meta_path:
-                find = getattr(finder, 'find_spec', None)
-                if finder is self or find is None:
-                    continue
-                spec = find(fullname, path, target)
-                if spec is not None:
-                    break
+            spec = spec_from_others(self, fullname, path, target)
         finally:
             self.busy = False
-        if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module'):
+        if not decoratable(spec):
             return spec
         spec.loader = _Loader(spec.loader)
         return spec

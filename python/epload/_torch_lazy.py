@@ -243,3 +243,159 @@ def _finder():
         _the_finder = _DeviceModuleFinder()
         sys.meta_path.insert(0, _the_finder)
     return _the_finder
+
+
+# ---- no half-loaded backend ----------------------------------------------------
+#
+# Stock torch loads every backend inside `import torch`, so no thread ever
+# sees one half-loaded.  A lazy load runs at any time, and a backend
+# registers its module (torch._register_device_module sets torch.<name> and
+# sys.modules["torch.<name>"]) before its kernels: another thread must not
+# take it in between.  The import system's own per-module locks keep that
+# promise, so a wait here is the wait an import already does:
+#
+# * The thread that starts a load first takes the lock of torch.<device>
+#   for each device the backend is known to provide (hold()): the import of
+#   torch.<device> takes the same lock before it reaches the finder above,
+#   so every thread takes that lock before the core's load state, never
+#   after (no lock-order inversion).  The locks are re-entrant: the loading
+#   thread reaches its own module during its load, as backends do.
+# * While the load runs (loading()), a module the backend registers is
+#   marked initializing (its spec's `_initializing`): another thread's
+#   `import torch.<name>`, and torch's C++ device_lazy_init, which imports it,
+#   then wait on its lock until the load has finished.  torch.<name> by
+#   attribute (`torch.foo`, getattr, hasattr) waits on the same lock: torch's
+#   module type is a subclass with a __getattribute__ for the names being
+#   loaded, only while a load runs.
+
+import _frozen_importlib as _bootstrap
+import _thread
+
+_guard = _thread.allocate_lock()  # the tables below
+_guarded = {}  # device name -> how many running loads registered it
+_loading = {}  # thread id -> a stack (one per load running in it) of what it marked
+_swapped = None  # (host, its own module type) while the type is swapped
+_original_register = None
+
+
+class _Held:
+    """The import locks of ``torch.<device>`` for ``names``, in order."""
+
+    def __init__(self, host_name, names):
+        self.names = [f'{host_name}.{n}' for n in sorted(names)]
+        self.managers = []
+
+    def __enter__(self):
+        for name in self.names:
+            manager = _bootstrap._ModuleLockManager(name)
+            try:
+                manager.__enter__()
+            except _bootstrap._DeadlockError:
+                continue  # two loads waiting on each other: the other goes first
+            self.managers.append(manager)
+        return self
+
+    def __exit__(self, *exc):
+        while self.managers:
+            self.managers.pop().__exit__(None, None, None)
+
+
+def hold(b):
+    """``_autoload.holds["torch"]``: what a thread holds before it loads
+    backend ``b`` (the locks of its known devices' modules)."""
+    return _Held(b.session.host_name, b.devices or ())
+
+
+def _guarded_type(base):
+    class GuardedModule(base):
+        __slots__ = ()
+
+        def __getattribute__(self, name):
+            if name in _guarded:
+                _bootstrap._lock_unlock_module(f'{base.__getattribute__(self, "__name__")}.{name}')
+            return base.__getattribute__(self, name)
+
+    GuardedModule.__name__ = GuardedModule.__qualname__ = base.__name__
+    return GuardedModule
+
+
+def _register_device_module(device_type, module):
+    """torch._register_device_module while a lazy load runs: registers, and
+    when the calling thread is loading a backend, marks ``module`` as
+    initializing until that load ends."""
+    _original_register(device_type, module)
+    stack = _loading.get(_thread.get_ident())
+    if not stack:
+        return
+    marks = stack[-1]
+    global _swapped
+    torch = sys.modules['torch']
+    name = torch.device(device_type).type
+    spec = module.__dict__.get('__spec__')
+    if spec is None:
+        from importlib.machinery import ModuleSpec
+        spec = ModuleSpec(f'{torch.__name__}.{name}', None)
+        module.__spec__ = spec
+        marks.append((module, None, name))
+    else:
+        marks.append((spec, getattr(spec, '_initializing', _MISSING), name))
+    spec._initializing = True
+    with _guard:
+        _guarded[name] = _guarded.get(name, 0) + 1
+        if _swapped is None:
+            base = type(torch)
+            _swapped = (torch, base)
+            torch.__class__ = _guarded_type(base)
+
+
+class _Loading:
+    """Around the import and call of a backend in its loading thread."""
+
+    def __init__(self, torch):
+        self.torch = torch
+
+    def __enter__(self):
+        global _original_register
+        torch = self.torch
+        with _guard:
+            if _original_register is None:
+                _original_register = torch._register_device_module
+            if torch.__dict__.get('_register_device_module') is _original_register:
+                torch._register_device_module = _register_device_module
+            _loading.setdefault(_thread.get_ident(), []).append([])
+
+    def __exit__(self, *exc):
+        global _swapped
+        me = _thread.get_ident()
+        stack = _loading[me]
+        marks = stack.pop()
+        for what, was, name in marks:
+            if was is None:
+                what.__spec__ = None  # the module had none
+            elif was is _MISSING:
+                del what._initializing
+            else:
+                what._initializing = was
+        with _guard:
+            if not stack:
+                del _loading[me]
+            for _, _, name in marks:
+                _guarded[name] -= 1
+                if not _guarded[name]:
+                    del _guarded[name]
+            if not _guarded and _swapped is not None:
+                torch, base = _swapped
+                torch.__class__ = base
+                _swapped = None
+            torch = self.torch
+            if not _loading and torch.__dict__.get('_register_device_module') is _register_device_module:
+                torch._register_device_module = _original_register
+
+
+def loading(b):
+    """``_autoload.loadings["torch"]``: the context of backend ``b``'s import
+    and call, in its loading thread."""
+    torch = b.session.host
+    if _privateuse1_name(torch) is None:
+        return _autoload._NO_GUARD  # not a real torch
+    return _Loading(torch)

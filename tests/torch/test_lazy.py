@@ -405,3 +405,52 @@ out(first=first, b=result['b'], module=sys.modules['torch.foo'] is torch.foo)
     assert got['b'] == [1.0, 1.0]
     assert got['module'] is True
     assert got['events'].count('foo import') == 1
+
+
+# How another thread reaches foo while the loading thread is held between
+# the registration of foo's module and its kernels; each answer is whether
+# what it got is the whole backend (its Tensor type is set after the kernels).
+HALF_LOADED = {
+    'attribute': 'm = torch.foo; got = hasattr(m, "Tensor")',
+    'getattr': 'got = hasattr(getattr(torch, "foo"), "Tensor")',
+    'import': 'import importlib; got = hasattr(importlib.import_module("torch.foo"), "Tensor")',
+    'from_import': 'from torch import foo; got = hasattr(foo, "Tensor")',
+    'to': 'got = torch.ones(2).to("foo").cpu().tolist() == [1.0, 1.0]',
+}
+
+
+@pytest.mark.parametrize('trigger', sorted(HALF_LOADED))
+def test_no_thread_sees_a_half_loaded_backend(learned, tmp_path, trigger):
+    # The loading thread (torch.foo) is held after foo registered its module
+    # and before its kernels; another thread asks for foo then: it waits for
+    # the load to end and gets the whole backend, never the half of it.
+    got = learned.run(f'''
+import threading, time
+import torch
+hold = os.environ["EPLOAD_TEST_HOLD"]
+answers = {{}}
+def loader():
+    answers["loader"] = hasattr(torch.foo, "Tensor")
+def other():
+    try:
+        {HALF_LOADED[trigger]}
+    except Exception as e:
+        got = repr(e)
+    answers["other"] = got
+    answers["released_before"] = os.path.exists(os.path.join(hold, "release"))
+a = threading.Thread(target=loader)
+a.start()
+while not os.path.exists(os.path.join(hold, "registered")):
+    time.sleep(0.005)
+b = threading.Thread(target=other)
+b.start()
+b.join(1.0)
+answers["waited"] = b.is_alive()
+open(os.path.join(hold, "release"), "w").close()
+a.join(); b.join()
+out(**answers)
+''', EPLOAD_TEST_HOLD=str(tmp_path))
+    assert got['loader'] is True
+    assert got['other'] is True, got  # the whole backend
+    assert got['waited'] is True and got['released_before'] is True, got
+    assert got['events'].count('foo import') == 1

@@ -18,6 +18,7 @@ registered for the PrivateUse1 dispatch key.  The module registered as
 
 import os
 import threading
+import time
 import types
 
 COUNTS = {}
@@ -71,6 +72,21 @@ def device_module(name, owner):
     return mod
 
 
+def _hold_after_registration():
+    """``EPLOAD_TEST_HOLD=<dir>``: between the registration of its module and
+    its kernels, the backend writes ``<dir>/registered`` and waits until
+    ``<dir>/release`` exists (a test holds the loading thread there)."""
+    where = os.environ.get('EPLOAD_TEST_HOLD')
+    if not where:
+        return
+    open(os.path.join(where, 'registered'), 'w').close()
+    deadline = time.monotonic() + 120
+    while not os.path.exists(os.path.join(where, 'release')):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f'EPLOAD_TEST_HOLD: {where}/release never appeared')
+        time.sleep(0.005)
+
+
 def setup_privateuse1(name, owner):
     """Registers the PrivateUse1 device ``name`` with its kernels; returns
     its runtime module (now ``torch.<name>``)."""
@@ -79,6 +95,7 @@ def setup_privateuse1(name, owner):
 
     mod = device_module(name, owner)
     _setup_privateuseone_for_python_backend(name, backend_module=mod)
+    _hold_after_registration()
 
     class DeviceTensor(torch.Tensor):
         """A tensor on the device: no storage; its values live in ``raw``, a
