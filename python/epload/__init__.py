@@ -36,6 +36,8 @@ def autoload(group='torch.backends', host=None, mode=None):
     module name) the backends register their devices on.  Returns the
     session (see docs/python.md)."""
     from . import _autoload
+    if host == 'torch' or getattr(host, '__name__', None) == 'torch':
+        from . import _torch_lazy  # noqa: F401 - registers the PyTorch front
     return _autoload.autoload(group=group, host=host, mode=mode)
 
 

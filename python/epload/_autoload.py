@@ -81,21 +81,21 @@ _lock = _thread.allocate_lock()  # the registries below; never held while import
 _sessions = {}  # (group, host name, id(host)) -> Session
 _session_order = []
 
-# Host name -> a probe for devices a backend provides other than as host
-# attributes (the PyTorch front sets one for "torch": the PrivateUse1 name).
-# ``probe(None)`` is called before a backend runs and ``probe(token)``, with
-# what that returned, after it: the second call returns (device, kind)
-# pairs, learned with the backend (kind: [a-z0-9_]{1,15}, e.g.
-# "privateuse1").  Set it before the host's autoload starts.
-probes = {}
-
-# Host name -> guards of a lazy load against a half-loaded backend (the
-# PyTorch front sets them for "torch", see _torch_lazy): ``holds[host](b)``
-# is a context a thread enters before it may load backend ``b``, and
-# ``loadings[host](b)`` the context of ``b``'s import and call in the
-# thread that loads it.
-holds = {}
-loadings = {}
+# (group, host name) -> the front of a framework: what it adds to the
+# generic session, each part optional (the PyTorch front, _torch_lazy,
+# registers itself for ("torch.backends", "torch") when it is imported):
+#   probe(token)     devices a backend provides other than as host
+#                    attributes: ``probe(None)`` is called before a backend
+#                    runs and ``probe(token)``, with what that returned,
+#                    after it, returning (device, kind) pairs learned with
+#                    the backend (kind: [a-z0-9_]{1,15}, e.g. "privateuse1");
+#   hold(b)          a context a thread enters before it may load backend
+#                    ``b`` (lazy mode);
+#   loading(b)       the context of ``b``'s import and call, in the thread
+#                    that loads it (lazy mode);
+#   attach(session)  called at the end of a lazy autoload.
+# Register it before the host's autoload starts.
+fronts = {}
 
 
 def _switches(group):
@@ -293,6 +293,7 @@ class Session:
         self._causes = {}  # backend index -> the exception it raised
         self._objs = {}
         self._starting = None  # the thread running the Loader's start()
+        self.front = fronts.get((group, host_name))  # a framework's additions, or None
 
     def __repr__(self):
         n = self.loader.count if self.loader is not None else 0
@@ -350,7 +351,7 @@ class Session:
             # (its registration looks its own device up): not there yet.
             # (Eager runs it, as PyTorch's loop does.)
             raise _native().NotNow(f'{b.value} is being imported')
-        probe = probes.get(self.host_name)
+        probe = getattr(self.front, 'probe', None)
         token = probe(None) if probe is not None else None
         _eps._debug(f'loading backend {b.name!r} ({b.value})')
         # A backend may turn torch's autoload switch off while it imports
@@ -360,7 +361,7 @@ class Session:
         try:
             # The core records the `load` span around this call; the import
             # and the call are recorded here.
-            guard = loadings.get(self.host_name) if self.mode == 'lazy' else None
+            guard = getattr(self.front, 'loading', None) if self.mode == 'lazy' else None
             with guard(b) if guard is not None else _NO_GUARD:
                 if _trace.ON:
                     _trace.import_and_call(b.name, ep)
@@ -436,9 +437,9 @@ class Session:
 
     def _hold(self, i):
         """The context a thread enters before it may load backend ``i``
-        (None: no backend): the host's ``holds`` guard in lazy mode while
+        (None: no backend): the front's ``hold`` in lazy mode while
         the backend is not loaded yet."""
-        hold = holds.get(self.host_name)
+        hold = getattr(self.front, 'hold', None)
         if hold is None or i is None or self.mode != 'lazy':
             return _NO_GUARD
         state = _native().State
@@ -615,12 +616,6 @@ def autoload(group=TORCH_GROUP, host=None, mode=None):
         _eps._debug(f'autoload of {group!r} is off'
                     + (f' ({switch} is set)' if switch and mode != 'off' else ''))
         return session
-    torch = group == TORCH_GROUP and host_name == 'torch'
-    if torch:
-        from . import _torch_lazy  # the PrivateUse1 name, torch.<device> imports
-        probes.setdefault(host_name, _torch_lazy.probe)
-        holds.setdefault(host_name, _torch_lazy.hold)
-        loadings.setdefault(host_name, _torch_lazy.loading)
     if mode == 'eager':
         # As PyTorch: a discovery error propagates unchanged.
         if session._open():
@@ -636,8 +631,9 @@ def autoload(group=TORCH_GROUP, host=None, mode=None):
         return session
     if opened:
         session._lazy()
-        if torch:
-            _torch_lazy.attach(session)
+        attach = getattr(session.front, 'attach', None)
+        if attach is not None:
+            attach(session)
         note = session.loader.store_note()
         if note.startswith(_STORE_UNUSABLE):
             # Every later start pays for it: said once, not only under debug.

@@ -10,7 +10,7 @@ backend of ``foo``).  Torch adds three things (see TORCH.md):
 * A device string such as ``"foo"`` parses only once ``foo`` is the
   PrivateUse1 name, and the first tensor on it makes torch's C++ import the
   module ``torch.foo``.  So a probe around every backend load
-  (``_autoload.probes["torch"]``) records the PrivateUse1 name a backend
+  (``probe``, this front's) records the PrivateUse1 name a backend
   registers as one of its devices, of kind ``privateuse1``, in the core's
   learned-devices store (``epload devices`` lists it).  A device a
   distribution declares (``[epload.devices]``) that is not one of torch's
@@ -105,7 +105,7 @@ def _privateuse1_name(torch):
 
 
 def probe(token):
-    """``_autoload.probes["torch"]``: ``probe(None)`` before a backend load
+    """The front's probe: ``probe(None)`` before a backend load
     returns the PrivateUse1 name and whether ``torch.<name>`` exists;
     ``probe(token)`` after it returns ``((name, "privateuse1"),)`` when the
     backend registered the name, or registered its module (the name was
@@ -301,7 +301,7 @@ class _Held:
 
 
 def hold(b):
-    """``_autoload.holds["torch"]``: what a thread holds before it loads
+    """The front's hold: what a thread holds before it loads
     backend ``b`` (the locks of its known devices' modules)."""
     return _Held(b.session.host_name, b.devices or ())
 
@@ -393,9 +393,14 @@ class _Loading:
 
 
 def loading(b):
-    """``_autoload.loadings["torch"]``: the context of backend ``b``'s import
+    """The front's loading: the context of backend ``b``'s import
     and call, in its loading thread."""
     torch = b.session.host
     if _privateuse1_name(torch) is None:
         return _autoload._NO_GUARD  # not a real torch
     return _Loading(torch)
+
+
+# The PyTorch front of the generic session (its probe, hold, loading and
+# attach above), registered when this module is imported.
+_autoload.fronts[(_autoload.TORCH_GROUP, 'torch')] = sys.modules[__name__]
