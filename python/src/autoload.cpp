@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "epload/loader.hpp"
-#include "gil.hpp"  // NoGil, WithGil: never pybind11's (see gil.hpp)
 #include "epload/profile.hpp"
 #include "epload/switches.hpp"
+#include "gil.hpp"           // NoGil, WithGil: never pybind11's (see gil.hpp)
 #include "python_front.hpp"  // the Python front's hooks and messages (src/loader/)
 #include "query.hpp"
 
