@@ -20,6 +20,7 @@
 #include "epload/loader.hpp"
 #include "epload/profile.hpp"
 #include "epload/switches.hpp"
+#include "gil.hpp"           // NoGil, WithGil: never pybind11's (see gil.hpp)
 #include "python_front.hpp"  // the Python front's hooks and messages (src/loader/)
 #include "query.hpp"
 
@@ -38,7 +39,7 @@ class PyLoader {
   std::size_t count() const { return m_eps.size(); }
 
   void start() {
-    py::gil_scoped_release release;
+    NoGil release;
     m_loader->start();
   }
 
@@ -107,7 +108,7 @@ class PyLoader {
   template <typename Call>
   static py::object without_gil(Call call) {
     auto r = [&] {
-      py::gil_scoped_release release;
+      NoGil release;
       return call();
     }();
     return r ? py::object(py::none()) : py::cast(std::move(r.error()));
@@ -139,7 +140,7 @@ PythonFront::Load python_loader_of(py::object fn) {
   // session, and a release at interpreter shutdown could run without the GIL.
   PyObject* f = fn.release().ptr();
   return [f](const PythonBackend& b) -> Result<PythonLoaded> {
-    py::gil_scoped_acquire gil;
+    WithGil gil;
     try {
       py::object got = py::reinterpret_borrow<py::object>(f)(b.index);
       return got.cast<PythonLoaded>();
@@ -204,7 +205,7 @@ py::tuple open_loader(py::list paths, const std::string& validation, bool use_ca
   front.stop_at_failure = true;  // eager is PyTorch's loop
   std::unique_ptr<Loader> loader;
   {
-    py::gil_scoped_release release;
+    NoGil release;
     auto created = create_loader(a.index, std::move(lo), std::move(front));
     if (created) loader = std::move(created.value());
   }

@@ -29,11 +29,13 @@
 // with the file-system encoding (surrogateescape), exactly as os.listdir()
 // would give them to importlib.
 #include <Python.h>
+#include <pthread.h>  // pthread_atfork
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>  // the switches' lists
 
 #include <memory>
 #include <mutex>
+#include <new>  // placement new: the table's lock made anew in a child
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -45,6 +47,7 @@
 #include "epload/profile.hpp"
 #include "epload/switches.hpp"
 #include "autoload.hpp"
+#include "gil.hpp"  // NoGil, WithGil: never pybind11's (see gil.hpp)
 #include "objects.hpp"
 #include "query.hpp"
 
@@ -72,6 +75,23 @@ constexpr std::size_t k_max_catalogs = 32;
 
 std::mutex g_catalogs_mutex;
 std::unordered_map<std::string, std::shared_ptr<Catalog>>* g_catalogs = nullptr;
+
+// fork(): the child has only the thread that forked, which held the GIL;
+// any other thread may have been inside this table or a Catalog at that
+// moment, with the GIL released and a lock taken (a Catalog holds its lock
+// across a refresh), and that lock stays taken in the child for ever: its
+// owner does not exist there, and the child's first query would wait on it.
+// So the child forgets the table: a fresh lock, no Catalog, and its first
+// query reads the cache file again (a hit, a few stats more).  The parent's
+// Catalogs stay in the child's memory as they were, never touched again (one
+// may be half-changed).  This is the one design that holds whatever the
+// other threads were doing: a prepare handler that took every lock first
+// would have to wait for a refresh to end, and a refresh can wait for the
+// GIL (cache_overlap.hpp's early work), which the forking thread holds.
+void forget_catalogs_in_child() {
+  new (&g_catalogs_mutex) std::mutex();  // the old one may be locked: not destroyed
+  g_catalogs = nullptr;                  // the old table is left as it is
+}
 
 // The key without the groups (self-delimiting: the path list is counted),
 // shared by the Catalogs of one sys.path that differ in their groups.
@@ -232,7 +252,7 @@ QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
   std::shared_ptr<const Index> index;
   std::string error_kind, error_message;
   {
-    py::gil_scoped_release release;
+    NoGil release;
     auto catalog = catalog_for(options);
     auto got = catalog_get(*catalog, &report, while_validating);
     if (got) {
@@ -312,7 +332,7 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
   WhileValidating make_early;
   if (make_objects) {
     make_early = [&](const std::shared_ptr<const Index>& candidate) {
-      py::gil_scoped_acquire gil;
+      WithGil gil;
       PyObject* list = entry_point_objects(parts_of(*candidate), cwd_bytes);
       if (list == nullptr) {
         PyErr_Clear();  // made again below, where an error is raised
@@ -344,6 +364,8 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
 
 PYBIND11_MODULE(_native, m) {
   using namespace epload::python;
+  static std::once_flag fork_handler;
+  std::call_once(fork_handler, [] { ::pthread_atfork(nullptr, nullptr, forget_catalogs_in_child); });
   m.doc() = "epload's native core: the cached entry-point index (see docs/python.md)";
   m.def("query", &query, py::arg("paths"), py::arg("groups"), py::arg("validation"),
         py::arg("cache_dir"), py::arg("use_cache"), py::arg("interpreter"),

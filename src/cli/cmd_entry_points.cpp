@@ -1,9 +1,20 @@
 // cmd_entry_points.cpp — `epload entry-points`: importlib.metadata's
 // entry_points() answer, from the cached index.
+//
+// A distribution whose METADATA cannot be decoded (not UTF-8) or read is
+// named by its directory, so entry_points() answers, but importlib raises
+// when its `ep.dist.name` or `ep.dist.version` is read.  The index names it
+// "" (as it names one without a Name header, None in importlib) and keeps
+// no reason, so for such a row the files are read again here: rare, and
+// never on the common path.  Its rows stay, their two fields marked as
+// unreadable (JSON null and "dist_error"), with one warning per file.
 
-#include <string>  // output buffer
+#include <cstdio>         // the warning
+#include <string>         // output buffer
+#include <unordered_map>  // why each distribution named "" is
 
 #include "cli/cli.hpp"
+#include "scan_meta.hpp"  // dist_name_error
 
 namespace epload::cli {
 namespace {
@@ -18,7 +29,11 @@ const char k_help[] =
     "  --group G           only entry points of group G\n"
     "  --name N            only entry points named N\n"
     "  --json              one JSON array of {\"group\",\"name\",\"value\",\"dist\",\"version\"}\n"
-    "                      (default: one line per entry point: group name = value  [dist version])\n";
+    "                      (default: one line per entry point: group name = value  [dist version])\n\n"
+    "A distribution whose METADATA is not UTF-8 or cannot be read (importlib\n"
+    "raises reading ep.dist.name) keeps its entry points, shown with\n"
+    "[unreadable METADATA] (JSON: \"dist\" and \"version\" null, \"dist_error\"\n"
+    "naming the file), and a warning on stderr.\n";
 
 int run(std::vector<std::string_view>& args) {
   IndexOptions options;
@@ -46,6 +61,18 @@ int run(std::vector<std::string_view>& args) {
                 "\n(importlib.metadata fails on this distribution as well: fix or remove it)");
   }
   std::span<const EntryPoint> eps = has_group ? index->group(group) : index->entry_points();
+  std::unordered_map<const Distribution*, std::string> unreadable;
+  auto dist_error = [&unreadable](const Distribution* d) -> const std::string& {
+    auto [it, fresh] = unreadable.try_emplace(d);
+    if (fresh) {
+      it->second = detail::dist_name_error(d->metadata_dir);
+      if (!it->second.empty()) {
+        std::fprintf(stderr, "epload: warning: %s (ep.dist.name and ep.dist.version raise for its entry points)\n",
+                     it->second.c_str());
+      }
+    }
+    return it->second;
+  };
   // Written in chunks: a 100 KB answer built whole costs ~25 fresh pages,
   // each a page fault (~2 µs on the VMs measured here).
   constexpr std::size_t k_chunk = 32 * 1024;
@@ -55,19 +82,26 @@ int run(std::vector<std::string_view>& args) {
   bool first = true;
   for (const EntryPoint& ep : eps) {
     if (has_name && ep.name != name) continue;
+    const std::string* why = ep.dist->name.empty() ? &dist_error(ep.dist) : nullptr;
+    if (why != nullptr && why->empty()) why = nullptr;
     if (json) {
       if (!first) out.push_back(',');
       out.push_back('\n');
-      JsonObject(out)
-          .str("group", ep.group)
-          .str("name", ep.name)
-          .str("value", ep.value)
-          .str("dist", ep.dist->name)
-          .str("version", ep.dist->version)
-          .close();
+      JsonObject row(out);
+      row.str("group", ep.group).str("name", ep.name).str("value", ep.value);
+      if (why == nullptr) {
+        row.str("dist", ep.dist->name).str("version", ep.dist->version);
+      } else {
+        row.raw("dist", "null").raw("version", "null").str("dist_error", *why);
+      }
+      row.close();
     } else {
       out.append(ep.group).append(" ").append(ep.name).append(" = ").append(ep.value);
-      out.append("  [").append(ep.dist->name).append(" ").append(ep.dist->version).append("]\n");
+      if (why == nullptr) {
+        out.append("  [").append(ep.dist->name).append(" ").append(ep.dist->version).append("]\n");
+      } else {
+        out.append("  [unreadable METADATA]\n");
+      }
     }
     first = false;
     if (out.size() >= k_chunk) {

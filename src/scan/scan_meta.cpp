@@ -84,4 +84,19 @@ void read_metadata(int dirfd, std::uint32_t path, std::string_view search_path,
   }
 }
 
+std::string dist_name_error(std::string_view metadata_dir) {
+  // Split as importlib's pathlib.Path(search_path, child): the messages
+  // then name the file as a scan names it.
+  const std::size_t slash = metadata_dir.rfind('/');
+  const std::string_view parent =
+      slash == std::string_view::npos ? std::string_view() : metadata_dir.substr(0, slash == 0 ? 1 : slash);
+  const std::string_view child = slash == std::string_view::npos ? metadata_dir : metadata_dir.substr(slash + 1);
+  MetaInfo meta;
+  FileReader reader;
+  std::string pool, rel;
+  std::vector<Watch> watches;
+  read_metadata(-1, 0, parent, child, meta, reader, pool, watches, rel);
+  return std::string(meta.error.in(pool));
+}
+
 }  // namespace epload::detail

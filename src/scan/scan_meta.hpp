@@ -70,4 +70,12 @@ void read_metadata(int dirfd, std::uint32_t path, std::string_view search_path,
                    std::string_view child, MetaInfo& meta, FileReader& reader, std::string& pool,
                    std::vector<Watch>& watches, std::string& rel);
 
+/// Why importlib.metadata raises when `ep.dist.name` (or `.version`) is read
+/// for the distribution whose metadata path is `metadata_dir` (as
+/// Distribution::metadata_dir gives it): a METADATA that is not UTF-8, or
+/// that cannot be read.  "" when it does not raise (a Name, or none: None).
+/// The files are read now, by the chain read_metadata() follows; for the
+/// rare distribution an Index names "" (the index keeps no reason).
+std::string dist_name_error(std::string_view metadata_dir);
+
 }  // namespace epload::detail

@@ -10,6 +10,9 @@ the checkout's build on any path:
     importlib.metadata.entry_points = epload.entry_points
     (tests/py/test_cpython_metadata_suite.py; test.test_importlib.metadata
     from 3.12 on);
+  * daemon threads inside entry_points() when the program exits, directly
+    and through EPLOAD_IMPORTLIB=1 (tests/py/test_daemon_exit.py): the
+    program's exit status, never an abort, on each CPython;
   * a C++ backend that throws out of its init is a failed backend, not a
     crash (the wheel's command links the system's unwinder);
   * `pip uninstall` leaves no file behind.
@@ -68,7 +71,7 @@ def test_differential_and_cpython_suites_pass_against_the_installed_wheel(instal
     env = clean_env(EPLOAD_PYTHON=str(venv / "bin" / "python"), EPLOAD_BUILD_DIR=str(build),
                     EPLOAD_SOURCE_DIR=str(SOURCE_DIR), PYTHONDONTWRITEBYTECODE="1")
     tests = ["test_differential.py", "test_differential_random.py", "test_entry_points.py",
-             "test_cpython_metadata_suite.py"]
+             "test_cpython_metadata_suite.py", "test_daemon_exit.py"]
     proc = run([venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
                 *[PY_TESTS / t for t in tests]], env=env, cwd=tmp_path, check=False, timeout=2400)
     tail = proc.stdout[-6000:]

@@ -84,6 +84,8 @@ def run_epload(exe, paths, cwd=None):
     p = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120)
     rows = None
     if p.returncode == 0:
-        rows = [[e["group"], e["name"], e["value"], e["dist"], e["version"]]
+        # "dist" and "version" are null where importlib raises reading them
+        # (an unreadable METADATA), which the oracle reports as None.
+        rows = [[e["group"], e["name"], e["value"], e["dist"] or "", e["version"] or ""]
                 for e in json.loads(p.stdout)]
     return p.returncode, rows, p.stderr

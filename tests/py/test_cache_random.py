@@ -232,4 +232,5 @@ def run_epload_cached(exe, paths, cache):
     if p.returncode == 1:
         return None, p.stderr
     assert p.returncode == 0, p.stderr
-    return [[e['group'], e['name'], e['value'], e['dist'], e['version']] for e in json.loads(p.stdout)], p.stderr
+    # null where importlib raises reading them (an unreadable METADATA): '' as in the oracle
+    return [[e['group'], e['name'], e['value'], e['dist'] or '', e['version'] or ''] for e in json.loads(p.stdout)], p.stderr
