@@ -2,6 +2,7 @@
 
     import epload
     eps = epload.entry_points(group="torch.backends")   # importlib.metadata's contract
+    dists = epload.distributions()                       # the same, for plugin hosts' walks
     epload.autoload(group="torch.backends", host="torch", mode="lazy")
     epload.device("npu")                                 # loads the backend providing it
 
@@ -24,6 +25,7 @@ __all__ = [
     'autoload',
     'backends',
     'device',
+    'distributions',
     'entry_points',
     'load',
 ]
@@ -74,6 +76,10 @@ def __getattr__(name):
     if name in ('BackendError', 'DeviceNotFoundError'):
         from . import _autoload
         return getattr(_autoload, name)
+    if name == 'distributions':
+        from ._distributions import distributions
+        globals()[name] = distributions
+        return distributions
     if name == 'torch':
         import importlib
         return importlib.import_module('.torch', __name__)

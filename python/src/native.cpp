@@ -47,6 +47,7 @@
 #include "autoload.hpp"
 #include "objects.hpp"
 #include "query.hpp"
+#include "walk.hpp"
 
 namespace py = pybind11;
 
@@ -355,6 +356,7 @@ PYBIND11_MODULE(_native, m) {
       "Lets query(objects=True) make EntryPoint and _DistRef objects itself; False when their "
       "layout is not the one it writes (see objects.hpp).");
   register_autoload(m);
+  register_walk(m);
   // The environment switches, read by the core for every front
   // (epload/switches.hpp): the Python layer never parses them itself.
   m.def(

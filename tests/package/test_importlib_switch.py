@@ -106,5 +106,6 @@ def test_cpython_importlib_metadata_suite_passes_with_the_switch_set(venv, tmp_p
     # epload answered calls from its index and handed others (zips, other
     # finders) back to importlib's original without recursing.
     assert report["counts"]["answered"] > 0 and report["counts"]["handed_back"] > 0, report
+    assert report["walks"]["answered"] > 0 and report["walks"]["handed_back"] > 0, report
     print(f"Python {report['python'].split()[0]}: {report['run']} tests "
-          f"({report['skipped']} skipped), {report['counts']}")
+          f"({report['skipped']} skipped), {report['counts']}, walks {report['walks']}")
