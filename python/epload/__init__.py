@@ -25,6 +25,7 @@ __all__ = [
     'autoload',
     'backends',
     'device',
+    'distribution',
     'distributions',
     'entry_points',
     'load',
@@ -76,10 +77,11 @@ def __getattr__(name):
     if name in ('BackendError', 'DeviceNotFoundError'):
         from . import _autoload
         return getattr(_autoload, name)
-    if name == 'distributions':
-        from ._distributions import distributions
-        globals()[name] = distributions
-        return distributions
+    if name in ('distributions', 'distribution'):
+        from . import _distributions
+        value = getattr(_distributions, name)
+        globals()[name] = value
+        return value
     if name == 'torch':
         import importlib
         return importlib.import_module('.torch', __name__)

@@ -40,31 +40,36 @@ from . import _entry_points as _eps
 
 _MARK = '_epload_entry_points'
 
-_original_distributions = None  # importlib.metadata's own, once needed
+_originals = {}  # importlib.metadata's own functions, by name, once needed
+
+
+def _importlib_function(name):
+    """importlib.metadata's own function ``name`` (``distributions``,
+    ``distribution``), even where it has been replaced by ours: handing a
+    call back must never come back here."""
+    original = _originals.get(name)
+    if original is None:
+        import importlib.metadata as md
+        original = getattr(md, name)
+        if getattr(original, '__globals__', None) is not md.__dict__:
+            original = _eps._defined_function(md, name)
+        _originals[name] = original
+    return original
 
 
 def _importlib_distributions(**kwargs):
-    """importlib.metadata's own ``distributions(**kwargs)``, even where it
-    has been replaced by ours."""
-    global _original_distributions
-    original = _original_distributions
-    if original is None:
-        import importlib.metadata as md
-        original = md.distributions
-        if getattr(original, '__globals__', None) is not md.__dict__:
-            original = _eps._defined_function(md, 'distributions')
-        _original_distributions = original
-    return original(**kwargs)
+    """importlib.metadata's own ``distributions(**kwargs)``."""
+    return _importlib_function('distributions')(**kwargs)
 
 
 def _keep_original():
-    """Keeps importlib.metadata's ``distributions`` if it is imported and
-    not replaced yet."""
-    global _original_distributions
+    """Keeps importlib.metadata's ``distributions`` and ``distribution`` if
+    it is imported and they are not replaced yet."""
     md = sys.modules.get('importlib.metadata')
-    original = getattr(md, 'distributions', None)
-    if original is not None and getattr(original, '__globals__', None) is md.__dict__:
-        _original_distributions = original
+    for name in ('distributions', 'distribution'):
+        original = getattr(md, name, None)
+        if original is not None and getattr(original, '__globals__', None) is md.__dict__:
+            _originals[name] = original
 
 
 # ---- Distribution.entry_points ----------------------------------------------
@@ -177,9 +182,15 @@ def _found(kwargs):
     if paths is None:
         _eps._debug(f'distributions: using importlib.metadata: {why}')
         return _importlib_distributions(**kwargs)
+    # A name: only the children importlib's Lookup files under it (the
+    # index's listing is in Lookup's order): its *.dist-info and *.egg-info
+    # whose key is the name's, then an egg path's EGG-INFO whose legacy key
+    # is the name's.  A name Prepared finds falsy ('') selects everything.
+    prepared = md.Prepared(name)
+    key = prepared.normalized if prepared else None
     native = _eps._native_module()
     status, reason, file, problem, listing = native.walk(
-        paths, _eps._validation(), '', _eps._use_cache(), _eps._INTERPRETER)
+        paths, _eps._validation(), '', _eps._use_cache(), _eps._INTERPRETER, key)
     if not _eps._answered(status, reason, file, problem):
         return _importlib_distributions(**kwargs)
     _install_property(md)
@@ -191,31 +202,24 @@ def _found(kwargs):
     new = object.__new__
     out = []
     append = out.append
-    if name is None:
-        for root, children in zip(paths, listing):
-            if not children:
-                continue
-            make = _path_maker(md, root)
-            for child, rows in children:
-                dist = new(PathDistribution)
-                if rows is None:
-                    dist.__dict__ = {'_path': make(child)}
-                else:
-                    dist.__dict__ = {'_path': make(child), _MARK: rows}
-                append(dist)
-        return out
-    # A name: importlib's own search of each path picks the directories;
-    # the index supplies their rows.
-    prepared = md.Prepared(name)
     for root, children in zip(paths, listing):
-        rows_of = dict(children)
-        for path in md.FastPath(root).search(prepared):
+        if not children:
+            continue
+        make = _path_maker(md, root)
+        egg_key = None
+        for child, rows in children:
+            if key is not None and len(child) == 8 and child.lower() == 'egg-info':
+                if egg_key is None:
+                    base = os.path.basename(root).lower()
+                    egg_key = md.Prepared.legacy_normalize(base.rpartition('.')[0].partition('-')[0])
+                if egg_key != prepared.legacy_normalized:
+                    continue
             dist = new(PathDistribution)
-            dist._path = path
-            rows = rows_of.get(path.name) if isinstance(path, md.pathlib.PurePath) else None
-            if rows is not None:
-                vars(dist)[_MARK] = rows
-            out.append(dist)
+            if rows is None:
+                dist.__dict__ = {'_path': make(child)}
+            else:
+                dist.__dict__ = {'_path': make(child), _MARK: rows}
+            append(dist)
     return out
 
 
@@ -236,6 +240,26 @@ def distributions(**kwargs):
     # Like importlib's, the search paths are looked up when the answer is
     # first iterated (the context reads sys.path then).
     return itertools.chain.from_iterable(_found(kwargs) for _ in (None,))
+
+
+
+def distribution(distribution_name):
+    """Get the ``Distribution`` instance for the named package, as
+    ``importlib.metadata.distribution`` does (the first that
+    ``distributions(name=...)`` yields), with its ``entry_points`` from
+    epload's index.  ``version()``, ``metadata()``, ``files()`` and
+    ``requires()`` of importlib.metadata call it.
+
+    :param distribution_name: The name of the distribution package as a string.
+    :return: A ``Distribution`` instance (or subclass thereof).
+    """
+    if type(distribution_name) is not str or not distribution_name:
+        # importlib's own rules for these (a ValueError from 3.11 on).
+        return _importlib_function('distribution')(distribution_name)
+    for dist in distributions(name=distribution_name):
+        return dist
+    import importlib.metadata as md
+    raise md.PackageNotFoundError(distribution_name)
 
 
 _keep_original()

@@ -6,8 +6,8 @@ processes never ask for entry points, so nothing is paid up front: the
 switch puts a finder at the front of ``sys.meta_path`` that decorates the
 spec of ``importlib.metadata`` (found by the other finders, as usual) so
 that, right after the module's own code ran, its ``entry_points`` is
-replaced by ``epload.entry_points`` and its ``distributions`` by
-``epload.distributions`` (which also gives importlib's
+replaced by ``epload.entry_points`` and its ``distributions`` and
+``distribution`` by epload's (``distributions`` also gives importlib's
 ``Distribution.entry_points`` its rows-aware property at its first call:
 ``_distributions``).  Only then are ``epload._entry_points`` and
 ``epload._distributions`` imported (pure Python); the native index is
@@ -56,9 +56,10 @@ def _patch(md):
     if md.entry_points is not eps.entry_points:
         eps._keep_original()
         md.entry_points = eps.entry_points
-    if md.distributions is not dists.distributions:
+    if md.distributions is not dists.distributions or md.distribution is not dists.distribution:
         dists._keep_original()
         md.distributions = dists.distributions
+        md.distribution = dists.distribution
 
 
 def _unpatch(md):
@@ -66,8 +67,9 @@ def _unpatch(md):
     from . import _entry_points as eps
     if md.entry_points is eps.entry_points and eps._original_entry_points is not None:
         md.entry_points = eps._original_entry_points
-    if md.distributions is dists.distributions and dists._original_distributions is not None:
-        md.distributions = dists._original_distributions
+    for name in ('distributions', 'distribution'):
+        if getattr(md, name) is getattr(dists, name) and name in dists._originals:
+            setattr(md, name, dists._originals[name])
     dists._uninstall_property(md)
 
 

@@ -20,6 +20,7 @@
 #include <unistd.h>  // read, close
 
 #include <algorithm>  // stable_sort
+#include <memory>     // the memo's weak_ptr
 #include <cerrno>
 #include <string>
 #include <string_view>
@@ -29,6 +30,7 @@
 #include "epload/metadata.hpp"  // parse_entry_points
 #include "index_hooks.hpp"      // IndexBuilderHooks::listed
 #include "query.hpp"
+#include "scan_lookup.hpp"      // lookup_key, classify_child
 
 namespace py = pybind11;
 
@@ -154,21 +156,21 @@ PyObject* dist_rows(const Distribution& d, std::span<const EntryPoint* const> ep
   return out.release();
 }
 
-/// walk(paths, validation, cache_dir, use_cache, interpreter)
-/// Returns (status, reason, cache_file, problem, listing): `problem` as
-/// query()'s; `listing` holds, per search path, a list of (child, rows):
-/// `rows` a tuple of (name, value, group) in entry_points.txt's order, or
-/// None where importlib must read the file (a shadowed copy).
-py::object walk(py::list paths, const std::string& validation, const std::string& cache_dir, bool use_cache,
-                py::bytes interpreter) {
-  QueryAnswer a = run_query(paths, nullptr, validation, cache_dir, use_cache, interpreter);
-  if (!a.index) return py::make_tuple(a.status, a.reason, a.file, a.problem, py::none());
-  const Index& index = *a.index;
-  if (!index.complete() || !IndexBuilderHooks::listed_known(index)) {
-    return py::make_tuple(a.status, a.reason, a.file,
-                          py::make_tuple("unsupported", "the index holds no listing of the search paths"),
-                          py::none());
-  }
+/// The listing of an unfiltered walk, kept with the index it was made from:
+/// while a query returns that same index (nothing it watches changed), a
+/// walk hands the same listing back (its lists are never changed by the
+/// Python layer) instead of making it, and reading the files of
+/// distributions with several groups, again.  Guarded by the GIL.
+struct Memo {
+  std::weak_ptr<const Index> index;
+  PyObject* listing = nullptr;
+};
+Memo g_memo;
+
+/// The listing of `index` (see walk()); `key` non-null: only the `info`
+/// children whose Lookup key is *key, and every `egg` child.  New
+/// reference, or nullptr with an error set.
+PyObject* make_listing(const Index& index, const std::string* key) {
   const auto sps = index.search_paths();
   const auto dists = index.distributions();
   // Each distribution's entry points, grouped as the index keeps them.
@@ -190,21 +192,27 @@ py::object walk(py::list paths, const std::string& validation, const std::string
     if (!child.empty()) served[d.search_path].emplace(child, i);
   }
   Ref listing(PyList_New(static_cast<Py_ssize_t>(sps.size())));
-  if (listing.p == nullptr) throw py::error_already_set();
+  if (listing.p == nullptr) return nullptr;
   for (std::size_t i = 0; i < sps.size(); ++i) {
     PyObject* l = PyList_New(0);
-    if (l == nullptr) throw py::error_already_set();
+    if (l == nullptr) return nullptr;
     PyList_SET_ITEM(listing.p, static_cast<Py_ssize_t>(i), l);
   }
   Ref empty(PyTuple_New(0));
-  if (empty.p == nullptr) throw py::error_already_set();
+  if (empty.p == nullptr) return nullptr;
   Groups groups;
-  std::string scratch;
+  std::string scratch, child_key;
   std::vector<ParsedEntry> parsed;
   for (const auto& c : IndexBuilderHooks::listed(index)) {
     if (c.search_path >= sps.size()) continue;
+    if (key != nullptr &&
+        detail::classify_child(c.rel_path, detail::base_is_egg(sps[c.search_path])) != detail::ChildKind::egg) {
+      child_key.clear();
+      detail::lookup_key(c.rel_path, child_key);
+      if (child_key != *key) continue;
+    }
     Ref child(fs_path(c.rel_path));
-    if (child.p == nullptr) throw py::error_already_set();
+    if (child.p == nullptr) return nullptr;
     Ref rows;
     const auto& m = served[c.search_path];
     const auto it = m.find(c.rel_path);
@@ -216,23 +224,79 @@ py::object walk(py::list paths, const std::string& validation, const std::string
       const std::span<const EntryPoint* const> eps(by_dist.data() + begin[it->second],
                                                    begin[it->second + 1] - begin[it->second]);
       rows.p = dist_rows(dists[it->second], eps, groups, scratch, parsed);
-      if (rows.p == nullptr) throw py::error_already_set();
+      if (rows.p == nullptr) return nullptr;
     }
     Ref pair(PyTuple_Pack(2, child.p, rows.p));
     if (pair.p == nullptr ||
         PyList_Append(PyList_GET_ITEM(listing.p, static_cast<Py_ssize_t>(c.search_path)), pair.p) != 0) {
-      throw py::error_already_set();
+      return nullptr;
     }
   }
-  return py::make_tuple(a.status, a.reason, a.file, py::none(),
-                        py::reinterpret_steal<py::object>(listing.release()));
+  return listing.release();
+}
+
+/// walk(paths, validation, cache_dir, use_cache, interpreter, key=None)
+/// Returns (status, reason, cache_file, problem, listing): `problem` as
+/// query()'s; `listing` holds, per search path, a list of (child, rows) in
+/// importlib's Lookup order: `rows` a tuple of (name, value, group) in
+/// entry_points.txt's order, or None where importlib must read the file (a
+/// shadowed copy).  `key` (a Prepared.normalized name): only the
+/// `*.dist-info`/`*.egg-info` children Lookup files under it, and every
+/// `EGG-INFO` of a `.egg` path (the caller compares those).
+py::object walk(py::list paths, const std::string& validation, const std::string& cache_dir, bool use_cache,
+                py::bytes interpreter, py::object key) {
+  const bool whole = key.is_none();
+  std::string wanted;
+  if (!whole) wanted = key.cast<std::string>();
+  auto usable = [](const Index& index) { return index.complete() && IndexBuilderHooks::listed_known(index); };
+  // On a cache hit under `full`, the listing is made while the stat calls
+  // run on the other CPU (cache_overlap.hpp), kept only if that index is
+  // the answer.
+  py::object made;
+  std::shared_ptr<const Index> made_for;
+  const WhileValidating make_early = [&](const std::shared_ptr<const Index>& candidate) {
+    if (!usable(*candidate)) return;
+    py::gil_scoped_acquire gil;
+    if (whole && g_memo.listing != nullptr && g_memo.index.lock() == candidate) return;
+    PyObject* listing = make_listing(*candidate, whole ? nullptr : &wanted);
+    if (listing == nullptr) {
+      PyErr_Clear();  // made again below, where an error is raised
+      return;
+    }
+    made = py::reinterpret_steal<py::object>(listing);
+    made_for = candidate;
+  };
+  QueryAnswer a = run_query(paths, nullptr, validation, cache_dir, use_cache, interpreter, make_early);
+  if (!a.index) return py::make_tuple(a.status, a.reason, a.file, a.problem, py::none());
+  if (!usable(*a.index)) {
+    return py::make_tuple(a.status, a.reason, a.file,
+                          py::make_tuple("unsupported", "the index holds no listing of the search paths"),
+                          py::none());
+  }
+  if (whole && g_memo.listing != nullptr && g_memo.index.lock() == a.index) {
+    return py::make_tuple(a.status, a.reason, a.file, py::none(),
+                          py::reinterpret_borrow<py::object>(g_memo.listing));
+  }
+  py::object out = made_for == a.index ? made : py::object();
+  if (!out) {
+    PyObject* listing = make_listing(*a.index, whole ? nullptr : &wanted);
+    if (listing == nullptr) throw py::error_already_set();
+    out = py::reinterpret_steal<py::object>(listing);
+  }
+  PyObject* listing = out.ptr();
+  if (whole) {
+    Py_XDECREF(g_memo.listing);
+    g_memo.listing = Py_NewRef(listing);
+    g_memo.index = a.index;
+  }
+  return py::make_tuple(a.status, a.reason, a.file, py::none(), out);
 }
 
 }  // namespace
 
 void register_walk(py::module_& m) {
   m.def("walk", &walk, py::arg("paths"), py::arg("validation"), py::arg("cache_dir"), py::arg("use_cache"),
-        py::arg("interpreter"),
+        py::arg("interpreter"), py::arg("key") = py::none(),
         "(status, reason, cache_file, problem, listing): per search path, the metadata directories "
         "importlib.metadata.distributions() finds there, each with its entry points or None.");
 }

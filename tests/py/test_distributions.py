@@ -15,7 +15,7 @@ import difftrees
 import epload
 import test_cache_random as changes
 import test_differential_random as gen
-from epload._distributions import _importlib_distributions
+from epload._distributions import _importlib_distributions, _importlib_function
 from same_walk import assert_same_walk, search_path
 
 pytestmark = pytest.mark.usefixtures('private_cache')
@@ -247,3 +247,35 @@ def test_a_later_patch_of_importlib_wins(tmp_path, monkeypatch):
 
     monkeypatch.setattr(im, 'distributions', fake)
     assert list(im.distributions()) == ['patched']
+
+
+def test_distribution_by_name_matches_importlib(tmp_path, monkeypatch):
+    first, second = tmp_path / 's1', tmp_path / 's2'
+    first.mkdir()
+    second.mkdir()
+    dist(first, 'Foo_Bar-1.0.dist-info', '[g]\nx = m:x\n[a]\ny = m:y\n')
+    dist(second, 'foo.bar-2.0.dist-info', '[g]\nx = m:z\n')
+    dist(second, 'baz-1.0.egg-info', '[g]\nz = m:z\n')
+    egg = tmp_path / 'qux-1.0-py3.11.egg'
+    difftrees.write(egg / 'EGG-INFO' / 'PKG-INFO', 'Name: qux\nVersion: 1.0\n')
+    difftrees.write(egg / 'EGG-INFO' / 'entry_points.txt', '[g]\nq = m:q\n')
+    theirs = _importlib_function('distribution')
+
+    def outcome(fn, name):
+        try:
+            d = fn(name)
+        except Exception as e:  # noqa: BLE001 - the exception is the answer
+            return ('raise', type(e).__name__, str(e))
+        return ('ok', type(d).__name__, str(d._path), d.version,
+                [(ep.name, ep.value, ep.group, ep.dist is d) for ep in d.entry_points])
+
+    with search_path([first, second, egg]):
+        for name in ('foo-bar', 'FOO.BAR', 'baz', 'qux', 'QUX', 'nope', '', None, 3):
+            assert outcome(epload.distribution, name) == outcome(theirs, name)
+        # importlib's module functions call the module's `distribution`.
+        monkeypatch.setattr(im, 'distribution', epload.distribution)
+        assert im.version('foo-bar') == '1.0'
+        assert im.metadata('baz')['Name'] == 'baz'
+        with pytest.raises(im.PackageNotFoundError):
+            im.version('nope')
+    assert served([first]) == 1
