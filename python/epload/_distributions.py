@@ -242,7 +242,6 @@ def distributions(**kwargs):
     return itertools.chain.from_iterable(_found(kwargs) for _ in (None,))
 
 
-
 def distribution(distribution_name):
     """Get the ``Distribution`` instance for the named package, as
     ``importlib.metadata.distribution`` does (the first that

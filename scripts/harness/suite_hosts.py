@@ -9,7 +9,8 @@ holding the build's python directory and epload-autoload.pth's line.  The
 other distributions are generated (one directory per size, put on the path
 with PYTHONPATH): console scripts, GUI scripts, several groups, none, egg-info
 directories.  Whole processes in interleaved rounds; each ratio is to the
-same host in the same venv without those distributions, in the same run.
+same host in the same venv without those distributions, in the same run;
+the switch is measured with `full` validation (the default) and `paths`.
 Every host's output is checked equal with and without the switch first.
 """
 
@@ -18,12 +19,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 from . import options
 from .envs import clean_env, config
 from .proc import BenchError, capture, interleaved, log, progress_line
-from .report import fmt_ms, fmt_ratio, load_average, table, write_report
+from .report import fmt_ms, load_average, table, write_report
 from .stats import ratio, summarize_rounds
 
 PROG = "bench_hosts.py"
@@ -35,7 +35,7 @@ VENV_PACKAGES = ["pytest", "flake8"]
 ENV_VERSION = 1
 
 WALK = r'''
-import importlib.metadata as md, json, pathlib, sys, time
+import json, sys, time
 import epload
 from epload import _distributions
 stock = _distributions._importlib_distributions
@@ -54,19 +54,45 @@ def timed(fn, n):
     return out
 n = int(sys.argv[1])
 assert walk(stock) == walk(epload.distributions), "the walks differ"
-# The floor: the objects importlib creates for a walk, made from strings at
-# hand (no listing, no file, no index): a Path and a PathDistribution per
-# distribution, an EntryPoint per entry point and an EntryPoints per
-# distribution.
-rows = [(str(d._path), [(e.name, e.value, e.group) for e in d.entry_points]) for d in stock()]
+# The floor: the objects importlib creates for a walk (a Path and a
+# PathDistribution per distribution, an EntryPoint per entry point, an
+# EntryPoints per distribution), made as epload makes them, with the index's
+# answer at hand: epload's walk less the index.
+from epload import _entry_points as E
+native = E._native_module()
+answer = native.walk(list(sys.path), E._validation(), "", E._use_cache(), E._INTERPRETER, None)
+class AtHand:
+    validation = staticmethod(native.validation)
+    @staticmethod
+    def walk(*args):
+        return answer
 def objects():
-    for path, eps in rows:
-        d = object.__new__(md.PathDistribution)
-        d._path = pathlib.Path(path)
-        md.EntryPoints(md.EntryPoint(*e)._for(d) for e in eps)
+    E._native = AtHand
+    try:
+        walk(epload.distributions)
+    finally:
+        E._native = native
+rows = list(stock())
 res = {"stock": timed(lambda: walk(stock), n), "epload": timed(lambda: walk(epload.distributions), n),
        "floor_objects": timed(objects, n), "dists": len(rows)}
 print("WALK " + json.dumps(res))
+'''
+
+
+# One walk, the first of a fresh process (the cache file warm): what a host
+# pays at its first walk (the second walk of pytest's start is a repeat).
+FIRST_WALK = r'''
+import sys, time
+import importlib.metadata as md
+import epload
+from epload import _distributions
+fn = _distributions._importlib_distributions if sys.argv[1] == "stock" else epload.distributions
+t0 = time.perf_counter_ns()
+for dist in list(fn()):
+    for ep in dist.entry_points:
+        if ep.group != "pytest11":
+            continue
+print("FIRST", time.perf_counter_ns() - t0)
 '''
 
 
@@ -162,7 +188,8 @@ def run(args, tmp):
     for n in args.size_list:
         dists = make_dists(os.path.join(where, f"dists-{n}"), n)
         envs = {"without": base, "stock": dict(base, PYTHONPATH=dists),
-                "switch": dict(base, PYTHONPATH=dists, EPLOAD_IMPORTLIB="1")}
+                "switch": dict(base, PYTHONPATH=dists, EPLOAD_IMPORTLIB="1"),
+                "paths": dict(base, PYTHONPATH=dists, EPLOAD_IMPORTLIB="1", EPLOAD_VALIDATE="paths")}
         commands, cmd_envs = {}, {}
         for host, argv in HOSTS.items():
             full = [os.path.join(venv, "bin", argv[0]), *argv[1:]]
@@ -186,6 +213,11 @@ def run(args, tmp):
         stats = summarize_rounds(raw)
         walk = json.loads(capture([os.path.join(venv, "bin", "python"), "-c", WALK, str(args.walks)],
                                   dict(envs["switch"])).stdout.split("WALK ", 1)[1])
+        python = os.path.join(venv, "bin", "python")
+        for _ in range(args.walks):
+            for side in ("stock", "epload"):
+                out = capture([python, "-c", FIRST_WALK, side], dict(envs["stock"])).stdout
+                walk.setdefault("first_" + side, []).append(int(out.split("FIRST ", 1)[1]))
         result["sizes"][str(n)] = {"stats": stats, "walk": walk}
     write_report(result, markdown, md_out=args.md_out, json_out=args.json_out)
     return 0
@@ -195,6 +227,11 @@ def _steady(text):
     """Output less its timings ("1 passed in 0.01s")."""
     import re
     return re.sub(r" in [0-9.]+s", "", text)
+
+
+def fmt_ratio(r):
+    """Ratios near 1 need two decimals."""
+    return "n/a" if r is None else f"{r:.2f}×" if r < 10 else f"{r:.1f}×"
 
 
 def _median_ms(samples):
@@ -216,17 +253,21 @@ def markdown(result):
                          f"{fmt_ms(s[f'{host} stock']['median_ms'])} "
                          f"({fmt_ratio(ratio(s[f'{host} stock']['median_ms'], w))})",
                          f"{fmt_ms(s[f'{host} switch']['median_ms'])} "
-                         f"({fmt_ratio(ratio(s[f'{host} switch']['median_ms'], w))})"])
+                         f"({fmt_ratio(ratio(s[f'{host} switch']['median_ms'], w))})",
+                         f"{fmt_ms(s[f'{host} paths']['median_ms'])} "
+                         f"({fmt_ratio(ratio(s[f'{host} paths']['median_ms'], w))})"])
     lines += table(["other dists", "host", "without them ms", "stock ms (ratio)",
-                    "EPLOAD_IMPORTLIB=1 ms (ratio)"], "rlrrr", rows)
+                    "EPLOAD_IMPORTLIB=1 ms (ratio)", "… EPLOAD_VALIDATE=paths ms (ratio)"], "rlrrrr", rows)
     lines += ["", "The pluggy-style walk in-process (every distribution's `entry_points`), "
-              "medians:", ""]
+              "medians: a process's first walk, and a repeated walk:", ""]
     rows = []
     for n, r in result["sizes"].items():
         w = r["walk"]
-        stock, ours, floor = (_median_ms(w[k]) for k in ("stock", "epload", "floor_objects"))
-        rows.append([f"{w['dists']:,}", fmt_ms(stock), fmt_ms(ours), fmt_ratio(ratio(stock, ours)),
-                     fmt_ms(floor)])
-    lines += table(["distributions", "stock ms", "epload ms", "cheaper", "floor ms (the objects "
-                    "alone)"], "rrrrr", rows)
+        first_stock, first_ours, stock, ours, floor = (
+            _median_ms(w[k]) for k in ("first_stock", "first_epload", "stock", "epload", "floor_objects"))
+        rows.append([f"{w['dists']:,}", fmt_ms(first_stock), fmt_ms(first_ours),
+                     fmt_ratio(ratio(first_stock, first_ours)), fmt_ms(stock), fmt_ms(ours),
+                     fmt_ratio(ratio(stock, ours)), fmt_ms(floor)])
+    lines += table(["distributions", "first: stock ms", "epload ms", "cheaper", "repeated: stock ms",
+                    "epload ms", "cheaper", "floor ms (the objects alone)"], "rrrrrrrr", rows)
     return "\n".join(lines) + "\n"

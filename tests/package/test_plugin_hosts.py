@@ -7,7 +7,6 @@ fixture `pytest11` plugin, flake8 a fixture `flake8.extension`, `pip list`.
 pluggy's own test suite (its sdist, fetched by pip download) passes with the
 switch set."""
 
-import os
 import pathlib
 import re
 import subprocess
