@@ -108,7 +108,12 @@ def parse_args(argv):
     if not os.path.isfile(os.path.join(args.build, "python", "epload-autoload.pth")):
         p.error(f"no epload package in {args.build}/python: build first (scripts/setup.sh) "
                 "or pass --build DIR")
-    args.size_list = options.parse_sizes(p, args.dists, 1)
+    try:
+        args.size_list = sorted({int(n) for n in args.dists.split(",") if n.strip()})
+    except ValueError:
+        p.error(f"--dists must be comma-separated integers, got {args.dists!r}")
+    if not args.size_list or min(args.size_list) < 1:
+        p.error("--dists: each count must be at least 1")
     return args
 
 
