@@ -28,8 +28,9 @@ importlib answers instead, by the rules of ``epload.entry_points()``
 (``_entry_points``): a foreign distribution finder on ``sys.meta_path``, a
 search path that is not a plain ``str``, a distribution importlib would
 raise for anywhere on the path, a zip archive with distributions, any
-failure of the index; and a ``context=`` argument or a keyword argument
-other than ``name`` and ``path``.  ``EPLOAD_DEBUG=1`` says why.
+failure of the index, a native module that cannot load here; and a
+``context=`` argument or a keyword argument other than ``name`` and
+``path``.  ``EPLOAD_DEBUG=1`` says why.
 """
 
 import itertools
@@ -188,7 +189,12 @@ def _found(kwargs):
     # is the name's.  A name Prepared finds falsy ('') selects everything.
     prepared = md.Prepared(name)
     key = prepared.normalized if prepared else None
-    native = _eps._native_module()
+    try:
+        native = _eps._native_module()
+    except ImportError as err:  # an isolated subinterpreter, a broken install
+        _eps._debug(f'distributions: using importlib.metadata: epload\'s native module cannot '
+                    f'load here ({type(err).__name__}: {err})')
+        return _importlib_distributions(**kwargs)
     status, reason, file, problem, listing = native.walk(
         paths, _eps._validation(), '', _eps._use_cache(), _eps._INTERPRETER, key)
     if not _eps._answered(status, reason, file, problem):

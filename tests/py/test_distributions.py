@@ -6,7 +6,12 @@ changes, with importlib's context arguments; importlib answering where the
 index cannot promise the exact answer, and saying why under EPLOAD_DEBUG."""
 
 import importlib.metadata as im
+import json
+import os
+import pathlib
 import random
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -279,3 +284,24 @@ def test_distribution_by_name_matches_importlib(tmp_path, monkeypatch):
         with pytest.raises(im.PackageNotFoundError):
             im.version('nope')
     assert served([first]) == 1
+
+
+def test_without_the_native_module_importlib_answers(tmp_path):
+    """An install whose native module cannot load (here: not there at all)
+    walks with importlib's own code, and says why under EPLOAD_DEBUG."""
+    package = pathlib.Path(epload.__file__).parent
+    copy = tmp_path / 'pkg' / 'epload'
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns('_native*', '__pycache__'))
+    site = tmp_path / 'site'
+    site.mkdir()
+    dist(site, 'a-1.0.dist-info', '[g]\nx = m:x\n')
+    code = ('import json, sys, epload, importlib.metadata as im\n'
+            f'sys.path[:] = [{str(site)!r}]\n'
+            'rows = lambda ds: [(str(d._path), [(e.name, e.dist is d) for e in d.entry_points]) for d in ds]\n'
+            'print(json.dumps([rows(epload.distributions()), rows(im.distributions())]))\n')
+    env = dict(os.environ, PYTHONPATH=str(copy.parent), EPLOAD_DEBUG='1')
+    proc = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    ours, theirs = json.loads(proc.stdout)
+    assert ours == theirs and ours[0][1] == [['x', True]]
+    assert "native module cannot load here" in proc.stderr, proc.stderr
