@@ -2,6 +2,7 @@
 
     import epload
     eps = epload.entry_points(group="torch.backends")   # importlib.metadata's contract
+    dists = epload.distributions()                       # the same, for plugin hosts' walks
     epload.autoload(group="torch.backends", host="torch", mode="lazy")
     epload.device("npu")                                 # loads the backend providing it
 
@@ -24,6 +25,8 @@ __all__ = [
     'autoload',
     'backends',
     'device',
+    'distribution',
+    'distributions',
     'entry_points',
     'load',
 ]
@@ -76,6 +79,11 @@ def __getattr__(name):
     if name in ('BackendError', 'DeviceNotFoundError'):
         from . import _autoload
         return getattr(_autoload, name)
+    if name in ('distributions', 'distribution'):
+        from . import _distributions
+        value = getattr(_distributions, name)
+        globals()[name] = value
+        return value
     if name == 'torch':
         import importlib
         return importlib.import_module('.torch', __name__)

@@ -244,18 +244,24 @@ def _importlib_entry_points(**params):
 
 
 def _defined_entry_points(md):
-    """The ``entry_points`` function importlib.metadata's code defines, made
-    again from the module's code object (its cached bytecode) with the live
+    """The ``entry_points`` function importlib.metadata's code defines (see
+    _defined_function)."""
+    return _defined_function(md, 'entry_points')
+
+
+def _defined_function(md, name):
+    """The function ``name`` importlib.metadata's code defines, made again
+    from the module's code object (its cached bytecode) with the live
     module's globals: the very function the module had before it was
     replaced, its classes and helpers included."""
     import types
     code = md.__spec__.loader.get_code(md.__name__)
     for const in code.co_consts:
-        if isinstance(const, types.CodeType) and const.co_name == 'entry_points':
-            return types.FunctionType(const, md.__dict__, 'entry_points')
+        if isinstance(const, types.CodeType) and const.co_name == name:
+            return types.FunctionType(const, md.__dict__, name)
     raise RuntimeError(
-        f'epload: cannot find the entry_points function of {md.__file__} '
-        f'(importlib.metadata.entry_points was replaced by {md.entry_points!r})')
+        f'epload: cannot find the {name} function of {md.__file__} '
+        f'(importlib.metadata.{name} was replaced by {getattr(md, name)!r})')
 
 
 def _keep_original():

@@ -6,16 +6,21 @@ processes never ask for entry points, so nothing is paid up front: the
 switch puts a finder at the front of ``sys.meta_path`` that decorates the
 spec of ``importlib.metadata`` (found by the other finders, as usual) so
 that, right after the module's own code ran, its ``entry_points`` is
-replaced by ``epload.entry_points``.  Only then is ``epload._entry_points``
-imported (pure Python); the native index is loaded at the first call.  If
+replaced by ``epload.entry_points`` and its ``distributions`` and
+``distribution`` by epload's (``distributions`` also gives importlib's
+``Distribution.entry_points`` its rows-aware property at its first call:
+``_distributions``).  Only then are ``epload._entry_points`` and
+``epload._distributions`` imported (pure Python); the native index is
+loaded at the first call.  If
 ``importlib.metadata`` was imported before the hook ran (by another
 ``.pth``), it is patched at once.
 
-``epload.entry_points`` keeps importlib's original function before the
-replacement (``_entry_points._keep_original``) and hands the calls it cannot
+``epload.entry_points`` (and ``epload.distributions``) keep importlib's
+original function before the replacement (``_keep_original``) and hand the calls they cannot
 answer exactly to it, so importlib's fallback rules hold and a handed-back
-call never comes back here.  ``uninstall()`` puts the original back and
-removes the finder.  The finder offers no ``find_distributions``: it never
+call never comes back here.  ``uninstall()`` puts the originals back and
+removes the finder; a function replaced again by someone else since stays
+theirs.  The finder offers no ``find_distributions``: it never
 changes what entry_points() answers.
 """
 
@@ -44,18 +49,28 @@ def wanted():
 
 
 def _patch(md):
-    """Replaces ``md.entry_points`` by epload's (its original kept first)."""
+    """Replaces ``md.entry_points`` and ``md.distributions`` by epload's
+    (their originals kept first)."""
+    from . import _distributions as dists
     from . import _entry_points as eps
-    if md.entry_points is eps.entry_points:
-        return
-    eps._keep_original()
-    md.entry_points = eps.entry_points
+    if md.entry_points is not eps.entry_points:
+        eps._keep_original()
+        md.entry_points = eps.entry_points
+    if md.distributions is not dists.distributions or md.distribution is not dists.distribution:
+        dists._keep_original()
+        md.distributions = dists.distributions
+        md.distribution = dists.distribution
 
 
 def _unpatch(md):
+    from . import _distributions as dists
     from . import _entry_points as eps
     if md.entry_points is eps.entry_points and eps._original_entry_points is not None:
         md.entry_points = eps._original_entry_points
+    for name in ('distributions', 'distribution'):
+        if getattr(md, name) is getattr(dists, name) and name in dists._originals:
+            setattr(md, name, dists._originals[name])
+    dists._uninstall_property(md)
 
 
 class _MetadataFinder:

@@ -50,6 +50,7 @@
 #include "gil.hpp"  // NoGil, WithGil: never pybind11's (see gil.hpp)
 #include "objects.hpp"
 #include "query.hpp"
+#include "walk.hpp"
 
 namespace py = pybind11;
 
@@ -377,6 +378,7 @@ PYBIND11_MODULE(_native, m) {
       "Lets query(objects=True) make EntryPoint and _DistRef objects itself; False when their "
       "layout is not the one it writes (see objects.hpp).");
   register_autoload(m);
+  register_walk(m);
   // The environment switches, read by the core for every front
   // (epload/switches.hpp): the Python layer never parses them itself.
   m.def(

@@ -25,6 +25,9 @@ out = {"epload_at_start": before, "native_before_call": "epload._native" in sys.
 eps = md.entry_points(group="console_scripts")
 out["native_after_call"] = "epload._native" in sys.modules
 out["type"] = type(eps).__name__
+out["walk_module"] = md.distributions.__module__
+out["walk"] = [[str(d._path), type(d).__name__, [[e.name, e.value, e.group, e.dist is d] for e in d.entry_points]]
+               for d in md.distributions()]
 out["answer"] = [[ep.name, ep.value, ep.group, ep.dist.name] for ep in eps]
 try:
     md.entry_points(group="console_scripts", nonsense=1)
@@ -73,6 +76,9 @@ def test_the_switch_makes_importlib_answer_from_epload(venv, tmp_path):
     # ask for entry points pay for the pure-Python hook only.
     assert on["native_before_call"] is False and on["native_after_call"] is True
     assert (on["type"], on["answer"], on["error"]) == (off["type"], off["answer"], off["error"])
+    # The walk plugin hosts make (pluggy, flake8): epload's, importlib's answer.
+    assert off["walk_module"] == "importlib.metadata" and on["walk_module"] == "epload._distributions"
+    assert on["walk"] == off["walk"] and any(row[2] for row in on["walk"])
     assert ["pip", "pip._internal.cli.main:main", "console_scripts", "pip"] in on["answer"]
     again = probe(venv, tmp_path, EPLOAD_IMPORTLIB="1", EPLOAD_DEBUG="1")
     assert again["answer"] == off["answer"]
@@ -107,8 +113,9 @@ def test_cpython_importlib_metadata_suite_passes_with_the_switch_set(venv, tmp_p
     # epload answered calls from its index and handed others (zips, other
     # finders) back to importlib's original without recursing.
     assert report["counts"]["answered"] > 0 and report["counts"]["handed_back"] > 0, report
+    assert report["walks"]["answered"] > 0 and report["walks"]["handed_back"] > 0, report
     print(f"Python {report['python'].split()[0]}: {report['run']} tests "
-          f"({report['skipped']} skipped), {report['counts']}")
+          f"({report['skipped']} skipped), {report['counts']}, walks {report['walks']}")
 
 
 # Runs the probe's question in an isolated subinterpreter (Python 3.12+),

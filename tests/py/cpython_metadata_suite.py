@@ -1,9 +1,10 @@
 """Runs CPython's own importlib.metadata tests (Debian's libpython3.X-testsuite
 for the running interpreter, or the `test` package a pyenv build installs)
-with ``importlib.metadata.entry_points = epload.entry_points`` in place
-before any test module is imported, and prints one JSON line: the unittest
-outcome and proof that the patch was in effect (calls that epload answered
-from its index, and calls it handed back to importlib's original).  Used by
+with ``importlib.metadata.entry_points = epload.entry_points`` and
+``importlib.metadata.distributions = epload.distributions`` in place before
+any test module is imported, and prints one JSON line: the unittest outcome
+and proof that the patches were in effect (calls that epload answered from
+its index, and calls it handed back to importlib's originals).  Used by
 test_cpython_metadata_suite.py.
 
 With ``--from-env`` nothing is assigned: the interpreter was started with
@@ -19,11 +20,13 @@ import sys
 import unittest
 
 import epload
+from epload import _distributions as dists
 from epload import _entry_points as eps
 
 FROM_ENV = '--from-env' in sys.argv[1:]
 if not FROM_ENV:
     importlib.metadata.entry_points = epload.entry_points
+    importlib.metadata.distributions = epload.distributions
 
 counts = {'answered': 0, 'handed_back': 0}
 _list, _handback = eps._entry_point_list, eps._importlib_entry_points
@@ -43,6 +46,25 @@ def _counted_handback(**params):
 
 eps._entry_point_list = _counted_list
 eps._importlib_entry_points = _counted_handback
+
+walks = {'answered': 0, 'handed_back': 0}
+_found, _walk_handback = dists._found, dists._importlib_distributions
+
+
+def _counted_found(kwargs):
+    got = _found(kwargs)
+    if isinstance(got, list):
+        walks['answered'] += 1
+    return got
+
+
+def _counted_walk_handback(**kwargs):
+    walks['handed_back'] += 1
+    return _walk_handback(**kwargs)
+
+
+dists._found = _counted_found
+dists._importlib_distributions = _counted_walk_handback
 
 
 def suite_modules():
@@ -71,8 +93,10 @@ def main():
         'skipped': len(result.skipped),
         'failures': [t.id() + '\n' + tb for t, tb in result.failures + result.errors],
         'from_env': FROM_ENV,
-        'still_patched': importlib.metadata.entry_points is epload.entry_points,
+        'still_patched': importlib.metadata.entry_points is epload.entry_points
+        and importlib.metadata.distributions is epload.distributions,
         'counts': counts,
+        'walks': walks,
         'log': out.getvalue()[-4000:],
     }))
 

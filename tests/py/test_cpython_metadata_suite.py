@@ -36,5 +36,6 @@ def test_cpython_importlib_metadata_suite_passes_with_epload_patched_in(tmp_path
     assert report["modules"] and report["run"] >= 50, report
     assert report["still_patched"], report
     assert report["counts"]["answered"] > 0 and report["counts"]["handed_back"] > 0, report
+    assert report["walks"]["answered"] > 0 and report["walks"]["handed_back"] > 0, report
     print(f"{report['run']} tests ({report['skipped']} skipped) of {report['modules']} on "
-          f"Python {report['python'].split()[0]}: {report['counts']}", file=sys.stderr)
+          f"Python {report['python'].split()[0]}: {report['counts']}, walks {report['walks']}", file=sys.stderr)

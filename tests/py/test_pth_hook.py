@@ -144,8 +144,12 @@ import json, sys
 native_at_start = "epload._native" in sys.modules
 import importlib.metadata as md
 eps = md.entry_points(group="torch.backends")
+walk = [[str(d._path), type(d).__name__, [[e.name, e.value, e.group, e.dist is d] for e in d.entry_points]]
+        for d in md.distributions()]
 print(json.dumps({"module": md.entry_points.__module__, "native_at_start": native_at_start,
-                  "answer": [[e.name, e.value, e.dist.name] for e in eps]}))
+                  "answer": [[e.name, e.value, e.dist.name] for e in eps],
+                  "walk_module": md.distributions.__module__, "walk": walk,
+                  "distribution": str(md.distribution("be_a")._path)}))
 '''
 
 
@@ -166,6 +170,10 @@ def test_importlib_switch_in_a_fresh_interpreter(tmp_path, venv, hosts):
     assert off['module'] == 'importlib.metadata' and on['module'] == 'epload._entry_points'
     assert on['native_at_start'] is False
     assert on['answer'] == off['answer'] and ['be_a', 'be_a:_autoload', 'be_a'] in on['answer']
+    # The walk plugin hosts make: epload's, the same objects and entry points.
+    assert off['walk_module'] == 'importlib.metadata' and on['walk_module'] == 'epload._distributions'
+    assert on['walk'] == off['walk'] and on['distribution'] == off['distribution']
+    assert any(['be_a', 'be_a:_autoload', 'torch.backends', True] in row[2] for row in on['walk'])
     bad, stderr = run(EPLOAD_IMPORTLIB='on')
     assert bad['module'] == 'importlib.metadata'
     assert "EPLOAD_IMPORTLIB='on' is not one of 0, 1: using 0" in stderr
