@@ -12,6 +12,8 @@
 #include "cache_overlap.hpp"
 #include "index_provenance.hpp"
 
+#include <unistd.h>  // getcwd
+
 #include <cerrno>    // errno
 #include <cstdio>    // fprintf, fwrite
 #include <string_view>
@@ -264,8 +266,16 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, C
     const auto stamps = search_path_stamps(*ix);
     for (std::size_t i = 0; i < paths.size() && i < stamps.size(); ++i) {
       if (!stamps[i].exists()) {
-        std::fprintf(stderr, "epload: warning: search path '%.*s' does not exist\n",
-                     static_cast<int>(paths[i].size()), paths[i].data());
+        // A relative one names a directory of the current directory: say
+        // which, so that a path copied from elsewhere is seen for what it is.
+        std::string where;
+        if (!paths[i].starts_with('/')) {
+          char cwd[4096];
+          where = std::string(" in ") + (::getcwd(cwd, sizeof cwd) != nullptr ? cwd : "the current directory") +
+                  " (a relative path is taken from there: give an absolute one)";
+        }
+        std::fprintf(stderr, "epload: warning: search path '%.*s' does not exist%s\n",
+                     static_cast<int>(paths[i].size()), paths[i].data(), where.c_str());
       }
     }
   }

@@ -6,6 +6,7 @@ and works once that is done."""
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -79,3 +80,23 @@ def test_build_output_of_a_sys_path_with_the_current_directory_says_what_to_do(t
     # An explicit relative --path: give absolute ones.
     p = epload(tmp_path, "index", "build", "--output", str(out), "--path", "site")
     assert p.returncode == 1 and "give absolute search paths" in p.stderr, p.stderr
+
+
+def test_the_cache_format_doc_shows_the_head_this_build_writes(tmp_path):
+    """docs/cache-format.md's example head has the format and version of a
+    cache file the command writes."""
+    p = epload(tmp_path, "index", "build", "--python", PYTHON)
+    assert p.returncode == 0, p.stderr
+    head = json.loads(pathlib.Path(p.stdout.strip()).read_text().splitlines()[0])
+    doc = (SOURCE_DIR / "docs" / "cache-format.md").read_text()
+    example = re.search(r'^\{"format":"([^"]+)","version":(\d+),', doc, re.M)
+    assert example, "no example head in docs/cache-format.md"
+    assert (example.group(1), int(example.group(2))) == (head["format"], head["version"])
+    assert f"Format version {head['version']} " in doc
+
+
+def test_a_relative_path_that_does_not_exist_says_where_it_was_looked_for(tmp_path):
+    p = epload(tmp_path, "entry-points", "--json", "--path", "site-packages")
+    assert p.returncode == 0 and p.stdout == "[]\n"
+    assert p.stderr == (f"epload: warning: search path 'site-packages' does not exist in {tmp_path} "
+                        "(a relative path is taken from there: give an absolute one)\n"), p.stderr
