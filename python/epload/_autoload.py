@@ -576,7 +576,8 @@ def autoload(group=TORCH_GROUP, host=None, mode=None):
                          f"(argument mode=)")
     module, host_name = _resolve_host(host)
     if mode == 'lazy' and module is None:
-        raise ValueError('lazy autoload needs a host module (host=...) to register devices on')
+        raise ValueError('lazy autoload needs a host module to register devices on: pass '
+                         'host=__name__ from the host package (or host=<module>), or mode="eager"')
     key = (group, host_name, id(module))
     with _lock:
         session = _sessions.get(key)
