@@ -72,6 +72,28 @@ def test_the_package_imports_with_its_version_and_extension(installed):
     assert os.path.isfile(os.path.join(out["scripts"], "epload"))
 
 
+LICENCE_PROBE = r'''
+import importlib.metadata, json
+d = importlib.metadata.distribution("epload")
+print(json.dumps({"expression": d.metadata["License-Expression"],
+                  "files": {str(p): p.read_text() for p in d.files if "/licenses/" in str(p)}}))
+'''
+
+
+def test_the_installed_package_carries_its_licence_and_the_notices(installed):
+    """LICENSE and licenses/* (the licences of what the build links in) in
+    the installed .dist-info, byte for byte, and the licence in the
+    metadata importlib.metadata reads."""
+    _, venv, _ = installed
+    out = json.loads(run([venv / "bin" / "python", "-c", LICENCE_PROBE], cwd="/").stdout)
+    assert out["expression"] == "MIT"
+    info = f"epload-{project_version()}.dist-info/licenses"
+    want = {f"{info}/LICENSE": (SOURCE_DIR / "LICENSE").read_text()}
+    want.update({f"{info}/licenses/{p.name}": p.read_text() for p in (SOURCE_DIR / "licenses").iterdir()})
+    assert out["files"] == want
+    assert "simdjson" in want[f"{info}/licenses/README"]
+
+
 def test_the_command_is_on_the_venvs_path_and_answers_as_importlib(installed, tmp_path):
     _, venv, _ = installed
     env = clean_env(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
