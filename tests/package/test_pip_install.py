@@ -100,7 +100,7 @@ def test_the_command_is_on_the_venvs_path_and_answers_as_importlib(installed, tm
                     EPLOAD_CACHE_DIR=str(tmp_path / "cache"))
     proc = run(["epload", "--version"], env=env)
     assert proc.stdout.startswith(f"epload {project_version()}"), proc.stdout
-    # No --path: the search paths are those of the `python3` on PATH, the venv's.
+    # No --path: the search paths are those of the python beside the command, the venv's.
     proc = run(["epload", "entry-points", "--group", "console_scripts", "--json"], env=env, cwd=tmp_path)
     got = sorted([ep["name"], ep["value"]] for ep in json.loads(proc.stdout))
     want = json.loads(run([venv / "bin" / "python", "-c", ORACLE], cwd=tmp_path).stdout)
