@@ -11,6 +11,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "backend_env.hpp"
@@ -155,6 +156,71 @@ TEST(LoaderModes, BadValidateValueIsAWarning) {
   std::vector<std::string> w;
   EXPECT_EQ(read_validation(&w), Validation::paths);
   EXPECT_TRUE(w.empty());
+}
+
+// epload's on/off switches share one table (switches.hpp), the one the
+// Python package's _flags.py applies too.
+TEST(LoaderModes, OnOffSwitchesShareOneTable) {
+  for (const char* on : {"1", "true", "TRUE", "yes", "Yes", "on", "ON"}) {
+    ScopedEnv v("EPLOAD_DEBUG", on);
+    std::vector<std::string> w;
+    EXPECT_TRUE(read_flag("EPLOAD_DEBUG", false, &w)) << on;
+    EXPECT_TRUE(w.empty()) << on;
+  }
+  for (const char* off : {"", "0", "false", "False", "no", "NO", "off", "Off"}) {
+    ScopedEnv v("EPLOAD_DEBUG", off);
+    std::vector<std::string> w;
+    EXPECT_FALSE(read_flag("EPLOAD_DEBUG", true, &w)) << off;
+    EXPECT_TRUE(w.empty()) << off;
+  }
+  {
+    ScopedEnv v("EPLOAD_DEBUG", nullptr);
+    std::vector<std::string> w;
+    EXPECT_TRUE(read_flag("EPLOAD_DEBUG", true, &w));
+    EXPECT_FALSE(read_flag("EPLOAD_DEBUG", false, &w));
+    EXPECT_TRUE(w.empty());
+  }
+  ScopedEnv v("EPLOAD_NO_CACHE", "maybe");
+  std::vector<std::string> w;
+  EXPECT_FALSE(read_flag("EPLOAD_NO_CACHE", false, &w));
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0], "EPLOAD_NO_CACHE='maybe' is not one of 1, true, yes, on, 0, false, no, off: using 0");
+  // EPLOAD_AUTOLOAD follows the table; a bad value warns and autoload stays on.
+  ScopedEnv mode("EPLOAD_MODE", nullptr);
+  for (auto [value, off, warned] : {std::tuple{"no", true, false}, std::tuple{"true", false, false},
+                                    std::tuple{"later", false, true}}) {
+    ScopedEnv e("EPLOAD_AUTOLOAD", value);
+    LoaderOptions o;
+    o.group = "other.backends";
+    const Switches s = apply_environment(o);
+    EXPECT_EQ(o.mode == LoadMode::off, off) << value;
+    EXPECT_EQ(s.warnings.size(), warned ? 1u : 0u) << value;
+  }
+}
+
+// The close names difflib.get_close_matches gives (ratio >= 0.6, three at
+// most, best first, equal ratios in descending name order).
+TEST(LoaderModes, CloseMatchesAreDifflibs) {
+  EXPECT_EQ(close_matches("torch_fo", {"torch_foo", "torch_bar", "hook", "be_a"}),
+            (std::vector<std::string>{"torch_foo", "torch_bar"}));
+  EXPECT_EQ(close_matches("trch", {"torch", "tomli", "pip", "trace"}),
+            (std::vector<std::string>{"torch", "trace"}));
+  EXPECT_EQ(close_matches("abcd", {"abce", "abdc", "bacd", "xyz", "abcf"}),
+            (std::vector<std::string>{"bacd", "abdc", "abcf"}));
+  EXPECT_TRUE(close_matches("zzz", {"torch"}).empty());
+}
+
+TEST(LoaderModes, NamesThatMatchNoBackendAreWarnings) {
+  const std::vector<BackendName> backends{{"torch_foo", "torch-foo"}, {"npu", "Vendor_NPU"}};
+  // Entry-point names and normalized distribution names match: no warning.
+  EXPECT_TRUE(unmatched_names({"npu"}, {"torch_foo", "vendor-npu"}, "torch.backends", backends).empty());
+  const auto w = unmatched_names({"nxu"}, {"torch_fo", "zzz"}, "torch.backends", backends);
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_EQ(w[0], "EPLOAD_DISABLE names 'torch_fo', which is no backend of group 'torch.backends' "
+                  "(close: torch_foo, torch-foo)");
+  EXPECT_EQ(w[1], "EPLOAD_DISABLE names 'zzz', which is no backend of group 'torch.backends' "
+                  "(none is close; `epload devices --group torch.backends` lists them)");
+  EXPECT_EQ(w[2], "EPLOAD_ENABLE names 'nxu', which is no backend of group 'torch.backends' (close: npu)");
 }
 
 TEST(LoaderModes, DisableAndEnableLists) {

@@ -104,7 +104,7 @@ def _switches(group):
     warned about once and its default used."""
     mode, off_by, enable, disable, warnings = _eps._native_module().switches(group)
     if warnings:
-        _eps._warn_switches(warnings, stacklevel=5)
+        _eps._warn_switches(warnings)
     return mode, off_by, enable, disable
 
 
@@ -398,7 +398,16 @@ class Session:
 
     def _open(self):
         self.loader = _eps._open_loader(self.group, self.mode, self._run)
-        return self.loader is not None
+        if self.loader is None:
+            return False
+        # A name in EPLOAD_DISABLE / EPLOAD_ENABLE that is no backend of the
+        # group (a typo) is warned about, naming the close ones.
+        _, _, enable, disable = _switches(self.group)
+        if enable or disable:
+            entries = [self.loader.entry(i) for i in range(self.loader.count)]
+            _eps._warn_switches(_native().unmatched_names(
+                self.group, enable, disable, [(e[0], e[2]) for e in entries]))
+        return True
 
     def _eager(self):
         self.loader.start()
@@ -464,7 +473,13 @@ class Session:
                 return previous(name)
             except AttributeError as err:
                 # The host's own miss (torch's), told apart from a name a
-                # backend that could not load may have provided.
+                # disabled backend provides (named with its variable) and a
+                # name a backend that could not load may have provided.
+                disabled = self._disabled_provider(name)
+                if disabled is not None:
+                    raise AttributeError(
+                        f'{err} (its backend {disabled.name!r} is disabled by '
+                        f'{disabled.disabled_by})', name=name, obj=self.host) from None
                 failed = self._failed_unknown()
                 if not failed:
                     raise
@@ -602,7 +617,8 @@ def autoload(group=TORCH_GROUP, host=None, mode=None):
                          f"(argument mode=)")
     module, host_name = _resolve_host(host)
     if mode == 'lazy' and module is None:
-        raise ValueError('lazy autoload needs a host module (host=...) to register devices on')
+        raise ValueError('lazy autoload needs a host module to register devices on: pass '
+                         'host=__name__ from the host package (or host=<module>), or mode="eager"')
     key = (group, host_name, id(module))
     with _lock:
         session = _sessions.get(key)

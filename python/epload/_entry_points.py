@@ -33,6 +33,7 @@ The native module is loaded with lazy symbol binding (see _native_module).
 import os
 import sys
 
+from . import _flags
 from ._types import EntryPoint, EntryPoints, SelectableGroups, _DistRef, _build
 
 _native = None  # epload._native, imported at the first query
@@ -47,7 +48,7 @@ _INTERPRETER = b'\0'.join(
 
 
 def _debug_enabled():
-    return os.environ.get('EPLOAD_DEBUG', '') not in ('', '0')
+    return _flags.flag('EPLOAD_DEBUG')
 
 
 def _debug(message):
@@ -64,18 +65,12 @@ def _validation():
     return v
 
 
-_warned = set()
-
-
-def _warn_switches(texts, stacklevel=4):
+def _warn_switches(texts):
     """Shows each warning about a bad switch value once per process (the
     core's text: it names the variable, the accepted values and the default
-    used), as a RuntimeWarning."""
+    used), as a RuntimeWarning at the user's line."""
     for text in texts:
-        if text not in _warned:
-            _warned.add(text)
-            import warnings
-            warnings.warn(text, RuntimeWarning, stacklevel=stacklevel)
+        _flags.warn_once(text)
 
 
 def _foreign_finder():
@@ -165,7 +160,7 @@ def _prepared():
 
 
 def _use_cache():
-    return os.environ.get('EPLOAD_NO_CACHE', '') in ('', '0')
+    return not _flags.flag('EPLOAD_NO_CACHE')
 
 
 def _answered(status, reason, file, problem):

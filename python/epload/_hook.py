@@ -29,18 +29,44 @@ from ._finders import DelegatingLoader, decoratable, spec_from_others
 _TORCH_GROUP = 'torch.backends'
 
 
-def parse_hosts(text):
-    """``"a,b=g"`` -> ``{"a": "torch.backends", "b": "g"}``."""
+def parse_hosts(text, warn=None):
+    """``"a,b=g"`` -> ``{"a": "torch.backends", "b": "g"}``.  An item with
+    no host or an empty group (``"torch="``) is left out, and said through
+    ``warn(text)`` when given."""
     hosts = {}
     for item in text.split(','):
         item = item.strip()
         if not item:
             continue
-        name, _, group = item.partition('=')
+        name, eq, group = item.partition('=')
         name, group = name.strip(), group.strip()
-        if name:
-            hosts[name] = group or _TORCH_GROUP
+        if not name or (eq and not group):
+            if warn is not None:
+                warn(f"EPLOAD_AUTOLOAD_HOSTS item '{item}' is not host or host=group "
+                     f"({'no host' if not name else 'an empty group'}): ignored; write "
+                     f"'{name or 'torch'}' for group {_TORCH_GROUP}")
+            continue
+        hosts[name] = group or _TORCH_GROUP
     return hosts
+
+
+def _check_hosts(hosts, warn):
+    """Warns about each listed host that is no module of this interpreter
+    (a typo leaves the host's own behaviour in place without a word),
+    naming the close module names, as difflib finds them."""
+    for name in hosts:
+        top = name.partition('.')[0]
+        if top in sys.modules or any(
+                getattr(f, 'find_spec', None) is not None and f is not _installed
+                and f.find_spec(top, None) is not None for f in sys.meta_path):
+            continue
+        import difflib
+        import pkgutil
+        names = {m.name for m in pkgutil.iter_modules()} | set(sys.builtin_module_names) | {'torch'}
+        close = difflib.get_close_matches(top, sorted(names))
+        warn(f"EPLOAD_AUTOLOAD_HOSTS names '{name}', but no module '{top}' is installed for this "
+             f"interpreter ({'close: ' + ', '.join(close) if close else 'none is close'}): "
+             f"nothing is autoloaded for it")
 
 
 class _HostFinder:
@@ -126,9 +152,13 @@ def install():
     from . import _importlib_hook
     if _importlib_hook.wanted():
         _importlib_hook.install()
-    hosts = parse_hosts(os.environ.get('EPLOAD_AUTOLOAD_HOSTS', ''))
-    if not hosts or _installed is not None:
+    if _installed is not None:
         return _installed
+    from ._flags import warn_once
+    hosts = parse_hosts(os.environ.get('EPLOAD_AUTOLOAD_HOSTS', ''), warn_once)
+    if not hosts:
+        return _installed
+    _check_hosts(hosts, warn_once)
     _installed = _HostFinder(hosts)
     sys.meta_path.insert(0, _installed)
     for name, group in hosts.items():

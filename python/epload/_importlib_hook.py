@@ -24,9 +24,9 @@ theirs.  The finder offers no ``find_distributions``: it never
 changes what entry_points() answers.
 """
 
-import os
 import sys
 
+from . import _flags
 from ._finders import DelegatingLoader, decoratable, spec_from_others
 
 VARIABLE = 'EPLOAD_IMPORTLIB'
@@ -34,18 +34,10 @@ _TARGET = 'importlib.metadata'
 
 
 def wanted():
-    """True when ``$EPLOAD_IMPORTLIB`` is ``1``; ``0`` or unset mean off,
-    another value is a warning naming the variable and its accepted values,
-    and the default (off) applies."""
-    value = os.environ.get(VARIABLE)
-    if value is None or value in ('', '0'):
-        return False
-    if value == '1':
-        return True
-    import warnings
-    warnings.warn(f"{VARIABLE}='{value}' is not one of 0, 1: using 0", RuntimeWarning,
-                  stacklevel=2)
-    return False
+    """True when ``$EPLOAD_IMPORTLIB`` is on, by epload's one on/off table
+    (``_flags``): off when unset; another value is a warning naming the
+    variable and its accepted values, and the default (off) applies."""
+    return _flags.flag(VARIABLE)
 
 
 def _patch(md):

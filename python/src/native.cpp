@@ -393,6 +393,17 @@ PYBIND11_MODULE(_native, m) {
       "(mode, off_by, enable, disable, warnings) for autoload group `group`: EPLOAD_MODE, the "
       "variable turning autoload off ('' if none), EPLOAD_ENABLE, EPLOAD_DISABLE, bad values.");
   m.def(
+      "unmatched_names",
+      [](const std::string& group, const std::vector<std::string>& enable, const std::vector<std::string>& disable,
+         const std::vector<std::pair<std::string, std::string>>& backends) {
+        std::vector<epload::BackendName> names;
+        for (const auto& [name, dist] : backends) names.push_back({name, dist});
+        return epload::unmatched_names(enable, disable, group, names);
+      },
+      py::arg("group"), py::arg("enable"), py::arg("disable"), py::arg("backends"),
+      "One warning per EPLOAD_ENABLE / EPLOAD_DISABLE name that is none of `backends` "
+      "((entry-point name, distribution name) pairs), naming the close ones.");
+  m.def(
       "validation",
       [] {
         std::vector<std::string> warnings;

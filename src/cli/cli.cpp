@@ -12,9 +12,10 @@
 #include "cache_overlap.hpp"
 #include "index_provenance.hpp"
 
+#include <unistd.h>  // getcwd
+
 #include <cerrno>    // errno
 #include <cstdio>    // fprintf, fwrite
-#include <cstdlib>   // getenv
 #include <string_view>
 #include <optional>  // the target's suffixes, once known
 
@@ -90,7 +91,8 @@ const char* const k_index_options_help =
     "Index options:\n"
     "  --path DIR          search path, repeatable, in order (default: the sys.path\n"
     "                      of --python)\n"
-    "  --python EXE        interpreter whose sys.path to use (default: python3);\n"
+    "  --python EXE        interpreter whose sys.path to use (default: the python\n"
+    "                      beside this command, as a console script's, else python3);\n"
     "                      what it says is remembered in the cache directory\n"
     "  --cache-dir DIR     cache directory (default: $EPLOAD_CACHE_DIR, else\n"
     "                      $XDG_CACHE_HOME/epload, else ~/.cache/epload)\n"
@@ -119,6 +121,7 @@ int parse_index_option(std::string_view command, std::vector<std::string_view>& 
     options.paths.push_back(value);
   } else if (is_option(a, "--python")) {
     if (!take_value(command, args, i, "--python", options.python)) return -1;
+    options.python_given = true;
   } else if (is_option(a, "--cache-dir")) {
     if (!take_value(command, args, i, "--cache-dir", options.cache_dir)) return -1;
     if (options.cache_dir.empty()) return usage_error(command, "--cache-dir needs a directory"), -1;
@@ -151,8 +154,11 @@ namespace {
 FactsRequest g_target;
 std::optional<std::vector<std::string>> g_ext_suffixes;  // known once asked or remembered
 bool g_verbose = false;
+std::string g_python_how;  // how the interpreter was chosen, for --verbose
+std::shared_ptr<const Index> g_opened;  // the last index opened (or being validated)
 
 Result<PythonFacts> target_facts() {
+  if (g_verbose) std::fprintf(stderr, "epload: interpreter %s (%s)\n", g_target.python.c_str(), g_python_how.c_str());
   std::string note;
   auto facts = python_facts(g_target, note);
   if (g_verbose && !note.empty()) std::fprintf(stderr, "epload: %s\n", note.c_str());
@@ -160,6 +166,8 @@ Result<PythonFacts> target_facts() {
   return facts;
 }
 }  // namespace
+
+const std::shared_ptr<const Index>& opened_index() { return g_opened; }
 
 const std::vector<std::string>& target_ext_suffixes() {
   if (!g_ext_suffixes) {
@@ -175,8 +183,12 @@ const std::vector<std::string>& target_ext_suffixes() {
 }
 
 bool resolve_cache_options(const IndexOptions& options, CacheOptions& co) {
+  // EPLOAD_NO_CACHE, the Python front's switch, asks for --no-cache too.
+  std::vector<std::string> warnings;
+  const bool no_cache = options.no_cache || read_flag("EPLOAD_NO_CACHE", false, &warnings);
   g_target.python = options.python;
-  g_target.use_memo = !options.no_cache;
+  g_target.use_memo = !no_cache;
+  g_python_how = options.python_given ? "--python" : own_python_reason();
   CacheOptions dir_only;
   dir_only.cache_dir = options.cache_dir;
   g_target.cache_dir = resolve_cache_dir(dir_only);
@@ -193,14 +205,13 @@ bool resolve_cache_options(const IndexOptions& options, CacheOptions& co) {
     co.search_paths = std::move(facts.value().sys_path);
   }
   co.cache_dir = options.cache_dir;
-  co.use_cache = !options.no_cache;
+  co.use_cache = !no_cache;
   if (options.validation_given) {
     co.validation = options.validation;
   } else {
-    std::vector<std::string> warnings;
     co.validation = read_validation(&warnings);  // EPLOAD_VALIDATE, as in Python
-    warn_switches(warnings);
   }
+  warn_switches(warnings);
   co.groups = options.groups;
   return true;
 }
@@ -214,13 +225,19 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, C
   if (!co.use_cache) prefer_huge_heap_pages();
   WhileValidating while_validating;
   if (prepare) {
-    while_validating = [&](const std::shared_ptr<const Index>& index) { prepare(co, index); };
+    while_validating = [&](const std::shared_ptr<const Index>& index) {
+      g_opened = index;
+      prepare(co, index);
+    };
   }
   CacheReport report;
   auto index = open_index(co, &report, while_validating);
+  if (index) g_opened = index.value();
   // EPLOAD_DEBUG, the Python front's switch for the same report, asks for it too.
-  const char* debug = std::getenv("EPLOAD_DEBUG");
-  if (options.verbose || (debug != nullptr && *debug != '\0' && std::string_view(debug) != "0")) {
+  std::vector<std::string> warnings;
+  const bool debug = read_flag("EPLOAD_DEBUG", false, &warnings);
+  warn_switches(warnings);
+  if (options.verbose || debug) {
     std::fprintf(stderr, "epload: cache %s%s%s%s%s\n", to_string(report.status),
                  report.file.empty() ? "" : " (", report.file.c_str(), report.file.empty() ? "" : ")",
                  report.reason.empty() ? "" : (": " + report.reason).c_str());
@@ -249,8 +266,16 @@ std::shared_ptr<const Index> open_index_or_report(const IndexOptions& options, C
     const auto stamps = search_path_stamps(*ix);
     for (std::size_t i = 0; i < paths.size() && i < stamps.size(); ++i) {
       if (!stamps[i].exists()) {
-        std::fprintf(stderr, "epload: warning: search path '%.*s' does not exist\n",
-                     static_cast<int>(paths[i].size()), paths[i].data());
+        // A relative one names a directory of the current directory: say
+        // which, so that a path copied from elsewhere is seen for what it is.
+        std::string where;
+        if (!paths[i].starts_with('/')) {
+          char cwd[4096];
+          where = std::string(" in ") + (::getcwd(cwd, sizeof cwd) != nullptr ? cwd : "the current directory") +
+                  " (a relative path is taken from there: give an absolute one)";
+        }
+        std::fprintf(stderr, "epload: warning: search path '%.*s' does not exist%s\n",
+                     static_cast<int>(paths[i].size()), paths[i].data(), where.c_str());
       }
     }
   }

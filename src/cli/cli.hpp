@@ -12,6 +12,7 @@
 #include <string_view>  // argument views
 #include <vector>       // argument lists
 
+#include "cli/own_python.hpp"  // IndexOptions::python's default
 #include "epload/cache.hpp"
 
 namespace epload::cli {
@@ -78,7 +79,10 @@ inline int take_flag(std::string_view arg, std::string_view flag, std::size_t& i
 ///   --validate full|paths    --verbose
 struct IndexOptions {
   std::vector<std::string> paths;
-  std::string python = "python3";
+  /// --python; default: the interpreter of the command's own environment
+  /// (own_python.hpp), else python3 on PATH.
+  std::string python = own_python();
+  bool python_given = false;  ///< --python was given
   std::string cache_dir;
   bool no_cache = false;
   Validation validation = Validation::full;
@@ -90,6 +94,11 @@ struct IndexOptions {
   /// the complete index.
   std::vector<std::string> groups;
 };
+
+/// The index this run opened last (also while open_index_or_report's
+/// `prepare` runs on it), or null: for checks of what the environment names
+/// against it (host_options.cpp).
+const std::shared_ptr<const Index>& opened_index();
 
 /// Help text for the index options, to append to a command's help.
 extern const char* const k_index_options_help;

@@ -13,13 +13,13 @@ namespace epload::cli {
 namespace {
 
 const char k_help[] =
-    "usage: epload index ACTION [index options] [--output FILE]\n\n"
+    "usage: epload index ACTION [index options] [--output FILE] [--json]\n\n"
     "Actions:\n"
     "  build     scan and (re)write the cache file for these search paths;\n"
     "            with --output FILE, write a relocatable read-only index to FILE\n"
     "            instead (ship it with the environment; use it via EPLOAD_INDEX=FILE)\n"
     "  show      summarise the index: cache file, search paths, distributions,\n"
-    "            entry points per group\n"
+    "            entry points per group (--json: as one JSON object)\n"
     "  verify    compare the cache file with a fresh scan; exit 1 on any difference\n"
     "  clear     delete every file epload keeps in the cache directory: index\n"
     "            caches, learned device names, leftover temporary files\n"
@@ -36,6 +36,19 @@ int build(const IndexOptions& options, const std::string& output) {
   auto index = opened(o, co);
   if (!index) return k_error;
   if (!output.empty()) {
+    // A shipped index holds absolute search paths only.  The sys.path of
+    // `python -c` (and of a script) starts with '' (or the script's
+    // directory): with PYTHONSAFEPATH=1 Python leaves it out, for this
+    // command's interpreter and for every job that uses the index.
+    for (std::string_view p : index->search_paths()) {
+      if (!p.starts_with('/')) {
+        return fail(std::string("cannot ship an index for the relative search path '") + std::string(p) + "'" +
+                    (p.empty() ? " (the current directory, at the head of sys.path)" : "") +
+                    (options.paths.empty() ? ": run it with PYTHONSAFEPATH=1 (Python >= 3.11; set it in every "
+                                             "job's environment too), or give the jobs' search paths with --path"
+                                           : ": give absolute search paths"));
+      }
+    }
     auto written = write_index(*index, output, /*relocatable=*/true);
     if (!written) return fail(written.error().message);
     std::printf("wrote %s (%zu distributions, %zu entry points)\n", output.c_str(),
@@ -50,16 +63,49 @@ int build(const IndexOptions& options, const std::string& output) {
   return k_ok;
 }
 
-int show(const IndexOptions& options) {
+int show(const IndexOptions& options, bool json) {
   CacheOptions co;
   auto index = opened(options, co);
   if (!index) return k_error;
+  const std::size_t watched =
+      watched_digest(*index) != nullptr ? watched_names(*index).size() : watched_files(*index).size();
+  if (json) {
+    std::string out;
+    JsonObject o(out);
+    o.str_or_null("cache_file", co.use_cache ? cache_file_path(co) : "");
+    o.strings("search_paths", std::vector<std::string>(index->search_paths().begin(), index->search_paths().end()));
+    o.raw("distributions", std::to_string(index->distributions().size()));
+    o.raw("watched_files", std::to_string(watched));
+    o.raw("entry_points", std::to_string(index->entry_points().size()));
+    std::string& groups = o.member("groups");
+    groups.push_back('{');
+    bool first = true;
+    for (auto g : index->groups()) {
+      if (!first) groups.push_back(',');
+      first = false;
+      append_json_string(groups, g);
+      groups += ':' + std::to_string(index->group(g).size());
+    }
+    groups.push_back('}');
+    const Distribution* bad = index->first_error();
+    o.str_or_null("error", bad != nullptr ? bad->error : std::string_view());
+    o.close();
+    out.push_back('\n');
+    write_out(out);
+    return k_ok;
+  }
   std::printf("cache file:    %s\n", co.use_cache ? cache_file_path(co).c_str() : "(none: --no-cache)");
   std::printf("search paths:  %zu\n", index->search_paths().size());
-  for (auto p : index->search_paths()) std::printf("  %.*s\n", static_cast<int>(p.size()), p.data());
+  for (auto p : index->search_paths()) {
+    // '' is the current directory of the process that runs (python -c's head of sys.path).
+    if (p.empty()) {
+      std::printf("  '' (the current directory)\n");
+    } else {
+      std::printf("  %.*s\n", static_cast<int>(p.size()), p.data());
+    }
+  }
   std::printf("distributions: %zu\n", index->distributions().size());
-  std::printf("watched files: %zu\n", watched_digest(*index) != nullptr ? watched_names(*index).size()
-                                                                       : watched_files(*index).size());
+  std::printf("watched files: %zu\n", watched);
   std::printf("entry points:  %zu in %zu groups\n", index->entry_points().size(), index->groups().size());
   for (auto g : index->groups()) {
     std::printf("  %6zu  %.*s\n", index->group(g).size(), static_cast<int>(g.size()), g.data());
@@ -95,7 +141,14 @@ int run(std::vector<std::string_view>& args) {
   const std::string action(args[0]);
   IndexOptions options;
   std::string output;
+  bool json = false;
   const int scanned = scan_args("index", args, 1, options, [&](std::string_view a, std::size_t& i) {
+    if (a == "--json") {
+      if (action != "show") return usage_error("index", "--json goes with 'show' only"), -1;
+      json = true;
+      ++i;
+      return 1;
+    }
     if (!is_option(a, "--output")) return 0;
     if (action == "build") return take_option("index", args, i, "--output", output);
     usage_error("index", "--output goes with 'build' only");
@@ -103,7 +156,7 @@ int run(std::vector<std::string_view>& args) {
   });
   if (scanned != k_ok) return scanned;
   if (action == "build") return build(options, output);
-  if (action == "show") return show(options);
+  if (action == "show") return show(options, json);
   if (action == "verify") return verify(options);
   if (action == "clear" || action == "path") {
     CacheOptions co;  // only the key is needed: no scan

@@ -38,13 +38,10 @@ def base_env(cache):
 
 def epload_paths(env, *args, cwd=None):
     """(sys.path as `epload index show` used it, its --verbose lines)."""
-    p = subprocess.run([EPLOAD, "index", "show", "--verbose", *args], env=env, cwd=cwd,
+    p = subprocess.run([EPLOAD, "index", "show", "--json", "--verbose", *args], env=env, cwd=cwd,
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    lines = p.stdout.splitlines()
-    start = next(i for i, l in enumerate(lines) if l.startswith("search paths:"))
-    count = int(lines[start].split(":")[1])
-    return [l[2:] for l in lines[start + 1:start + 1 + count]], p.stderr
+    return json.loads(p.stdout)["search_paths"], p.stderr
 
 
 def truth(python, env, cwd=None):

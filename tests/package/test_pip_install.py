@@ -72,13 +72,35 @@ def test_the_package_imports_with_its_version_and_extension(installed):
     assert os.path.isfile(os.path.join(out["scripts"], "epload"))
 
 
+LICENCE_PROBE = r'''
+import importlib.metadata, json
+d = importlib.metadata.distribution("epload")
+print(json.dumps({"expression": d.metadata["License-Expression"],
+                  "files": {str(p): p.read_text() for p in d.files if "/licenses/" in str(p)}}))
+'''
+
+
+def test_the_installed_package_carries_its_licence_and_the_notices(installed):
+    """LICENSE and licenses/* (the licences of what the build links in) in
+    the installed .dist-info, byte for byte, and the licence in the
+    metadata importlib.metadata reads."""
+    _, venv, _ = installed
+    out = json.loads(run([venv / "bin" / "python", "-c", LICENCE_PROBE], cwd="/").stdout)
+    assert out["expression"] == "MIT"
+    info = f"epload-{project_version()}.dist-info/licenses"
+    want = {f"{info}/LICENSE": (SOURCE_DIR / "LICENSE").read_text()}
+    want.update({f"{info}/licenses/{p.name}": p.read_text() for p in (SOURCE_DIR / "licenses").iterdir()})
+    assert out["files"] == want
+    assert "simdjson" in want[f"{info}/licenses/README"]
+
+
 def test_the_command_is_on_the_venvs_path_and_answers_as_importlib(installed, tmp_path):
     _, venv, _ = installed
     env = clean_env(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
                     EPLOAD_CACHE_DIR=str(tmp_path / "cache"))
     proc = run(["epload", "--version"], env=env)
     assert proc.stdout.startswith(f"epload {project_version()}"), proc.stdout
-    # No --path: the search paths are those of the `python3` on PATH, the venv's.
+    # No --path: the search paths are those of the python beside the command, the venv's.
     proc = run(["epload", "entry-points", "--group", "console_scripts", "--json"], env=env, cwd=tmp_path)
     got = sorted([ep["name"], ep["value"]] for ep in json.loads(proc.stdout))
     want = json.loads(run([venv / "bin" / "python", "-c", ORACLE], cwd=tmp_path).stdout)

@@ -10,11 +10,12 @@ test_installed_wheels.py's."""
 
 import re
 import struct
+import tarfile
 import zipfile
 
 import pytest
 
-from pkgenv import ELF_POLICY, facts, other_versions, project_version, release_wheels, run, wheel_python, wheel_tools
+from pkgenv import ELF_POLICY, SOURCE_DIR, facts, other_versions, project_version, release_wheels, run, wheel_python, wheel_tools
 
 WHEELS = release_wheels()
 TAG = re.compile(r"epload-(?P<version>[^-]+)-(?P<py>cp3\d+)-(?P=py)-manylinux_2_(?P<glibc>\d+)_x86_64\.whl$")
@@ -58,6 +59,23 @@ def test_the_wheel_holds_package_extension_command_and_hook(wheel):
     assert not [n for n in names if "/_native" in n and n != "epload/_native" + f["ext_suffix"]]
     info = zipfile.ZipFile(wheel).getinfo(f"{data}/scripts/epload")
     assert (info.external_attr >> 16) & 0o111, "the command is not executable"
+
+
+@pytest.mark.parametrize("wheel", WHEELS, ids=lambda w: w.name)
+def test_the_wheel_and_the_sdist_carry_the_licences(wheel):
+    """LICENSE and the licences of what the release links in (simdjson,
+    mimalloc, the C++ runtime, pybind11), as the checkout has them, and the
+    licence in the metadata."""
+    z = zipfile.ZipFile(wheel)
+    info = f"epload-{project_version()}.dist-info"
+    for rel in ["LICENSE", *(f"licenses/{p.name}" for p in (SOURCE_DIR / "licenses").iterdir())]:
+        assert z.read(f"{info}/licenses/{rel}") == (SOURCE_DIR / rel).read_bytes(), rel
+    metadata = z.read(f"{info}/METADATA").decode()
+    assert "\nLicense-Expression: MIT\n" in metadata
+    sdist = tarfile.open(wheel.parent / f"epload-{project_version()}.tar.gz")
+    names = set(sdist.getnames())
+    assert f"epload-{project_version()}/LICENSE" in names
+    assert f"epload-{project_version()}/licenses/simdjson.txt" in names
 
 
 def elf_section_names(data):

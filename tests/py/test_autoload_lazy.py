@@ -491,7 +491,8 @@ for kw in ({"mode": "lazy"}, {"host": 3, "mode": "eager"}, {"mode": "never", "ho
         print(type(e).__name__, e)
 ''')
     assert proc.stdout.splitlines() == [
-        'ValueError lazy autoload needs a host module (host=...) to register devices on',
+        'ValueError lazy autoload needs a host module to register devices on: pass host=__name__ from the '
+        'host package (or host=<module>), or mode="eager"',
         'TypeError host must be a module or a module name, not int',
         "ValueError autoload mode must be one of lazy, eager, off, not 'never' (argument mode=)",
     ]

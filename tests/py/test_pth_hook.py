@@ -174,6 +174,30 @@ def test_importlib_switch_in_a_fresh_interpreter(tmp_path, venv, hosts):
     assert off['walk_module'] == 'importlib.metadata' and on['walk_module'] == 'epload._distributions'
     assert on['walk'] == off['walk'] and on['distribution'] == off['distribution']
     assert any(['be_a', 'be_a:_autoload', 'torch.backends', True] in row[2] for row in on['walk'])
-    bad, stderr = run(EPLOAD_IMPORTLIB='on')
+    # One on/off table for every switch: yes and on are on, a bad value warns and off applies.
+    for value in ('yes', 'On'):
+        assert run(EPLOAD_IMPORTLIB=value)[0]['module'] == 'epload._entry_points', value
+    for value in ('no', 'false', ''):
+        assert run(EPLOAD_IMPORTLIB=value)[0]['module'] == 'importlib.metadata', value
+    bad, stderr = run(EPLOAD_IMPORTLIB='maybe')
     assert bad['module'] == 'importlib.metadata'
-    assert "EPLOAD_IMPORTLIB='on' is not one of 0, 1: using 0" in stderr
+    assert "EPLOAD_IMPORTLIB='maybe' is not one of 1, true, yes, on, 0, false, no, off: using 0" in stderr
+
+
+def test_a_host_that_is_no_module_is_a_warning_naming_the_close_ones(tmp_path, venv):
+    python, _ = venv
+    out = probe(tmp_path, python, {'EPLOAD_AUTOLOAD_HOSTS': 'fakehst'})
+    assert ("RuntimeWarning: EPLOAD_AUTOLOAD_HOSTS names 'fakehst', but no module 'fakehst' is installed "
+            "for this interpreter (close: fakehost") in out['stderr'], out['stderr']
+    assert out['at_import'] == ['be_a', 'be_hook']  # the host's own loop, as without the hook
+    out = probe(tmp_path, python, {'EPLOAD_AUTOLOAD_HOSTS': 'fakehost'})
+    assert 'RuntimeWarning' not in out['stderr'], out['stderr']
+
+
+@pytest.mark.parametrize('item', ['fakehost=', ' =fakehost.plugins'])
+def test_an_item_without_host_or_group_is_left_out_with_a_warning(tmp_path, venv, item):
+    python, _ = venv
+    out = probe(tmp_path, python, {'EPLOAD_AUTOLOAD_HOSTS': item})
+    assert f"RuntimeWarning: EPLOAD_AUTOLOAD_HOSTS item '{item.strip()}' is not host or host=group" \
+        in out['stderr'], out['stderr']
+    assert out['at_import'] == ['be_a', 'be_hook']  # not autoloaded by epload: the host's own loop ran
