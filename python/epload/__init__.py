@@ -20,11 +20,13 @@ __all__ = [
     'DeviceNotFoundError',
     'EntryPoint',
     'EntryPoints',
+    'NativeDevice',
     'SelectableGroups',
     'autoload',
     'backends',
     'device',
     'entry_points',
+    'get_include',
     'load',
 ]
 
@@ -41,7 +43,8 @@ def autoload(group='torch.backends', host=None, mode=None):
 
 def device(name):
     """Loads (once) the backend that provides device ``name`` and returns
-    what it registered on its host (``host.<name>``)."""
+    what it registered on its host (``host.<name>``), or, for a native (C
+    ABI) backend, a ``NativeDevice`` holding the table it registered."""
     from . import _autoload
     return _autoload.device(name)
 
@@ -58,6 +61,14 @@ def backends():
     return _autoload.backends()
 
 
+def get_include():
+    """The directory holding ``epload/backend.h``, the C ABI of native
+    backends, in the installed package (as ``numpy.get_include()``): pass it
+    to the compiler (``include_dirs=[epload.get_include()]``)."""
+    import os
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), 'include')
+
+
 _ENTRY_POINT_NAMES = ('EntryPoint', 'EntryPoints', 'SelectableGroups', 'entry_points')
 
 
@@ -71,7 +82,7 @@ def __getattr__(name):
         return value
     # The error types live with the autoload machinery; importing them from
     # here must not cost anything until they are needed.
-    if name in ('BackendError', 'DeviceNotFoundError'):
+    if name in ('BackendError', 'DeviceNotFoundError', 'NativeDevice'):
         from . import _autoload
         return getattr(_autoload, name)
     if name == 'torch':

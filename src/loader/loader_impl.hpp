@@ -36,6 +36,7 @@ struct SlotOutcome {
   std::string error;  ///< the whole message; set with the failed/disabled state
   FileStamp failed_stamp;  ///< the library's stamp when it failed (sticky until it changes)
   int attempts = 0;
+  bool crash_skip = false;  ///< failed as an earlier process's crash in its init (not loaded)
   bool changed = false;  ///< the file changed since create() (see load_native)
   void* handle = nullptr;
   std::int64_t dlopen_ns = 0, init_ns = 0, load_ns = 0;
@@ -60,6 +61,8 @@ struct Slot {
   BackendKind kind = BackendKind::unresolved;
   bool enabled = true;
   bool unreadable = false;  ///< its ELF file failed the checks: never stored, never dlopen'ed
+  /// A native library in a group of Python callables (PythonFront::callables_only).
+  bool foreign = false;
 
   // Knowledge: guarded by the registry mutex once create() returns.
   bool verified = false;  ///< stamp checked against the file in this process
@@ -212,6 +215,7 @@ inline void* provided(const DeviceTable& table, std::string_view name) {
 struct LoaderAccess {
   static Result<std::unique_ptr<Loader>> create(std::shared_ptr<const Index> index, LoaderOptions options,
                                                 PythonFront front);
+  static const Loader::State& state(const Loader& loader) { return *loader.m; }
 };
 
 struct Loader::State {
@@ -220,6 +224,7 @@ struct Loader::State {
   PythonFront python;  ///< the Python package's hooks; empty for a C++ host
   detail::LearnedFile store;  // views in slots point into it
   std::string store_path;
+  std::string crash_log;  ///< crash_log.hpp: marks around each init ("" without a store)
   std::string store_note;
   std::unique_ptr<detail::Slot[]> slots;
   std::uint32_t count = 0;
@@ -274,6 +279,9 @@ struct Loader::State {
   void fail(detail::Slot& s, const std::string& cause);
   Error not_found(std::string_view name);
   void save_store();
+  /// An earlier process died in `s`'s init, its file is unchanged, the mode
+  /// is lazy and EPLOAD_ENABLE does not name it: skip it.  Registry held.
+  bool crash_skipped(const detail::Slot& s) const;
   /// Records the outcome of a load of `s` for the store: its failure, or
   /// none since.  Registry mutex held.
   void remember_outcome(const detail::Slot& s, bool ok);

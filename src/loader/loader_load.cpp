@@ -17,12 +17,14 @@
 #include <cstring>    // memcpy
 #include <exception>  // init boundary
 
+#include "crash_log.hpp"
 #include "elf.hpp"
 #include "epload/backend.h"
 #include "epload/profile.hpp"
 #include "loader_impl.hpp"
 #include "stamp.hpp"
 #include "test_slowdown.hpp"
+#include "torch_rules.hpp"
 
 namespace epload {
 
@@ -156,7 +158,25 @@ void Loader::State::load(Slot& s) {
   ctx.slot = s.index;
   ctx.thread = std::this_thread::get_id();
   bool ok = refresh_knowledge(s, k);
-  if (ok) ok = s.kind == BackendKind::native ? load_native(s, ctx, k.abi) : load_python(s, ctx);
+  std::string crashed;
+  if (ok) {
+    std::lock_guard<std::mutex> lock(registry);
+    if (crash_skipped(s)) crashed.assign(last_failures.at(s.index));
+  }
+  if (ok && s.foreign && options.mode != LoadMode::eager) {
+    fail(s, detail::native_in_torch_group(s.ep->name));
+    ok = false;
+  } else if (ok && !crashed.empty()) {
+    s.out->crash_skip = true;
+    fail(s, crashed);
+    ok = false;
+  } else if (ok) {
+    // Marked before and after: a process that dies in between leaves the
+    // first mark alone, which the next process finds (crash_log.hpp).
+    detail::mark_init(crash_log, true, s.ep->name, s.ep->value, s.stamp);
+    ok = s.kind == BackendKind::native && !s.foreign ? load_native(s, ctx, k.abi) : load_python(s, ctx);
+    detail::mark_init(crash_log, false, s.ep->name, s.ep->value, s.stamp);
+  }
   if (ctx.deferred) {
     // Not now: as if it had never been tried.
     {

@@ -1,0 +1,46 @@
+// crash_log.hpp — inits that never returned: a mark appended before a
+// backend's init and another after it, in one small log beside the learned
+// store, so that the next process finds the marks of a process that died
+// in an init (a segfault, an abort) and the loader remembers the crash.
+#pragma once
+
+#include <string>       // paths, messages
+#include <string_view>  // names
+#include <vector>       // crashes
+
+#include "file_stamp.hpp"
+
+namespace epload::detail {
+
+/// A backend whose init a process began and never finished, that process
+/// being gone.
+struct Crash {
+  std::string name, value;  ///< the backend's entry point
+  FileStamp stamp;          ///< its file when the init began
+  std::string when;         ///< UTC, "2026-11-29T06:10:03Z"
+  long pid = 0;
+};
+
+/// The log of store `store_path` ("learned-X.txt" -> "learned-X.loading").
+std::string crash_log_path(const std::string& store_path);
+
+/// Appends the mark before (`begin`) or after an init of backend
+/// (`name`, `value`) whose file has `stamp`.  Errors are ignored: the log
+/// only ever adds a hint.
+void mark_init(const std::string& log, bool begin, std::string_view name, std::string_view value,
+               const FileStamp& stamp);
+
+/// Takes the log over (one rename; nothing to do, the common case, costs
+/// that one failed call), returns the inits begun by processes that are
+/// gone, gives the ones of live processes back to the log, and removes it.
+std::vector<Crash> collect_crashes(const std::string& log);
+
+/// How a crash is remembered as a backend's last failure (the store keeps
+/// it as text, shown by `epload devices`), and how it is recognised there.
+std::string crash_message(const Crash& c);
+inline constexpr std::string_view k_crash_prefix = "crashed in init at ";
+inline bool is_crash(std::string_view failure) { return failure.starts_with(k_crash_prefix); }
+/// The time of a crash message ("" if it is none).
+std::string_view crash_time(std::string_view failure);
+
+}  // namespace epload::detail
