@@ -505,11 +505,11 @@ class Session:
             b = self._backend(owner)
             if b._status().state == _native().State.failed:
                 raise error(b.message(name)) from b.cause
-            if value is not _MISSING:
-                raise error(f'backend {b.name!r} declares device {name!r} but did not provide it: '
-                            f'{self.host_name}.{name} is the host\'s own, not the backend\'s '
-                            f'(rename the backend\'s device)')
-            return _MISSING
+            if value is not _MISSING and self.group == TORCH_GROUP and name in _torch_device_types():
+                raise error(f'backend {b.name!r} declares device {name!r}, which is PyTorch\'s own '
+                            f'device type: {self.host_name}.{name} is PyTorch\'s module, not the '
+                            f'backend\'s (rename the backend\'s device)')
+            return value
         if value is not _MISSING:
             return value
         b = self._disabled_provider(name)
@@ -538,6 +538,16 @@ class Session:
 
     def device(self, name):
         return self._lookup(name, BackendError)
+
+
+_TORCH_TYPES = None
+
+
+def _torch_device_types():
+    global _TORCH_TYPES
+    if _TORCH_TYPES is None:
+        _TORCH_TYPES = frozenset(_native().torch_device_types())
+    return _TORCH_TYPES
 
 
 def _module_initializing(ep):

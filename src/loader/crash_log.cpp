@@ -1,29 +1,29 @@
 // crash_log.cpp — see crash_log.hpp.
 //
-// Line format (one write(2) per mark, O_APPEND, so marks of concurrent
-// processes never interleave within a line):
+// Line format:
 //
-//   b|e <TAB> pid <TAB> time <TAB> dev:ino:size:mtime_ns:ctime_ns <TAB> name <TAB> value
+//   pid <TAB> time <TAB> dev:ino:size:mtime_ns:ctime_ns <TAB> name <TAB> value
 //
-// A begin without its end, whose process no longer exists, is a crash.  The
-// collector renames the log to a name of its own first, so that marks
-// written meanwhile go to a new log; begins of live processes are written
-// back there (their end may already be in it: marks are matched as a
-// multiset, in any order).
+// One line per init under way, in any process: appended before the init,
+// removed after it, the file removed when it holds none (so that it exists
+// only while an init runs, or after a crash).  Every change is made under
+// flock(LOCK_EX) on the file, checked to still be the one at the path (a
+// holder may have removed it meanwhile).  A line whose process no longer
+// exists is a crash.
 #include "crash_log.hpp"
 
-#include <fcntl.h>   // open
-#include <signal.h>  // kill
-#include <time.h>    // gmtime_r
-#include <unistd.h>  // write, getpid
+#include <fcntl.h>     // open
+#include <signal.h>    // kill
+#include <sys/file.h>  // flock
+#include <sys/stat.h>  // fstat
+#include <time.h>      // gmtime_r
+#include <unistd.h>    // write, getpid
 
-#include <cerrno>  // errno
-#include <cstdio>  // sscanf
-#include <cstdlib> // strtol
-#include <map>     // pending marks
+#include <cerrno>   // errno
+#include <cstdio>   // sscanf
+#include <cstdlib>  // strtol
 
-#include "atomic_file.hpp"  // dir_name, make_safe_dir
-#include "kept_files.hpp"   // keep_files
+#include "kept_files.hpp"  // keep_files
 
 namespace epload::detail {
 
@@ -38,11 +38,6 @@ void put_field(std::string& out, std::string_view s) {
   for (char c : s) out.push_back(c == '\t' || c == '\n' || c == '\r' ? ' ' : c);
 }
 
-std::string stamp_text(const FileStamp& st) {
-  return std::to_string(st.dev) + ':' + std::to_string(st.ino) + ':' + std::to_string(st.size) + ':' +
-         std::to_string(st.mtime_ns) + ':' + std::to_string(st.ctime_ns);
-}
-
 std::string utc_now() {
   const time_t t = ::time(nullptr);
   struct tm tm;
@@ -52,15 +47,40 @@ std::string utc_now() {
   return buf;
 }
 
-bool append(const std::string& log, const std::string& line) {
-  int fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0 && errno == ENOENT && make_safe_dir(dir_name(log))) {
-    fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+// The log, open and locked, the very file at its path; -1 when there is
+// none (and `create` is false) or it cannot be had.
+int open_locked(const std::string& log, bool create) {
+  for (int tries = 0; tries < 16; ++tries) {
+    const int fd = ::open(log.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
+    if (fd < 0) return -1;
+    struct stat held, now;
+    if (::flock(fd, LOCK_EX) == 0 && ::fstat(fd, &held) == 0 && ::stat(log.c_str(), &now) == 0 &&
+        held.st_dev == now.st_dev && held.st_ino == now.st_ino) {
+      return fd;
+    }
+    ::close(fd);  // removed (or replaced) while we waited: the path's file now
   }
-  if (fd < 0) return false;
-  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  return -1;
+}
+
+std::string read_all(int fd) {
+  std::string text;
+  char buf[8192];
+  for (ssize_t n; (n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(text.size()))) > 0 && text.size() < (4u << 20);) {
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  return text;
+}
+
+// Leaves `text` as the log's content, or removes the log when it is empty.
+// The lock is held; closing `fd` releases it.
+void put_back(const std::string& log, int fd, const std::string& text) {
+  if (text.empty()) {
+    ::unlink(log.c_str());
+  } else if (::ftruncate(fd, 0) == 0) {
+    (void)!::pwrite(fd, text.data(), text.size(), 0);
+  }
   ::close(fd);
-  return ok;
 }
 
 bool alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
@@ -83,75 +103,78 @@ std::string crash_log_path(const std::string& store_path) {
   return log + ".loading";
 }
 
-void mark_init(const std::string& log, bool begin, std::string_view name, std::string_view value,
-               const FileStamp& stamp) {
-  if (log.empty()) return;
-  std::string line = begin ? "b\t" : "e\t";
-  line += std::to_string(::getpid()) + '\t' + (begin ? utc_now() : std::string("-")) + '\t' + stamp_text(stamp) + '\t';
+std::string mark_begin(const std::string& log, std::string_view name, std::string_view value,
+                       const FileStamp& stamp) {
+  if (log.empty()) return {};
+  std::string line = std::to_string(::getpid()) + '\t' + utc_now() + '\t' + std::to_string(stamp.dev) + ':' +
+                     std::to_string(stamp.ino) + ':' + std::to_string(stamp.size) + ':' +
+                     std::to_string(stamp.mtime_ns) + ':' + std::to_string(stamp.ctime_ns) + '\t';
   put_field(line, name);
   line.push_back('\t');
   put_field(line, value);
   line.push_back('\n');
-  (void)append(log, line);
+  const int fd = open_locked(log, true);
+  if (fd < 0) return {};
+  struct stat st;
+  const bool ok = ::fstat(fd, &st) == 0 &&
+                  ::pwrite(fd, line.data(), line.size(), st.st_size) == static_cast<ssize_t>(line.size());
+  ::close(fd);
+  return ok ? line : std::string();
+}
+
+void mark_end(const std::string& log, const std::string& begin) {
+  if (log.empty() || begin.empty()) return;
+  const int fd = open_locked(log, false);
+  if (fd < 0) return;
+  std::string text = read_all(fd);
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t nl = text.find('\n', at);
+    const std::size_t end = nl == std::string::npos ? text.size() : nl + 1;
+    if (text.compare(at, end - at, begin) == 0) {
+      text.erase(at, end - at);
+      break;
+    }
+    at = end;
+  }
+  put_back(log, fd, text);
 }
 
 std::vector<Crash> collect_crashes(const std::string& log) {
   std::vector<Crash> crashes;
   if (log.empty()) return crashes;
-  const std::string taken = log + "." + std::to_string(::getpid());
-  if (::rename(log.c_str(), taken.c_str()) != 0) return crashes;  // none: the common case
-  std::string text;
-  {
-    const int fd = ::open(taken.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd >= 0) {
-      char buf[8192];
-      for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0 && text.size() < (4u << 20);) text.append(buf, n);
-      ::close(fd);
-    }
-  }
-  ::unlink(taken.c_str());
-  // (pid, stamp, name, value) -> begins minus ends, and the begin's line.
-  std::map<std::string, std::pair<int, std::string>> pending;
+  const int fd = open_locked(log, false);
+  if (fd < 0) return crashes;  // no init under way anywhere: the common case, one failed open
+  const std::string text = read_all(fd);
+  std::string kept;
   for (std::size_t at = 0; at < text.size();) {
     const std::size_t nl = text.find('\n', at);
-    if (nl == std::string::npos) break;  // a torn last line: ignored
-    const std::string_view line(text.data() + at, nl - at);
+    if (nl == std::string::npos) break;  // a torn last line: dropped
+    const std::string_view line(text.data() + at, nl - at + 1);
     at = nl + 1;
-    const auto f = split_tabs(line);
-    if (f.size() != 6 || (f[0] != "b" && f[0] != "e")) continue;
-    std::string key(f[1]);
-    key.append("\t").append(f[3]).append("\t").append(f[4]).append("\t").append(f[5]);
-    auto& p = pending[key];
-    if (f[0] == "b") {
-      ++p.first;
-      p.second.assign(line);
-    } else {
-      --p.first;
-    }
-  }
-  for (const auto& [key, p] : pending) {
-    if (p.first <= 0 || p.second.empty()) continue;
-    const auto f = split_tabs(p.second);
-    const long pid = std::strtol(std::string(f[1]).c_str(), nullptr, 10);
+    const auto f = split_tabs(line.substr(0, line.size() - 1));
+    if (f.size() != 5) continue;
+    const long pid = std::strtol(std::string(f[0]).c_str(), nullptr, 10);
     if (pid == ::getpid() || alive(pid)) {
-      for (int k = 0; k < p.first; ++k) (void)append(log, p.second + "\n");
+      kept.append(line);  // an init under way in a live process
       continue;
     }
     Crash c;
     c.pid = pid;
-    c.when.assign(f[2]);
-    c.name.assign(f[4]);
-    c.value.assign(f[5]);
-    std::uint64_t v[5] = {};
-    const std::string st(f[3]);
-    if (std::sscanf(st.c_str(), "%lu:%lu:%lu:%lu:%lu", &v[0], &v[1], &v[2], &v[3], &v[4]) != 5) continue;
+    c.when.assign(f[1]);
+    c.name.assign(f[3]);
+    c.value.assign(f[4]);
+    unsigned long long v[3] = {};
+    long long t[2] = {};
+    const std::string st(f[2]);
+    if (std::sscanf(st.c_str(), "%llu:%llu:%llu:%lld:%lld", &v[0], &v[1], &v[2], &t[0], &t[1]) != 5) continue;
     c.stamp.dev = v[0];
     c.stamp.ino = v[1];
     c.stamp.size = v[2];
-    c.stamp.mtime_ns = static_cast<std::int64_t>(v[3]);
-    c.stamp.ctime_ns = static_cast<std::int64_t>(v[4]);
+    c.stamp.mtime_ns = t[0];
+    c.stamp.ctime_ns = t[1];
     crashes.push_back(std::move(c));
   }
+  put_back(log, fd, kept);
   return crashes;
 }
 

@@ -1,7 +1,7 @@
-// crash_log.hpp — inits that never returned: a mark appended before a
-// backend's init and another after it, in one small log beside the learned
-// store, so that the next process finds the marks of a process that died
-// in an init (a segfault, an abort) and the loader remembers the crash.
+// crash_log.hpp — inits that never returned: a line added to a small log
+// beside the learned store before a backend's init and removed after it, so
+// that the next process finds the line of a process that died in an init (a
+// segfault, an abort) and the loader remembers the crash.
 #pragma once
 
 #include <string>       // paths, messages
@@ -24,15 +24,17 @@ struct Crash {
 /// The log of store `store_path` ("learned-X.txt" -> "learned-X.loading").
 std::string crash_log_path(const std::string& store_path);
 
-/// Appends the mark before (`begin`) or after an init of backend
-/// (`name`, `value`) whose file has `stamp`.  Errors are ignored: the log
-/// only ever adds a hint.
-void mark_init(const std::string& log, bool begin, std::string_view name, std::string_view value,
-               const FileStamp& stamp);
+/// Adds the line of an init of backend (`name`, `value`) whose file has
+/// `stamp`, about to run in this process; returns it for mark_end ("" when
+/// the log cannot be written: it only ever adds a hint).
+std::string mark_begin(const std::string& log, std::string_view name, std::string_view value,
+                       const FileStamp& stamp);
 
-/// Takes the log over (one rename; nothing to do, the common case, costs
-/// that one failed call), returns the inits begun by processes that are
-/// gone, gives the ones of live processes back to the log, and removes it.
+/// Removes that line once the init returned (the log too, when it is empty).
+void mark_end(const std::string& log, const std::string& begin);
+
+/// The inits under way whose process is gone (their lines removed; those of
+/// live processes kept).  No log, the common case, costs one failed open.
 std::vector<Crash> collect_crashes(const std::string& log);
 
 /// How a crash is remembered as a backend's last failure (the store keeps

@@ -225,6 +225,10 @@ struct Loader::State {
   detail::LearnedFile store;  // views in slots point into it
   std::string store_path;
   std::string crash_log;  ///< crash_log.hpp: marks around each init ("" without a store)
+  /// 0: not checked yet; 1: its directory is safe (make_safe_dir); -1: not used.
+  std::atomic<int> crash_log_state{0};
+  /// crash_log when its directory is one the store may be written to, else "".
+  const std::string& crash_log_safe();
   std::string store_note;
   std::unique_ptr<detail::Slot[]> slots;
   std::uint32_t count = 0;

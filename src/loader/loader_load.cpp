@@ -173,9 +173,9 @@ void Loader::State::load(Slot& s) {
   } else if (ok) {
     // Marked before and after: a process that dies in between leaves the
     // first mark alone, which the next process finds (crash_log.hpp).
-    detail::mark_init(crash_log, true, s.ep->name, s.ep->value, s.stamp);
+    const std::string mark = detail::mark_begin(crash_log_safe(), s.ep->name, s.ep->value, s.stamp);
     ok = s.kind == BackendKind::native && !s.foreign ? load_native(s, ctx, k.abi) : load_python(s, ctx);
-    detail::mark_init(crash_log, false, s.ep->name, s.ep->value, s.stamp);
+    detail::mark_end(crash_log, mark);
   }
   if (ctx.deferred) {
     // Not now: as if it had never been tried.

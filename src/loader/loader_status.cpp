@@ -5,6 +5,7 @@
 #include <algorithm>  // min, stable_sort
 #include <iterator>   // size
 
+#include "atomic_file.hpp"  // make_safe_dir
 #include "crash_log.hpp"
 #include "enum_names.hpp"
 #include "epload/profile.hpp"
@@ -122,6 +123,17 @@ void Loader::State::remember_outcome(const Slot& s, bool ok) {
     last_failures[s.index] = arena.copy(s.out->error);
   }
   store_dirty = true;
+}
+
+const std::string& Loader::State::crash_log_safe() {
+  static const std::string k_none;
+  int st = crash_log_state.load(std::memory_order_acquire);
+  if (st == 0 && !crash_log.empty()) {
+    // Never into a directory others can write, as the store (atomic_file.hpp).
+    st = detail::make_safe_dir(detail::dir_name(crash_log)) ? 1 : -1;
+    crash_log_state.store(st, std::memory_order_release);
+  }
+  return st == 1 ? crash_log : k_none;
 }
 
 bool Loader::State::crash_skipped(const Slot& s) const {
