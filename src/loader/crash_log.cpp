@@ -4,12 +4,12 @@
 //
 //   pid <TAB> time <TAB> dev:ino:size:mtime_ns:ctime_ns <TAB> name <TAB> value
 //
-// One line per init under way, in any process: appended before the init,
-// removed after it, the file removed when it holds none (so that it exists
-// only while an init runs, or after a crash).  Every change is made under
-// flock(LOCK_EX) on the file, checked to still be the one at the path (a
-// holder may have removed it meanwhile).  A line whose process no longer
-// exists is a crash.
+// One line per init under way: written at the end of the log before the
+// init, cut off after it; the file removed when its holder lets it go empty
+// (so that it exists only while an init runs, or after a crash).  Every
+// change is made under flock(LOCK_EX | LOCK_NB) on the file, checked to
+// still be the one at the path (a holder may have removed it meanwhile).  A
+// line whose process no longer exists is a crash.
 #include "crash_log.hpp"
 
 #include <fcntl.h>     // open
@@ -48,17 +48,21 @@ std::string utc_now() {
 }
 
 // The log, open and locked, the very file at its path; -1 when there is
-// none (and `create` is false) or it cannot be had.
+// none (and `create` is false), another holder has it, or it cannot be had.
 int open_locked(const std::string& log, bool create) {
   for (int tries = 0; tries < 16; ++tries) {
     const int fd = ::open(log.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
     if (fd < 0) return -1;
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      return -1;  // held: its holder's lines are alive; look again next time
+    }
     struct stat held, now;
-    if (::flock(fd, LOCK_EX) == 0 && ::fstat(fd, &held) == 0 && ::stat(log.c_str(), &now) == 0 &&
-        held.st_dev == now.st_dev && held.st_ino == now.st_ino) {
+    if (::fstat(fd, &held) == 0 && ::stat(log.c_str(), &now) == 0 && held.st_dev == now.st_dev &&
+        held.st_ino == now.st_ino) {
       return fd;
     }
-    ::close(fd);  // removed (or replaced) while we waited: the path's file now
+    ::close(fd);  // removed (or replaced) by its last holder: the path's file now
   }
   return -1;
 }
@@ -103,40 +107,47 @@ std::string crash_log_path(const std::string& store_path) {
   return log + ".loading";
 }
 
-std::string mark_begin(const std::string& log, std::string_view name, std::string_view value,
-                       const FileStamp& stamp) {
-  if (log.empty()) return {};
-  std::string line = std::to_string(::getpid()) + '\t' + utc_now() + '\t' + std::to_string(stamp.dev) + ':' +
+HeldLog hold_log(const std::string& log) {
+  HeldLog h;
+  if (log.empty()) return h;
+  h.fd = open_locked(log, true);
+  struct stat st;
+  if (h.fd >= 0 && ::fstat(h.fd, &st) == 0) {
+    h.size = static_cast<std::uint64_t>(st.st_size);
+    h.pid = static_cast<long>(::getpid());
+  } else if (h.fd >= 0) {
+    ::close(h.fd);
+    h.fd = -1;
+  }
+  return h;
+}
+
+std::uint64_t mark_begin(HeldLog& held, std::string_view name, std::string_view value, const FileStamp& stamp) {
+  const std::uint64_t before = held.size;
+  if (!held.held()) return before;
+  std::string line = std::to_string(held.pid) + '\t' + utc_now() + '\t' + std::to_string(stamp.dev) + ':' +
                      std::to_string(stamp.ino) + ':' + std::to_string(stamp.size) + ':' +
                      std::to_string(stamp.mtime_ns) + ':' + std::to_string(stamp.ctime_ns) + '\t';
   put_field(line, name);
   line.push_back('\t');
   put_field(line, value);
   line.push_back('\n');
-  const int fd = open_locked(log, true);
-  if (fd < 0) return {};
-  struct stat st;
-  const bool ok = ::fstat(fd, &st) == 0 &&
-                  ::pwrite(fd, line.data(), line.size(), st.st_size) == static_cast<ssize_t>(line.size());
-  ::close(fd);
-  return ok ? line : std::string();
+  if (::pwrite(held.fd, line.data(), line.size(), static_cast<off_t>(held.size)) == static_cast<ssize_t>(line.size())) {
+    held.size += line.size();  // an init it runs may load another backend: its line goes after
+  }
+  return before;
 }
 
-void mark_end(const std::string& log, const std::string& begin) {
-  if (log.empty() || begin.empty()) return;
-  const int fd = open_locked(log, false);
-  if (fd < 0) return;
-  std::string text = read_all(fd);
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t nl = text.find('\n', at);
-    const std::size_t end = nl == std::string::npos ? text.size() : nl + 1;
-    if (text.compare(at, end - at, begin) == 0) {
-      text.erase(at, end - at);
-      break;
-    }
-    at = end;
-  }
-  put_back(log, fd, text);
+void mark_end(HeldLog& held, std::uint64_t before) {
+  if (!held.held() || held.size == before) return;
+  if (::ftruncate(held.fd, static_cast<off_t>(before)) == 0) held.size = before;
+}
+
+void release_log(const std::string& log, HeldLog& held) {
+  if (!held.held()) return;
+  if (held.size == 0) ::unlink(log.c_str());  // under the lock: a next holder opens a new one
+  ::close(held.fd);
+  held.fd = -1;
 }
 
 std::vector<Crash> collect_crashes(const std::string& log) {

@@ -1,9 +1,12 @@
 // crash_log.hpp — inits that never returned: a line added to a small log
 // beside the learned store before a backend's init and removed after it, so
 // that the next process finds the line of a process that died in an init (a
-// segfault, an abort) and the loader remembers the crash.
+// segfault, an abort) and the loader remembers the crash.  The log is held
+// (flock) by one thread at a time, across one init or a whole start(); a
+// process that finds it held marks nothing: a mark is a hint, never a wait.
 #pragma once
 
+#include <cstdint>      // sizes
 #include <string>       // paths, messages
 #include <string_view>  // names
 #include <vector>       // crashes
@@ -24,14 +27,29 @@ struct Crash {
 /// The log of store `store_path` ("learned-X.txt" -> "learned-X.loading").
 std::string crash_log_path(const std::string& store_path);
 
-/// Adds the line of an init of backend (`name`, `value`) whose file has
-/// `stamp`, about to run in this process; returns it for mark_end ("" when
-/// the log cannot be written: it only ever adds a hint).
-std::string mark_begin(const std::string& log, std::string_view name, std::string_view value,
-                       const FileStamp& stamp);
+/// The log held by one thread: open and locked, its size before this
+/// holder's line.  Marks of a holder cost one system call each.
+struct HeldLog {
+  int fd = -1;
+  std::uint64_t size = 0;
+  long pid = 0;  ///< this process's, asked once
+  bool held() const { return fd >= 0; }
+};
 
-/// Removes that line once the init returned (the log too, when it is empty).
-void mark_end(const std::string& log, const std::string& begin);
+/// Takes the log (creating it): not held when another holder has it (its
+/// marks are hints, never worth a wait) or it cannot be written.
+HeldLog hold_log(const std::string& log);
+
+/// Adds the line of an init of backend (`name`, `value`) whose file has
+/// `stamp`, about to run in this process; returns the log's size before it.
+std::uint64_t mark_begin(HeldLog& held, std::string_view name, std::string_view value, const FileStamp& stamp);
+
+/// Removes it (and any line after it), once the init returned: `before` is
+/// what mark_begin returned.
+void mark_end(HeldLog& held, std::uint64_t before);
+
+/// Lets the log go, removing it when it holds no line.
+void release_log(const std::string& log, HeldLog& held);
 
 /// The inits under way whose process is gone (their lines removed; those of
 /// live processes kept).  No log, the common case, costs one failed open.
