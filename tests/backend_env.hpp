@@ -70,11 +70,13 @@ inline void let_clock_tick() { std::this_thread::sleep_for(std::chrono::millisec
 
 class BackendEnv {
  public:
-  BackendEnv() {
+  /// `site`: the search path's place under the root (a venv's
+  /// "lib/python3.11/site-packages" names its interpreter).
+  explicit BackendEnv(const std::string& site = "site-packages") {
     char tmpl[] = "/tmp/epload-loader-test-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
     m_root = tmpl;
-    m_site = m_root + "/site-packages";
+    m_site = m_root + "/" + site;
     make_dirs(m_site);
     make_dirs(cache_dir());
   }

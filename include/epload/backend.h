@@ -1,13 +1,19 @@
 /* epload/backend.h — the C ABI between epload and a native backend.
  *
- * A native backend is a shared library named by an entry point of the
- * autoload group (default `torch.backends`):
+ * A native backend is a shared library named by an entry point of its host's
+ * autoload group (the host's own group, e.g. `myhost.backends`):
  *
- *     [torch.backends]
+ *     [myhost.backends]
  *     npu = my_npu._native:my_npu_init
  *
- * resolves to `my_npu/_native<suffix>.so` in the distribution's search-path
- * directory, and `my_npu_init` is the exported init function:
+ * resolves to `my_npu/_native<suffix>` in the distribution's search-path
+ * directory, <suffix> being the interpreter's extension suffix
+ * (`.cpython-311-x86_64-linux-gnu.so`, what setuptools and scikit-build-core
+ * produce), `.abi3.so` or `.so`, and `my_npu_init` is the exported init
+ * function.  It loads in C++ hosts, in the `epload` command and in Python
+ * hosts (`epload.autoload(group, host=...)`), always through dlopen, never
+ * imported as a Python module.  PyTorch's group `torch.backends` is not one:
+ * PyTorch calls each of its entry points as a Python callable.
  *
  *     #include <epload/backend.h>
  *     EPLOAD_DECLARE_DEVICES("npu", "npu2");   // optional, see below

@@ -94,7 +94,10 @@ struct LoaderOptions {
   bool check_libraries = false;
   /// Extension-module suffixes in importlib's order: the target
   /// interpreter's importlib.machinery.EXTENSION_SUFFIXES (the CLI passes
-  /// --python's; a Python host its own).  Empty: ".abi3.so", ".so" only.
+  /// --python's; a Python host its own).  Empty: the EXT_SUFFIX of the
+  /// interpreter whose directory the search path is (".../python3.11/
+  /// site-packages": ".cpython-311-x86_64-linux-gnu.so"), ".abi3.so", ".so",
+  /// then the one "<module>.cpython-3*-<arch>.so" there may be.
   std::vector<std::string> ext_suffixes;
 };
 
@@ -117,6 +120,11 @@ struct BackendStatus {
   /// one (remembered in the learned-devices store until it loads); for
   /// display only: a load is always tried again.  Empty when none.
   std::string last_failure;
+  /// When an earlier process died in its init (UTC, "2026-11-29T06:10:03Z"),
+  /// as long as its files are the ones that crashed; empty otherwise.  Lazy
+  /// mode then skips it (it fails without being loaded) unless EPLOAD_ENABLE
+  /// is set (and names it); eager mode loads it.
+  std::string crashed_at;
   /// The devices it provides as far as known (declared, learned, or
   /// registered in this process), in its order; how each is known and its
   /// kind ("" unless learned with one) at the same positions.

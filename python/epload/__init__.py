@@ -21,6 +21,7 @@ __all__ = [
     'DeviceNotFoundError',
     'EntryPoint',
     'EntryPoints',
+    'NativeDevice',
     'SelectableGroups',
     'autoload',
     'backends',
@@ -28,6 +29,7 @@ __all__ = [
     'distribution',
     'distributions',
     'entry_points',
+    'get_include',
     'load',
 ]
 
@@ -46,7 +48,8 @@ def autoload(group='torch.backends', host=None, mode=None):
 
 def device(name):
     """Loads (once) the backend that provides device ``name`` and returns
-    what it registered on its host (``host.<name>``)."""
+    what it registered on its host (``host.<name>``), or, for a native (C
+    ABI) backend, a ``NativeDevice`` holding the table it registered."""
     from . import _autoload
     return _autoload.device(name)
 
@@ -63,6 +66,14 @@ def backends():
     return _autoload.backends()
 
 
+def get_include():
+    """The directory holding ``epload/backend.h``, the C ABI of native
+    backends, in the installed package (as ``numpy.get_include()``): pass it
+    to the compiler (``include_dirs=[epload.get_include()]``)."""
+    import os
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), 'include')
+
+
 _ENTRY_POINT_NAMES = ('EntryPoint', 'EntryPoints', 'SelectableGroups', 'entry_points')
 
 
@@ -76,7 +87,7 @@ def __getattr__(name):
         return value
     # The error types live with the autoload machinery; importing them from
     # here must not cost anything until they are needed.
-    if name in ('BackendError', 'DeviceNotFoundError'):
+    if name in ('BackendError', 'DeviceNotFoundError', 'NativeDevice'):
         from . import _autoload
         return getattr(_autoload, name)
     if name in ('distributions', 'distribution'):

@@ -77,6 +77,23 @@ class DeviceNotFoundError(LookupError):
     """No backend provides the device."""
 
 
+class NativeDevice:
+    """A device a native (C ABI) backend registered: what ``epload.device``
+    and ``host.<device>`` give for it.  ``table`` is the address of the
+    table the backend registered (``ctypes.c_void_p(table)``), valid for
+    the life of the process; ``backend`` its entry point name."""
+
+    __slots__ = ('name', 'backend', 'table')
+
+    def __init__(self, name, backend, table):
+        self.name = name
+        self.backend = backend
+        self.table = table
+
+    def __repr__(self):
+        return f'<epload native device {self.name!r} of backend {self.backend!r} at {self.table:#x}>'
+
+
 _lock = _thread.allocate_lock()  # the registries below; never held while importing
 _sessions = {}  # (group, host name, id(host)) -> Session
 _session_order = []
@@ -430,6 +447,10 @@ class Session:
         for i in self.loader.load_order():
             if self.loader.status(i).state == failed:
                 warn_user(self._backend(i).message())
+        # Devices two backends declare, and (under torch) devices that are
+        # PyTorch's own types: the backend is never consulted for those.
+        for warning in self.loader.clash_warnings(self.group == TORCH_GROUP):
+            warn_user(f'epload: {warning}')
 
     def _install_getattr(self):
         host = self.host
@@ -516,14 +537,26 @@ class Session:
         owner = loader.provider(name)
         with self._hold(owner):
             got = loader.lookup(name)
+        if got is None:
+            provider = loader.provider(name)
+            if provider is not None and loader.status(provider).kind == _native().Kind.native:
+                return NativeDevice(name, self._backend(provider).name, loader.table(name))
         value = self._value(name)
-        if got is None or got.later or value is not _MISSING:
+        if got is None or got.later:
             return value
         if owner is not None:
+            # Its backend did not provide it: never the host's own object of
+            # that name instead (torch.xpu for a backend declaring "xpu").
             b = self._backend(owner)
             if b._status().state == _native().State.failed:
                 raise error(b.message(name)) from b.cause
-            return _MISSING
+            if value is not _MISSING and self.group == TORCH_GROUP and name in _torch_device_types():
+                raise error(f'backend {b.name!r} declares device {name!r}, which is PyTorch\'s own '
+                            f'device type: {self.host_name}.{name} is PyTorch\'s module, not the '
+                            f'backend\'s (rename the backend\'s device)')
+            return value
+        if value is not _MISSING:
+            return value
         b = self._disabled_provider(name)
         if b is None:
             return _MISSING
@@ -561,6 +594,16 @@ class _NoGuard:
 
 
 _NO_GUARD = _NoGuard()
+
+
+_TORCH_TYPES = None
+
+
+def _torch_device_types():
+    global _TORCH_TYPES
+    if _TORCH_TYPES is None:
+        _TORCH_TYPES = frozenset(_native().torch_device_types())
+    return _TORCH_TYPES
 
 
 def _module_initializing(ep):

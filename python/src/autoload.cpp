@@ -13,6 +13,7 @@
 
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "epload/switches.hpp"
 #include "gil.hpp"           // NoGil, WithGil: never pybind11's (see gil.hpp)
 #include "python_front.hpp"  // the Python front's hooks and messages (src/loader/)
+#include "torch_rules.hpp"   // PyTorch's group and device types (src/loader/)
 #include "query.hpp"
 
 namespace py = pybind11;
@@ -64,6 +66,16 @@ class PyLoader {
   }
 
   bool ready(const std::string& device) const { return m_loader->find(device) != nullptr; }
+
+  /// The address of the table a native backend registered `device` with
+  /// (None until it is loaded): what a host hands its C code.
+  py::object table(const std::string& device) const {
+    void* t = m_loader->find(device);
+    return t ? py::object(py::int_(reinterpret_cast<std::uintptr_t>(t))) : py::object(py::none());
+  }
+
+  /// What a host warns about before any load (python_front.hpp).
+  std::vector<std::string> clash_warnings(bool torch) const { return epload::clash_warnings(*m_loader, torch); }
 
   py::object provider(const std::string& device) const {
     auto p = m_loader->provider(device);
@@ -203,6 +215,7 @@ py::tuple open_loader(py::list paths, const std::string& validation, bool use_ca
   front.load = python_loader_of(std::move(python_loader));
   front.start_unknown = true;    // PyTorch uses devices from C++, past any lookup
   front.stop_at_failure = true;  // eager is PyTorch's loop
+  front.callables_only = group == detail::k_torch_group;  // PyTorch calls each entry point
   std::unique_ptr<Loader> loader;
   {
     NoGil release;
@@ -251,7 +264,10 @@ void register_autoload(py::module_& m) {
       .def_readonly("hook", &BackendStatus::hook)
       .def_readonly("devices", &BackendStatus::devices)
       .def_readonly("sources", &BackendStatus::sources)
-      .def_readonly("kinds", &BackendStatus::kinds);
+      .def_readonly("kinds", &BackendStatus::kinds)
+      .def_readonly("conflicts", &BackendStatus::conflicts)
+      .def_readonly("last_failure", &BackendStatus::last_failure)
+      .def_readonly("crashed_at", &BackendStatus::crashed_at);
   py::class_<DeviceStatus>(m, "DeviceStatus", py::module_local(), "One known device (include/epload/loader.hpp).")
       .def_readonly("name", &DeviceStatus::name)
       .def_readonly("backend", &DeviceStatus::backend)
@@ -289,6 +305,8 @@ void register_autoload(py::module_& m) {
       .def("lookup", &PyLoader::lookup, py::arg("device"))
       .def("verify", &PyLoader::verify, py::arg("index"))
       .def("ready", &PyLoader::ready, py::arg("device"))
+      .def("table", &PyLoader::table, py::arg("device"))
+      .def("clash_warnings", &PyLoader::clash_warnings, py::arg("torch"))
       .def("provider", &PyLoader::provider, py::arg("device"))
       .def("entry", &PyLoader::entry, py::arg("index"))
       .def("index_of", &PyLoader::index_of, py::arg("name"))
@@ -297,6 +315,14 @@ void register_autoload(py::module_& m) {
       .def("load_order", &PyLoader::load_order)
       .def("store_file", &PyLoader::store_file)
       .def("store_note", &PyLoader::store_note);
+  m.def(
+      "torch_device_types",
+      [] {
+        std::vector<std::string> out;
+        for (std::string_view t : detail::k_torch_device_types) out.emplace_back(t);
+        return out;
+      },
+      "PyTorch's own device types (a backend declaring one is never consulted for it under torch).");
   m.def("open_loader", &open_loader, py::arg("paths"), py::arg("validation"), py::arg("use_cache"),
         py::arg("interpreter"), py::arg("group"), py::arg("mode"), py::arg("ext_suffixes"), py::arg("loader"),
         "The index query for `group` (and epload.devices), then the core's Loader over it.");

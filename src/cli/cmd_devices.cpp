@@ -4,10 +4,13 @@
 // that cannot load.
 #include <cstdio>  // fprintf
 #include <string>  // output buffer
+#include <vector>  // warnings
 
 #include "cli/cli.hpp"
 #include "cli/host_options.hpp"
 #include "epload/loader.hpp"
+#include "python_front.hpp"  // clash_warnings
+#include "torch_rules.hpp"   // the rules of PyTorch's group
 
 namespace epload::cli {
 namespace {
@@ -19,7 +22,12 @@ const char k_help[] =
     "known (declared: by its distribution's epload.devices entry points;\n"
     "section: in the library's epload_devices ELF section; learned: the backend\n"
     "registered it when an earlier run loaded it, the CLI's or a Python\n"
-    "program's) and the backend's state.  Then the backends whose devices are\n"
+    "program's), how the backend provided it when learned (KIND: attr, an\n"
+    "attribute of the host module; privateuse1, PyTorch's PrivateUse1 name) and\n"
+    "the backend's status: ok, failed (it cannot load: see below), last failed\n"
+    "(its last load failed), crashed <time> (a process died in its init: lazy\n"
+    "loading skips it until its files change or EPLOAD_ENABLE names it),\n"
+    "disabled.  Then the backends whose devices are\n"
     "not known until they load,\n"
     "hooks, and backends that cannot load, with the reason.  A backend's last\n"
     "failed load (this command's or a Python program's) is shown with its cause\n"
@@ -27,10 +35,13 @@ const char k_help[] =
     "EPLOAD_ENABLE / EPLOAD_DISABLE apply (disabled backends are listed as such).\n\n"
     "Options:\n"
     "  --group G           the autoload group (default: torch.backends)\n"
-    "  --json              {\"devices\": [{\"device\",\"backend\",\"dist\",\"how\",\"kind\",\"state\"}],\n"
+    "  --json              {\"devices\": [{\"device\",\"backend\",\"dist\",\"how\",\"kind\",\"state\",\"status\"}],\n"
     "                       \"backends\": [{\"backend\",\"dist\",\"kind\",\"library\",\"state\",\n"
     "                       \"devices_known\",\"hook\",\"devices\",\"alias_of\",\"error\",\"last_failure\",\n"
-    "                       \"conflicts\"}]}\n";
+    "                       \"conflicts\",\"crashed_at\"}], \"warnings\": [...]}\n"
+    "Warnings (on stderr too): a device two backends declare, a device type\n"
+    "PyTorch has itself (group torch.backends), a native library in\n"
+    "torch.backends (PyTorch calls its entry points as Python callables).\n";
 
 const char* how(DeviceSource s) { return to_string(s); }
 
@@ -43,8 +54,34 @@ std::string kind_of(const BackendStatus& b, const std::string& name) {
   return kind;
 }
 
+// What a listing that loads nothing can say of a backend: what stops it, or
+// what its last load did.
+std::string status_of(const BackendStatus& b) {
+  if (b.state == BackendState::disabled) return "disabled";
+  if (!b.crashed_at.empty()) return "crashed " + b.crashed_at;
+  if (b.state == BackendState::failed) return "failed";
+  if (!b.last_failure.empty()) return "last failed";
+  return "ok";
+}
+
+// What the listing warns about (also on stderr): devices two backends
+// declare, devices that are PyTorch's own types, native libraries in
+// PyTorch's group.  One line each, naming both sides.
+std::vector<std::string> warnings_of(const Loader& loader, const std::vector<BackendStatus>& backends,
+                                     std::string_view group) {
+  const bool torch = group == detail::k_torch_group;
+  std::vector<std::string> out = clash_warnings(loader, torch);
+  for (const BackendStatus& b : backends) {
+    if (torch && b.kind == BackendKind::native) {
+      out.push_back("backend '" + b.name + "': " + detail::native_in_torch_group(b.name));
+    }
+  }
+  return out;
+}
+
 // The listing as JSON (see k_help).
-std::string json_listing(const std::vector<BackendStatus>& backends, const std::vector<DeviceStatus>& devices) {
+std::string json_listing(const std::vector<BackendStatus>& backends, const std::vector<DeviceStatus>& devices,
+                         const std::vector<std::string>& warnings) {
   std::string out;
   out += "{\"devices\":[";
   for (std::size_t k = 0; k < devices.size(); ++k) {
@@ -58,6 +95,7 @@ std::string json_listing(const std::vector<BackendStatus>& backends, const std::
         .str("how", how(d.source))
         .str("kind", kind_of(b, d.name))
         .str("state", to_string(b.state))
+        .str("status", status_of(b))
         .close();
   }
   out += "],\n\"backends\":[";
@@ -77,31 +115,41 @@ std::string json_listing(const std::vector<BackendStatus>& backends, const std::
         .str_or_null("error", b.error)
         .str_or_null("last_failure", b.last_failure)
         .strings("conflicts", b.conflicts)
+        .str_or_null("crashed_at", b.crashed_at)
         .close();
+  }
+  out += "],\n\"warnings\":[";
+  for (std::size_t k = 0; k < warnings.size(); ++k) {
+    if (k) out += ',';
+    append_json_string(out, warnings[k]);
   }
   out += "]}\n";
   return out;
 }
 
 // The listing as text: a table of devices, then notes on the other backends.
-std::string text_listing(const std::vector<BackendStatus>& backends, const std::vector<DeviceStatus>& devices) {
+std::string text_listing(const std::vector<BackendStatus>& backends, const std::vector<DeviceStatus>& devices,
+                         const std::vector<std::string>& warnings, LoadMode mode) {
   std::string out;
-  std::size_t w_dev = 6, w_backend = 7;
+  std::size_t w_dev = 6, w_backend = 7, w_kind = 4;
   for (const DeviceStatus& d : devices) {
     w_dev = std::max(w_dev, d.name.size());
     w_backend = std::max(w_backend, backends[d.backend].name.size());
+    w_kind = std::max(w_kind, kind_of(backends[d.backend], d.name).size());
   }
   char line[1024];
-  std::snprintf(line, sizeof line, "%-*s  %-*s  %-8s  %s\n", static_cast<int>(w_dev), "DEVICE",
-                static_cast<int>(w_backend), "BACKEND", "HOW", "STATE");
+  std::snprintf(line, sizeof line, "%-*s  %-*s  %-8s  %-*s  %s\n", static_cast<int>(w_dev), "DEVICE",
+                static_cast<int>(w_backend), "BACKEND", "HOW", static_cast<int>(w_kind), "KIND", "STATUS");
   out += line;
   for (const DeviceStatus& d : devices) {
     const BackendStatus& b = backends[d.backend];
-    std::snprintf(line, sizeof line, "%-*s  %-*s  %-8s  %s\n", static_cast<int>(w_dev), d.name.c_str(),
-                  static_cast<int>(w_backend), b.name.c_str(), how(d.source), to_string(b.state));
+    const std::string kind = kind_of(b, d.name);
+    std::snprintf(line, sizeof line, "%-*s  %-*s  %-8s  %-*s  %s\n", static_cast<int>(w_dev), d.name.c_str(),
+                  static_cast<int>(w_backend), b.name.c_str(), how(d.source), static_cast<int>(w_kind),
+                  kind.empty() ? "-" : kind.c_str(), status_of(b).c_str());
     out += line;
   }
-  std::string unknown, hooks, broken, other, last;
+  std::string unknown, hooks, broken, other, last, warned;
   for (const BackendStatus& b : backends) {
     if (!b.alias_of.empty()) {
       other += "  " + b.name + ": the same library as " + b.alias_of + "\n";
@@ -114,16 +162,22 @@ std::string text_listing(const std::vector<BackendStatus>& backends, const std::
     } else if (!b.devices_known) {
       unknown += "  " + b.name + " (" + b.library + ")\n";
     }
-    for (const std::string& c : b.conflicts) other += "  " + b.name + ": " + c + "\n";
     if (!b.last_failure.empty() && b.state != BackendState::failed) {
       last += "  " + b.name + ": " + b.last_failure + "\n";
     }
   }
+  for (const std::string& w : warnings) warned += "  " + w + "\n";
   if (!unknown.empty()) out += "\nbackends whose devices are known only after loading them:\n" + unknown;
   if (!hooks.empty()) out += "\nhooks (no device; run at start):\n" + hooks;
   if (!other.empty()) out += "\nnotes:\n" + other;
+  if (!warned.empty()) out += "\nwarnings:\n" + warned;
   if (!broken.empty()) out += "\nbackends that cannot load:\n" + broken;
-  if (!last.empty()) out += "\nlast failed load (an earlier run's; tried again at every start):\n" + last;
+  if (!last.empty()) {
+    out += mode == LoadMode::eager
+               ? "\nlast failed load (an earlier run's; tried again at every start, eager mode):\n"
+               : "\nlast failed load (an earlier run's; tried again at the first use of its device, lazy mode):\n";
+    out += last;
+  }
   return out;
 }
 
@@ -152,7 +206,16 @@ int run(std::vector<std::string_view>& args) {
   const auto backends = loader.value()->backends();
   const auto devices = loader.value()->devices();
 
-  const std::string out = json ? json_listing(backends, devices) : text_listing(backends, devices);
+  const std::vector<std::string> warnings = warnings_of(*loader.value(), backends, group);
+  // On stderr too, a screenful at most (the listing has them all).
+  for (std::size_t k = 0; k < warnings.size() && k < 10; ++k) {
+    std::fprintf(stderr, "epload: warning: %s\n", warnings[k].c_str());
+  }
+  if (warnings.size() > 10) {
+    std::fprintf(stderr, "epload: warning: ... and %zu more (listed under \"warnings\")\n", warnings.size() - 10);
+  }
+  const std::string out = json ? json_listing(backends, devices, warnings)
+                               : text_listing(backends, devices, warnings, loader.value()->mode());
   write_out(out);
   return k_ok;
 }

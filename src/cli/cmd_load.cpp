@@ -19,13 +19,15 @@ namespace {
 
 const char k_help[] =
     "usage: epload load DEVICE [index options] [--group G] [--mode lazy|eager|off] [--json]\n\n"
-    "Loads what DEVICE needs, as a host would: lazy (default) loads only the\n"
+    "Loads what DEVICE needs, as a C++ host would: lazy (default) loads only the\n"
     "backend providing DEVICE (and the hooks); eager loads every backend of\n"
     "group G in index order first, as PyTorch does; off loads nothing.\n"
     "Prints which backends were loaded, in order, and what each cost (dlopen,\n"
     "init, whole load, in microseconds), and the time of each phase.\n"
     "Without --mode: EPLOAD_MODE, else lazy; TORCH_DEVICE_BACKEND_AUTOLOAD\n"
     "set to anything but 1 means off.  EPLOAD_ENABLE / EPLOAD_DISABLE apply.\n"
+    "Native (C ABI) backends only: a Python backend loads in Python, on the\n"
+    "first use of its device (the torch hook, or epload.autoload(group, host=...)).\n"
     "Exit status 1 when DEVICE cannot be loaded (the message says why).\n\n"
     "Options:\n"
     "  --group G           the autoload group (default: torch.backends)\n"
@@ -175,7 +177,11 @@ std::string text_report(const Outcome& o) {
   }
   double sum = 0;
   for (std::size_t k : o.order) sum += static_cast<double>(o.loaded.at(k).load_ns) / 1e3;
-  out += "loaded " + std::to_string(o.order.size()) + " backend(s), " + fixed(sum) + " us in all:\n";
+  if (o.order.empty()) {
+    out += "loaded no backend\n";
+  } else {
+    out += "loaded " + std::to_string(o.order.size()) + " backend(s), " + fixed(sum) + " us in all:\n";
+  }
   char line[1024];
   std::size_t shown = 0;
   for (std::size_t k : o.order) {

@@ -39,6 +39,8 @@ namespace {
 constexpr std::uint64_t k_max_section_headers = 1u << 16;
 constexpr std::uint64_t k_max_strtab = 1u << 20;
 constexpr std::uint64_t k_max_devices_section = 1u << 16;
+// The dynamic string table of a big extension module is a few MiB.
+constexpr std::uint64_t k_max_dynstr = 64u << 20;
 
 constexpr std::string_view k_section_name = "epload_devices";
 constexpr std::string_view k_abi_prefix = "epload-abi=";
@@ -232,7 +234,7 @@ Result<void> check_segments(const ElfFile& e) {
 // The section epload_devices, found by name through the section headers
 // and the section-name string table; none (stripped, or not declared) is
 // an empty DeclaredDevices.
-Result<DeclaredDevices> read_devices_section(const ElfFile& e) {
+Result<DeclaredDevices> read_devices_section(const ElfFile& e, std::string_view python_init) {
   const unsigned char* eh = e.head;
   const bool is64 = e.is64;
   const Fields& f = e.f;
@@ -280,13 +282,16 @@ Result<DeclaredDevices> read_devices_section(const ElfFile& e) {
   std::string names(static_cast<std::size_t>(str_size), '\0');
   if (!read_exact(e.fd, str_off, names.data(), names.size())) return corrupt(file, "cannot read section names");
 
+  std::uint64_t dynstr = 0;  // its header's number; 0: none
   for (std::uint64_t i = 1; i < shnum; ++i) {
     const unsigned char* h = header(i);
     const std::uint64_t name = f.get(h + o_name, 4);
     if (name >= names.size()) continue;  // a bad name cannot be ours
     const std::size_t end = names.find('\0', static_cast<std::size_t>(name));
     if (end == std::string::npos) continue;
-    if (std::string_view(names).substr(name, end - name) != k_section_name) continue;
+    const std::string_view section = std::string_view(names).substr(name, end - name);
+    if (section == ".dynstr") dynstr = i;
+    if (section != k_section_name) continue;
     const std::uint64_t off = f.get(h + o_offset, w), size = f.get(h + o_size, w);
     if (f.get(h + o_type, 4) == 8 || size > k_max_devices_section || !within(off, size, e.size)) {
       return corrupt(file, "section epload_devices lies outside the file (truncated?)");
@@ -295,13 +300,25 @@ Result<DeclaredDevices> read_devices_section(const ElfFile& e) {
     if (!read_exact(e.fd, off, bytes.data(), bytes.size())) return corrupt(file, "cannot read section epload_devices");
     return parse_declared_section(bytes, file);
   }
-  return DeclaredDevices{};
+  DeclaredDevices none;
+  if (python_init.empty() || dynstr == 0) return none;
+  // A CPython extension module exports PyInit_<module>: the string is in the
+  // dynamic string table, NUL-delimited on both sides.
+  const unsigned char* h = header(dynstr);
+  const std::uint64_t off = f.get(h + o_offset, w), size = f.get(h + o_size, w);
+  if (f.get(h + o_type, 4) == 8 || size > k_max_dynstr || !within(off, size, e.size)) return none;
+  std::string bytes(static_cast<std::size_t>(size), '\0');
+  if (!read_exact(e.fd, off, bytes.data(), bytes.size())) return corrupt(file, "cannot read section .dynstr");
+  std::string needle(1, '\0');
+  needle.append(python_init).push_back('\0');
+  none.python_module = bytes.find(needle) != std::string::npos;
+  return none;
 }
 
 }  // namespace
 
-Result<DeclaredDevices> read_declared_devices_fd(int fd, std::uint64_t file_size,
-                                                 std::string_view file) {
+Result<DeclaredDevices> read_declared_devices_fd(int fd, std::uint64_t file_size, std::string_view file,
+                                                 std::string_view python_init) {
   // One read for the ELF header and, in any ordinary library, the program
   // headers right behind it.
   unsigned char head[4096];
@@ -313,7 +330,7 @@ Result<DeclaredDevices> read_declared_devices_fd(int fd, std::uint64_t file_size
   ElfFile e{fd, file_size, file, head, head_size, false, Fields{}};
   if (auto r = check_header(e); !r) return r.error();
   if (auto r = check_segments(e); !r) return r.error();
-  return read_devices_section(e);
+  return read_devices_section(e, python_init);
 }
 
 Result<DeclaredDevices> read_declared_devices(const std::string& path, FileStamp* stamp) {

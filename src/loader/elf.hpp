@@ -18,6 +18,10 @@ struct DeclaredDevices {
   bool has_section = false;   ///< false: the library declares nothing (devices are learned)
   std::uint32_t abi = 0;      ///< the ABI version in the tag; 0 when there is no section
   std::vector<std::string> devices;  ///< in section order, de-duplicated; empty + has_section: a hook
+  /// No section, and the dynamic string table names the Python module init
+  /// asked for (read_declared_devices_fd's `python_init`): a CPython
+  /// extension module, imported by Python, not a backend.h library.
+  bool python_module = false;
 };
 
 /// Parses the bytes of an "epload_devices" section (NUL-separated strings:
@@ -30,9 +34,11 @@ Result<DeclaredDevices> parse_declared_section(std::string_view bytes, std::stri
 /// section; a few KiB at most).  A truncated, corrupt or non-ELF file is an
 /// Errc::backend error naming `file` and what is wrong; this never crashes
 /// and never reads out of the file's bounds.  `file_size` is the size fstat
-/// reported.
-Result<DeclaredDevices> read_declared_devices_fd(int fd, std::uint64_t file_size,
-                                                 std::string_view file);
+/// reported.  With `python_init` ("PyInit_<module>") and no section, the
+/// dynamic string table (.dynstr) is read too, to tell a CPython extension
+/// module (python_module) from a backend.h library.
+Result<DeclaredDevices> read_declared_devices_fd(int fd, std::uint64_t file_size, std::string_view file,
+                                                 std::string_view python_init = {});
 
 /// Opens `path`, stamps it (fstat) into `*stamp` when given, and reads its
 /// declared devices.  A missing file is Errc::not_found.

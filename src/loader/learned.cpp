@@ -3,7 +3,7 @@
 // Format (text, one record per line, fields separated by TAB; '\\', TAB, LF
 // and CR inside a field are escaped as \\ \t \n \r):
 //
-//   epload-learned 3
+//   epload-learned 4
 //   <search path #> <metadata_dir> <name> <value> <kind> <library> <dev>:<ino>:<size>:<mtime_ns>:<ctime_ns>:<mode> <abi> <learned> <devices> <failure>
 //   ...
 //   end <record count>
@@ -11,6 +11,9 @@
 // <metadata_dir> and <library> are relative to the search path unless
 // absolute; <kind> is n (native library) or p (Python module: <library> is its file),
 // <abi> is the declared ABI tag or -1 (no section), <learned> 0 or 1,
+// A library's kind is what its file is (resolve.hpp: an extension module
+// exporting PyInit_<module> is p), the same for every front; version 3 had
+// the Python front record p for every backend it imported.
 // <devices> space-separated "d:<name>" / "l:<name>" / "l:<name>=<kind>" (device
 // names and kinds never need escaping: they are validated), <failure> the
 // message of the backend's last failed load (empty: none since; shown by
@@ -56,7 +59,7 @@ constexpr KeptFiles k_store_files{"learned-", ".txt"};
 constexpr KeptFiles k_old_store_files{"devices-", ".json"};
 [[maybe_unused]] const bool k_store_files_kept = keep_files(k_store_files) && keep_files(k_old_store_files);
 
-constexpr std::string_view k_magic = "epload-learned 3";
+constexpr std::string_view k_magic = "epload-learned 4";
 constexpr std::size_t k_max_file = 64u << 20;
 
 void append_escaped(std::string& out, std::string_view s) {

@@ -179,8 +179,14 @@ Result<void> Loader::State::ensure_loaded(std::uint32_t i, std::string_view devi
   if (st == BackendState::ready) return {};
   if (st == BackendState::disabled) return Error{Errc::backend, s.out->error};
   if (s.kind == BackendKind::python && !python.load) {
-    return Error{Errc::backend, describe(s) + "a Python backend provides device '" + std::string(device) +
-                                    "'; the Python layer loads it (import epload)"};
+    // Neither missing nor failed: this host cannot load it (Errc::unsupported).
+    const std::string what = device.empty() ? std::string("its devices") : "device '" + std::string(device) + "'";
+    return Error{Errc::unsupported,
+                 describe(s) + "a Python backend provides " + what +
+                     ": it loads in Python, on the first use of the device (under the torch hook, "
+                     "EPLOAD_AUTOLOAD_HOSTS=torch, at the first x.to(\"<device>\") or torch.<device>; in a "
+                     "host of your own, after epload.autoload(group, host=...)); this host, like `epload "
+                     "load`, loads native (C ABI) backends only"};
   }
   const std::thread::id me = std::this_thread::get_id();
   std::unique_lock<std::mutex> lock(wait_mutex);
@@ -259,16 +265,20 @@ void Loader::start() {
   if (mode == LoadMode::off) return;
   profile::Span span(profile::Phase::total, "loader start");
   m->batch.fetch_add(1, std::memory_order_acq_rel);
+  CrashMarks marks(*m);  // one held crash log for every init of the start
   for (std::uint32_t i = 0; i < m->count; ++i) {
     Slot& s = m->slots[i];
     if (!loadable(s, m->python)) continue;
-    bool hook, unknown;
+    bool hook, unknown, crashed;
     {
       std::lock_guard<std::mutex> lock(m->registry);
       hook = s.hook();
       unknown = !s.devices_known();
+      crashed = m->crash_skipped(s);
     }
-    if (mode == LoadMode::eager || hook || (unknown && m->python.start_unknown)) {
+    // A native library among Python callables, or one that crashed an
+    // earlier process, is reported at start (lazy: it fails unloaded).
+    if (mode == LoadMode::eager || hook || (unknown && m->python.start_unknown) || s.foreign || crashed) {
       auto r = m->ensure_loaded(i, "");
       if (!r && r.error().code == Errc::backend && mode == LoadMode::eager && m->python.stop_at_failure) break;
     }

@@ -18,6 +18,7 @@
 #include "arena.hpp"
 #include "device_table.hpp"
 #include "epload/loader.hpp"
+#include "crash_log.hpp"
 #include "learned.hpp"
 #include "file_stamp.hpp"
 #include "python_front.hpp"
@@ -36,6 +37,7 @@ struct SlotOutcome {
   std::string error;  ///< the whole message; set with the failed/disabled state
   FileStamp failed_stamp;  ///< the library's stamp when it failed (sticky until it changes)
   int attempts = 0;
+  bool crash_skip = false;  ///< failed as an earlier process's crash in its init (not loaded)
   bool changed = false;  ///< the file changed since create() (see load_native)
   void* handle = nullptr;
   std::int64_t dlopen_ns = 0, init_ns = 0, load_ns = 0;
@@ -60,6 +62,8 @@ struct Slot {
   BackendKind kind = BackendKind::unresolved;
   bool enabled = true;
   bool unreadable = false;  ///< its ELF file failed the checks: never stored, never dlopen'ed
+  /// A native library in a group of Python callables (PythonFront::callables_only).
+  bool foreign = false;
 
   // Knowledge: guarded by the registry mutex once create() returns.
   bool verified = false;  ///< stamp checked against the file in this process
@@ -173,6 +177,14 @@ struct LoadKnowledge {
   std::int32_t abi = -1;
 };
 
+/// The crash log as one thread holds it (CrashMarks), and the one it held before.
+struct ThreadLog {
+  const void* owner = nullptr;  ///< the Loader::State whose log it is
+  HeldLog log;
+  bool tried = false;  ///< hold_log() was called (taken at the first mark only)
+  ThreadLog* previous = nullptr;
+};
+
 /// `full` relative to directory `base` when it lies inside it, else `full`.
 inline std::string_view relative_to(std::string_view full, std::string_view base) {
   if (base.empty() || full.size() <= base.size() || !full.starts_with(base)) return full;
@@ -212,6 +224,7 @@ inline void* provided(const DeviceTable& table, std::string_view name) {
 struct LoaderAccess {
   static Result<std::unique_ptr<Loader>> create(std::shared_ptr<const Index> index, LoaderOptions options,
                                                 PythonFront front);
+  static const Loader::State& state(const Loader& loader) { return *loader.m; }
 };
 
 struct Loader::State {
@@ -220,6 +233,11 @@ struct Loader::State {
   PythonFront python;  ///< the Python package's hooks; empty for a C++ host
   detail::LearnedFile store;  // views in slots point into it
   std::string store_path;
+  std::string crash_log;  ///< crash_log.hpp: marks around each init ("" without a store)
+  /// 0: not checked yet; 1: its directory is safe (make_safe_dir); -1: not used.
+  std::atomic<int> crash_log_state{0};
+  /// crash_log when its directory is one the store may be written to, else "".
+  const std::string& crash_log_safe();
   std::string store_note;
   std::unique_ptr<detail::Slot[]> slots;
   std::uint32_t count = 0;
@@ -274,6 +292,9 @@ struct Loader::State {
   void fail(detail::Slot& s, const std::string& cause);
   Error not_found(std::string_view name);
   void save_store();
+  /// An earlier process died in `s`'s init, its file is unchanged, the mode
+  /// is lazy and EPLOAD_ENABLE does not name it: skip it.  Registry held.
+  bool crash_skipped(const detail::Slot& s) const;
   /// Records the outcome of a load of `s` for the store: its failure, or
   /// none since.  Registry mutex held.
   void remember_outcome(const detail::Slot& s, bool ok);
@@ -301,6 +322,23 @@ struct Loader::State {
   detail::Slot& primary(std::uint32_t i) {
     return slots[slots[i].alias_of == detail::k_no_slot ? i : slots[i].alias_of];
   }
+};
+
+/// A scope in which this thread's inits are marked in one held crash log
+/// (loader_load.cpp): a start(), or a load outside one.
+class CrashMarks {
+ public:
+  explicit CrashMarks(Loader::State& state);
+  ~CrashMarks();
+  CrashMarks(const CrashMarks&) = delete;
+  CrashMarks& operator=(const CrashMarks&) = delete;
+  /// The held log (taken now if not yet; not held when another process has it).
+  detail::HeldLog& log();
+
+ private:
+  Loader::State& m_state;
+  detail::ThreadLog m_own;
+  bool m_owner = false;
 };
 
 }  // namespace epload

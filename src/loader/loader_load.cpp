@@ -17,12 +17,14 @@
 #include <cstring>    // memcpy
 #include <exception>  // init boundary
 
+#include "crash_log.hpp"
 #include "elf.hpp"
 #include "epload/backend.h"
 #include "epload/profile.hpp"
 #include "loader_impl.hpp"
 #include "stamp.hpp"
 #include "test_slowdown.hpp"
+#include "torch_rules.hpp"
 
 namespace epload {
 
@@ -73,6 +75,36 @@ std::string dlopen_failure(const char* file, const std::string& why) {
 }
 
 }  // namespace
+
+// The crash log this thread's loads mark (crash_log.hpp): taken at the
+// first init of a start() or of an outermost load and kept until it ends, so
+// that a mark costs one system call; an init that loads another backend
+// marks it in the same log.
+namespace {
+thread_local detail::ThreadLog* t_log = nullptr;
+}  // namespace
+
+CrashMarks::CrashMarks(Loader::State& state) : m_state(state) {
+  if (t_log != nullptr && t_log->owner == &state) return;  // a start() or an outer load holds it
+  m_own.owner = &state;
+  m_own.previous = t_log;
+  t_log = &m_own;
+  m_owner = true;
+}
+
+CrashMarks::~CrashMarks() {
+  if (!m_owner) return;
+  detail::release_log(m_state.crash_log, m_own.log);
+  t_log = m_own.previous;
+}
+
+detail::HeldLog& CrashMarks::log() {
+  if (!t_log->tried) {
+    t_log->tried = true;
+    t_log->log = detail::hold_log(m_state.crash_log_safe());
+  }
+  return t_log->log;
+}
 
 // Checks the library before loading it: one stat; read again only if it
 // changed.  False (with the slot's error set) when it is gone or unreadable.
@@ -156,7 +188,26 @@ void Loader::State::load(Slot& s) {
   ctx.slot = s.index;
   ctx.thread = std::this_thread::get_id();
   bool ok = refresh_knowledge(s, k);
-  if (ok) ok = s.kind == BackendKind::native ? load_native(s, ctx, k.abi) : load_python(s, ctx);
+  std::string crashed;
+  if (ok) {
+    std::lock_guard<std::mutex> lock(registry);
+    if (crash_skipped(s)) crashed.assign(last_failures.at(s.index));
+  }
+  if (ok && s.foreign && options.mode != LoadMode::eager) {
+    fail(s, detail::native_in_torch_group(s.ep->name));
+    ok = false;
+  } else if (ok && !crashed.empty()) {
+    s.out->crash_skip = true;
+    fail(s, crashed);
+    ok = false;
+  } else if (ok) {
+    // Marked before and after: a process that dies in between leaves the
+    // first mark alone, which the next process finds (crash_log.hpp).
+    CrashMarks marks(*this);  // this load's, or the start()'s that runs it
+    const std::uint64_t before = detail::mark_begin(marks.log(), s.ep->name, s.ep->value, s.stamp);
+    ok = s.kind == BackendKind::native && !s.foreign ? load_native(s, ctx, k.abi) : load_python(s, ctx);
+    detail::mark_end(marks.log(), before);
+  }
   if (ctx.deferred) {
     // Not now: as if it had never been tried.
     {

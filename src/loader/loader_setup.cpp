@@ -23,6 +23,7 @@
 #include <unordered_map>  // store lookup fallback
 #include <utility>        // pair
 
+#include "crash_log.hpp"
 #include "elf.hpp"
 #include "epload/backend.h"
 #include "epload/cache.hpp"
@@ -154,9 +155,6 @@ class Setup {
   explicit Setup(Loader::State& impl)
       : m(impl), eps(impl.index->group(impl.options.group)), search_paths(impl.index->search_paths()) {
     ro.ext_suffixes = m.options.ext_suffixes;
-    // The Python layer loads every backend as PyTorch does (ep.load()()):
-    // a library is a Python extension module there, not a backend.h one.
-    ro.read_declared = !m.python.load;
     meta = m.declared_by_distributions();
   }
 
@@ -178,6 +176,7 @@ class Setup {
       fill();
     }
     if (m.options.check_libraries) check_libraries();
+    remember_crashes();
     find_aliases();
     claim_devices();
     if (m.store_dirty) m.save_store();
@@ -194,8 +193,27 @@ class Setup {
       return;
     }
     m.store_path = detail::learned_file_path(dir, m.options.group, search_paths);
+    m.crash_log = detail::crash_log_path(m.store_path);
     profile::Span span(profile::Phase::read, m.store_path);
     m.store = detail::LearnedFile::open(m.store_path, &m.store_note, detail::cache_files_mapped());
+    crashes = detail::collect_crashes(m.crash_log);
+  }
+
+  // Inits that an earlier process began and never finished: remembered as
+  // the backend's last failure while its file is the one that crashed.
+  void remember_crashes() {
+    for (const detail::Crash& c : crashes) {
+      for (std::uint32_t i = 0; i < m.count; ++i) {
+        const Slot& s = m.slots[i];
+        const FileStamp& st = s.stamp;
+        if (s.ep->name != c.name || s.ep->value != c.value || st.dev != c.stamp.dev || st.ino != c.stamp.ino ||
+            st.size != c.stamp.size || st.mtime_ns != c.stamp.mtime_ns || st.ctime_ns != c.stamp.ctime_ns) {
+          continue;
+        }
+        m.last_failures[i] = m.arena.copy(detail::crash_message(c));
+        m.store_dirty = true;
+      }
+    }
   }
 
   bool matches(const detail::LearnedRecord& r, const EntryPoint& ep) const {
@@ -247,7 +265,8 @@ class Setup {
     detail::Resolved r = detail::resolve_backend(ep, search_paths[ep.dist->search_path], ro);
     // A module found elsewhere than beside its distribution is imported as
     // importlib finds it; nothing is remembered for it (no file, no stamp).
-    if (m.python.load) r.kind = BackendKind::python;
+    // A library beside it is what it is for every front (the store is shared).
+    if (m.python.load && r.kind == BackendKind::unresolved) r.kind = BackendKind::python;
     s.kind = r.kind;
     s.library = m.arena.copy(r.file);
     s.library_base = detail::k_no_slot;
@@ -279,6 +298,7 @@ class Setup {
   // A disabled backend says by what; an enabled one is checked for its ABI
   // (a declared ABI other than ours fails the backend before any load).
   void settle(Slot& s, const char* disabled_by) {
+    s.foreign = m.python.load && m.python.callables_only && s.kind == BackendKind::native;
     if (!s.enabled) {
       s.state.store(BackendState::disabled, std::memory_order_relaxed);
       s.outcome().error = m.describe(s) + "disabled by " + disabled_by + " (remove it from there to use it)";
@@ -313,6 +333,11 @@ class Setup {
     s.state.store(BackendState::unloaded, std::memory_order_relaxed);
     s.unreadable = false;
     s.out.reset();
+    // A crash is remembered for the files that crashed only.
+    if (auto f = m.last_failures.find(s.index); f != m.last_failures.end() && detail::is_crash(f->second)) {
+      m.last_failures.erase(f);
+      m.store_dirty = true;
+    }
     resolve_fresh(s);
     const char* disabled_by = nullptr;
     (void)m.is_disabled(*s.ep, &disabled_by);
@@ -334,7 +359,7 @@ class Setup {
       const char* disabled_by = nullptr;
       if (m.is_disabled(ep, &disabled_by)) s.enabled = false;
       if (const detail::LearnedRecord* r = record_for(ep)) {
-        s.kind = r->kind == 'p' || m.python.load ? BackendKind::python : BackendKind::native;
+        s.kind = r->kind == 'p' ? BackendKind::python : BackendKind::native;
         s.library = r->library;  // a view into the store buffer
         if (r->library[0] != '/') s.library_base = r->search_path;  // spelled whole when used
         s.stamp = r->stamp;
@@ -451,6 +476,7 @@ class Setup {
   detail::ResolveOptions ro;
   std::map<std::pair<const Distribution*, std::string_view>, std::string> meta;  // epload.devices
   Cursor cur;
+  std::vector<detail::Crash> crashes;  // found in the crash log at open_store()
   std::size_t expected_devices = 0;
   std::unique_ptr<std::uint32_t[]> firsts;  // for_each_twin's table
 };

@@ -5,10 +5,13 @@
 #include <algorithm>  // min, stable_sort
 #include <iterator>   // size
 
+#include "atomic_file.hpp"  // make_safe_dir
+#include "crash_log.hpp"
 #include "enum_names.hpp"
 #include "epload/profile.hpp"
 #include "loader_impl.hpp"
 #include "stamp.hpp"
+#include "torch_rules.hpp"
 
 namespace epload {
 
@@ -69,7 +72,8 @@ Error Loader::State::not_found(std::string_view name) {
     if (st != BackendState::disabled && st != BackendState::failed) continue;
     bool declares = false;
     detail::for_each_device(s.devices, [&](std::string_view d, bool) { declares = declares || d == name; });
-    if (declares) return Error{Errc::not_found, msg + ": " + s.out->error};
+    // Its backend failed (Errc::backend), or is disabled: then none provides it.
+    if (declares) return Error{st == BackendState::failed ? Errc::backend : Errc::not_found, msg + ": " + s.out->error};
   }
   std::vector<std::string_view> known;
   for (const DeviceEntry& e : table->entries()) known.push_back(e.name);
@@ -107,6 +111,9 @@ Error Loader::State::not_found(std::string_view name) {
 // The store.
 
 void Loader::State::remember_outcome(const Slot& s, bool ok) {
+  // Skipped by this front (not a failed load of the library), or for an
+  // earlier crash, which stays remembered.
+  if (s.foreign || (s.out && s.out->crash_skip)) return;
   auto it = last_failures.find(s.index);
   if (ok) {
     if (it == last_failures.end()) return;
@@ -116,6 +123,23 @@ void Loader::State::remember_outcome(const Slot& s, bool ok) {
     last_failures[s.index] = arena.copy(s.out->error);
   }
   store_dirty = true;
+}
+
+const std::string& Loader::State::crash_log_safe() {
+  static const std::string k_none;
+  int st = crash_log_state.load(std::memory_order_acquire);
+  if (st == 0 && !crash_log.empty()) {
+    // Never into a directory others can write, as the store (atomic_file.hpp).
+    st = detail::make_safe_dir(detail::dir_name(crash_log)) ? 1 : -1;
+    crash_log_state.store(st, std::memory_order_release);
+  }
+  return st == 1 ? crash_log : k_none;
+}
+
+bool Loader::State::crash_skipped(const Slot& s) const {
+  if (options.mode == LoadMode::eager || !options.enable.empty() || (s.out && s.out->changed)) return false;
+  auto f = last_failures.find(s.index);
+  return f != last_failures.end() && detail::is_crash(f->second);
 }
 
 void Loader::State::save_store() {
@@ -213,6 +237,25 @@ Result<std::unique_ptr<Loader>> LoaderAccess::create(std::shared_ptr<const Index
   return loader;
 }
 
+std::vector<std::string> clash_warnings(const Loader& loader, bool torch) {
+  const Loader::State& m = LoaderAccess::state(loader);
+  std::vector<std::string> out;
+  std::lock_guard<std::mutex> lock(m.registry);
+  if (torch) {
+    for (const DeviceEntry& e : m.table->entries()) {
+      if (e.owner != k_no_slot && detail::is_torch_device_type(e.name)) {
+        out.push_back(detail::torch_device_clash(e.name, m.slots[e.owner].ep->name));
+      }
+    }
+  }
+  for (std::uint32_t i = 0; i < m.count; ++i) {
+    const Slot& s = m.slots[i];
+    if (!s.out) continue;
+    for (const std::string& c : s.out->conflicts) out.push_back("backend '" + std::string(s.ep->name) + "': " + c);
+  }
+  return out;
+}
+
 LoadMode Loader::mode() const { return m->options.mode; }
 
 std::vector<BackendStatus> Loader::backends() const {
@@ -257,7 +300,10 @@ BackendStatus Loader::backend(std::size_t index) const {
       b.conflicts = s.out->conflicts;
     }
     b.library.assign(m->library_of(s).view());
-    if (auto f = m->last_failures.find(s.index); f != m->last_failures.end()) b.last_failure.assign(f->second);
+    if (auto f = m->last_failures.find(s.index); f != m->last_failures.end()) {
+      b.last_failure.assign(f->second);
+      b.crashed_at.assign(detail::crash_time(f->second));
+    }
     b.devices_known = s.devices_known();
     b.hook = s.hook();
     detail::for_each_device_entry(s.devices, [&](std::string_view d, char tag, std::string_view kind) {

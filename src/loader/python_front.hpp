@@ -63,7 +63,20 @@ struct PythonFront {
   bool start_unknown = false;
   /// Eager start() stops at the first backend that fails (PyTorch's loop).
   bool stop_at_failure = false;
+  /// The group's entry points are Python callables only (PyTorch's): a
+  /// native library there is imported in eager mode, as PyTorch does (and
+  /// fails as it does), and in lazy mode fails at start() without being
+  /// loaded (detail::native_in_torch_group).  Otherwise (a host's own group)
+  /// native libraries load through dlopen, as in every front.
+  bool callables_only = false;
 };
+
+/// What a host should warn about before any load, one line each naming both
+/// sides: a device two backends declare (the later one's conflict), and,
+/// with `torch`, a device that is one of PyTorch's own types
+/// (torch_rules.hpp).  Cheap: it looks at the device table and at the
+/// backends that have an outcome only.
+std::vector<std::string> clash_warnings(const Loader& loader, bool torch);
 
 /// Loader::create with the Python front's hooks.
 Result<std::unique_ptr<Loader>> create_loader(std::shared_ptr<const Index> index, LoaderOptions options,

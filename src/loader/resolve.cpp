@@ -21,6 +21,7 @@
 // learned store can remember the resolution.
 #include "resolve.hpp"
 
+#include <dirent.h>    // opendir: a tagged library when no interpreter is named
 #include <fcntl.h>     // open
 #include <sys/stat.h>  // fstat, fstatat
 #include <unistd.h>    // close
@@ -34,6 +35,14 @@
 namespace epload::detail {
 
 namespace {
+
+#if defined(__x86_64__)
+constexpr const char* k_multiarch = "x86_64-linux-gnu";
+#elif defined(__aarch64__)
+constexpr const char* k_multiarch = "aarch64-linux-gnu";
+#else
+constexpr const char* k_multiarch = "linux-gnu";
+#endif
 
 std::string join(std::string_view dir, std::string_view rel) {
   std::string out;
@@ -92,26 +101,67 @@ bool try_extension(std::string path, const ResolveOptions& options, Resolved& r)
     r.kind = BackendKind::python;
     return true;
   }
+  // A library exporting PyInit_<module> is a CPython extension module (a
+  // Python backend whose attr happens to be a plain name); any other is a
+  // backend.h library.  Its ELF section says which devices it declares.
+  const std::size_t dot = r.module.rfind('.');
+  const std::string python_init = "PyInit_" + r.module.substr(dot == std::string::npos ? 0 : dot + 1);
+  auto declared = read_declared_devices_fd(fd, static_cast<std::uint64_t>(st.st_size), r.file, python_init);
   r.kind = BackendKind::native;
-  if (options.read_declared) {
-    auto declared = read_declared_devices_fd(fd, static_cast<std::uint64_t>(st.st_size), r.file);
-    if (declared) {
-      r.declared = std::move(declared).value();
-    } else {
-      r.elf_error = declared.error().message;
-    }
+  if (!declared) {
+    r.elf_error = declared.error().message;
+  } else if (declared->python_module) {
+    r.kind = BackendKind::python;
+  } else if (options.read_declared) {
+    r.declared = std::move(declared).value();
   }
   ::close(fd);
   return true;
 }
 
+/// The one file `<base>.cpython-3*-<multiarch>.so` in base's directory, or
+/// "" when there is none or more than one.
+std::string only_tagged(const std::string& base) {
+  const std::size_t slash = base.rfind('/');
+  const std::string dir = slash == std::string::npos ? std::string(".") : base.substr(0, slash);
+  const std::string stem = (slash == std::string::npos ? base : base.substr(slash + 1)) + ".cpython-3";
+  const std::string tail = std::string("-") + k_multiarch + ".so";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return {};
+  std::string found;
+  int count = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view n = e->d_name;
+    if (n.size() > stem.size() + tail.size() && n.starts_with(stem) && n.ends_with(tail) && ++count == 1) {
+      found = slash == std::string::npos ? std::string(n) : dir + "/" + std::string(n);
+    }
+  }
+  ::closedir(d);
+  return count == 1 ? found : std::string();
+}
+
 }  // namespace
 
 const std::vector<std::string>& default_ext_suffixes() {
-  // No interpreter's own tag: only the target interpreter knows it (its
-  // importlib.machinery.EXTENSION_SUFFIXES, which hosts pass).
   static const std::vector<std::string> k_suffixes = {".abi3.so", ".so"};
   return k_suffixes;
+}
+
+std::vector<std::string> ext_suffixes_for(std::string_view search_path) {
+  // ".../lib/python3.11/site-packages" -> ".cpython-311-x86_64-linux-gnu.so",
+  // the EXT_SUFFIX of the interpreter whose directory that is.
+  std::vector<std::string> out;
+  for (std::size_t at = search_path.find("python3."); at != std::string_view::npos;
+       at = search_path.find("python3.", at + 1)) {
+    if (at > 0 && search_path[at - 1] != '/') continue;
+    std::size_t end = at + 8;
+    while (end < search_path.size() && search_path[end] >= '0' && search_path[end] <= '9') ++end;
+    if (end == at + 8 || (end < search_path.size() && search_path[end] != '/')) continue;
+    out.push_back(".cpython-3" + std::string(search_path.substr(at + 8, end - at - 8)) + "-" + k_multiarch + ".so");
+    break;
+  }
+  for (const std::string& s : default_ext_suffixes()) out.push_back(s);
+  return out;
 }
 
 bool is_c_identifier(std::string_view s) {
@@ -149,7 +199,8 @@ Resolved resolve_backend(const EntryPoint& ep, std::string_view search_path,
     i = j + 1;
   }
   const std::string base = join(search_path, rel);
-  const auto& suffixes = options.ext_suffixes.empty() ? default_ext_suffixes() : options.ext_suffixes;
+  const std::vector<std::string> suffixes =
+      options.ext_suffixes.empty() ? ext_suffixes_for(search_path) : options.ext_suffixes;
 
   // The package's __init__ first, when there is a package directory.
   const bool package = S_ISDIR(stamp_at(AT_FDCWD, base.c_str()).mode);
@@ -168,6 +219,12 @@ Resolved resolve_backend(const EntryPoint& ep, std::string_view search_path,
         return r;
       }
     }
+  }
+  if (options.ext_suffixes.empty()) {
+    // No interpreter named: a library tagged for any CPython 3 of this
+    // machine (a search path without a version, e.g. dist-packages) when it
+    // is the only one.
+    if (std::string tagged = only_tagged(base); !tagged.empty() && try_extension(tagged, options, r)) return r;
   }
   r.error = "library missing: no file for module '" + r.module + "' (tried ";
   if (package) r.error += candidates(init, suffixes) + ", ";

@@ -37,9 +37,14 @@ struct Resolved {
   std::string elf_error;
 };
 
-/// The suffixes every CPython 3 on Linux accepts, ".abi3.so", ".so": what
-/// is tried when the caller does not pass its interpreter's list.
+/// The suffixes every CPython 3 on Linux accepts, ".abi3.so", ".so".
 const std::vector<std::string>& default_ext_suffixes();
+
+/// What is tried when the caller names no interpreter: the EXT_SUFFIX of the
+/// interpreter whose directory `search_path` is (".cpython-311-x86_64-linux-gnu.so"
+/// for ".../python3.11/site-packages"), then default_ext_suffixes().  (Past
+/// them, resolve_backend also takes the one `mod.cpython-3*-<arch>.so`.)
+std::vector<std::string> ext_suffixes_for(std::string_view search_path);
 
 /// Resolves `ep` (value "pkg.mod:symbol") to `pkg/mod<suffix>` under
 /// `search_path` (the directory the distribution was found in), first suffix

@@ -11,6 +11,9 @@
  *   TB_LOOKUP="dev"     init looks up this device first;
  *   TB_LOOKUP_REQUIRED  ... and fails if that lookup fails
  *   TB_DEP              call a function of libepload_test_dep.so
+ *   TB_CRASH            init dies of SIGSEGV (the process is gone)
+ *   TB_PYINIT           also export PyInit__native, as a CPython extension
+ *                       module named _native does
  *
  * The registered table is a TbDevice (tests/backends/test_backend.h), whose
  * functions let a test count inits and call into the library after load.
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <time.h>
 
 #include "epload/backend.h"
@@ -35,6 +39,10 @@ EPLOAD_DECLARE_DEVICES(TB_DECLARE);
 
 #ifdef TB_DEP
 int epload_test_dep_value(void);
+#endif
+
+#ifdef TB_PYINIT
+EPLOAD_EXPORT void* PyInit__native(void) { return NULL; }
 #endif
 
 static int g_inits;
@@ -84,6 +92,9 @@ EPLOAD_EXPORT int tb_init(const EploadHost* host) {
     }
 #endif
   }
+#endif
+#ifdef TB_CRASH
+  raise(SIGSEGV);
 #endif
 #ifdef TB_FAIL
   host->set_error(host->ctx, "simulated failure: the device is unplugged");
