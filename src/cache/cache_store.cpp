@@ -298,7 +298,12 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& requested, C
     if (const char* e = std::getenv("EPLOAD_INDEX"); e != nullptr) shipped = e;
   }
   if (!shipped.empty()) {
-    auto r = detail::open_shipped(shipped, options);
+    // Made for the paths asked for, or for those the cache keys (a shipped
+    // index made where the working directory was not on the path).
+    auto r = detail::open_shipped(shipped, requested);
+    if (!r && &options != &requested) {
+      if (auto keyed = detail::open_shipped(shipped, options)) r = std::move(keyed);
+    }
     if (r) {
       rep.status = CacheStatus::shipped;
       rep.file = shipped;
