@@ -20,17 +20,15 @@
 // listed again at every lookup (a Catalog's too: still_keyed()), so a
 // dist-info that appears there is never missed; a directory that holds
 // metadata is keyed, with the current directory, as any search path is.
+#include <limits.h>  // PATH_MAX
 #include <pwd.h>     // getpwuid_r: home directory fallback
+#include <stdlib.h>  // realpath
 #include <unistd.h>  // getcwd, geteuid
 
 #include <cerrno>
 #include <cstdlib>  // getenv
+#include <mutex>    // the last real path
 #include <vector>
-
-#include <limits.h>  // PATH_MAX
-#include <stdlib.h>  // realpath
-
-#include <mutex>  // the last real path
 
 #include "cache_internal.hpp"
 #include "epload/profile.hpp"
@@ -71,18 +69,22 @@ std::string real_interpreter(const std::string& interpreter) {
   const std::size_t end = interpreter.find('\0');
   const std::string exe = interpreter.substr(0, end);
   if (exe.empty() || exe.front() != '/') return interpreter;
-  static std::mutex mutex;
-  static std::string last_in, last_out;
+  struct Last {
+    std::mutex mutex;
+    std::string in, out;
+  };
+  // Never destroyed: a thread may still ask while the process exits.
+  static Last* const last = new Last;
   {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (last_in == interpreter) return last_out;
+    std::lock_guard<std::mutex> lock(last->mutex);
+    if (last->in == interpreter) return last->out;
   }
   char buf[PATH_MAX];
   std::string out = interpreter;
   if (::realpath(exe.c_str(), buf) != nullptr) out.replace(0, exe.size(), buf);
-  std::lock_guard<std::mutex> lock(mutex);
-  last_in = interpreter;
-  last_out = out;
+  std::lock_guard<std::mutex> lock(last->mutex);
+  last->in = interpreter;
+  last->out = out;
   return out;
 }
 

@@ -28,8 +28,8 @@ const char k_help[] =
     "  verify    compare the cache file with a fresh scan; exit 1 on any difference\n"
     "  clear     delete every file epload keeps in the cache directory: index\n"
     "            caches, learned device names, remembered sys.paths, leftover\n"
-    "            temporary files (only files epload wrote: see docs/cache-format.md);\n"
-    "            the default directory itself too, once empty\n"
+    "            temporary files (files that start as epload writes them, whatever\n"
+    "            their names); the default directory itself too, once empty\n"
     "  path      print the cache file used for these search paths\n";
 
 std::shared_ptr<const Index> opened(const IndexOptions& o, CacheOptions& co) {
