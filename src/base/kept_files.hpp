@@ -28,7 +28,7 @@ struct KeptFiles {
   std::string_view prefix;      ///< "index-"
   std::string_view suffix;      ///< ".json"
   std::string_view magic;       ///< what every such file starts with: "{\"format\":\"epload-index\","
-  std::size_t keep_newest = k_keep_newest;  ///< at most this many, by last use
+  std::size_t keep_newest = k_keep_newest;  ///< at most this many, by last use; 0: no limit
 };
 
 /// Makes prune_cache_dir() and clear_cache_dir() treat `files` as

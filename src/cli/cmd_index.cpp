@@ -4,11 +4,11 @@
 #include <sys/stat.h>  // stat: does the cache directory exist
 #include <unistd.h>    // rmdir
 
-#include <cerrno>  // ENOENT
-#include <cstdio>  // printf
+#include <cerrno>   // ENOENT
+#include <cstdio>   // printf
 #include <cstdlib>  // getenv
-#include <map>     // group counts for `show`
-#include <string>  // messages
+#include <map>      // group counts for `show`
+#include <string>   // messages
 
 #include "cli/cli.hpp"
 #include "index_provenance.hpp"
