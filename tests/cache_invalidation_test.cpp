@@ -456,5 +456,66 @@ TEST_F(Invalidation, RelativeSearchPathFollowsTheCurrentDirectory) {
   ASSERT_EQ(::chdir(old), 0);
 }
 
+// The working directory at the head of the path ('' for `python -c`) is
+// left out of the key while it holds no metadata: a first query from a new
+// directory is a hit on the others' file and writes nothing; a directory
+// that holds a distribution is keyed as any path, and its answer has it.
+// Every open_checked() compares the answer with a fresh scan of the whole
+// path, head included.
+TEST_F(Invalidation, AWorkingDirectoryWithoutMetadataSharesTheOthersFile) {
+  const std::string shared = test::open_checked(options).file;
+  const std::string empty1 = t / "empty1", empty2 = t / "empty2";
+  test::write_file(empty1 + "/notes.txt", "not a distribution");
+  test::write_file(empty2 + "/script.py", "");
+  options.search_paths.insert(options.search_paths.begin(), "");
+  char old[4096];
+  ASSERT_NE(::getcwd(old, sizeof old), nullptr);
+  ASSERT_EQ(::chdir(empty1.c_str()), 0);
+  CacheReport r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+  EXPECT_EQ(r.file, shared);
+  ASSERT_EQ(::chdir(empty2.c_str()), 0);
+  r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+  EXPECT_EQ(r.file, shared);
+  EXPECT_EQ(test::list_dir(options.cache_dir).size(), 1u);
+
+  // A distribution in the working directory: keyed with it, answered with it.
+  test::make_dist(empty2, "delta", "1.0", "[torch.backends]\nhpu = delta_hpu:init\n");
+  next_tick();
+  r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::rebuilt) << r.reason;
+  EXPECT_NE(r.file, shared);
+  r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+  std::filesystem::remove_all(empty2 + "/delta-1.0.dist-info");
+  r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::hit) << r.reason;
+  EXPECT_EQ(r.file, shared);
+  ASSERT_EQ(::chdir(old), 0);
+}
+
+// A Catalog that keeps an answer made without the head re-checks that the
+// head still holds nothing: a distribution that appears there is answered.
+TEST_F(Invalidation, CatalogSeesADistributionAppearInTheWorkingDirectory) {
+  const std::string work = t / "work";
+  test::write_file(work + "/notes.txt", "");
+  options.search_paths.insert(options.search_paths.begin(), work);
+  Catalog catalog(options);
+  auto text = [&] {
+    auto got = catalog.get();
+    EXPECT_TRUE(got);
+    return got ? test::answer_text(**got) : std::string();
+  };
+  auto fresh = [&] { return test::answer_text(scan(options.search_paths).value()); };
+  EXPECT_EQ(text(), fresh());
+  test::make_dist(work, "delta", "1.0", "[torch.backends]\nhpu = delta_hpu:init\n");
+  const std::string with_delta = text();
+  EXPECT_NE(with_delta.find("delta_hpu"), std::string::npos) << with_delta;
+  EXPECT_EQ(with_delta, fresh());
+  std::filesystem::remove_all(work + "/delta-1.0.dist-info");
+  EXPECT_EQ(text(), fresh());
+}
+
 }  // namespace
 }  // namespace epload

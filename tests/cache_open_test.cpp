@@ -339,7 +339,10 @@ TEST_F(CacheOpen, PrunesOldAndExcessFiles) {
   const std::int64_t now = detail::coarse_now_ns() / 1000000000;
   auto make_aged = [&](const std::string& name, std::int64_t age_s) {
     const std::string p = options.cache_dir + "/" + name;
-    test::write_file(p, "{}");
+    // Each kind's own first bytes (only such files are epload's).
+    test::write_file(p, name.find("learned-") != std::string::npos ? "epload-learned 3\nend 0\n"
+                        : name.find("index-") != std::string::npos ? "{\"format\":\"epload-index\",\"version\":6}\n"
+                                                                   : "{}");
     struct timespec ts[2];
     ts[0].tv_sec = ts[1].tv_sec = static_cast<time_t>(now - age_s);
     ts[0].tv_nsec = ts[1].tv_nsec = 0;
@@ -350,8 +353,8 @@ TEST_F(CacheOpen, PrunesOldAndExcessFiles) {
   make_aged(".index-x.tmp.abcdef", 2 * 3600);   // stray temp file: removed
   make_aged(".index-y.tmp.abcdef", 60);         // maybe still being written: kept
   make_aged("unrelated.txt", 365 * 86400);       // not ours: kept
-  make_aged("learned-old.txt", 31 * 86400);      // learned stores: by last use only
-  make_aged("devices-g-h.json", 60);
+  make_aged("learned-old.txt", 31 * 86400);      // learned stores: by last use too
+  make_aged("learned-new.txt", 60);
   CacheReport r = open_checked();
   ASSERT_EQ(r.status, CacheStatus::rebuilt);
   const auto files = test::list_dir(options.cache_dir);
@@ -370,11 +373,11 @@ TEST_F(CacheOpen, PrunesOldAndExcessFiles) {
   EXPECT_TRUE(has(".index-y.tmp.abcdef"));
   EXPECT_TRUE(has("unrelated.txt"));
   EXPECT_FALSE(has("learned-old.txt"));
-  EXPECT_TRUE(has("devices-g-h.json"));
+  EXPECT_TRUE(has("learned-new.txt"));
 
   auto cleared = clear_cache(options);
   ASSERT_TRUE(cleared);
-  EXPECT_EQ(*cleared, 66);  // 64 index files, the young temp file, the devices store
+  EXPECT_EQ(*cleared, 66);  // 64 index files, the young temp file, the learned store
   EXPECT_EQ(test::list_dir(options.cache_dir), std::vector<std::string>{"unrelated.txt"});
   options.cache_dir = t / "never-created";
   auto none = clear_cache(options);

@@ -164,10 +164,12 @@ TEST_F(Invalidation, RefreshReadsOnlyWhatChanged) {
 }
 
 TEST_F(Invalidation, AnEntryWithoutMetadataThatChangesIsListedAgainNotRefreshed) {
-  // A script's directory first on the path: files come and go there.
+  // A directory of modules on the path (PYTHONPATH): files come and go
+  // there.  (First on the path, such a directory is not even part of the
+  // key: cache_invalidation_test.cpp.)
   const std::string script = t / "script";
   test::write_file(script + "/train.py", "print()\n");
-  options.search_paths = {script, site1, site2};
+  options.search_paths = {site1, script, site2};
   warm();
   const std::string file = cache_file_path(options);
   const std::string bytes = test::read_file(file);

@@ -114,6 +114,15 @@ TEST_F(Invalidation, ShippedIndexSurvivesCopyingTheEnvironment) {
   EXPECT_EQ((*got)->search_paths()[0], copy + "/site");
   EXPECT_EQ((*got)->distributions()[0].metadata_dir.substr(0, copy.size()), copy);
 
+  // A working directory that holds nothing, first on the path (`python -c`
+  // in a project's directory): it contributes nothing, the index answers.
+  const std::string work = t / "work";
+  test::write_file(work + "/notes.txt", "");
+  options.search_paths = {work, copy + "/site"};
+  r = open_checked();
+  EXPECT_EQ(r.status, CacheStatus::shipped) << r.reason;
+  options.search_paths = {copy + "/site"};
+
   // Through the environment variable too.
   options.shipped_index.clear();
   ::setenv("EPLOAD_INDEX", (copy + "/share/index.json").c_str(), 1);

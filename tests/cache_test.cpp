@@ -160,8 +160,11 @@ TEST(Cache, KeySeparatesPathOrderInterpreterAndCurrentDirectory) {
   EXPECT_EQ(cache_file_path(a), cache_file_path(CacheOptions(a)));
   EXPECT_EQ(cache_file_path(a).rfind("/c/index-", 0), 0u);
 
-  // A relative entry makes the current directory part of the key.
+  // A relative entry makes the current directory part of the key (here
+  // the current directory holds distributions: see the next test).
   TempDir t1, t2;
+  test::make_dist(t1.path(), "a", "1", "");
+  test::make_dist(t2.path(), "a", "1", "");
   CacheOptions r = a;
   r.search_paths = {"", "/x"};
   char old[4096];
@@ -173,6 +176,64 @@ TEST(Cache, KeySeparatesPathOrderInterpreterAndCurrentDirectory) {
   ASSERT_EQ(::chdir(old), 0);
   EXPECT_NE(in1, in2);
   EXPECT_EQ(abs1, abs2);
+}
+
+// A first search path in which importlib finds nothing (the working
+// directory of `python -c`, a script's directory) is not part of the key:
+// every such directory shares the file of the entries that follow.
+TEST(Cache, KeyLeavesOutAFirstPathThatHoldsNoMetadata) {
+  TempDir t, empty1, empty2, dists;
+  test::write_file(empty1 / "notes.txt", "not a distribution");
+  test::write_file(empty2 / "script.py", "");
+  test::make_dist(dists.path(), "a", "1", "");
+  CacheOptions rest;
+  rest.cache_dir = t / "c";
+  rest.search_paths = {t.path()};
+  auto with_head = [&](const std::string& head) {
+    CacheOptions o = rest;
+    o.search_paths.insert(o.search_paths.begin(), head);
+    return o;
+  };
+  const std::string file = cache_file_path(rest);
+  EXPECT_EQ(cache_file_path(with_head(empty1.path())), file);
+  EXPECT_EQ(cache_file_path(with_head(empty2.path())), file);
+  EXPECT_NE(cache_file_path(with_head(dists.path())), file);  // it holds metadata: keyed
+  EXPECT_NE(cache_file_path(with_head(t / "missing")), file);  // nothing there: keyed as given
+  char old[4096];
+  ASSERT_NE(::getcwd(old, sizeof old), nullptr);
+  ASSERT_EQ(::chdir(empty1.path().c_str()), 0);
+  const std::string in_empty = cache_file_path(with_head(""));
+  ASSERT_EQ(::chdir(dists.path().c_str()), 0);
+  const std::string in_dists = cache_file_path(with_head(""));
+  ASSERT_EQ(::chdir(old), 0);
+  EXPECT_EQ(in_empty, file);
+  EXPECT_NE(in_dists, file);
+  // A single entry stays in its key.
+  CacheOptions alone = rest, none = rest;
+  alone.search_paths = {empty1.path()};
+  none.search_paths = {};
+  EXPECT_NE(cache_file_path(alone), cache_file_path(none));
+}
+
+// The executable is keyed by its real path: a venv's `python` and
+// `python3`, links to one file, share the cache files.
+TEST(Cache, KeyTakesTheInterpretersRealPath) {
+  TempDir t;
+  test::write_file(t / "python3.11", "");
+  ASSERT_EQ(::symlink("python3.11", (t / "python3").c_str()), 0);
+  ASSERT_EQ(::symlink("python3", (t / "python").c_str()), 0);
+  CacheOptions o;
+  o.cache_dir = t / "c";
+  o.search_paths = {"/x"};
+  auto keyed = [&](const std::string& exe, const std::string& prefix) {
+    CacheOptions c = o;
+    c.interpreter = exe + std::string(1, '\0') + prefix + std::string(1, '\0') + "3.11.2";
+    return cache_file_path(c);
+  };
+  EXPECT_EQ(keyed(t / "python", "/venv"), keyed(t / "python3", "/venv"));
+  EXPECT_EQ(keyed(t / "python", "/venv"), keyed(t / "python3.11", "/venv"));
+  EXPECT_NE(keyed(t / "python", "/venv"), keyed(t / "python", "/other-venv"));
+  EXPECT_NE(keyed(t / "python", "/venv"), keyed(t / "missing", "/venv"));
 }
 
 TEST(Cache, ResolvesCacheDirectoryFromOptionsThenEnvironment) {

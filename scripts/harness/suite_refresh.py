@@ -2,7 +2,9 @@
 something changed on its search path, as a ratio to a cache hit.
 
 Cases (py and cli fronts; each run checked with EPLOAD_DEBUG=1): hit,
-new-file, add, remove, edit, cold.  Method: BENCHMARKS.md.
+new-file, add, remove, edit, cold, new-dir (the first query from a
+directory never seen, which holds no distribution, at the head of the
+search path as '' is for `python -c`).  Method: BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from .report import fmt_ms, load_average, table, write_report
 from .stats import summarize_rounds
 
 PROG = "bench_refresh.py"
-CASES = ("hit", "new-file", "add", "remove", "edit", "cold")
+CASES = ("hit", "new-file", "add", "remove", "edit", "cold", "new-dir")
 WANT = {"hit": "index hit", "new-file": "index hit", "add": "index refreshed",
-        "remove": "index refreshed", "edit": "index refreshed", "cold": "index rebuilt"}
+        "remove": "index refreshed", "edit": "index refreshed", "cold": "index rebuilt",
+        "new-dir": "index hit"}
 # What a refresh of these changes says it did: copied the rows that did not change.
 COPIED = "the rest of the file copied"
 FRONTS = ("py", "cli")
@@ -37,8 +40,9 @@ def parse_args(argv):
 class Front:
     """One front's command, environment and cache, and its cases' checks."""
 
-    def __init__(self, name, argv, env, cache, tree):
+    def __init__(self, name, argv, env, cache, tree, new_dir_argv):
         self.name, self.argv, self.env, self.cache, self.tree = name, argv, env, cache, tree
+        self.new_dir_argv = new_dir_argv  # '' first: the directory it runs in
         self.want = {k: v if name == "py" else v.replace("index ", "cache ")
                      for k, v in WANT.items()}
 
@@ -51,8 +55,15 @@ class Front:
                 return
         raise BenchError(f"{self.name}: no '{self.want['hit']}' after 20 runs: {err.strip()}")
 
+    def argv_for(self, case):
+        return self.new_dir_argv if case == "new-dir" else self.argv
+
     def before(self, case):
         def prepare():
+            if case == "new-dir":
+                self.to_hit()
+                os.chdir(self.tree.new_dir())  # the timed run starts there
+                return
             if case == "remove" and not os.path.isdir(self.tree.extra):
                 self.tree.add()
             elif case == "add" and os.path.isdir(self.tree.extra):
@@ -64,6 +75,8 @@ class Front:
 
     def after(self, case):
         def check(stderr_path):
+            if case == "new-dir":
+                os.chdir(self.tree.home)
             with open(stderr_path, errors="replace") as f:
                 err = f.read()
             if self.want[case] not in err:
@@ -77,8 +90,8 @@ class Front:
 class Tree:
     """The generated tree and the changes the cases make to it."""
 
-    def __init__(self, site, script):
-        self.site, self.script, self.n = site, script, 0
+    def __init__(self, site, script, home):
+        self.site, self.script, self.home, self.n = site, script, home, 0
         self.extra = os.path.join(site, "zz_bench_extra-1.0.dist-info")
         self.edited = next(os.path.join(site, d, "entry_points.txt")
                            for d in sorted(os.listdir(site))
@@ -93,6 +106,15 @@ class Tree:
             f.write("Metadata-Version: 2.1\nName: zz_bench_extra\nVersion: 1.0\n\n")
         with open(os.path.join(self.extra, "entry_points.txt"), "w") as f:
             f.write("[torch.backends]\nzz_bench_extra = zz_bench_extra:init\n")
+
+    def new_dir(self):
+        """A directory no run has seen, holding a file that is no distribution."""
+        self.n += 1
+        d = os.path.join(self.home, "dirs", f"d{self.n}")
+        os.makedirs(d)
+        with open(os.path.join(d, "notes.txt"), "w") as f:
+            f.write("not a distribution\n")
+        return d
 
     def change(self, case, cache):
         self.n += 1
@@ -114,20 +136,23 @@ class Tree:
 
 def fronts(args, tmp, site, script):
     env = dict(clean_env(tmp), EPLOAD_DEBUG="1")
-    tree, out = Tree(site, script), {}
+    tree, out = Tree(site, script, tmp), {}
     for front in FRONTS:
         cache = os.path.join(tmp, f"cache-{front}")
         os.makedirs(cache, mode=0o700)
         if front == "py":
-            code = (f"import sys; sys.path[:0] = [{script!r}, {site!r}, "
-                    f"{os.path.join(args.build, 'python')!r}]; "
-                    f"import epload; epload.entry_points(group={args.group!r})")
-            out[front] = Front(front, [args.python, "-I", "-S", "-c", code],
-                               dict(env, EPLOAD_CACHE_DIR=cache), cache, tree)
+            def argv(head):
+                code = (f"import sys; sys.path[:0] = [{head!r}, {site!r}, "
+                        f"{os.path.join(args.build, 'python')!r}]; "
+                        f"import epload; epload.entry_points(group={args.group!r})")
+                return [args.python, "-I", "-S", "-c", code]
+            out[front] = Front(front, argv(script), dict(env, EPLOAD_CACHE_DIR=cache), cache, tree,
+                               argv(""))
         else:
-            out[front] = Front(front, [args.epload, "entry-points", "--group", args.group,
-                                       "--path", script, "--path", site,
-                                       f"--cache-dir={cache}"], env, cache, tree)
+            def argv(head):
+                return [args.epload, "entry-points", "--group", args.group,
+                        f"--path={head}", "--path", site, f"--cache-dir={cache}"]
+            out[front] = Front(front, argv(script), env, cache, tree, argv(""))
     return out
 
 
@@ -139,7 +164,7 @@ def run(args, tmp):
     fr = fronts(args, tmp, manifest["search_path"], script)
     names = {(f, c): f"{f} {c}" for f in FRONTS for c in CASES}
     log(f"timing {len(CASES)} cases x 2 fronts x {args.rounds} rounds ...")
-    raw = interleaved({n: fr[f].argv for (f, c), n in names.items()}, None, args.rounds,
+    raw = interleaved({n: fr[f].argv_for(c) for (f, c), n in names.items()}, None, args.rounds,
                       args.warmup, tmp, progress=progress_line,
                       envs={n: fr[f].env for (f, c), n in names.items()},
                       before={n: fr[f].before(c) for (f, c), n in names.items()},

@@ -6,12 +6,21 @@
 // degrades to "last written", so a long-unchanged environment is rescanned
 // about once a month.  Temporary files older than an hour were left by
 // killed processes.
+//
+// A cache directory may be shared (EPLOAD_CACHE_DIR set to a project's
+// directory, or $HOME): a name like "index-en.json" can be anybody's.  So
+// before a file is removed it is opened (O_NOFOLLOW) and must be a regular
+// file of this user whose first bytes are its kind's magic, which every
+// writer of that kind puts first and no other program writes by accident
+// (a temporary one may hold less: a prefix of it).  The check costs an open
+// and a read of a few bytes per file removed, or per file of a kind past
+// its count bound, and nothing on the read path.
 #include "kept_files.hpp"
 
 #include <dirent.h>    // opendir
 #include <fcntl.h>     // AT_SYMLINK_NOFOLLOW
 #include <sys/stat.h>  // fstatat
-#include <unistd.h>    // unlinkat
+#include <unistd.h>    // unlinkat, pread, geteuid
 
 #include <algorithm>  // sort
 #include <cerrno>     // errno
@@ -68,13 +77,47 @@ KeptName kind_among(const std::vector<const KeptFiles*>& kinds, std::string_view
   return {};
 }
 
+/// True when `name` in the directory open on `dfd` is a file of ours of
+/// the kind `kind` says (see the top comment).
+bool is_ours(int dfd, const char* name, const KeptName& kind) {
+  const int fd = ::openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  const std::string_view magic = kind.files->magic;
+  char head[64];
+  struct stat st;
+  bool ours = !magic.empty() && magic.size() <= sizeof head && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+              st.st_uid == ::geteuid();
+  if (ours) {
+    ssize_t got = 0;
+    while (got < static_cast<ssize_t>(magic.size())) {
+      const ssize_t n = ::pread(fd, head + got, magic.size() - static_cast<std::size_t>(got), got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += n;
+    }
+    const std::string_view read(head, static_cast<std::size_t>(std::max<ssize_t>(got, 0)));
+    ours = read.size() == magic.size() ? read == magic : kind.temp && magic.starts_with(read);
+  }
+  ::close(fd);
+  return ours;
+}
+
+/// Removes `name` if it is ours; true when it was removed.
+bool remove_if_ours(int dfd, const char* name, const KeptName& kind) {
+  return is_ours(dfd, name, kind) && ::unlinkat(dfd, name, 0) == 0;
+}
+
 /// Removes the least recently used of `files` (last use, name) beyond
-/// `keep_newest`, with `extra` more counted as the most recent.
-void remove_excess(int dfd, std::vector<std::pair<std::int64_t, std::string>>& files, std::size_t keep_newest,
+/// `keep_newest`, with `extra` more counted as the most recent.  Only files
+/// of ours count: the others are left out first.
+void remove_excess(int dfd, std::vector<std::pair<std::int64_t, std::string>>& files, const KeptFiles* kind,
                    std::size_t extra) {
-  if (files.size() + extra <= keep_newest) return;
+  if (files.size() + extra <= kind->keep_newest) return;
+  const KeptName named{kind, false};
+  std::erase_if(files, [&](const auto& f) { return !is_ours(dfd, f.second.c_str(), named); });
+  if (files.size() + extra <= kind->keep_newest) return;
   std::sort(files.begin(), files.end());
-  const std::size_t excess = files.size() + extra - keep_newest;
+  const std::size_t excess = files.size() + extra - kind->keep_newest;
   for (std::size_t i = 0; i < excess; ++i) ::unlinkat(dfd, files[i].second.c_str(), 0);
 }
 
@@ -105,12 +148,12 @@ void prune_cache_dir(const std::string& dir, std::string_view keep) {
     if (::fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
     const std::int64_t mtime = ns_of(st.st_mtim);
     if (kind.temp) {
-      if (now - mtime > k_temp_age_ns) ::unlinkat(dfd, e->d_name, 0);
+      if (now - mtime > k_temp_age_ns) remove_if_ours(dfd, e->d_name, kind);
       continue;
     }
     const std::int64_t last_use = std::max(mtime, ns_of(st.st_atim));
     if (now - last_use > k_max_age_ns) {
-      ::unlinkat(dfd, e->d_name, 0);
+      remove_if_ours(dfd, e->d_name, kind);
     } else if (kind.files->keep_newest != 0) {
       const std::size_t k = static_cast<std::size_t>(std::find(kinds.begin(), kinds.end(), kind.files) - kinds.begin());
       limited[k].emplace_back(last_use, std::string(name));
@@ -120,7 +163,7 @@ void prune_cache_dir(const std::string& dir, std::string_view keep) {
   for (std::size_t k = 0; k < kinds.size(); ++k) {
     if (kinds[k]->keep_newest == 0) continue;
     const bool keep_counts = kept.files == kinds[k] && !kept.temp;
-    remove_excess(dfd, limited[k], kinds[k]->keep_newest, keep_counts ? 1 : 0);
+    remove_excess(dfd, limited[k], kinds[k], keep_counts ? 1 : 0);
   }
   ::closedir(d);
 }
@@ -134,8 +177,8 @@ Result<int> clear_cache_dir(const std::string& dir) {
   const std::vector<const KeptFiles*> kinds = registered();
   int removed = 0;
   while (const dirent* e = ::readdir(d)) {
-    if (kind_among(kinds, e->d_name).files == nullptr) continue;
-    if (::unlinkat(::dirfd(d), e->d_name, 0) == 0) ++removed;
+    const KeptName kind = kind_among(kinds, e->d_name);
+    if (kind.files != nullptr && remove_if_ours(::dirfd(d), e->d_name, kind)) ++removed;
   }
   ::closedir(d);
   return removed;

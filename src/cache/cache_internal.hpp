@@ -59,7 +59,29 @@ struct CacheKey {
 };
 
 /// The key for `options` (calls getcwd only when a search path is relative).
+/// The interpreter's executable (its first field, up to a NUL) is keyed by
+/// its real path: `python` and `python3` of one environment share a file.
 CacheKey make_key(const CacheOptions& options);
+
+/// True when the first of `paths` is left out of the cache key, and of the
+/// index cached for it: other entries follow it, and it is a directory in
+/// which importlib's Lookup finds nothing now (MetadataIn::none).  The
+/// working directory at the head of sys.path ('' or a script's directory)
+/// usually is one: keyed without it, all such directories share one cache
+/// file, and the answer is the same, since the entry contributes no
+/// distribution.  Costs one listing of that directory.
+bool head_left_out(const std::vector<std::string>& paths);
+
+/// `options` without their first search path, in `storage`.
+const CacheOptions& without_head(const CacheOptions& options, CacheOptions& storage);
+
+/// The options a cache file is keyed by now: without_head() when
+/// head_left_out(), else `options` itself.
+const CacheOptions& keyed_options(const CacheOptions& options, CacheOptions& storage);
+
+/// False when `index`, opened for `options` without their first search
+/// path, no longer may be: that entry holds metadata now.
+bool still_keyed(const Index& index, const CacheOptions& options);
 
 /// The current directory when a search path in `paths` is relative, else "".
 std::string key_cwd(const std::vector<std::string>& paths);

@@ -7,16 +7,33 @@
 // lookup is one open(); the full key is stored inside the file and compared
 // on load, so a collision costs a rebuild, never a wrong answer.  Fields are
 // length-prefixed before hashing: ["a","bc"] and ["ab","c"] hash differently.
+//
+// Two things would multiply the files without changing an answer, and are
+// kept out of the key.  The interpreter's executable is keyed by its real
+// path (a venv's `python` and `python3` are links to one file; its prefix,
+// also in the key, tells venvs apart).  And the first search path, the
+// working directory when sys.path comes from a run of `python -c` or a
+// script ('' or the script's directory), is left out when importlib finds
+// no metadata in it now (head_left_out()): every such directory then
+// shares the file of the other entries, and a first query from a new
+// directory costs a hit and one listing of it, not a scan.  The entry is
+// listed again at every lookup (a Catalog's too: still_keyed()), so a
+// dist-info that appears there is never missed; a directory that holds
+// metadata is keyed, with the current directory, as any search path is.
+#include <limits.h>  // PATH_MAX
 #include <pwd.h>     // getpwuid_r: home directory fallback
+#include <stdlib.h>  // realpath
 #include <unistd.h>  // getcwd, geteuid
 
 #include <cerrno>
 #include <cstdlib>  // getenv
+#include <mutex>    // the last real path
 #include <vector>
 
 #include "cache_internal.hpp"
 #include "epload/profile.hpp"
 #include "fnv.hpp"
+#include "scan_list.hpp"
 
 namespace epload {
 namespace detail {
@@ -44,7 +61,53 @@ std::string home_dir() {
   return {};
 }
 
+/// `interpreter` ("executable\0prefix\0version", as the fronts make it)
+/// with its executable replaced by its real path, when it is absolute and
+/// resolves.  The last answer is remembered: a process asks for one
+/// interpreter, many times.
+std::string real_interpreter(const std::string& interpreter) {
+  const std::size_t end = interpreter.find('\0');
+  const std::string exe = interpreter.substr(0, end);
+  if (exe.empty() || exe.front() != '/') return interpreter;
+  struct Last {
+    std::mutex mutex;
+    std::string in, out;
+  };
+  // Never destroyed: a thread may still ask while the process exits.
+  static Last* const last = new Last;
+  {
+    std::lock_guard<std::mutex> lock(last->mutex);
+    if (last->in == interpreter) return last->out;
+  }
+  char buf[PATH_MAX];
+  std::string out = interpreter;
+  if (::realpath(exe.c_str(), buf) != nullptr) out.replace(0, exe.size(), buf);
+  std::lock_guard<std::mutex> lock(last->mutex);
+  last->in = interpreter;
+  last->out = out;
+  return out;
+}
+
 }  // namespace
+
+bool head_left_out(const std::vector<std::string>& paths) {
+  if (paths.size() < 2 || paths.front().find('\0') != std::string::npos) return false;
+  return metadata_in(paths.front().empty() ? "." : paths.front().c_str()) == MetadataIn::none;
+}
+
+const CacheOptions& without_head(const CacheOptions& options, CacheOptions& storage) {
+  storage = options;
+  if (!storage.search_paths.empty()) storage.search_paths.erase(storage.search_paths.begin());
+  return storage;
+}
+
+const CacheOptions& keyed_options(const CacheOptions& options, CacheOptions& storage) {
+  return head_left_out(options.search_paths) ? without_head(options, storage) : options;
+}
+
+bool still_keyed(const Index& index, const CacheOptions& options) {
+  return index.search_paths().size() + 1 != options.search_paths.size() || head_left_out(options.search_paths);
+}
 
 bool is_relative(std::string_view path) { return path.empty() || path.front() != '/'; }
 
@@ -58,7 +121,7 @@ std::string key_cwd(const std::vector<std::string>& paths) {
 CacheKey make_key(const CacheOptions& options) {
   profile::Span span(profile::Phase::cache_key);
   CacheKey key;
-  key.interpreter = options.interpreter;
+  key.interpreter = real_interpreter(options.interpreter);
   key.search_paths = options.search_paths;
   key.cwd = key_cwd(options.search_paths);
   return key;
@@ -165,7 +228,9 @@ std::string resolve_cache_dir(const CacheOptions& options) {
   return detail::join_path(detail::join_path(home, ".cache"), "epload");
 }
 
-std::string cache_file_path(const CacheOptions& options) {
+std::string cache_file_path(const CacheOptions& requested) {
+  CacheOptions storage;
+  const CacheOptions& options = detail::keyed_options(requested, storage);
   const std::string dir = resolve_cache_dir(options);
   if (dir.empty()) return {};
   return detail::join_path(dir, detail::cache_file_name(detail::make_key(options)));

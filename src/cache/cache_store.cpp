@@ -30,15 +30,16 @@
 // root (installed system-wide), never be writable by group or others.
 // Otherwise it is ignored, with the reason, and the user cache is used.
 //
-// Pruning (on each write only, never on the read path) removes index files
-// unused for 30 days and the least recently used beyond 64, the other kept
-// files (registered by their owners) unused for 30 days, and temporary files
-// older than an hour (left by killed processes): prune_cache_dir() in
-// kept_files.cpp.
+// Pruning (on each write only, never on the read path) removes files of
+// each kind (index files and those registered by other owners) unused for
+// 30 days and the least recently used beyond 64, and temporary files older
+// than an hour (left by killed processes), and only files that are
+// epload's by their content: prune_cache_dir() in kept_files.cpp.
 #include <fcntl.h>     // open, openat
 #include <sys/stat.h>  // fstat, mkdir
 #include <unistd.h>    // write, close, geteuid
 
+#include <algorithm>  // equal
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -60,8 +61,9 @@ namespace detail {
 
 namespace {
 
-/// The index files (cache_file_name()): the 64 most recently used are kept.
-constexpr KeptFiles k_index_files{"index-", ".json", 64};
+/// The index files (cache_file_name()), of every format version: the 64
+/// most recently used are kept.
+constexpr KeptFiles k_index_files{"index-", ".json", "{\"format\":\"epload-index\",", 64};
 [[maybe_unused]] const bool k_index_files_kept = keep_files(k_index_files);
 
 /// The shipped index at `path`, if it is safe, made for `search_paths`, and
@@ -238,7 +240,9 @@ Result<void> store(const Index& index, const std::string& dir, const std::string
 
 }  // namespace
 
-Result<std::shared_ptr<const Index>> read_groups_of(const CacheOptions& options, const CacheFileIdentity& file) {
+Result<std::shared_ptr<const Index>> read_groups_of(const CacheOptions& requested, const CacheFileIdentity& file) {
+  CacheOptions storage;
+  const CacheOptions& options = keyed_options(requested, storage);
   const std::string dir = resolve_cache_dir(options);
   const CacheKey key = make_key(options);
   const std::string name = cache_file_name(key);
@@ -264,13 +268,18 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
   return open_index(options, report, WhileValidating());
 }
 
-Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, CacheReport* report,
+Result<std::shared_ptr<const Index>> open_index(const CacheOptions& requested, CacheReport* report,
                                                 const WhileValidating& while_validating,
                                                 CacheFileIdentity* identity) {
   profile::Span span(profile::Phase::total, "open_index");
   CacheReport local;
   CacheReport& rep = report != nullptr ? *report : local;
   rep = CacheReport{};
+  // Cached, a first search path in which importlib finds nothing (the
+  // working directory, usually) is left out: the answer is the same
+  // (cache_key.cpp).
+  CacheOptions storage;
+  const CacheOptions& options = requested.use_cache ? detail::keyed_options(requested, storage) : requested;
   auto scan_now = [&]() -> Result<std::shared_ptr<const Index>> {
     auto r = scan(options.search_paths);
     if (!r) return r.error();
@@ -289,7 +298,12 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
     if (const char* e = std::getenv("EPLOAD_INDEX"); e != nullptr) shipped = e;
   }
   if (!shipped.empty()) {
-    auto r = detail::open_shipped(shipped, options);
+    // Made for the paths asked for, or for those the cache keys (a shipped
+    // index made where the working directory was not on the path).
+    auto r = detail::open_shipped(shipped, requested);
+    if (!r && &options != &requested) {
+      if (auto keyed = detail::open_shipped(shipped, options)) r = std::move(keyed);
+    }
     if (r) {
       rep.status = CacheStatus::shipped;
       rep.file = shipped;
@@ -350,7 +364,14 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& options, Cac
   return index;
 }
 
-Result<std::string> store_index(const Index& index, const CacheOptions& options) {
+Result<std::string> store_index(const Index& index, const CacheOptions& requested) {
+  // Keyed by the paths `index` was made for: open_index() may have left the
+  // first out.
+  CacheOptions storage;
+  const auto have = index.search_paths();
+  const auto& want = requested.search_paths;
+  const bool short_one = have.size() + 1 == want.size() && std::equal(have.begin(), have.end(), want.begin() + 1);
+  const CacheOptions& options = short_one ? detail::without_head(requested, storage) : requested;
   const std::string dir = resolve_cache_dir(options);
   if (dir.empty()) {
     return Error{Errc::io, "no cache directory: set EPLOAD_CACHE_DIR or HOME, or pass --cache-dir"};

@@ -72,7 +72,7 @@ std::shared_ptr<const Index> through_sibling(Catalog& catalog, const std::string
   // still valid now: the same file version then holds this Catalog's groups
   // as of the same stamps.
   if (!voucher || how.status != CacheStatus::hit || !file.known() || !watched_complete(*voucher) ||
-      !still_valid(*voucher, Validation::full, nullptr)) {
+      !detail::still_keyed(*voucher, st.options) || !still_valid(*voucher, Validation::full, nullptr)) {
     return nullptr;
   }
   auto part = detail::read_groups_of(st.options, file);
@@ -113,9 +113,11 @@ Result<std::shared_ptr<const Index>> catalog_get(Catalog& catalog, CacheReport* 
     // An index read through the sibling has no watched files of its own:
     // the sibling's index, read from the same file version, is checked.
     const Index& checked = voucher ? *voucher : *current;
-    const bool ok = how.status == CacheStatus::shipped
-                        ? detail::shipped_still_valid(checked, nullptr)
-                        : still_valid(checked, st.options.validation, nullptr);
+    // Kept without its first search path (cache_key.cpp): only while that
+    // entry still holds nothing.
+    const bool ok = detail::still_keyed(checked, st.options) &&
+                    (how.status == CacheStatus::shipped ? detail::shipped_still_valid(checked, nullptr)
+                                                        : still_valid(checked, st.options.validation, nullptr));
     if (ok) {
       if (report != nullptr) {
         *report = how;

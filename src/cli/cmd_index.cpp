@@ -1,9 +1,14 @@
 // cmd_index.cpp — `epload index build|show|verify|clear|path`: manage the
 // cached index for a set of search paths, and build a relocatable read-only
 // index to ship with an environment (used through EPLOAD_INDEX=FILE).
-#include <cstdio>  // printf
-#include <map>     // group counts for `show`
-#include <string>  // messages
+#include <sys/stat.h>  // stat: does the cache directory exist
+#include <unistd.h>    // rmdir
+
+#include <cerrno>   // ENOENT
+#include <cstdio>   // printf
+#include <cstdlib>  // getenv
+#include <map>      // group counts for `show`
+#include <string>   // messages
 
 #include "cli/cli.hpp"
 #include "index_provenance.hpp"
@@ -22,7 +27,9 @@ const char k_help[] =
     "            entry points per group (--json: as one JSON object)\n"
     "  verify    compare the cache file with a fresh scan; exit 1 on any difference\n"
     "  clear     delete every file epload keeps in the cache directory: index\n"
-    "            caches, learned device names, leftover temporary files\n"
+    "            caches, learned device names, remembered sys.paths, leftover\n"
+    "            temporary files (files that start as epload writes them, whatever\n"
+    "            their names); the default directory itself too, once empty\n"
     "  path      print the cache file used for these search paths\n";
 
 std::shared_ptr<const Index> opened(const IndexOptions& o, CacheOptions& co) {
@@ -73,7 +80,7 @@ int show(const IndexOptions& options, bool json) {
     std::string out;
     JsonObject o(out);
     o.str_or_null("cache_file", co.use_cache ? cache_file_path(co) : "");
-    o.strings("search_paths", std::vector<std::string>(index->search_paths().begin(), index->search_paths().end()));
+    o.strings("search_paths", co.search_paths);  // asked for, as the text says
     o.raw("distributions", std::to_string(index->distributions().size()));
     o.raw("watched_files", std::to_string(watched));
     o.raw("entry_points", std::to_string(index->entry_points().size()));
@@ -95,8 +102,10 @@ int show(const IndexOptions& options, bool json) {
     return k_ok;
   }
   std::printf("cache file:    %s\n", co.use_cache ? cache_file_path(co).c_str() : "(none: --no-cache)");
-  std::printf("search paths:  %zu\n", index->search_paths().size());
-  for (auto p : index->search_paths()) {
+  // The paths asked for: the index may lack a first one that holds nothing
+  // (it is then not part of the key).
+  std::printf("search paths:  %zu\n", co.search_paths.size());
+  for (const std::string& p : co.search_paths) {
     // '' is the current directory of the process that runs (python -c's head of sys.path).
     if (p.empty()) {
       std::printf("  '' (the current directory)\n");
@@ -136,6 +145,30 @@ int verify(const IndexOptions& options) {
   return k_ok;
 }
 
+/// `index clear`: needs the cache directory only, so it starts no
+/// interpreter and creates nothing.  The default directory (named after
+/// epload) is removed too when nothing else is left in it; one given by
+/// --cache-dir or EPLOAD_CACHE_DIR may be shared and stays.
+int clear(const IndexOptions& options) {
+  CacheOptions co;
+  co.cache_dir = options.cache_dir;
+  const std::string dir = resolve_cache_dir(co);
+  if (dir.empty()) return fail("no cache directory: set EPLOAD_CACHE_DIR or HOME, or pass --cache-dir");
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 && errno == ENOENT) {
+    std::printf("no cache directory %s: nothing to remove\n", dir.c_str());
+    return k_ok;
+  }
+  auto removed = clear_cache(co);
+  if (!removed) return fail(removed.error().message);
+  const char* env_dir = std::getenv("EPLOAD_CACHE_DIR");
+  const bool default_dir = options.cache_dir.empty() && (env_dir == nullptr || *env_dir == '\0');
+  const bool dir_removed = default_dir && ::rmdir(dir.c_str()) == 0;
+  std::printf("removed %d cache file(s) from %s%s\n", removed.value(), dir.c_str(),
+              dir_removed ? ", and the directory" : "");
+  return k_ok;
+}
+
 int run(std::vector<std::string_view>& args) {
   if (args.empty()) return usage_error("index", "needs an action: build, show, verify, clear or path");
   const std::string action(args[0]);
@@ -158,17 +191,12 @@ int run(std::vector<std::string_view>& args) {
   if (action == "build") return build(options, output);
   if (action == "show") return show(options, json);
   if (action == "verify") return verify(options);
-  if (action == "clear" || action == "path") {
+  if (action == "clear") return clear(options);
+  if (action == "path") {
     CacheOptions co;  // only the key is needed: no scan
     if (!resolve_cache_options(options, co)) return k_error;
     co.use_cache = true;
-    if (action == "path") {
-      std::printf("%s\n", cache_file_path(co).c_str());
-      return k_ok;
-    }
-    auto removed = clear_cache(co);
-    if (!removed) return fail(removed.error().message);
-    std::printf("removed %d cache file(s) from %s\n", removed.value(), resolve_cache_dir(co).c_str());
+    std::printf("%s\n", cache_file_path(co).c_str());
     return k_ok;
   }
   return usage_error("index", "unknown action '" + action + "' (build, show, verify, clear, path)");

@@ -70,7 +70,7 @@ using detail::pread_full;
 constexpr std::string_view k_magic = "epload-python 1\n";
 
 /// The memo files (memo_path()), pruned and cleared with the cache's.
-constexpr detail::KeptFiles k_memo_files{"python-", ".txt"};
+constexpr detail::KeptFiles k_memo_files{"python-", ".txt", "epload-python "};
 [[maybe_unused]] const bool k_memo_files_kept = detail::keep_files(k_memo_files);
 constexpr std::size_t k_max_memo = 1 << 20;
 

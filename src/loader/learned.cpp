@@ -52,14 +52,12 @@ namespace epload::detail {
 
 namespace {
 
-/// The store files (learned_file_path()), and those of the Python autoload's
-/// store this one replaced (devices-<group>-<host>.json), cleared and pruned
-/// with the cache's files.
-constexpr KeptFiles k_store_files{"learned-", ".txt"};
-constexpr KeptFiles k_old_store_files{"devices-", ".json"};
-[[maybe_unused]] const bool k_store_files_kept = keep_files(k_store_files) && keep_files(k_old_store_files);
-
 constexpr std::string_view k_magic = "epload-learned 4";
+
+/// The store files (learned_file_path()) of every version, cleared and
+/// pruned with the cache's files.
+constexpr KeptFiles k_store_files{"learned-", ".txt", "epload-learned "};
+[[maybe_unused]] const bool k_store_files_kept = keep_files(k_store_files);
 constexpr std::size_t k_max_file = 64u << 20;
 
 void append_escaped(std::string& out, std::string_view s) {

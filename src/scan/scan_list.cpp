@@ -133,9 +133,9 @@ int list_infos(int fd, std::string& pool) {
   }
 }
 
-bool lists_no_metadata(const char* path) {
+MetadataIn metadata_in(const char* path) {
   const int fd = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT;  // ENOTDIR: a file, maybe a zip
+  if (fd < 0) return errno == ENOENT ? MetadataIn::missing : MetadataIn::maybe;  // ENOTDIR: a file, maybe a zip
   const bool egg = base_is_egg(path);
   bool none = true;
   alignas(8) char buf[32 * 1024];
@@ -154,7 +154,7 @@ bool lists_no_metadata(const char* path) {
     if (!none) break;
   }
   ::close(fd);
-  return none;
+  return none ? MetadataIn::none : MetadataIn::maybe;
 }
 
 }  // namespace epload::detail

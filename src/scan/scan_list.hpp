@@ -14,11 +14,19 @@
 
 namespace epload::detail {
 
+/// What search path `path` holds for importlib's Lookup now.
+enum class MetadataIn {
+  missing,  ///< nothing at that path
+  none,     ///< a directory none of whose children Lookup takes
+  maybe,    ///< a child that is metadata, a file (maybe a zip), a failed listing
+};
+MetadataIn metadata_in(const char* path);
+
 /// True when search path `path` contributes no metadata path now: it does
 /// not exist, or it is a directory none of whose children importlib's
 /// Lookup takes.  False otherwise (a file, which may be a zip archive; a
 /// listing that fails; a child that is metadata).
-bool lists_no_metadata(const char* path);
+inline bool lists_no_metadata(const char* path) { return metadata_in(path) != MetadataIn::maybe; }
 
 /// Appends the children of the directory open on `fd` that Lookup takes as
 /// infos (`*.dist-info`, `*.egg-info`; the directory is not an egg's), in

@@ -300,24 +300,29 @@ def test_backends_resolve_with_the_target_interpreters_suffixes(tmp_path):
 def test_memo_files_are_pruned_and_cleared_with_the_cache(tmp_path, venv):
     """The memo files are the CLI's (it registers their names, kept_files.hpp):
     an index write prunes one unused for 30 days and an abandoned temporary
-    file, and `epload index clear` removes them; other files stay."""
+    file, and `epload index clear` removes them; other files stay, those
+    named like memos but not written by epload too."""
     env, py, cache, memo = first_run(tmp_path, venv)
     now = time.time()
     old = cache / "python-0123456789abcdef.txt"
-    old.write_text("an old memo")
+    old.write_text("epload-python 1\n0123456789abcdef\nan old memo")
     os.utime(old, (now - 31 * 86400, now - 31 * 86400))
     killed = cache / ".python-0123456789abcdef.txt.tmp.AbC123"
-    killed.write_text("a killed writer's")
+    killed.write_text("epload-pyt")  # a killed writer's
     os.utime(killed, (now - 7200, now - 7200))
     (cache / "notes.txt").write_text("not ours")
+    theirs = cache / "python-requirements.txt"
+    theirs.write_text("requests==2.31\n")
+    os.utime(theirs, (now - 400 * 86400, now - 400 * 86400))
     site = tmp_path / "site"
     site.mkdir()
     p = subprocess.run([EPLOAD, "index", "build", "--path", str(site)], env=env,
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    assert memo_files(cache) == [memo]
+    assert memo_files(cache) == sorted([memo, theirs])
     assert not killed.exists()
+    assert theirs.read_text() == "requests==2.31\n"
     p = subprocess.run([EPLOAD, "index", "clear", "--path", str(site)], env=env,
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    assert sorted(n.name for n in cache.iterdir()) == ["notes.txt"]
+    assert sorted(n.name for n in cache.iterdir()) == ["notes.txt", "python-requirements.txt"]

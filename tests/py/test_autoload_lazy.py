@@ -379,7 +379,7 @@ def test_store_write_leaves_nothing_behind_and_index_clear_removes_it(tmp_path):
     assert store in os.listdir(cache)
     assert not [n for n in os.listdir(cache) if '.tmp.' in n]
     # A temporary file of a killed writer is one `index clear` knows.
-    write(str(cache / f'.{store}.tmp.123.456'), '{')
+    write(str(cache / f'.{store}.tmp.123.456'), 'epload-learned 3\n')
     write(str(cache / 'notes.txt'), 'not ours')
     proc = subprocess.run([os.path.join(BUILD_DIR, 'epload'), 'index', 'clear', '--path', str(tmp_path),
                            '--cache-dir', str(cache)], capture_output=True, text=True)
