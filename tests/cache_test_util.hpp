@@ -356,7 +356,9 @@ inline CacheReport open_checked(const CacheOptions& options) {
         if (stored->search_paths().size() + 1 == kept.size()) kept.erase(kept.begin());
         auto same_paths = scan(kept);
         EXPECT_TRUE(same_paths) << same_paths.error().message;
-        if (same_paths) EXPECT_EQ(stored_text(*stored), stored_text(*same_paths)) << report.reason;
+        if (same_paths) {
+          EXPECT_EQ(stored_text(*stored), stored_text(*same_paths)) << report.reason;
+        }
       }
     }
   }
