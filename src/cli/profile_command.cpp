@@ -231,9 +231,10 @@ void command_trace_text(std::string& out, const CommandRun& r) {
     add_line(out, " %s (pid %d)", r.trace.process_names[k].c_str(), r.trace.pids[k]);
   }
   add_line(out, "; traced span %s ms\n", ms(r.summary.wall_ns).c_str());
-  counters_line(out, r.trace.counters);
+  if (r.epload_spans) counters_line(out, r.trace.counters);
   phase_table(out, r.summary);
   imports_text(out, r.trace, r.imports);
+  if (!r.epload_spans) return;  // imports only: no timeline, no backends
   timeline_text(out, r.trace, r.steps);
   add_line(out, "\nbackends loaded: %zu (costliest first; ms)\n", r.summary.backends.size());
   if (!r.summary.backends.empty()) {
@@ -276,7 +277,9 @@ std::string command_text(const Options& o, const CommandRun& r, const Estimate& 
     command_trace_text(out, r);
     if (!r.epload_spans) out += "\n" + std::string(k_no_epload);
   }
-  if (est.ran) {
+  if (!r.epload_spans && !est.ran && est.error.empty()) {
+    // nothing to say about eager loading: no backend was discovered
+  } else if (est.ran) {
     add_line(out,
              "\neager loading (stock autoload's behaviour) would have loaded %zu more backend(s), costing %s ms\nmore (measured: the "
              "command ran again with EPLOAD_MODE=eager in %s ms wall)\n",

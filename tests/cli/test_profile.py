@@ -301,6 +301,15 @@ def test_command_form_eager_estimate_and_exit_status(pyenv):
     assert r["eager_estimate"]["backends"] == 4 and r["eager_estimate"]["extra_us"] > 0
 
 
+def test_a_command_that_is_not_python_still_gets_epload_spans(native):
+    site, cache, m = native
+    p = run("profile", "--json", "--", EPLOAD, "load", "dev0005", "--path", site, "--cache-dir", cache, check=0)
+    r = json.loads(p.stdout)
+    assert [b["backend"] for b in r["loaded"]] == ["gen_backend_0005"]
+    assert [q["name"] for q in r["processes"]] == ["epload"]
+    assert r["imports"]["modules"] == 0 and r["imports"]["by_self"] == []
+
+
 def test_command_that_does_not_use_epload(tmp_path):
     p = run("profile", "--", "/bin/true", check=0)
     assert "no trace was written" in p.stdout
