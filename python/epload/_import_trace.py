@@ -4,7 +4,7 @@ The import system loads each module that is not in ``sys.modules`` yet
 through ``importlib._bootstrap._find_and_load``, whether asked by an
 ``import`` statement, ``__import__`` or ``importlib.import_module``; the
 interpreter looks that function up on the module at each import, and it is
-what ``python -X importtime`` times.  ``install()`` (run by the .pth hook
+what ``python -X importtime`` times (which misses ``import_module``'s).  ``install()`` (run by the .pth hook
 when EPLOAD_TRACE is set) wraps it: each call is timed with
 ``time.monotonic_ns()`` -- CLOCK_MONOTONIC, the native recorder's clock -- and
 appended to a list; at exit the list goes to the native recorder, which
@@ -46,8 +46,13 @@ def install():
     if original is None:
         return
     append = _spans.append
+    modules = sys.modules
 
     def _find_and_load(name, import_):
+        # importlib.import_module calls in for modules loaded already (or
+        # being loaded, in a circular import): no import happens, no span.
+        if name in modules:
+            return original(name, import_)
         start = _now()
         try:
             return original(name, import_)

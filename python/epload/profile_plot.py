@@ -25,7 +25,8 @@ MAX_PROCESSES = 6      # processes drawn; the rest are named in the title
 MIN_WIDTH = 0.0015     # boxes narrower than this share of the process's extent are not drawn
 TABLE_ROWS = 15
 AXIS_PX = 1250.0       # the icicle's width in pixels (13 in at 110 dpi, minus margins)
-CHAR_PX = 5.4          # a 7-point character
+CHAR_PX = 6.4          # a 7-point character, with room
+SHOWN_MIN = 0.004      # epload's own steps (discovery, a backend's load) are drawn at least this wide
 
 # Colour per kind of span; imports take their top-level package's colour.
 KIND_COLOURS = {
@@ -118,6 +119,12 @@ def import_tables(events):
     return by_self, by_cum
 
 
+def package_of(module):
+    """What an import is coloured by: its first two name parts (torch.nn,
+    torch._C), so that one big package still shows its parts."""
+    return ".".join(module.split(".")[:2])
+
+
 def fits(text, width_ms, extent_ms):
     return width_ms / extent_ms * AXIS_PX >= len(text) * CHAR_PX + 6
 
@@ -157,8 +164,8 @@ def layout(events, names, title):
     package_ms = {}
     for e in events:
         if e["cat"] == "import":
-            top = e["name"].split(".")[0]
-            package_ms[top] = package_ms.get(top, 0.0) + max(e["import_self"], 0.0)
+            key = package_of(e["name"])
+            package_ms[key] = package_ms.get(key, 0.0) + max(e["import_self"], 0.0)
     packages = sorted(package_ms, key=lambda p: -package_ms[p])[:len(PACKAGE_COLOURS)]
     slowest = {id(e) for e in sorted((e for e in events if e["depth"] <= 3),
                                      key=lambda e: -(e["end"] - e["start"]))[:25]}
@@ -170,15 +177,21 @@ def layout(events, names, title):
         for tid, lane in sorted(pids[pid]):
             for e in lane:
                 width = (e["end"] - e["start"]) / 1000.0
-                if e["depth"] >= MAX_DEPTH or width < extent_ms * MIN_WIDTH:
-                    continue
                 kind = kind_of(e)
-                top = e["name"].split(".")[0]
+                # epload's own steps stay visible however short: a backend's
+                # load, the discovery query, a host's import.
+                step = e["cat"] == "load" or (e["cat"] == "total" and kind in ("discovery", "host import"))
+                if e["depth"] >= MAX_DEPTH or (width < extent_ms * MIN_WIDTH and not step):
+                    continue
+                drawn = max(width, extent_ms * SHOWN_MIN) if step else width
+                key = package_of(e["name"])
                 boxes.append({"name": e["name"], "cat": e["cat"], "kind": kind, "tid": tid,
-                              "package": top if kind == "import" and top in packages else None,
+                              "package": key if kind == "import" and key in packages else None,
                               "start_ms": round((e["start"] - t0) / 1000.0, 3), "dur_ms": round(width, 3),
-                              "depth": e["depth"],
-                              "label": box_label(e, width, extent_ms, id(e) in slowest)})
+                              "drawn_ms": round(drawn, 3), "depth": e["depth"],
+                              "label": box_label(e, drawn, extent_ms, id(e) in slowest or step)})
+                if step and not boxes[-1]["label"]:  # too narrow: named beside it
+                    boxes[-1]["note"] = f"{e['name']} {width:.1f} ms"
         processes.append({"pid": pid, "name": names.get(pid, ""), "extent_ms": round(extent_ms, 3),
                           "threads": len(pids[pid]), "boxes": boxes})
     by_self, by_cum = import_tables(events)
@@ -203,15 +216,19 @@ def draw(plan, out, plt):
     table_rows = max(len(plan["slowest_self"]), 1)
     heights = [0.9 + 0.32 * r for r in rows] + [0.75 + 0.2 * table_rows]
     fig = plt.figure(figsize=(13, sum(heights) + 1.2))
-    grid = fig.add_gridspec(len(procs) + 1, 2, height_ratios=heights, hspace=0.55, wspace=0.45)
+    grid = fig.add_gridspec(len(procs) + 1, 2, height_ratios=heights, hspace=0.4, wspace=0.45)
     for k, (p, depth) in enumerate(zip(procs, rows)):
         ax = fig.add_subplot(grid[k, :])
         for b in p["boxes"]:
-            ax.barh(b["depth"] + 0.5, b["dur_ms"], left=b["start_ms"], height=0.92,
+            ax.barh(b["depth"] + 0.5, b["drawn_ms"], left=b["start_ms"], height=0.92,
                     color=colour(b, plan["packages"]), edgecolor="white", linewidth=0.3)
             if b["label"]:
-                ax.text(b["start_ms"] + b["dur_ms"] / 2, b["depth"] + 0.5, b["label"], ha="center",
+                ax.text(b["start_ms"] + b["drawn_ms"] / 2, b["depth"] + 0.5, b["label"], ha="center",
                         va="center", fontsize=7, clip_on=True)
+            elif b.get("note"):
+                ax.annotate(b["note"], xy=(b["start_ms"], b["depth"] + 0.5), xytext=(-3, 0),
+                            textcoords="offset points", ha="right", va="center", fontsize=7,
+                            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": colour(b, plan["packages"])})
         ax.set_ylim(depth, 0)
         ax.set_xlim(0, p["extent_ms"] * 1.005)
         ax.set_yticks([])
@@ -239,8 +256,8 @@ def draw(plan, out, plt):
         if rows_:
             values = [r[label] for r in rows_]
             ax.barh([r["module"] for r in rows_], values,
-                    color=[PACKAGE_COLOURS[plan["packages"].index(r["module"].split(".")[0])]
-                           if r["module"].split(".")[0] in plan["packages"] else OTHER_PACKAGES for r in rows_])
+                    color=[PACKAGE_COLOURS[plan["packages"].index(package_of(r["module"]))]
+                           if package_of(r["module"]) in plan["packages"] else OTHER_PACKAGES for r in rows_])
             for y, v in enumerate(values):
                 ax.text(v, y, f" {v:.1f}", va="center", fontsize=6)
             ax.set_xlim(0, max(values) * 1.15)
