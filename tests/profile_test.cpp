@@ -169,6 +169,16 @@ TEST_F(Profile, ImportsSelfCumulativeAndTheBackendLoadThatCausedThem) {
   EXPECT_EQ(s.backends[0].ns, 28);       // be alone is direct
   ASSERT_EQ(s.backends[0].direct.size(), 1u);
   EXPECT_EQ(s.backends[0].direct[0].module, "be");
+  // A module imported inside its own import (its parent imports it first):
+  // counted twice, its time once.
+  const prof::ImportSummary again = prof::summarize_imports(
+      {ev(P::module_import, "a.b", 0, 100), ev(P::module_import, "a", 1, 90), ev(P::module_import, "a.b", 10, 50)});
+  std::map<std::string, prof::ImportTotal> by_again;
+  for (const auto& t : again.by_self) by_again[t.module] = t;
+  EXPECT_EQ(by_again["a.b"].count, 2u);
+  EXPECT_EQ(by_again["a.b"].cumulative_ns, 100);
+  EXPECT_EQ(by_again["a.b"].self_ns, 11 + 40);
+  EXPECT_EQ(by_again["a"].self_ns, 89 - 40);
   // No import spans: an empty summary.
   EXPECT_EQ(prof::summarize_imports({ev(P::total, "x", 0, 5)}).modules, 0u);
 }

@@ -93,6 +93,9 @@ def nest(events):
                 stack[-1]["self"] -= e["end"] - e["start"]
             if e["cat"] == "import":
                 e["import_self"] = e["end"] - e["start"]
+                # the same module inside its own import (a parent importing
+                # it first): its time is counted in the outer span already
+                e["again"] = any(o["cat"] == "import" and o["name"] == e["name"] for o in stack)
                 outer = next((o for o in reversed(stack) if o["cat"] == "import"), None)
                 if outer is not None:
                     outer["import_self"] -= e["end"] - e["start"]
@@ -109,7 +112,7 @@ def import_tables(events):
             continue
         t = by.setdefault(e["name"], {"module": e["name"], "self_ms": 0.0, "cumulative_ms": 0.0, "count": 0})
         t["self_ms"] += max(e["import_self"], 0.0) / 1000.0
-        t["cumulative_ms"] += (e["end"] - e["start"]) / 1000.0
+        t["cumulative_ms"] += 0.0 if e["again"] else (e["end"] - e["start"]) / 1000.0
         t["count"] += 1
     rows = list(by.values())
     for t in rows:

@@ -77,7 +77,13 @@ class Collector {
     ImportTotal& t = m_modules[e.subject];
     t.module = e.subject;
     ++t.count;
-    t.cumulative_ns += e.dur_ns;
+    // An import of a submodule imports its parent first, and the parent may
+    // import that submodule itself: the same module's span inside its own
+    // (-X importtime shows both too).  Its time is in the outer one already.
+    const bool again = std::any_of(stack.begin(), stack.end(), [&](const Open& o) {
+      return o.e->phase == Phase::module_import && o.e->subject == e.subject;
+    });
+    if (!again) t.cumulative_ns += e.dur_ns;
     ProcessImports& p = m_processes[e.pid];
     p.pid = e.pid;
     ++p.modules;
