@@ -233,9 +233,7 @@ bool plot(const std::string& trace_file, const std::string& png, const std::stri
   const std::string exe_dir = dir_of(self_exe());
   const std::string python = plot_python(exe_dir);
   std::vector<std::string> argv = {python};
-  if (const char* s = std::getenv("EPLOAD_PLOT_SCRIPT"); s && *s) {
-    argv.push_back(s);
-  } else if (std::string file = plot_module_file(exe_dir); !file.empty()) {
+  if (std::string file = plot_module_file(exe_dir); !file.empty()) {
     argv.push_back(file);
   } else {
     argv.insert(argv.end(), {"-m", "epload.profile_plot"});  // wherever that Python finds the package
