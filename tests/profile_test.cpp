@@ -3,7 +3,8 @@
 // (fields, nesting, one `load` event per loaded backend); summaries; bad
 // trace files.  Real directories, real backend libraries, real dlopen.
 #include "epload/profile.hpp"
-#include "profile_trace.hpp"  // reading, merging, summaries
+#include "profile_imports.hpp"  // import summaries
+#include "profile_trace.hpp"    // reading, merging, summaries
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>  // mkfifo
@@ -128,6 +129,74 @@ TEST_F(Profile, SpansNestPerThreadAndSurviveAWriteAndRead) {
   EXPECT_NE(other[0].tid, outer[0].tid);  // the other thread has its own lane
   EXPECT_EQ(py[0].dur_ns, 1500);
   EXPECT_EQ(py[0].start_ns, t0);  // nanoseconds survive the µs text
+}
+
+TEST_F(Profile, ImportsSelfCumulativeAndTheBackendLoadThatCausedThem) {
+  // pid 7: import torch [0, 100) > import torch._C [5, 25), total "import torch"
+  // [30, 90) > load be [40, 80) > py_import be [41, 79) > import be [42, 70)
+  // > import be.ops [50, 60).  pid 8 imports torch too [0, 40) (another thread
+  // number, another process).
+  auto ev = [](prof::Phase p, std::string d, std::int64_t s, std::int64_t e, std::int32_t pid = 7) {
+    return prof::Event{p, std::move(d), s, e - s, 1, pid};
+  };
+  using P = prof::Phase;
+  const std::vector<prof::Event> evs = {
+      ev(P::module_import, "torch", 0, 100),  ev(P::module_import, "torch._C", 5, 25),
+      ev(P::total, "import torch", 30, 90),   ev(P::load, "be", 40, 80),
+      ev(P::py_import, "be", 41, 79),         ev(P::module_import, "be", 42, 70),
+      ev(P::module_import, "be.ops", 50, 60), ev(P::module_import, "torch", 0, 40, 8)};
+  const prof::ImportSummary s = prof::summarize_imports(evs);
+  EXPECT_EQ(s.modules, 5u);
+  std::map<std::string, prof::ImportTotal> by;
+  for (const auto& t : s.by_self) by[t.module] = t;
+  // torch's self: pid 7's 100 - 20 (torch._C) - 28 (be, nested in it through
+  // epload's spans), plus pid 8's whole 40.
+  EXPECT_EQ(by["torch"].self_ns, 52 + 40);
+  EXPECT_EQ(by["torch"].cumulative_ns, 140);
+  EXPECT_EQ(by["torch"].count, 2u);
+  EXPECT_EQ(by["be"].self_ns, 18);
+  EXPECT_EQ(by["be.ops"].self_ns, 10);
+  EXPECT_EQ(s.by_self.front().module, "torch");
+  EXPECT_EQ(s.by_cumulative.front().module, "torch");
+  EXPECT_EQ(s.by_cumulative.back().module, "be.ops");
+  ASSERT_EQ(s.processes.size(), 2u);
+  EXPECT_EQ(s.processes[0].pid, 7);
+  EXPECT_EQ(s.processes[0].modules, 4u);
+  EXPECT_EQ(s.processes[0].ns, 100);  // the outermost import only
+  ASSERT_EQ(s.backends.size(), 1u);
+  EXPECT_EQ(s.backends[0].backend, "be");
+  EXPECT_EQ(s.backends[0].modules, 2u);  // be and be.ops
+  EXPECT_EQ(s.backends[0].ns, 28);       // be alone is direct
+  ASSERT_EQ(s.backends[0].direct.size(), 1u);
+  EXPECT_EQ(s.backends[0].direct[0].module, "be");
+  // A module imported inside its own import (its parent imports it first):
+  // counted twice, its time once.
+  const prof::ImportSummary again = prof::summarize_imports(
+      {ev(P::module_import, "a.b", 0, 100), ev(P::module_import, "a", 1, 90), ev(P::module_import, "a.b", 10, 50)});
+  std::map<std::string, prof::ImportTotal> by_again;
+  for (const auto& t : again.by_self) by_again[t.module] = t;
+  EXPECT_EQ(by_again["a.b"].count, 2u);
+  EXPECT_EQ(by_again["a.b"].cumulative_ns, 100);
+  EXPECT_EQ(by_again["a.b"].self_ns, 11 + 40);
+  EXPECT_EQ(by_again["a"].self_ns, 89 - 40);
+  // No import spans: an empty summary.
+  EXPECT_EQ(prof::summarize_imports({ev(P::total, "x", 0, 5)}).modules, 0u);
+}
+
+TEST_F(Profile, ImportPhaseRoundTripsThroughATraceFile) {
+  prof::enable();
+  prof::record(prof::Phase::module_import, "json.decoder", 1000, 500);
+  prof::record_for(77, prof::Phase::module_import, "on.another.thread", 2000, 10);
+  const std::string path = ::testing::TempDir() + "import_trace.json";
+  ASSERT_TRUE(prof::write_trace(path));
+  auto t = prof::read_trace(path);
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  ASSERT_EQ(t->events.size(), 2u);
+  EXPECT_EQ(t->events[0].phase, prof::Phase::module_import);
+  EXPECT_EQ(t->events[0].subject, "json.decoder");
+  EXPECT_STREQ(prof::phase_name(prof::Phase::module_import), "import");
+  EXPECT_NE(t->events[0].tid, t->events[1].tid);  // the keyed thread has its own number
+  ::unlink(path.c_str());
 }
 
 TEST_F(Profile, SummarySelfTimeSubtractsDirectChildren) {

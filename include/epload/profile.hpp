@@ -22,6 +22,8 @@
 // processes merge by concatenation), "pid" and "tid".  Every backend load is
 // one `load` event named after the backend; its dlopen/init (native) or
 // py_import/py_call (Python) events nest inside it on the same thread.
+// In a Python process, every module import is an `import` event named after
+// the module (the Python layer's import hook), nested as the imports were.
 #pragma once
 
 #include <cstdint>      // counters, timestamps
@@ -48,10 +50,11 @@ enum class Phase : std::uint8_t {
   py_call,    ///< Python backend: call of its entry point
   total,      ///< an enclosing span (a command, a step of one)
   load,       ///< one backend's whole load (subject: the backend's name)
+  module_import,  ///< "import": one module's import in a traced Python process (subject: the module)
 };
 
 /// Number of phases (for tables indexed by phase).
-inline constexpr int k_phase_count = static_cast<int>(Phase::load) + 1;
+inline constexpr int k_phase_count = static_cast<int>(Phase::module_import) + 1;
 
 /// The phase's name as it appears in tables and traces.
 const char* phase_name(Phase phase);
@@ -91,6 +94,10 @@ std::uint64_t counter(Counter counter);
 /// Records a span timed by the caller (the Python layer times its imports
 /// and calls with the same clock) on the calling thread.  No-op when off.
 void record(Phase phase, std::string_view subject, std::int64_t start_ns, std::int64_t dur_ns);
+/// The same, for a span timed on another thread, named by the caller's key
+/// (e.g. Python's thread ident): each key gets a thread number of its own.
+void record_for(std::uint64_t thread_key, Phase phase, std::string_view subject, std::int64_t start_ns,
+                std::int64_t dur_ns);
 
 /// A copy of every span recorded so far, in start order.
 std::vector<Event> events();

@@ -1,9 +1,10 @@
 """Zero-code-change autoload: run epload.autoload when a host finishes importing.
 
 Installed by ``epload-autoload.pth`` (see docs/python.md), which calls
-``install()`` at interpreter start only when ``EPLOAD_AUTOLOAD_HOSTS`` or
-``EPLOAD_IMPORTLIB`` is set; otherwise the .pth line costs two environment
-lookups.  ``EPLOAD_IMPORTLIB=1`` makes ``importlib.metadata.entry_points``
+``install()`` at interpreter start only when ``EPLOAD_AUTOLOAD_HOSTS``,
+``EPLOAD_IMPORTLIB`` or ``EPLOAD_TRACE`` is set; otherwise the .pth line costs
+three environment lookups.  ``EPLOAD_TRACE`` records every module import of
+the process (``_import_trace``).  ``EPLOAD_IMPORTLIB=1`` makes ``importlib.metadata.entry_points``
 epload's in every process (``_importlib_hook``).
 
     EPLOAD_AUTOLOAD_HOSTS=torch                    # group torch.backends
@@ -144,11 +145,14 @@ _installed = None
 
 
 def install():
-    """Installs the finder for the hosts in ``$EPLOAD_AUTOLOAD_HOSTS``
-    (idempotent).  Hosts imported already are autoloaded at once.  With
+    """Records imports under EPLOAD_TRACE, and installs the finder for the
+    hosts in ``$EPLOAD_AUTOLOAD_HOSTS`` (idempotent).  Hosts imported already are autoloaded at once.  With
     ``EPLOAD_IMPORTLIB=1``, importlib.metadata's ``entry_points`` becomes
     epload's (a bad value is warned about and the switch stays off)."""
     global _installed
+    if os.environ.get('EPLOAD_TRACE'):
+        from . import _import_trace  # every import of this process, as spans
+        _import_trace.install()
     from . import _importlib_hook
     if _importlib_hook.wanted():
         _importlib_hook.install()

@@ -429,11 +429,17 @@ PYBIND11_MODULE(_native, m) {
         "True when spans are being recorded (EPLOAD_TRACE is set).");
   m.def(
       "trace_record",
-      [](const std::string& phase, const std::string& detail, long long start_ns, long long dur_ns) {
+      [](const std::string& phase, const std::string& detail, long long start_ns, long long dur_ns,
+         py::object thread) {
         const auto p = epload::profile::parse_phase(phase);
         if (!p) throw py::value_error("unknown profile phase '" + phase + "'");
-        epload::profile::record(*p, detail, start_ns, dur_ns);
+        if (thread.is_none()) {
+          epload::profile::record(*p, detail, start_ns, dur_ns);
+        } else {
+          epload::profile::record_for(thread.cast<std::uint64_t>(), *p, detail, start_ns, dur_ns);
+        }
       },
-      py::arg("phase"), py::arg("detail"), py::arg("start_ns"), py::arg("dur_ns"),
-      "Records a span timed with time.monotonic_ns() on the calling thread.");
+      py::arg("phase"), py::arg("detail"), py::arg("start_ns"), py::arg("dur_ns"), py::arg("thread") = py::none(),
+      "Records a span timed with time.monotonic_ns() on the calling thread, or on the thread "
+      "`thread` names (threading.get_ident() of the thread that timed it).");
 }

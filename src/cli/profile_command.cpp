@@ -5,6 +5,10 @@
 // backends loaded.  With --eager-estimate it runs COMMAND again with
 // EPLOAD_MODE=eager and reports what the additional backend loads cost: measured, since a command's backends are
 // not known to this process.
+#include <string.h>  // strsignal
+
+#include <cerrno>  // ENOENT
+
 #include <algorithm>      // find_if, any_of
 #include <string>         // output
 #include <unordered_set>  // loaded set
@@ -17,14 +21,15 @@ namespace epload::cli::profiling {
 namespace {
 
 /// Runs the command once with EPLOAD_TRACE pointing into `dir`.
-int run_traced(const Options& o, const TempDir& dir, bool eager, std::int64_t& wall_ns, std::string& error) {
+int run_traced(const Options& o, const TempDir& dir, bool eager, std::int64_t& wall_ns, std::string& error,
+               ProcessEnd* end = nullptr) {
   std::vector<std::pair<std::string, std::string>> set = {{"EPLOAD_TRACE", dir.path + "/trace-%p.json"}};
   if (eager) {
     set.push_back({"EPLOAD_MODE", "eager"});
   }
   const std::int64_t t = prof::now_ns();
   // With --json, stdout carries the report only: the command's goes to stderr.
-  const int rc = run_process(o.command, environment_with(set), o.json ? 2 : -1, error);
+  const int rc = run_process(o.command, environment_with(set), o.json ? 2 : -1, error, end, true);
   wall_ns = prof::now_ns() - t;
   return rc;
 }
@@ -137,13 +142,17 @@ std::string kind_of(const prof::BackendTotal& b) {
 
 /// A traced run of the command, read back.
 struct CommandRun {
-  int rc = 0;                         ///< its exit status
+  int rc = 0;                         ///< its exit status (128+n when killed by signal n)
+  ProcessEnd end;                     ///< the signal that killed it
   std::int64_t wall = 0;              ///< its wall time
   std::string shown_command;          ///< the command line, as shown
   std::vector<std::string> problems;  ///< trace files that could not be read
   prof::Trace trace;
   prof::Summary summary;
+  prof::ImportSummary imports;
   std::vector<Step> steps;
+  /// Spans of epload itself (discovery, loads, host imports), not only imports.
+  bool epload_spans = false;
 };
 
 /// --eager-estimate: runs the command again with EPLOAD_MODE=eager and sums
@@ -176,6 +185,7 @@ std::string command_json(const CommandRun& r, const Estimate& est) {
   JsonObject top(out);
   top.str("command", r.shown_command)
       .raw("exit_status", std::to_string(r.rc))
+      .raw("signal", r.end.signal ? std::to_string(r.end.signal) : "null")
       .raw("wall_us", us(r.wall))
       .raw("traced_us", us(r.summary.wall_ns))
       .member("processes") += '[';
@@ -186,12 +196,13 @@ std::string command_json(const CommandRun& r, const Estimate& est) {
   out += ']';
   json_phases(out, r.summary, r.trace.counters);
   timeline_json(out, r.steps);
+  imports_json(top, r.imports);
   top.member("loaded") += '[';
   for (std::size_t k = 0; k < r.summary.backends.size(); ++k) {
     const auto& b = r.summary.backends[k];
     out += k ? ",\n" : "\n";
-    JsonObject(out)
-        .str("backend", b.name)
+    JsonObject backend(out);
+    backend.str("backend", b.name)
         .str("kind", kind_of(b))
         .str("when", when_loaded(r.steps, b.name))
         .raw("loads", std::to_string(b.loads))
@@ -200,8 +211,9 @@ std::string command_json(const CommandRun& r, const Estimate& est) {
         .raw("init_us", us(b.init_ns))
         .raw("import_us", us(b.import_ns))
         .raw("call_us", us(b.call_ns))
-        .raw("load_us", us(b.load_ns))
-        .close();
+        .raw("load_us", us(b.load_ns));
+    backend_imports_json(backend, r.imports, b.name);
+    backend.close();
   }
   out += ']';
   json_estimate(top, est, "eager_wall_us",
@@ -219,8 +231,10 @@ void command_trace_text(std::string& out, const CommandRun& r) {
     add_line(out, " %s (pid %d)", r.trace.process_names[k].c_str(), r.trace.pids[k]);
   }
   add_line(out, "; traced span %s ms\n", ms(r.summary.wall_ns).c_str());
-  counters_line(out, r.trace.counters);
+  if (r.epload_spans) counters_line(out, r.trace.counters);
   phase_table(out, r.summary);
+  imports_text(out, r.trace, r.imports);
+  if (!r.epload_spans) return;  // imports only: no timeline, no backends
   timeline_text(out, r.trace, r.steps);
   add_line(out, "\nbackends loaded: %zu (costliest first; ms)\n", r.summary.backends.size());
   if (!r.summary.backends.empty()) {
@@ -234,19 +248,38 @@ void command_trace_text(std::string& out, const CommandRun& r) {
              cell(py ? b.call_ns : b.init_ns).c_str(), cell(b.load_ns).c_str(),
              when_loaded(r.steps, b.name).c_str());
   }
+  backend_imports_text(out, r.summary, r.imports);
 }
+
+// What to set for epload's own spans, when a command's processes recorded
+// imports only (or nothing).
+const char k_no_epload[] =
+    "epload's own spans (discovery, each backend's load) appear when a program uses epload:\n"
+    "for PyTorch, set EPLOAD_AUTOLOAD_HOSTS=torch (epload then discovers and loads torch's\n"
+    "backends, e.g. EPLOAD_AUTOLOAD_HOSTS=torch epload profile -- python -c 'import torch').\n";
 
 std::string command_text(const Options& o, const CommandRun& r, const Estimate& est) {
   std::string out;
-  add_line(out, "\nepload profile: '%s' exited with status %d after %s ms (wall)\n", r.shown_command.c_str(), r.rc,
-           ms(r.wall).c_str());
+  if (r.end.signal != 0) {
+    const char* what = ::strsignal(r.end.signal);
+    add_line(out, "\nepload profile: %s was killed by signal %d (%s) after %s ms (wall); exit status %d\n",
+             r.shown_command.c_str(), r.end.signal, what ? what : "?", ms(r.wall).c_str(), r.rc);
+  } else {
+    add_line(out, "\nepload profile: %s exited with status %d after %s ms (wall)\n", r.shown_command.c_str(), r.rc,
+             ms(r.wall).c_str());
+  }
   if (r.trace.pids.empty()) {
-    out += "no trace was written: the command did not use epload (or exited without running\n"
-           "exit handlers, e.g. os._exit or a crash)\n";
+    out += "no trace was written: no process of the command used epload.  A Python with epload\n"
+           "installed (pip install epload, in the environment of that Python) records its imports;\n"
+           "a process that ends by os._exit, a crash or a signal writes nothing.\n";
+    out += k_no_epload;
   } else {
     command_trace_text(out, r);
+    if (!r.epload_spans) out += "\n" + std::string(k_no_epload);
   }
-  if (est.ran) {
+  if (!r.epload_spans && !est.ran && est.error.empty()) {
+    // nothing to say about eager loading: no backend was discovered
+  } else if (est.ran) {
     add_line(out,
              "\neager loading (stock autoload's behaviour) would have loaded %zu more backend(s), costing %s ms\nmore (measured: the "
              "command ran again with EPLOAD_MODE=eager in %s ms wall)\n",
@@ -269,18 +302,26 @@ int run_command(const Options& o) {
   if (dir.path.empty()) return fail("cannot create a temporary directory for the traces (set TMPDIR)");
   CommandRun r;
   std::string error;
-  r.rc = run_traced(o, dir, false, r.wall, error);
-  if (r.rc < 0) return fail(error);
+  r.rc = run_traced(o, dir, false, r.wall, error, &r.end);
+  if (r.rc < 0) {
+    // As shells do: 127 when the command is not found, 126 when it cannot
+    // be executed.
+    fail(error);
+    return r.end.spawn_error == ENOENT ? 127 : r.end.spawn_error != 0 ? 126 : k_error;
+  }
   r.trace = dir.collect(r.problems);
   r.summary = prof::summarize(r.trace.events);
+  r.imports = prof::summarize_imports(r.trace.events);
   r.steps = timeline(r.trace);
-  for (const std::string& a : o.command) r.shown_command += (r.shown_command.empty() ? "" : " ") + a;
+  r.shown_command = shell_quoted(o.command);
+  r.epload_spans = std::any_of(r.trace.events.begin(), r.trace.events.end(),
+                               [](const prof::Event& e) { return e.phase != prof::Phase::module_import; });
 
   Estimate est;
   if (o.eager_estimate) est = eager_estimate(o, r);
   std::string out = o.json ? command_json(r, est) : command_text(o, r, est);
   std::string werror;
-  const bool outputs_ok = write_outputs(o.trace, o.plot, &r.trace, werror);
+  const bool outputs_ok = write_outputs(o.trace, o.plot, &r.trace, werror, "epload profile -- " + r.shown_command);
   if (outputs_ok && !o.plot.empty() && !o.json) out += "plot: " + o.plot + "\n";
   write_out(out);
   std::fflush(stdout);

@@ -2,8 +2,11 @@
 #include "cli/profile_common.hpp"
 
 #include <dirent.h>    // opendir: collect trace files
+#include <glob.h>      // the plot module in an installed package
+#include <signal.h>    // sigaction: shield from Ctrl-C while the command runs
 #include <spawn.h>     // posix_spawnp
 #include <stdlib.h>    // mkdtemp
+#include <sys/stat.h>  // stat: a venv's python
 #include <sys/wait.h>  // waitpid
 #include <unistd.h>    // readlink, access, unlink, rmdir
 
@@ -59,7 +62,7 @@ std::string dir_of(const std::string& path) {
 }  // namespace
 
 int run_process(const std::vector<std::string>& argv, const std::vector<std::string>& env, int out_fd,
-                std::string& error) {
+                std::string& error, ProcessEnd* end, bool shield) {
   std::vector<char*> a, e;
   for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
   a.push_back(nullptr);
@@ -68,19 +71,66 @@ int run_process(const std::vector<std::string>& argv, const std::vector<std::str
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   if (out_fd >= 0) posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
+  // Shielded: SIGINT and SIGQUIT ignored here while the child runs; the
+  // child gets back the default action of those that had it (a signal the
+  // caller of epload ignored stays ignored, as it would without epload).
+  struct sigaction ignore = {}, old_int = {}, old_quit = {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (shield) {
+    ::sigaction(SIGINT, &ignore, &old_int);
+    ::sigaction(SIGQUIT, &ignore, &old_quit);
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    if (old_int.sa_handler != SIG_IGN) sigaddset(&defaults, SIGINT);
+    if (old_quit.sa_handler != SIG_IGN) sigaddset(&defaults, SIGQUIT);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  }
+  auto unshield = [&] {
+    if (!shield) return;
+    ::sigaction(SIGINT, &old_int, nullptr);
+    ::sigaction(SIGQUIT, &old_quit, nullptr);
+  };
   pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, a[0], &actions, nullptr, a.data(), e.data());
+  const int rc = ::posix_spawnp(&pid, a[0], &actions, &attr, a.data(), e.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) {
-    error = "cannot run '" + argv[0] + "': " + std::strerror(rc);
+    unshield();
+    if (end) end->spawn_error = rc;
+    error = "cannot run '" + argv[0] + "': " + (rc == ENOENT ? std::string("command not found") : std::strerror(rc));
     return -1;
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  unshield();
   if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  if (WIFSIGNALED(status)) {
+    if (end) end->signal = WTERMSIG(status);
+    return 128 + WTERMSIG(status);
+  }
   return 1;
+}
+
+std::string shell_quoted(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& word : argv) {
+    if (!out.empty()) out += ' ';
+    const bool plain = !word.empty() && word.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                               "0123456789_@%+=:,./-") == std::string::npos;
+    if (plain) {
+      out += word;
+      continue;
+    }
+    out += '\'';
+    for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += '\'';
+  }
+  return out;
 }
 
 std::vector<std::string> environment_with(const std::vector<std::pair<std::string, std::string>>& set) {
@@ -140,40 +190,69 @@ prof::Trace TempDir::collect(std::vector<std::string>& problems) const {
 
 namespace {
 
-// Draws `trace_file` into `png` with scripts/plot_trace.py.
-bool plot(const std::string& trace_file, const std::string& png, std::string& error) {
-  std::string script;
-  if (const char* s = std::getenv("EPLOAD_PLOT_SCRIPT"); s && *s) {
-    script = s;
-  } else {
-    // Next to the executable (a build tree inside the checkout, an
-    // installation), then the checkout it was built from (a build tree
-    // elsewhere).
-    const std::string exe_dir = dir_of(self_exe());
-    for (const std::string& c : {exe_dir + "/../scripts/plot_trace.py", exe_dir + "/scripts/plot_trace.py",
-                                 exe_dir + "/../share/epload/plot_trace.py",
-                                 std::string(EPLOAD_SOURCE_SCRIPTS "/plot_trace.py")}) {
-      if (::access(c.c_str(), R_OK) == 0) {
-        script = c;
-        break;
-      }
-    }
+// The package's plot module (epload/profile_plot.py) beside this
+// executable: a build tree (<build>/epload, <build>/python/epload/), or a pip
+// installation (<prefix>/bin/epload, <prefix>/lib/pythonX.Y/site-packages/
+// epload/; dist-packages on Debian).  Empty when not found.
+std::string plot_module_file(const std::string& exe_dir) {
+  const std::string build_tree = exe_dir + "/python/epload/profile_plot.py";
+  if (::access(build_tree.c_str(), R_OK) == 0) return build_tree;
+  for (const char* packages : {"site-packages", "dist-packages"}) {
+    const std::string pattern = exe_dir + "/../lib/python3*/" + packages + "/epload/profile_plot.py";
+    glob_t g;
+    std::string found;
+    if (::glob(pattern.c_str(), 0, nullptr, &g) == 0 && g.gl_pathc > 0) found = g.gl_pathv[g.gl_pathc - 1];
+    ::globfree(&g);
+    if (!found.empty()) return found;
   }
-  if (script.empty() || ::access(script.c_str(), R_OK) != 0) {
-    error = "--plot: scripts/plot_trace.py not found next to " + self_exe() + " nor in " +
-            EPLOAD_SOURCE_SCRIPTS " (set EPLOAD_PLOT_SCRIPT to its path)";
+  return {};
+}
+
+// The Python that draws: EPLOAD_PLOT_PYTHON, else the Python of this
+// executable's environment: a venv's bin/python3 beside bin/epload (where
+// `pip install matplotlib` puts matplotlib), a build tree's the one its
+// package was built for; else python3 on PATH.
+std::string plot_python(const std::string& exe_dir) {
+  if (const char* p = std::getenv("EPLOAD_PLOT_PYTHON"); p && *p) return p;
+  for (const char* name : {"/python3", "/python"}) {
+    struct stat st;
+    const std::string path = exe_dir + name;
+    if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0) return path;
+  }
+#ifdef EPLOAD_BUILD_PYTHON
+  if (::access((exe_dir + "/CMakeCache.txt").c_str(), R_OK) == 0 && ::access(EPLOAD_BUILD_PYTHON, X_OK) == 0) {
+    return EPLOAD_BUILD_PYTHON;
+  }
+#endif
+  return "python3";
+}
+
+// Draws `trace_file` into `png` (and its twin, png's .plot.json) with the
+// package's plot module (python -m epload.profile_plot).
+bool plot(const std::string& trace_file, const std::string& png, const std::string& title, std::string& error) {
+  const std::string exe_dir = dir_of(self_exe());
+  const std::string python = plot_python(exe_dir);
+  std::vector<std::string> argv = {python};
+  if (std::string file = plot_module_file(exe_dir); !file.empty()) {
+    argv.push_back(file);
+  } else {
+    argv.insert(argv.end(), {"-m", "epload.profile_plot"});  // wherever that Python finds the package
+  }
+  argv.insert(argv.end(), {trace_file, "-o", png});
+  if (!title.empty()) argv.insert(argv.end(), {"--title", title});
+  const int rc = run_process(argv, environment_with({}), -1, error);
+  if (rc < 0) {
+    error = "--plot: " + error + " (EPLOAD_PLOT_PYTHON names the Python to draw with)";
     return false;
   }
-  std::string python = "python3";
-  if (const char* p = std::getenv("EPLOAD_PLOT_PYTHON"); p && *p) {
-    python = p;
-  } else if (::access("/usr/bin/python3", X_OK) == 0) {
-    python = "/usr/bin/python3";  // Debian's matplotlib lives there, not in other pythons
+  if (rc == 3) {
+    error = "--plot: matplotlib is not installed for " + python + ": pip install matplotlib (the report" +
+            " and the trace were written)";
+    return false;
   }
-  const int rc = run_process({python, script, trace_file, "-o", png}, environment_with({}), -1, error);
-  if (rc < 0) return false;
   if (rc != 0) {
-    error = "--plot: " + script + " failed (exit status " + std::to_string(rc) + ", message above)";
+    error = "--plot: " + python + " -m epload.profile_plot failed (exit status " + std::to_string(rc) +
+            ", message above)";
     return false;
   }
   return true;
@@ -221,7 +300,7 @@ void json_phases(std::string& out, const prof::Summary& s, const std::uint64_t* 
 }
 
 bool write_outputs(const std::string& trace_path, const std::string& plot_path, const prof::Trace* trace,
-                   std::string& error) {
+                   std::string& error, const std::string& title) {
   std::string file = trace_path;
   TempDir tmp;
   if (file.empty() && !plot_path.empty()) {
@@ -235,7 +314,7 @@ bool write_outputs(const std::string& trace_path, const std::string& plot_path, 
     const bool ok = trace ? prof::write_trace(*trace, file, &error) : prof::write_trace(file, &error);
     if (!ok) return false;
   }
-  if (!plot_path.empty() && !plot(file, plot_path, error)) return false;
+  if (!plot_path.empty() && !plot(file, plot_path, title, error)) return false;
   return true;
 }
 

@@ -12,7 +12,8 @@
 
 #include "cli/cli.hpp"
 #include "epload/profile.hpp"
-#include "profile_trace.hpp"  // reading, merging, summaries
+#include "profile_imports.hpp"  // the imports of traced Python processes
+#include "profile_trace.hpp"    // reading, merging, summaries
 
 namespace epload::cli::profiling {
 
@@ -51,11 +52,19 @@ void add_line(std::string& out, const char* format, ...) __attribute__((format(p
 
 /// This executable's path (/proc/self/exe).
 std::string self_exe();
+/// How a child process ended, beyond its status (run_process).
+struct ProcessEnd {
+  int signal = 0;       ///< the signal that killed it, else 0
+  int spawn_error = 0;  ///< errno when it could not be started (ENOENT, EACCES, ...)
+};
 /// Runs argv with `env`; stdout to `out_fd` when >= 0 (else inherited),
-/// stderr inherited.  Returns the exit status (128+signal when killed), or
-/// -1 (with `error` set) when it cannot be started.
+/// stderr inherited.  Returns the exit status (128+signal when killed, as
+/// shells do), or -1 (with `error` set) when it cannot be started.  With
+/// `shield`, this process ignores SIGINT and SIGQUIT while the child runs
+/// (the child keeps their default action), as system() does: a Ctrl-C ends
+/// the command, and the caller still reports and cleans up.
 int run_process(const std::vector<std::string>& argv, const std::vector<std::string>& env, int out_fd,
-                std::string& error);
+                std::string& error, ProcessEnd* end = nullptr, bool shield = false);
 /// This process's environment with NAME=VALUE pairs set (replacing existing ones).
 std::vector<std::string> environment_with(const std::vector<std::pair<std::string, std::string>>& set);
 
@@ -93,9 +102,21 @@ void json_estimate(JsonObject& report, const Estimate& est, const char (&time_ke
 }
 
 /// Writes --trace (this process's spans, or `trace` when given) and draws
-/// --plot.  False with `error` set on failure.
+/// --plot (titled `title`) with the package's plot module.  False with
+/// `error` set on failure; the trace is written even when the plot fails.
 bool write_outputs(const std::string& trace_path, const std::string& plot_path, const prof::Trace* trace,
-                   std::string& error);
+                   std::string& error, const std::string& title = {});
+
+/// The imports part of a command's report (profile_imports_report.cpp): the
+/// processes' imports and the slowest by self and cumulative time; the
+/// imports each loaded backend caused; the same as JSON members.
+void imports_text(std::string& out, const prof::Trace& trace, const prof::ImportSummary& s);
+void backend_imports_text(std::string& out, const prof::Summary& summary, const prof::ImportSummary& s);
+void imports_json(JsonObject& report, const prof::ImportSummary& s);
+void backend_imports_json(JsonObject& backend, const prof::ImportSummary& s, const std::string& name);
+
+/// `argv` as a shell would need it typed: words quoted where needed.
+std::string shell_quoted(const std::vector<std::string>& argv);
 
 /// The second form: runs o.command with EPLOAD_TRACE set and reports.
 int run_command(const Options& o);

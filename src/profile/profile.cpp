@@ -22,6 +22,7 @@
 
 #include <atomic>     // the on/off switch, counters
 #include <iterator>   // size
+#include <map>        // record_for thread keys
 #include <cerrno>     // program_invocation_short_name
 #include <cstdio>     // fprintf
 #include <cstdlib>    // getenv, atexit, strtoll
@@ -48,6 +49,7 @@ struct Recorder {
   std::string trace_path;  // EPLOAD_TRACE, "%p" not yet replaced
   pid_t owner = 0;         // the process that read EPLOAD_TRACE
   std::atomic<std::uint32_t> next_tid{0};
+  std::map<std::uint64_t, std::uint32_t> keyed_tids;  // record_for's keys (under mutex)
 };
 
 Recorder& recorder() {
@@ -78,6 +80,7 @@ void at_fork_child() {
   r.events.clear();  // the child records its own story
   for (auto& c : r.counters) c.store(0);
   r.next_tid.store(0);
+  r.keyed_tids.clear();
   g_generation.fetch_add(1);
 }
 
@@ -148,7 +151,8 @@ namespace {
 // Names by enum value, in the order profile.hpp declares Phase and Counter:
 // one list for naming, parsing, trace files and reports.
 constexpr const char* k_phase_names[] = {"cache_key", "stat",    "read",      "parse",   "scan",  "resolve",
-                                         "dlopen",    "init",    "py_import", "py_call", "total", "load"};
+                                         "dlopen",    "init",    "py_import", "py_call", "total", "load",
+                                         "import"};
 static_assert(std::size(k_phase_names) == k_phase_count, "a name for every Phase");
 constexpr const char* k_counter_names[] = {"stat", "open", "read", "readdir"};
 static_assert(std::size(k_counter_names) == static_cast<std::size_t>(Counter::count_), "a name for every Counter");
@@ -190,6 +194,16 @@ void record(Phase phase, std::string_view subject, std::int64_t start_ns, std::i
   Recorder& r = recorder();
   std::lock_guard lock(r.mutex);
   r.events.push_back(std::move(e));
+}
+
+void record_for(std::uint64_t thread_key, Phase phase, std::string_view subject, std::int64_t start_ns,
+                std::int64_t dur_ns) {
+  if (!enabled()) return;
+  Recorder& r = recorder();
+  std::lock_guard lock(r.mutex);
+  auto [it, added] = r.keyed_tids.emplace(thread_key, 0);
+  if (added) it->second = r.next_tid.fetch_add(1) + 1;
+  r.events.push_back(Event{phase, std::string(subject), start_ns, dur_ns < 0 ? 0 : dur_ns, it->second, 0});
 }
 
 std::vector<Event> events() {

@@ -21,10 +21,10 @@ SOURCE_DIR = pathlib.Path(os.environ.get("EPLOAD_SOURCE_DIR",
 BUILD_DIR = pathlib.Path(os.environ.get("EPLOAD_BUILD_DIR", SOURCE_DIR / "build"))
 EPLOAD = BUILD_DIR / "epload"
 GEN = SOURCE_DIR / "scripts" / "gen_env.py"
-PLOT = SOURCE_DIR / "scripts" / "plot_trace.py"
+PLOT = SOURCE_DIR / "python" / "epload" / "profile_plot.py"
 PYTHON = os.environ.get("EPLOAD_PYTHON", "/usr/bin/python3")
 PHASES = {"cache_key", "stat", "read", "parse", "scan", "resolve", "dlopen", "init",
-          "py_import", "py_call", "total", "load"}
+          "py_import", "py_call", "total", "load", "import"}
 
 
 def generate(out, *args):
@@ -301,15 +301,62 @@ def test_command_form_eager_estimate_and_exit_status(pyenv):
     assert r["eager_estimate"]["backends"] == 4 and r["eager_estimate"]["extra_us"] > 0
 
 
+def test_a_command_that_is_not_python_still_gets_epload_spans(native):
+    site, cache, m = native
+    p = run("profile", "--json", "--", EPLOAD, "load", "dev0005", "--path", site, "--cache-dir", cache, check=0)
+    r = json.loads(p.stdout)
+    assert [b["backend"] for b in r["loaded"]] == ["gen_backend_0005"]
+    assert [q["name"] for q in r["processes"]] == ["epload"]
+    assert r["imports"]["modules"] == 0 and r["imports"]["by_self"] == []
+
+
 def test_command_that_does_not_use_epload(tmp_path):
     p = run("profile", "--", "/bin/true", check=0)
     assert "no trace was written" in p.stdout
+    assert "set EPLOAD_AUTOLOAD_HOSTS=torch" in p.stdout
 
 
-def test_command_that_cannot_run():
-    p = run("profile", "--", "/nonexistent/program")
-    assert p.returncode == 1
-    assert "cannot run '/nonexistent/program'" in p.stderr
+def leftovers(tmp):
+    return sorted(x.name for x in tmp.iterdir())
+
+
+def test_command_that_is_not_found_exits_127_and_leaves_nothing(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    for command in ("/nonexistent/program", "nosuchcommand-epload"):
+        p = run("profile", "--trace", tmp_path / "t.json", "--", command, env=clean_env(TMPDIR=tmp))
+        assert p.returncode == 127, (p.stdout, p.stderr)  # as a shell says
+        assert f"cannot run '{command}': command not found" in p.stderr
+    assert leftovers(tmp) == [] and not (tmp_path / "t.json").exists()
+
+
+def test_command_that_cannot_be_executed_exits_126(tmp_path):
+    script = tmp_path / "not-executable"
+    script.write_text("#!/bin/sh\necho hi\n")
+    p = run("profile", "--", script)
+    assert p.returncode == 126, (p.stdout, p.stderr)
+    assert f"cannot run '{script}': Permission denied" in p.stderr
+
+
+def test_command_killed_by_a_signal_passes_128_plus_n_through(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    p = run("profile", "--", "/bin/sh", "-c", "kill -9 $$", env=clean_env(TMPDIR=tmp))
+    assert p.returncode == 137, (p.stdout, p.stderr)
+    assert "/bin/sh -c 'kill -9 $$' was killed by signal 9" in p.stdout
+    assert "exit status 137" in p.stdout
+    r = json.loads(run("profile", "--json", "--", "/bin/sh", "-c", "kill -TERM $$",
+                       env=clean_env(TMPDIR=tmp)).stdout)
+    assert r["exit_status"] == 143 and r["signal"] == 15
+    assert leftovers(tmp) == []
+
+
+def test_command_is_echoed_shell_quoted():
+    p = run("profile", "--", "/bin/sh", "-c", "exit 4", "it's", "", "plain-word")
+    assert p.returncode == 4
+    assert "epload profile: /bin/sh -c 'exit 4' 'it'\\''s' '' plain-word exited with status 4" in p.stdout
+    r = json.loads(run("profile", "--json", "--", "/bin/sh", "-c", "exit 0").stdout)
+    assert r["command"] == "/bin/sh -c 'exit 0'" and r["signal"] is None
 
 
 # ---- plot -------------------------------------------------------------------------------
@@ -329,10 +376,10 @@ def test_plot_writes_a_png(native, tmp_path):
 
 
 @pytest.mark.skipif(not has_matplotlib(), reason="python3-matplotlib is not installed")
-def test_plot_finds_its_script_from_a_build_tree_outside_the_checkout(native, tmp_path):
-    """An executable with no scripts/ beside it (a build directory elsewhere,
-    here a copy in a temporary directory) falls back to the checkout it was
-    built from."""
+def test_plot_finds_the_package_through_its_python_from_anywhere(native, tmp_path):
+    """An executable with no package beside it (here a copy in a temporary
+    directory) runs `python -m epload.profile_plot` with the Python named by
+    EPLOAD_PLOT_PYTHON, which finds the package on its path."""
     site, cache, m = native
     exe = tmp_path / "bin" / "epload"
     exe.parent.mkdir()
@@ -341,7 +388,8 @@ def test_plot_finds_its_script_from_a_build_tree_outside_the_checkout(native, tm
     png = tmp_path / "p.png"
     p = subprocess.run([str(exe), "profile", "--path", str(site), "--cache-dir", str(cache),
                         "--no-estimate", "--plot", str(png)],
-                       capture_output=True, text=True, env=clean_env(), timeout=300)
+                       capture_output=True, text=True, timeout=300,
+                       env=clean_env(EPLOAD_PLOT_PYTHON=PYTHON, PYTHONPATH=BUILD_DIR / "python"))
     assert p.returncode == 0, p.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -353,13 +401,18 @@ def test_plot_without_matplotlib_is_a_clear_error(native, tmp_path):
     (fake / "matplotlib").mkdir(parents=True)
     (fake / "matplotlib" / "__init__.py").write_text("raise ImportError('no matplotlib here')\n")
     env = clean_env(PYTHONPATH=fake)
+    trace = tmp_path / "t.json"
     p = run("profile", "--path", site, "--cache-dir", cache, "--no-estimate", "--plot", tmp_path / "x.png",
-            env=env)
+            "--trace", trace, env=env)
     assert p.returncode == 1
-    assert "matplotlib is not installed" in p.stderr and "python3-matplotlib" in p.stderr
+    assert "matplotlib is not installed" in p.stderr and "pip install matplotlib" in p.stderr
+    assert "backends loaded:" in p.stdout  # the report all the same
+    validate_trace(trace)                  # and the trace
+    assert not (tmp_path / "x.png").exists()
+    assert json.loads((tmp_path / "x.plot.json").read_text())["processes"]  # the twin needs no matplotlib
     p = run("profile", "--path", site, "--cache-dir", cache, "--no-estimate", "--plot", tmp_path / "x.png",
-            env=clean_env(EPLOAD_PLOT_SCRIPT=tmp_path / "nosuch.py"))
-    assert p.returncode == 1 and "plot_trace.py not found" in p.stderr
+            env=clean_env(EPLOAD_PLOT_PYTHON=tmp_path / "nosuchpython"))
+    assert p.returncode == 1 and "cannot run" in p.stderr and "EPLOAD_PLOT_PYTHON" in p.stderr
 
 
 def test_plot_script_rejects_a_bad_trace(tmp_path):
@@ -393,3 +446,149 @@ def test_unwritable_trace_is_an_error(native, tmp_path):
             tmp_path / "no" / "dir" / "t.json")
     assert p.returncode == 1
     assert "cannot write trace" in p.stderr
+
+
+# ---- imports ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory):
+    """A virtual environment (no pip) whose site-packages sees the built
+    package (a path line, as an editable install has) and holds the .pth
+    hook: a Python in which epload is installed."""
+    root = tmp_path_factory.mktemp("venv") / "v"
+    subprocess.run([PYTHON, "-m", "venv", "--without-pip", str(root)], check=True)
+    python = root / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    package = BUILD_DIR / "python"
+    (pathlib.Path(site) / "_epload_build.pth").write_text(f"{package}\n")  # before the hook's, by name
+    (pathlib.Path(site) / "epload-autoload.pth").write_bytes((package / "epload-autoload.pth").read_bytes())
+    return python
+
+
+# A program that prints what it sees: its output must not change when profiled.
+PROBE = r'''
+import json, os, sys
+import email.message, json.decoder
+env = {k: v for k, v in os.environ.items() if k != "EPLOAD_TRACE"}
+print(json.dumps({"env": env, "argv": sys.argv[1:], "stdin_tty": sys.stdin.isatty(),
+                  "email": "email.message" in sys.modules}, sort_keys=True))
+print("to stderr", file=sys.stderr)
+sys.exit(int(sys.argv[1]))
+'''
+
+
+def import_spans(events):
+    return [e for e in events if e["cat"] == "import"]
+
+
+def test_imports_are_recorded_nested_without_changing_the_command(venv, tmp_path):
+    prog = tmp_path / "probe.py"
+    prog.write_text(PROBE)
+    env = clean_env()
+    env.pop("PYTHONPATH", None)  # only what is installed in the venv
+    plain = subprocess.run([str(venv), str(prog), "5", "a b"], capture_output=True, text=True, env=env)
+    trace = tmp_path / "t.json"
+    p = run("profile", "--trace", trace, "--", venv, prog, "5", "a b", env=env)
+    assert p.returncode == 5 == plain.returncode
+    # The command's own output comes first, unchanged; the report follows.
+    assert p.stdout.startswith(plain.stdout) and "to stderr" in p.stderr
+    assert "5 'a b' exited with status 5" in p.stdout
+    events, _ = validate_trace(trace)
+    imports = {e["name"]: e for e in import_spans(events)}
+    assert {"email.message", "json", "json.decoder", "email"} <= set(imports), sorted(imports)
+    # json.decoder is imported by json, inside its span.
+    j, d = imports["json"], imports["json.decoder"]
+    assert j["ts"] <= d["ts"] and d["ts"] + d["dur"] <= j["ts"] + j["dur"] + 0.002
+    assert "slowest imports by self time" in p.stdout and "slowest imports by cumulative time" in p.stdout
+    # Imports only: the report says what to set for epload's own spans.
+    assert "set EPLOAD_AUTOLOAD_HOSTS=torch" in p.stdout
+
+
+def test_json_report_carries_the_imports(venv, tmp_path):
+    env = clean_env()
+    env.pop("PYTHONPATH", None)
+    code = ("import email.message, importlib; importlib.import_module('email.message'); "
+            "importlib.import_module('colorsys')")
+    p = run("profile", "--json", "--", venv, "-c", code, env=env, check=0)
+    r = json.loads(p.stdout)
+    imp = r["imports"]
+    # import_module's imports are seen (-X importtime misses them); asking
+    # for a module loaded already is no import.
+    assert "colorsys" in {t["module"] for t in imp["by_self"]}
+    assert imp["modules"] == len(imp["by_self"]) > 5
+    assert [q["pid"] for q in imp["processes"]] == [q["pid"] for q in r["processes"]]
+    by = {t["module"]: t for t in imp["by_self"]}
+    em = by["email.message"]
+    assert em["count"] == 1 and 0 <= em["self_us"] <= em["cumulative_us"]
+    selfs = [t["self_us"] for t in imp["by_self"]]
+    assert selfs == sorted(selfs, reverse=True)
+    cums = [t["cumulative_us"] for t in imp["by_cumulative"]]
+    assert cums == sorted(cums, reverse=True) and len(cums) <= 40
+    # Self times add up to the outermost imports' time (to rounding).
+    total = sum(q["us"] for q in imp["processes"])
+    assert abs(sum(selfs) - total) <= 0.1 * len(selfs) + 1, (sum(selfs), total)
+
+
+def test_imports_of_subprocesses_and_multiprocessing_spawn_are_merged(venv, tmp_path):
+    prog = tmp_path / "many.py"
+    prog.write_text(
+        "import multiprocessing as mp, subprocess, sys\n"
+        "def work():\n    import colorsys\n"
+        "if __name__ == '__main__':\n"
+        "    subprocess.run([sys.executable, '-c', 'import fractions'], check=True)\n"
+        "    workers = [mp.get_context('spawn').Process(target=work) for _ in range(2)]\n"
+        "    for w in workers:\n        w.start()\n"
+        "    for w in workers:\n        w.join()\n")
+    env = clean_env()
+    env.pop("PYTHONPATH", None)
+    p = run("profile", "--json", "--", venv, prog, env=env, check=0)
+    r = json.loads(p.stdout)
+    assert len(r["processes"]) == 4, r["processes"]  # the program, its subprocess, two workers
+    by = {t["module"]: t for t in r["imports"]["by_self"]}
+    assert by["fractions"]["count"] == 1
+    assert by["colorsys"]["count"] == 2
+    assert len(r["imports"]["processes"]) == len(r["processes"])
+
+
+def test_backend_loads_list_the_imports_they_caused(pyenv, venv):
+    out, m, env = pyenv
+    # This interpreter's first run learns the devices (every backend loads).
+    first = json.loads(run("profile", "--json", "--", venv, out / "prog.py", env=env, check=0).stdout)
+    assert len(first["loaded"]) == 5
+    assert all(b["imports"]["modules"] >= 1 for b in first["loaded"])
+    p = run("profile", "--json", "--", venv, out / "prog.py", env=env, check=0)
+    r = json.loads(p.stdout)
+    (b,) = r["loaded"]
+    assert b["backend"] == "gen_backend_0002"
+    assert b["imports"] is not None and b["imports"]["modules"] >= 1
+    assert "gen_backend_0002" in {d["module"].split(".")[0] for d in b["imports"]["direct"]}
+    text = run("profile", "--", venv, out / "prog.py", env=env, check=0).stdout
+    assert "imports each backend's load caused" in text and "gen_backend_0002:" in text
+    assert "set EPLOAD_AUTOLOAD_HOSTS" not in text  # epload's own spans are there
+
+
+@pytest.mark.skipif(not has_matplotlib(), reason="python3-matplotlib is not installed")
+def test_plot_of_a_command_and_its_twin_hold_the_spans_drawn(venv, tmp_path):
+    env = clean_env()
+    env.pop("PYTHONPATH", None)
+    png, trace = tmp_path / "p.png", tmp_path / "t.json"
+    p = run("profile", "--plot", png, "--trace", trace, "--", venv, "-c", "import email.message, json",
+            env=env, check=0)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"plot: {png}" in p.stdout
+    twin = json.loads((tmp_path / "p.plot.json").read_text())
+    events, _ = validate_trace(trace)
+    spans = {(e["pid"], e["name"], e["cat"]): e for e in events}
+    (proc,) = twin["processes"]
+    t0 = min(e["ts"] for e in events if e["pid"] == proc["pid"])
+    assert proc["boxes"]
+    for box in proc["boxes"]:  # each box drawn is a span of the trace, where it was
+        e = spans[(proc["pid"], box["name"], box["cat"])]
+        assert abs(box["start_ms"] - (e["ts"] - t0) / 1000) < 0.002
+        assert abs(box["dur_ms"] - e["dur"] / 1000) < 0.002
+    names = {b["name"] for b in proc["boxes"]}
+    assert "email.message" in names
+    assert any(b["label"].startswith("email.message") for b in proc["boxes"])
+    assert {r["module"] for r in twin["slowest_cumulative"]} >= {"email.message"}
+    assert "epload profile -- " in twin["title"]

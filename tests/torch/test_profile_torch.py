@@ -106,3 +106,45 @@ def test_text_report(profiled):
     assert any('load foo' in ln and ln.rstrip().endswith('first use') for ln in lines), text
     assert any('load hook' in ln and ln.rstrip().endswith('at start') for ln in lines), text
     assert any('discovery (' in ln for ln in lines), text
+
+
+def test_imports_are_in_the_report_and_each_backend_load_names_its_own(profiled):
+    _, r, trace, text = profiled
+    imp = r['imports']
+    by = {t['module']: t for t in imp['by_self']}
+    assert by['torch']['count'] == 1 and by['torch']['cumulative_us'] > 0
+    assert imp['by_cumulative'][0]['module'] == 'torch'
+    # The import span of torch holds epload's "import torch" span (the hook
+    # runs inside the import system's load of torch).
+    events, _ = validate_trace(trace)
+    (span,) = [e for e in events if e['cat'] == 'import' and e['name'] == 'torch']
+    (host,) = [e for e in events if e['cat'] == 'total' and e['name'] == 'import torch']
+    assert span['ts'] <= host['ts'] and host['ts'] + host['dur'] <= span['ts'] + span['dur'] + 0.002
+    loaded = {b['backend']: b for b in r['loaded']}
+    assert loaded['foo']['imports'] is not None
+    assert 'torch_foo' in {d['module'] for d in loaded['foo']['imports']['direct']}
+    assert 'slowest imports by cumulative time' in text and "imports each backend's load caused" in text
+
+
+def test_plain_import_torch_imports_cover_its_time_and_say_what_to_set(torch_python, tmp_path):
+    """Without EPLOAD_AUTOLOAD_HOSTS: the imports are still profiled, and the
+    report says what to set for epload's own spans."""
+    from conftest import Env
+    env = Env(torch_python, tmp_path, []).environ(EPLOAD_AUTOLOAD_HOSTS=None)
+    p = subprocess.run([str(EPLOAD), 'profile', '--json', '--', torch_python, '-c', 'import torch'],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    imp = r['imports']
+    assert imp['by_cumulative'][0]['module'] == 'torch'
+    assert imp['modules'] > 300
+    # The outermost imports cover the process's traced time, which `import
+    # torch` fills (ratio of two figures of one run, not a timing).
+    (proc,) = imp['processes']
+    assert proc['us'] >= 0.9 * r['traced_us'], (proc, r['traced_us'])
+    torch_self = sum(t['self_us'] for t in imp['by_self'] if t['module'].split('.')[0] == 'torch')
+    assert torch_self > 0
+    text = subprocess.run([str(EPLOAD), 'profile', '--', torch_python, '-c', 'import torch'],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900).stdout
+    assert 'set EPLOAD_AUTOLOAD_HOSTS=torch' in text
+    assert 'slowest imports by self time' in text
