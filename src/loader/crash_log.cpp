@@ -29,7 +29,10 @@ namespace epload::detail {
 
 namespace {
 
-constexpr KeptFiles k_log_files{"learned-", ".loading"};
+// No magic: a log holds only its lines, so pruning and `index clear` never
+// take one (the lines go when their init ends, or when the crashed backend's
+// file changes or EPLOAD_ENABLE names it).
+constexpr KeptFiles k_log_files{"learned-", ".loading", {}};
 [[maybe_unused]] const bool k_log_files_kept = keep_files(k_log_files);
 
 // Tabs and line ends would break a line: they become spaces on both sides
