@@ -1,6 +1,7 @@
 # Downloads the two source tarballs a release build compiles in (simdjson and
 # mimalloc, cmake/bundled_deps.cmake) into DIR, each checked against the
-# SHA-256 pinned beside it.  Run by scripts/wheels.sh:
+# SHA-256 pinned beside it, from the Debian archives apt is configured with
+# (cmake/apt_archive.cmake).  Run by scripts/wheels.sh:
 #
 #   cmake -DEPLOAD_DEPS_DIR=DIR -P cmake/fetch_bundled.cmake
 #
@@ -10,11 +11,12 @@
 cmake_minimum_required(VERSION 3.25)
 include(${CMAKE_CURRENT_LIST_DIR}/simdjson_pin.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/mimalloc_pin.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/apt_archive.cmake)
 if(NOT EPLOAD_DEPS_DIR)
   message(FATAL_ERROR "fetch_bundled.cmake: pass -DEPLOAD_DEPS_DIR=DIR")
 endif()
 
-function(fetch name url sha256)
+function(fetch name pool_path sha256)
   set(file "${EPLOAD_DEPS_DIR}/${name}")
   if(EXISTS "${file}")
     file(SHA256 "${file}" have)
@@ -23,28 +25,15 @@ function(fetch name url sha256)
     endif()
     file(REMOVE "${file}")  # a wrong or truncated copy: fetched again
   endif()
-  message(STATUS "epload: fetching ${url}")
-  string(RANDOM LENGTH 8 tag)
-  set(part "${file}.${tag}.part")
-  file(DOWNLOAD "${url}" "${part}" TIMEOUT 120 STATUS st)
-  list(GET st 0 code)
-  list(GET st 1 text)
-  if(code EQUAL 0)
-    file(SHA256 "${part}" have)
-    if(NOT have STREQUAL sha256)
-      set(code 1)
-      set(text "SHA-256 ${have}, expected ${sha256}")
-    endif()
+  epload_archive_fetch("${pool_path}" "${file}" "${sha256}" error)
+  if(error)
+    message(FATAL_ERROR "epload: cannot fetch ${name} (${error}). "
+                        "Check the network and apt's sources (or put the file at ${file}) and run again.")
   endif()
-  if(NOT code EQUAL 0)
-    file(REMOVE "${part}")
-    message(FATAL_ERROR "epload: cannot fetch ${url}: ${text}. Check the network (or put the file at ${file}) and run again.")
-  endif()
-  file(RENAME "${part}" "${file}")
 endfunction()
 
 list(GET EPLOAD_SIMDJSON_PINS 0 version)
-epload_simdjson_tarball(${version} name url)
-fetch("${name}" "${url}" "${EPLOAD_SIMDJSON_SHA256_${version}}")
-epload_mimalloc_tarball(name url)
-fetch("${name}" "${url}" "${EPLOAD_MIMALLOC_SHA256}")
+epload_simdjson_tarball(${version} name pool_path)
+fetch("${name}" "${pool_path}" "${EPLOAD_SIMDJSON_SHA256_${version}}")
+epload_mimalloc_tarball(name pool_path)
+fetch("${name}" "${pool_path}" "${EPLOAD_MIMALLOC_SHA256}")
