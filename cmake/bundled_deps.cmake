@@ -33,7 +33,7 @@ set(epload_bundled_dir "${PROJECT_BINARY_DIR}/bundled")
 
 # ---- simdjson: the single header of the pinned source package -------------
 list(GET EPLOAD_SIMDJSON_PINS 0 simdjson_VERSION)
-epload_simdjson_tarball(${simdjson_VERSION} epload_name epload_url)
+epload_simdjson_tarball(${simdjson_VERSION} epload_name epload_pool_path)
 epload_bundled_tarball(simdjson "${epload_name}" "${EPLOAD_SIMDJSON_SHA256_${simdjson_VERSION}}" epload_tarball)
 file(ARCHIVE_EXTRACT INPUT "${epload_tarball}" DESTINATION "${epload_bundled_dir}"
      PATTERNS simdjson-${simdjson_VERSION}/singleheader/simdjson.h)
@@ -46,7 +46,7 @@ set(EPLOAD_SIMDJSON source CACHE STRING "simdjson implementation: auto, source o
 if(NOT EPLOAD_MIMALLOC)
   return()
 endif()
-epload_mimalloc_tarball(epload_name epload_url)
+epload_mimalloc_tarball(epload_name epload_pool_path)
 epload_bundled_tarball(mimalloc "${epload_name}" "${EPLOAD_MIMALLOC_SHA256}" epload_tarball)
 set(epload_mimalloc_src "${epload_bundled_dir}/mimalloc-${EPLOAD_MIMALLOC_VERSION}")
 file(ARCHIVE_EXTRACT INPUT "${epload_tarball}" DESTINATION "${epload_bundled_dir}"

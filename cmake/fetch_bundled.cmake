@@ -1,8 +1,12 @@
 # Downloads the two source tarballs a release build compiles in (simdjson and
 # mimalloc, cmake/bundled_deps.cmake) into DIR, each checked against the
-# SHA-256 pinned beside it.  Run by scripts/wheels.sh:
+# SHA-256 pinned beside it, from the Debian archives apt is configured with
+# (cmake/apt_archive.cmake).  Run by scripts/wheels.sh:
 #
 #   cmake -DEPLOAD_DEPS_DIR=DIR -P cmake/fetch_bundled.cmake
+#
+# -DEPLOAD_LIBGCC_S_ARCHES="arm64 ..." also fetches the link-time unwinder of a
+# cross build for each (cmake/libgcc_s_pin.cmake).
 #
 # Unlike fetch_deps.cmake this one fails: a release build has no fallback.
 # A file already there with the right hash is kept; nothing half-written is
@@ -10,11 +14,13 @@
 cmake_minimum_required(VERSION 3.25)
 include(${CMAKE_CURRENT_LIST_DIR}/simdjson_pin.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/mimalloc_pin.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/libgcc_s_pin.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/apt_archive.cmake)
 if(NOT EPLOAD_DEPS_DIR)
   message(FATAL_ERROR "fetch_bundled.cmake: pass -DEPLOAD_DEPS_DIR=DIR")
 endif()
 
-function(fetch name url sha256)
+function(fetch name pool_path sha256)
   set(file "${EPLOAD_DEPS_DIR}/${name}")
   if(EXISTS "${file}")
     file(SHA256 "${file}" have)
@@ -23,28 +29,23 @@ function(fetch name url sha256)
     endif()
     file(REMOVE "${file}")  # a wrong or truncated copy: fetched again
   endif()
-  message(STATUS "epload: fetching ${url}")
-  string(RANDOM LENGTH 8 tag)
-  set(part "${file}.${tag}.part")
-  file(DOWNLOAD "${url}" "${part}" TIMEOUT 120 STATUS st)
-  list(GET st 0 code)
-  list(GET st 1 text)
-  if(code EQUAL 0)
-    file(SHA256 "${part}" have)
-    if(NOT have STREQUAL sha256)
-      set(code 1)
-      set(text "SHA-256 ${have}, expected ${sha256}")
-    endif()
+  epload_archive_fetch("${pool_path}" "${file}" "${sha256}" error)
+  if(error)
+    message(FATAL_ERROR "epload: cannot fetch ${name} (${error}). "
+                        "Check the network and apt's sources (or put the file at ${file}) and run again.")
   endif()
-  if(NOT code EQUAL 0)
-    file(REMOVE "${part}")
-    message(FATAL_ERROR "epload: cannot fetch ${url}: ${text}. Check the network (or put the file at ${file}) and run again.")
-  endif()
-  file(RENAME "${part}" "${file}")
 endfunction()
 
 list(GET EPLOAD_SIMDJSON_PINS 0 version)
-epload_simdjson_tarball(${version} name url)
-fetch("${name}" "${url}" "${EPLOAD_SIMDJSON_SHA256_${version}}")
-epload_mimalloc_tarball(name url)
-fetch("${name}" "${url}" "${EPLOAD_MIMALLOC_SHA256}")
+epload_simdjson_tarball(${version} name pool_path)
+fetch("${name}" "${pool_path}" "${EPLOAD_SIMDJSON_SHA256_${version}}")
+epload_mimalloc_tarball(name pool_path)
+fetch("${name}" "${pool_path}" "${EPLOAD_MIMALLOC_SHA256}")
+separate_arguments(arches UNIX_COMMAND "${EPLOAD_LIBGCC_S_ARCHES}")
+foreach(arch IN LISTS arches)
+  if(NOT DEFINED EPLOAD_LIBGCC_S_SHA256_${arch})
+    message(FATAL_ERROR "epload: no libgcc_s pinned for '${arch}' (cmake/libgcc_s_pin.cmake)")
+  endif()
+  epload_libgcc_s_deb(${arch} name pool_path)
+  fetch("${name}" "${pool_path}" "${EPLOAD_LIBGCC_S_SHA256_${arch}}")
+endforeach()

@@ -4,7 +4,8 @@
 set(EPLOAD_MIMALLOC_VERSION 2.0.9+ds)
 set(EPLOAD_MIMALLOC_SHA256 cbc9d207ff105ad1f0cb739c378076143a6452b8d0624309cea0abfb040e972b)
 
-function(epload_mimalloc_tarball out_name out_url)
+# The tarball's name, and its path in a Debian archive (cmake/apt_archive.cmake).
+function(epload_mimalloc_tarball out_name out_pool_path)
   set(${out_name} "mimalloc_${EPLOAD_MIMALLOC_VERSION}.orig.tar.xz" PARENT_SCOPE)
-  set(${out_url} "http://deb.debian.org/debian/pool/main/m/mimalloc/mimalloc_${EPLOAD_MIMALLOC_VERSION}.orig.tar.xz" PARENT_SCOPE)
+  set(${out_pool_path} "pool/main/m/mimalloc/mimalloc_${EPLOAD_MIMALLOC_VERSION}.orig.tar.xz" PARENT_SCOPE)
 endfunction()

@@ -16,7 +16,8 @@ else()
   set(EPLOAD_DEFAULT_DEPS_DIR "$ENV{HOME}/.cache/epload-build")
 endif()
 
-function(epload_simdjson_tarball version out_name out_url)
+# The tarball's name, and its path in a Debian archive (cmake/apt_archive.cmake).
+function(epload_simdjson_tarball version out_name out_pool_path)
   set(${out_name} "simdjson_${version}.orig.tar.gz" PARENT_SCOPE)
-  set(${out_url} "http://deb.debian.org/debian/pool/main/s/simdjson/simdjson_${version}.orig.tar.gz" PARENT_SCOPE)
+  set(${out_pool_path} "pool/main/s/simdjson/simdjson_${version}.orig.tar.gz" PARENT_SCOPE)
 endfunction()

@@ -13,7 +13,7 @@
 #     --no-demo   run scripts/test.sh only
 #     CTEST ARGS  go to scripts/test.sh, e.g. -R '^unit\.'
 #   EPLOAD_DEBIAN_ROOT=dir     the root (default: RELEASE-root beside the checkout)
-#   EPLOAD_DEBIAN_MIRROR=url   the Debian mirror (default: http://deb.debian.org/debian)
+#   EPLOAD_DEBIAN_MIRROR=url   the Debian mirror debootstrap uses (default: its own)
 #   EPLOAD_TORCH_WHEELS=dir    local wheels for pip, bind-mounted read-only into
 #                              the root (default: the host's pip find-links)
 #   EPLOAD_JOBS=n, EPLOAD_TEST_JOBS=n, EPLOAD_SKIP_TORCH=1   passed through
@@ -53,7 +53,7 @@ while (($#)); do
 done
 
 root=${EPLOAD_DEBIAN_ROOT:-$(dirname "$here")/$release-root}
-mirror=${EPLOAD_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+mirror=${EPLOAD_DEBIAN_MIRROR:-}
 [ "$(id -u)" -eq 0 ] || die "run as root (debootstrap, mount and chroot need it)"
 
 # One check per root at a time: a second would share its mounts and build.
@@ -80,7 +80,7 @@ fi
 if [ ! -e "$root/etc/debian_version" ] || [ -d "$root/debootstrap" ]; then
   "$here/scripts/apt_install.sh" "$me" debootstrap
   echo "$me: making a Debian $debian ($release) minbase root in $root" >&2
-  debootstrap --variant=minbase "$release" "$root" "$mirror" >"$root.debootstrap.log" 2>&1 ||
+  debootstrap --variant=minbase "$release" "$root" ${mirror:+"$mirror"} >"$root.debootstrap.log" 2>&1 ||
     die "debootstrap failed; its log: $root.debootstrap.log"
   timed debootstrap
 fi

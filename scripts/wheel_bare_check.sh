@@ -15,11 +15,12 @@
 #
 #   scripts/wheel_bare_check.sh [WHEEL]   default: dist/epload-*-cp313-*.whl
 #   EPLOAD_BARE_ROOT=dir   the root (default: wheel-bare-root beside the checkout)
+#   EPLOAD_DEBIAN_MIRROR=url   the Debian mirror debootstrap uses (default: its own)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 root=${EPLOAD_BARE_ROOT:-$(dirname "$here")/wheel-bare-root}
-mirror=${EPLOAD_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+mirror=${EPLOAD_DEBIAN_MIRROR:-}  # empty: debootstrap's own
 say() { echo "wheel_bare_check: $*" >&2; }
 die() { echo "wheel_bare_check: $*" >&2; exit 1; }
 
@@ -34,7 +35,7 @@ start=$(date +%s)
 if [ ! -e "$root/etc/debian_version" ] || [ -d "$root/debootstrap" ]; then
   "$here/scripts/apt_install.sh" wheel_bare_check debootstrap
   say "making a Debian 13 minbase root in $root (a few minutes)"
-  debootstrap --variant=minbase trixie "$root" "$mirror" >/dev/null
+  debootstrap --variant=minbase trixie "$root" ${mirror:+"$mirror"} >/dev/null
 fi
 
 mounted=()

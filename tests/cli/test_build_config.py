@@ -47,10 +47,34 @@ def configure(tmp_path, deps, *options):
                           capture_output=True, text=True, env=offline_env(), timeout=300)
 
 
-def fetch(deps, version="3.0.1"):
+def fetch(deps, version="3.0.1", apt_config=None):
+    env = offline_env()
+    if apt_config:
+        env["APT_CONFIG"] = str(apt_config)
     return subprocess.run(["cmake", f"-DSIMDJSON_VERSION={version}", f"-DEPLOAD_DEPS_DIR={deps}",
                            "-P", str(SOURCE_DIR / "cmake" / "fetch_deps.cmake")],
-                          capture_output=True, text=True, env=offline_env(), timeout=300)
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def apt_sources(tmp_path, *archives):
+    """An apt configuration (for APT_CONFIG) whose sources are `deb` lines for
+    the given local archive directories, in that order, and nothing else."""
+    conf = tmp_path / "apt"
+    (conf / "sources.list.d").mkdir(parents=True)
+    (conf / "sources.list").write_text(
+        "".join(f"deb [trusted=yes] file:{a} bookworm main\n" for a in archives))
+    (conf / "apt.conf").write_text(f'Dir::Etc::sourcelist "{conf}/sources.list";\n'
+                                   f'Dir::Etc::sourceparts "{conf}/sources.list.d";\n')
+    return conf / "apt.conf"
+
+
+def archive_with(tmp_path, name, content):
+    """A local Debian archive holding one file in simdjson's pool directory."""
+    archive = tmp_path / name
+    pool = archive / "pool" / "main" / "s" / "simdjson"
+    pool.mkdir(parents=True)
+    (pool / TARBALL).write_bytes(content)
+    return archive
 
 
 def said(proc):
@@ -160,3 +184,33 @@ def test_setup_fetch_keeps_a_good_tarball_and_replaces_a_corrupt_one_only_when_i
     proc = fetch(deps)
     assert proc.returncode == 0 and "cannot fetch" in said(proc)
     assert os.listdir(deps) == [TARBALL]  # offline: the bad file stays, the configure rejects it
+
+
+@pytest.mark.skipif(build_tarball() is None, reason="this build tree links the shared library: no tarball")
+def test_setup_fetch_takes_the_tarball_from_the_archives_apt_is_configured_with(tmp_path):
+    good = build_tarball().read_bytes()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    deps = tmp_path / "deps"
+    proc = fetch(deps, apt_config=apt_sources(tmp_path, empty, archive_with(tmp_path, "mirror", good)))
+    assert proc.returncode == 0, proc.stderr
+    # Each configured archive in turn: the first lacks the file, the second has it.
+    assert f"fetching file://{empty}/pool/main/s/simdjson/{TARBALL}" in proc.stdout
+    assert f"fetching file://{tmp_path}/mirror/pool/main/s/simdjson/{TARBALL}" in proc.stdout
+    assert os.listdir(deps) == [TARBALL] and (deps / TARBALL).read_bytes() == good
+
+
+def test_setup_fetch_refuses_an_archive_file_with_another_hash(tmp_path):
+    deps = tmp_path / "deps"
+    proc = fetch(deps, apt_config=apt_sources(tmp_path, archive_with(tmp_path, "mirror", b"tampered")))
+    assert proc.returncode == 0, proc.stderr
+    assert "expected 156b1bc5" in said(proc) and "link the shared libsimdjson" in said(proc)
+    assert not deps.exists() or os.listdir(deps) == []
+
+
+def test_setup_fetch_without_an_apt_archive_says_so(tmp_path):
+    deps = tmp_path / "deps"
+    proc = fetch(deps, apt_config=apt_sources(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "apt lists no archive" in said(proc) and "link the shared libsimdjson" in said(proc)
+    assert not deps.exists() or os.listdir(deps) == []

@@ -1,7 +1,8 @@
 """scripts/wheels.sh refuses what it cannot build from, before any download
 or build, with a message that says what is missing: an argument that is no
-Python interpreter, a source tree that is not a git checkout (the sdist is
-`git archive` of HEAD), a machine without git.  The building itself is
+Python interpreter, an architecture it does not build for, a source tree
+that is not a git checkout (the sdist is `git archive` of HEAD), a machine
+without git.  The building itself is
 package.wheels'."""
 
 import os
@@ -22,9 +23,9 @@ def copy_of_the_script(tmp_path):
     return src
 
 
-def wheels(src, tmp_path, *args, path=None):
+def wheels(src, tmp_path, *args, path=None, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("EPLOAD_")}
-    env.update(EPLOAD_WHEELS_OUT=str(tmp_path / "dist"), EPLOAD_WHEELS_WORK=str(tmp_path / "work"))
+    env.update(EPLOAD_WHEELS_OUT=str(tmp_path / "dist"), EPLOAD_WHEELS_WORK=str(tmp_path / "work"), **extra)
     if path is not None:
         env["PATH"] = path
     return subprocess.run(["bash", str(src / "scripts" / "wheels.sh"), *map(str, args)], capture_output=True,
@@ -36,6 +37,14 @@ def test_an_argument_that_is_no_interpreter_is_refused(tmp_path):
     proc = wheels(src, tmp_path, "/bin/false")
     assert proc.returncode == 1
     assert "/bin/false does not run as a Python interpreter" in proc.stderr, proc.stderr
+
+
+def test_an_unknown_architecture_is_refused(tmp_path):
+    src = copy_of_the_script(tmp_path)
+    proc = wheels(src, tmp_path, sys.executable, EPLOAD_WHEELS_ARCHES="x86_64 riscv64")
+    assert proc.returncode == 1
+    assert "EPLOAD_WHEELS_ARCHES: x86_64 or aarch64, not 'riscv64'" in proc.stderr, proc.stderr
+    assert not (tmp_path / "work").exists() and not (tmp_path / "dist").exists()
 
 
 def test_a_tree_that_is_not_a_git_checkout_is_refused(tmp_path):

@@ -157,9 +157,24 @@ ELF_POLICY = SOURCE_DIR / "scripts" / "wheels" / "elf_policy.py"
 
 
 def release_wheels():
-    """The release wheels under test, sorted by name."""
+    """The release wheels under test (every architecture), sorted by name."""
     where = pathlib.Path(os.environ.get("EPLOAD_WHEELS_DIR") or WHEELS_OUT)
     return sorted(where.glob(f"epload-{project_version()}-cp3*-manylinux*.whl"))
+
+
+def wheel_arch(wheel):
+    """The architecture a release wheel's tag names (x86_64, aarch64)."""
+    return re.search(r"_(x86_64|aarch64)\.whl$", wheel.name).group(1)
+
+
+def skip_unless_it_runs_here(wheel):
+    """Installing a wheel needs its architecture: another one's (aarch64 on
+    x86-64) is run under emulation by scripts/arm64_check.sh instead."""
+    import platform
+    import pytest
+    if wheel_arch(wheel) != platform.machine():
+        pytest.skip(f"{wheel.name} is for {wheel_arch(wheel)}, this machine is {platform.machine()}: "
+                    "scripts/arm64_check.sh installs and tests it under emulation")
 
 
 def wheel_tools():

@@ -12,7 +12,8 @@ import re
 
 import pytest
 
-from pkgenv import SOURCE_DIR, clean_env, facts, fresh_venv, release_wheels, run, wheel_python
+from pkgenv import (SOURCE_DIR, clean_env, facts, fresh_venv, release_wheels, run, skip_unless_it_runs_here,
+                    wheel_python)
 
 WHEELS = release_wheels()
 
@@ -48,6 +49,7 @@ print(json.dumps(out))
 def venv(request):
     """A fresh venv of the wheel's interpreter with the wheel alone installed."""
     wheel = request.param
+    skip_unless_it_runs_here(wheel)
     f = facts(wheel_python(wheel))
     root = fresh_venv(f, "importlib-venv")
     run([root / "bin" / "python", "-m", "pip", "install", "-q", "--no-index", "--no-deps", wheel])

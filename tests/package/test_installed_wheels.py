@@ -24,7 +24,8 @@ import shutil
 
 import pytest
 
-from pkgenv import BUILD_DIR, SOURCE_DIR, clean_env, facts, fresh_venv, release_wheels, run, tree, wheel_python
+from pkgenv import (BUILD_DIR, SOURCE_DIR, clean_env, facts, fresh_venv, release_wheels, run,
+                    skip_unless_it_runs_here, tree, wheel_python)
 
 WHEELS = release_wheels()
 PY_TESTS = SOURCE_DIR / "tests" / "py"
@@ -37,6 +38,7 @@ def installed(request):
     modules run inside it), the venv's files before the wheel, then the
     wheel installed."""
     wheel = request.param
+    skip_unless_it_runs_here(wheel)
     f = facts(wheel_python(wheel))
     venv = fresh_venv(f, "wheel-venv")
     python = venv / "bin" / "python"
