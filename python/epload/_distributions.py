@@ -189,12 +189,9 @@ def _found(kwargs):
     # is the name's.  A name Prepared finds falsy ('') selects everything.
     prepared = md.Prepared(name)
     key = prepared.normalized if prepared else None
-    try:
-        native = _eps._native_module()
-    except ImportError as err:  # an isolated subinterpreter, a broken install
-        _eps._debug(f'distributions: using importlib.metadata: epload\'s native module cannot '
-                    f'load here ({type(err).__name__}: {err})')
+    if not _eps._native_loads():  # an isolated subinterpreter, a broken install
         return _importlib_distributions(**kwargs)
+    native = _eps._native_module()
     status, reason, file, problem, listing = native.walk(
         paths, _eps._validation(), '', _eps._use_cache(), _eps._INTERPRETER, key)
     if not _eps._answered(status, reason, file, problem):
