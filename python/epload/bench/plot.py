@@ -58,10 +58,12 @@ def title(result):
     stock = big["stats"]["stock"]["paired"]
     what = (f"at {big['backends']:,} generated backends" if big["backends"]
             else "with the installed backends")
-    noisy = " (within noise)" if stock["within_noise"] else ""
-    return (f"`import {host}` {what}: stock autoload adds {duration(stock['median_ms'])}"
-            f"{noisy}, epload lazy {duration(lazy)} ({100 * lazy / floor:.2f}% of the "
-            f"{floor / 1000:.2f} s floor)")
+    lo, hi = stock["ci95_ms"]
+    said = (f"stock autoload adds {duration(stock['median_ms'])}" if lo > 0 else
+            f"stock autoload: nothing measurable above the noise ({duration(stock['median_ms'])}"
+            f" [{duration(lo)}, {duration(hi)}])")
+    return (f"`import {host}` {what}: {said}, epload lazy {duration(lazy)} "
+            f"({100 * lazy / floor:.2f}% of the {floor / 1000:.2f} s floor)")
 
 
 def plot_costs(result, path, budget_pct=1.0):
