@@ -34,9 +34,10 @@ def _autoload():
 '''
 
 
-def bench(python, *args, cwd=None):
+def bench(python, *args, cwd=None, **more):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(('EPLOAD_', 'TORCH_', 'PYTHON'))}
+    env.update({k: str(v) for k, v in more.items()})
     return subprocess.run([str(python), '-m', 'epload.bench', *map(str, args)],
                           capture_output=True, text=True, env=env, cwd=cwd,
                           stdin=subprocess.DEVNULL, timeout=1500)
@@ -58,16 +59,16 @@ def venv(torch_python, tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def met(venv, tmp_path_factory):
-    """A run at 2 and 4 generated backends, gate met; the venv before and after."""
+    """A run at 2 and 4 generated backends, gate met; the venv and a fresh
+    HOME before and after."""
     out = tmp_path_factory.mktemp('met')
+    home = tmp_path_factory.mktemp('home')
     before = tree(venv.parent.parent)
-    cache = pathlib.Path.home() / '.cache' / 'epload'
-    cache_before = tree(cache) if cache.is_dir() else []
     proc = bench(venv, '--synthetic', '2,4', '--distributions', 12, *TINY, '--fail-over', 50,
-                 '--json', out / 'b.json', '--markdown', out / 'b.md', '--plot', out / 'b.png')
+                 '--json', out / 'b.json', '--markdown', out / 'b.md', '--plot', out / 'b.png',
+                 HOME=home)
     after = tree(venv.parent.parent)
-    cache_after = tree(cache) if cache.is_dir() else []
-    return out, proc, (before, after), (cache_before, cache_after)
+    return out, proc, (before, after), tree(home)
 
 
 def test_a_met_gate_exits_0_and_writes_the_outputs(met, venv):
@@ -109,10 +110,12 @@ def test_the_plot_or_a_clear_word_on_matplotlib(met, venv):
 
 
 def test_nothing_is_left_behind(met):
-    _, proc, (before, after), (cache_before, cache_after) = met
+    # Not in the environment measured, nor in HOME (its cache directory
+    # included: epload's caches of the run lived in its temporary directory).
+    _, proc, (before, after), home = met
     assert proc.returncode == 0, proc.stderr
     assert after == before
-    assert cache_after == cache_before
+    assert home == []
 
 
 def test_a_backend_without_devices_past_the_threshold_fails_the_gate(torch_python, met,
@@ -146,7 +149,8 @@ def test_a_baseline_without_the_size_is_not_judged(venv, met, tmp_path):
     (['--synthetic', 'a'], '--synthetic must be comma-separated integers'),
     (['--synthetic', '10', '--distributions', '5'], '--distributions 5 is fewer than'),
     (['--json', '/no/such/dir/b.json'], '--json /no/such/dir/b.json: no directory /no/such/dir'),
-    (['--markdown', '/proc/b.md'], '--markdown /proc/b.md: not writable'),
+    (['--markdown', '/etc/hostname/b.md'], '--markdown /etc/hostname/b.md: no directory'),
+    (['--plot', '/tmp'], '--plot /tmp: a file name is needed'),
     (['--fail-over', '-1'], '--fail-over must be >= 0'),
     (['--host', 'no such'], "--host 'no such' is not a module name"),
     (['--host', 'json'], '--host json needs --group GROUP'),
@@ -158,6 +162,13 @@ def test_usage_errors(venv, args, message):
     assert proc.returncode == 2
     last = proc.stderr.strip().splitlines()[-1]  # after the usage lines: one message
     assert last.startswith('epload bench: error: ') and message in last, proc.stderr
+
+
+@pytest.mark.skipif(os.access('/sys', os.W_OK), reason='/sys is writable here')
+def test_an_unwritable_output_is_a_usage_error(venv):
+    proc = bench(venv, '--markdown', '/sys/b.md')
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].endswith('--markdown /sys/b.md: not writable')
 
 
 def test_a_json_that_is_not_a_bench_result_is_refused(venv, tmp_path):
