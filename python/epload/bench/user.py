@@ -170,8 +170,9 @@ def check_host(args, tmp):
                 raise BenchError(f"{args.python} has no module {host.module}{hint}")
             if what == "import":
                 raise BenchError(f"`import {host.module}` fails in {args.python}: {last}")
-            failed = next((ln.split(": ", 1)[-1].strip() for ln in text
-                           if "Failed to load the backend extension" in ln), None)
+            # The exception's own line, the last (a traceback may quote the source).
+            failed = next((ln.split(": ", 1)[-1].strip() for ln in reversed(text)
+                           if ln.startswith("RuntimeError: Failed to load the backend")), None)
             cut = next((k for k, ln in enumerate(text) if "direct cause" in ln), len(text))
             cause = next((ln.strip() for ln in reversed(text[:cut])
                           if ln[:1].isalpha() and ": " in ln and not ln.startswith("Traceback")),
