@@ -134,8 +134,14 @@ def check_writable(p, option, path):
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         p.error(f"--{option} {path}: no directory {parent}")
-    if not os.access(path if os.path.exists(path) else parent, os.W_OK):
-        p.error(f"--{option} {path}: not writable")
+    existed = os.path.exists(path)
+    try:  # the one sure test: open it for appending (an empty new file is removed)
+        with open(path, "a"):
+            pass
+    except OSError as e:
+        p.error(f"--{option} {path}: not writable ({e.strerror})")
+    if not existed:
+        os.remove(path)
 
 
 def engine_args(args):
