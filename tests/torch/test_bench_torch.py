@@ -122,7 +122,7 @@ def test_markdown_names_the_torch_and_the_targets(bench):
     assert md == proc.stdout
     assert md.startswith('### Real PyTorch 2.13.0')
     assert '(Python 3.11.' in md and f'`{python}`' in md
-    assert '#### 2 generated backends + 3 fixtures (7 distributions)' in md
+    assert '#### 2 generated backends + 3 installed (7 distributions)' in md
     assert '#### Targets' in md
     assert '#### What lazy epload adds, measured inside the processes' in md
     assert 'first `to("foo")` ≤ foo\'s own import cost + 1 ms' in md
