@@ -95,11 +95,11 @@ def parse_args(argv):
         args.distributions = biggest + 1000 if biggest else 0
     if args.distributions < biggest:
         p.error(f"--distributions {args.distributions} is fewer than --synthetic {biggest}")
+    if not all(part.isidentifier() for part in args.host.split(".")):
+        p.error(f"--host {args.host!r} is not a module name")
     if args.host != "torch" and not args.group:
         p.error(f"--host {args.host} needs --group GROUP (the entry-point group it autoloads)")
     args.group = args.group or "torch.backends"
-    if not all(part.isidentifier() for part in args.host.split(".")):
-        p.error(f"--host {args.host!r} is not a module name")
     if args.device is not None and not args.device.isidentifier():
         p.error(f"--device {args.device!r} is not a device name")
     if (args.baseline is None) != (args.fail_regression is None):
