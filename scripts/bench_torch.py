@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Entry point of scripts/harness/suite_torch.py (--help)."""
+"""Runs the harness suite epload.bench.suite_torch (python/epload/bench/; --help)."""
 import os, sys  # noqa: E401
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import proc, suite_torch  # noqa: E402
-sys.exit(proc.harness_main(suite_torch))
+import _bench  # noqa: E402
+sys.exit(_bench.main("suite_torch"))

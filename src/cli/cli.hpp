@@ -26,7 +26,8 @@ struct Command {
   const char* summary;  ///< one line for `epload --help`
   /// Full text for `epload <name> --help`; k_index_options_help follows it
   /// (every command takes the index options).  Static text: registering a
-  /// command allocates nothing (see Registration).
+  /// command allocates nothing (see Registration).  nullptr: the command
+  /// answers --help itself (`bench`, which hands over to Python).
   const char* help;
   int (*run)(std::vector<std::string_view>&);  ///< args after the name
 };

@@ -80,6 +80,7 @@ int run(int argc, char** argv) {
     if (name != c.name) continue;
     std::vector<std::string_view> args(argv + 2, argv + argc);
     for (std::string_view a : args) {
+      if (c.help == nullptr) break;  // a command that answers --help itself
       if (a == "--help" || a == "-h") {
         std::fputs(c.help, stdout);
         std::fputs("\n", stdout);

@@ -63,6 +63,9 @@ def test_the_wheel_holds_package_extension_command_and_hook(wheel):
     data = f"epload-{project_version()}.data"
     assert {"epload/__init__.py", "epload/_native" + suffix, "epload-autoload.pth",
             f"{data}/scripts/epload"} <= names
+    # The benchmark harness (`python -m epload.bench`, `epload bench`) and its generator's C source.
+    assert {"epload/bench/__main__.py", "epload/bench/suite_torch.py", "epload/bench/gen_env.py",
+            "epload/bench/native_backend.c"} <= names
     assert not [n for n in names if n.startswith(("include/", "lib/", f"{data}/data/", f"{data}/headers/"))]
     assert not [n for n in names if "/_native" in n and n != "epload/_native" + suffix]
     info = zipfile.ZipFile(wheel).getinfo(f"{data}/scripts/epload")

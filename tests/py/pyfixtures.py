@@ -18,7 +18,10 @@ BUILD_DIR = os.environ.get('EPLOAD_BUILD_DIR', os.path.join(SOURCE_DIR, 'build')
 PACKAGE_DIR = os.path.join(BUILD_DIR, 'python')  # holds epload/
 
 sys.path.insert(0, os.path.join(SOURCE_DIR, 'scripts'))
-import stock_autoload  # noqa: E402
+import _bench  # noqa: E402  (the harness package, python/epload/bench/)
+
+_bench.package()
+from epload_bench import stock_autoload  # noqa: E402
 
 
 # ---- distribution trees -------------------------------------------------------
@@ -111,7 +114,7 @@ def run_json(tmp_path, code, **kw):
 HOST = 'fakehost'
 
 HOST_STYLES = {
-    # Stock PyTorch's loop (scripts/stock_autoload.py): the oracle.
+    # Stock PyTorch's loop (epload.bench.stock_autoload): the oracle.
     'pytorch': stock_autoload.FUNCTIONS + stock_autoload.CALL,
     # PyTorch with its two functions swapped for epload's.
     'epload-torch': '''

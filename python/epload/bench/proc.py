@@ -181,7 +181,7 @@ def remove_tree(path):
 def harness_main(suite, argv=None):
     """suite.run(args, tmp)'s status; a BenchError printed as `PROG: message`."""
     prog, args = suite.PROG, suite.parse_args(sys.argv[1:] if argv is None else argv)
-    tmp = tempfile.mkdtemp(prefix=f"epload-{prog.removesuffix('.py').replace('_', '-')}-",
+    tmp = tempfile.mkdtemp(prefix=f"epload-{prog.removesuffix('.py').replace('_', '-').replace(' ', '-')}-",
                            dir=suite.tmp_base(args) if hasattr(suite, "tmp_base") else None)
     try:
         return suite.run(args, tmp)

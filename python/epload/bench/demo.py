@@ -131,7 +131,7 @@ def derive(stats):
 def parse_args(argv):
     p = options.parser(PROG, __doc__)
     options.add_common(p, rounds=(9, 9), outputs=False, quick=False)
-    p.add_argument("--out", default=os.path.join(SOURCE_DIR, "out", "demo"),
+    p.add_argument("--out", default=os.path.join(SOURCE_DIR or os.getcwd(), "out", "demo"),
                    help="where results and environments go (<source>/out/demo)")
     options.add_lookup(p)
     p.add_argument("--device", help="the device to load (default: the middle backend's)")

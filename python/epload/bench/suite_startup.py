@@ -13,7 +13,8 @@ import os
 import sys
 
 from . import options
-from .envs import SCRIPTS, clean_env, config, kept_env, stevedore_location, stevedore_lookup
+from . import stock_autoload  # also the Python tests' oracle
+from .envs import clean_env, config, kept_env, stevedore_location, stevedore_lookup
 from .proc import extra_passes, progress_line
 from .report import (SYSCALL_COLUMNS, TIMES, fmt_ms, fmt_ratio, load_average, plot_marginals,
                      syscall_cells, table, times, write_report)
@@ -21,8 +22,6 @@ from .stats import ratio, summarize_rounds
 from .targets import budget_cells, budget_floor, stat_floor
 from .verify import Variants, index_hit
 
-sys.path.insert(0, SCRIPTS)
-import stock_autoload  # noqa: E402  (also the Python tests' oracle)
 
 PROG = "bench_startup.py"
 GROUP = "torch.backends"

@@ -22,7 +22,7 @@ from .report import table, write_report
 from .suite_index import Setup
 
 PROG = "bench_gate"
-BASELINE = os.path.join(SOURCE_DIR, "bench", "baseline.json")
+BASELINE = os.path.join(SOURCE_DIR or "", "bench", "baseline.json")
 # Distributions for cached_over_cold: below the size at which validation
 # splits over two threads (500 watched files), so both sides are one
 # thread's CPU plus, for the scan, its helper's (process CPU time).

@@ -66,22 +66,41 @@ def syscall_cells(sc, hf):
 
 
 def plot_marginals(path, rows, labels, reference, xlabel, ylabel, title):
-    """A log-log PNG of each variant's marginal cost against the backends."""
+    """A log-log PNG of each variant's marginal cost against the backends;
+    returns each variant's (colour, marker)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import matplotlib.ticker
     fig, ax = plt.subplots(figsize=(10, 5.5), dpi=110)
     rows = [r for r in rows if r["backends"] > 0]
-    for v, label in labels.items():
-        pts = [(r["backends"], r["stats"][v]["marginal_ms"]) for r in rows
-               if v != reference and v in r["stats"] and r["stats"][v]["marginal_ms"] > 0]
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts],
-                    "--" if v.startswith(("epload", "lazy")) else "-", marker="o",
-                    label=label.replace("`", ""))
+    # One colour and marker per variant (matplotlib's default cycle repeats
+    # its colours after ten lines).
+    colours = [plt.get_cmap("tab20")(k) for k in range(0, 20, 2)] + [
+        plt.get_cmap("tab20")(k) for k in range(1, 20, 2)]
+    markers = "osD^vP*Xh<>p"
+    drawn = [v for v in labels if v != reference]
+    styles = {}
+    for k, v in enumerate(drawn):
+        # A marginal at or below zero cannot sit on a log axis: it is drawn
+        # at the axis's foot as a hollow marker, not left out.
+        pts = [(r["backends"], r["stats"][v]["marginal_ms"]) for r in rows if v in r["stats"]]
+        if not pts:
+            continue
+        colour, marker = colours[k % len(colours)], markers[k % len(markers)]
+        styles[v] = (colour, marker)
+        up = [(x, y) for x, y in pts if y > 0]
+        ax.plot([p[0] for p in up], [p[1] for p in up],
+                "--" if v.startswith(("epload", "lazy")) else "-", marker=marker, color=colour,
+                label=labels[v].replace("`", ""))
+        down = [x for x, y in pts if y <= 0]
+        if down:
+            ax.plot(down, [0.01] * len(down), linestyle="none", marker=marker, color=colour,
+                    markerfacecolor="white",
+                    label=None if up else labels[v].replace("`", "") + " (≤ 0)")
     xs = [r["backends"] for r in rows]
-    ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.set(xscale="log", yscale="log", xlabel=xlabel,
+           ylabel=ylabel + "; hollow at 0.01: ≤ 0", title=title)
     ax.set_xticks(xs, [f"{x:,}" for x in xs])
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.grid(True, which="both", alpha=0.3)
@@ -89,3 +108,4 @@ def plot_marginals(path, rows, labels, reference, xlabel, ylabel, title):
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+    return styles

@@ -9,7 +9,8 @@ import sys
 
 from .envs import SOURCE_DIR
 
-DEFAULT_BUILD = os.environ.get("EPLOAD_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
+DEFAULT_BUILD = os.environ.get("EPLOAD_BUILD_DIR",
+                               os.path.join(SOURCE_DIR or os.getcwd(), "build"))
 
 
 def parser(prog, doc, listing=None):
@@ -134,14 +135,14 @@ def need_built(p, *paths):
                     "builds too) or pass --build DIR")
 
 
-def parse_sizes(p, text, least):
+def parse_sizes(p, text, least, option="--sizes"):
     """--sizes TEXT as a sorted list of distinct integers, each >= least."""
     try:
         sizes = sorted({int(s) for s in text.split(",") if s.strip()})
     except ValueError:
-        p.error(f"--sizes must be comma-separated integers, got {text!r}")
+        p.error(f"{option} must be comma-separated integers, got {text!r}")
     if not sizes or any(n < least for n in sizes):
-        p.error(f"--sizes: each size must be {'at least 1' if least else '0 or more'}")
+        p.error(f"{option}: each size must be {'at least 1' if least else '0 or more'}")
     return sizes
 
 

@@ -29,7 +29,7 @@ from .suite_torch import hook_import_ns
 PROG = "bench_dynamo.py"
 GROUP = "torch_dynamo_backends"
 MARK = "EPLOAD-BENCH-DYNAMO "
-FIXTURES = [os.path.join(SOURCE_DIR, "tests", "torch", "backends", d) for d in ("common", "dynamo")]
+FIXTURES = [os.path.join(SOURCE_DIR or "", "tests", "torch", "backends", d) for d in ("common", "dynamo")]
 VARIANTS = {
     "stock": {},
     "switch": {"EPLOAD_IMPORTLIB": "1"},

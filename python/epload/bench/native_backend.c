@@ -1,4 +1,4 @@
-/* native_backend.c — the synthetic native backend scripts/gen_env.py compiles
+/* native_backend.c — the synthetic native backend gen_env.py (beside it) compiles
  * (with cc, at generation time) and copies N times.
  *
  * Compile-time knobs (-D):

@@ -1,5 +1,5 @@
 """Stock PyTorch's backend autoload, as module source for the PyTorch-like
-hosts that stand in for torch: scripts/harness/suite_startup.py (the start-up
+hosts that stand in for torch: epload.bench.suite_startup (the start-up
 harness) and tests/py/pyfixtures.py (the Python-front tests).
 
 It behaves as `import torch` (2.5+) does at its end: unless
