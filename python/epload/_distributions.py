@@ -196,6 +196,10 @@ def _found(kwargs):
         paths, _eps._validation(), '', _eps._use_cache(), _eps._INTERPRETER, key)
     if not _eps._answered(status, reason, file, problem):
         return _importlib_distributions(**kwargs)
+    if len(listing) == len(paths) - 1:
+        # The first path holds no metadata (the working directory, usually):
+        # the index leaves it out of its key and its paths (cache_key.cpp).
+        listing = [()] + list(listing)
     _install_property(md)
     PathDistribution = md.PathDistribution
     # PathDistribution(path) runs Distribution.__new__ (3.12 on: a check for

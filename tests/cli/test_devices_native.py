@@ -69,7 +69,7 @@ def test_learned_kind_is_shown(tmp_path):
     code = (
         "import sys, types, epload, epload._autoload as a\n"
         "host = types.ModuleType('fakehost'); sys.modules['fakehost'] = host\n"
-        "a.probes['fakehost'] = lambda token: None if token is None and False else ([] if token is None else [('pdev', 'privateuse1')])\n"
+        "a.fronts[('fakehost.backends', 'fakehost')] = types.SimpleNamespace(probe=lambda token: None if token is None and False else ([] if token is None else [('pdev', 'privateuse1')]))\n"
         "epload.autoload('fakehost.backends', host=host)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("EPLOAD_")}
     env.update(PYTHONPATH=os.pathsep.join([str(site), str(BUILD_DIR / "python")]),

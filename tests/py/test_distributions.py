@@ -120,6 +120,24 @@ def test_relative_and_empty_entries(tmp_path, monkeypatch):
     assert served(['']) == 1
 
 
+def test_a_first_path_that_holds_nothing_keeps_every_distribution_where_it_is(tmp_path, monkeypatch):
+    # The index leaves such a first path (the working directory, a script's
+    # directory) out of its key and its paths: the walk must still put each
+    # distribution under its own path entry, for '' and an absolute one.
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    sites = [tmp_path / 'site1', tmp_path / 'site2']
+    for n, site in enumerate(sites):
+        site.mkdir()
+        dist(site, f'p{n}-1.0.dist-info', f'[g]\nx{n} = m:x\n')
+    ours = assert_same_walk([empty, *sites])
+    assert len(ours[2]) == 2
+    assert served([empty, *sites]) == 2
+    monkeypatch.chdir(empty)
+    assert_same_walk(['', *sites])
+    assert served(['', *sites]) == 2
+
+
 @pytest.mark.parametrize('name', sorted(difftrees.CASES))
 def test_difftree_case(tmp_path, monkeypatch, name):
     root = tmp_path / 'tree'
