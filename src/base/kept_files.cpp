@@ -69,9 +69,11 @@ KeptName kind_among(const std::vector<const KeptFiles*>& kinds, std::string_view
   for (const KeptFiles* k : kinds) {
     if (has_prefix_suffix(name, k->prefix, k->suffix)) return {k, false};
   }
-  if (name.starts_with('.') && name.find(".tmp.") != std::string_view::npos) {
+  // A temporary file of one: "." + its name + ".tmp." + what makes it unique.
+  if (const std::size_t tmp = name.find(".tmp."); name.starts_with('.') && tmp != std::string_view::npos) {
+    const std::string_view base = name.substr(1, tmp - 1);
     for (const KeptFiles* k : kinds) {
-      if (name.substr(1).starts_with(k->prefix)) return {k, true};
+      if (has_prefix_suffix(base, k->prefix, k->suffix)) return {k, true};
     }
   }
   return {};
