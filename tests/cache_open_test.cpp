@@ -350,8 +350,8 @@ TEST_F(CacheOpen, PrunesOldAndExcessFiles) {
   };
   for (int i = 0; i < 5; ++i) make_aged("index-old" + std::to_string(i) + ".json", 31 * 86400);
   for (int i = 0; i < 70; ++i) make_aged("index-f" + std::to_string(100 + i) + ".json", 1000 + i);
-  make_aged(".index-x.tmp.abcdef", 2 * 3600);   // stray temp file: removed
-  make_aged(".index-y.tmp.abcdef", 60);         // maybe still being written: kept
+  make_aged(".index-x.json.tmp.abcdef", 2 * 3600);   // stray temp file: removed
+  make_aged(".index-y.json.tmp.abcdef", 60);         // maybe still being written: kept
   make_aged("unrelated.txt", 365 * 86400);       // not ours: kept
   make_aged("learned-old.txt", 31 * 86400);      // learned stores: by last use too
   make_aged("learned-new.txt", 60);
@@ -369,8 +369,8 @@ TEST_F(CacheOpen, PrunesOldAndExcessFiles) {
   EXPECT_TRUE(has("index-f162.json"));
   EXPECT_FALSE(has("index-f163.json"));
   EXPECT_FALSE(has("index-f169.json"));
-  EXPECT_FALSE(has(".index-x.tmp.abcdef"));
-  EXPECT_TRUE(has(".index-y.tmp.abcdef"));
+  EXPECT_FALSE(has(".index-x.json.tmp.abcdef"));
+  EXPECT_TRUE(has(".index-y.json.tmp.abcdef"));
   EXPECT_TRUE(has("unrelated.txt"));
   EXPECT_FALSE(has("learned-old.txt"));
   EXPECT_TRUE(has("learned-new.txt"));
