@@ -1,8 +1,9 @@
 """A backend author's path, as the README gives it: a pure-Python PrivateUse1
 backend ``foo`` that declares its device (``[epload.devices] foo = foo``),
 built by pip from a pyproject into a fresh venv beside torch 2.13 and epload,
-then the README's PyTorch command, first thing, with a new cache: the tensor
-is printed, and the backend is imported at that first use, not at import."""
+then a tensor moved to the device, first thing, with a new cache (the
+README's own commands run in package.docs_commands): the tensor arrives, and
+the backend is imported at that first use, not at import."""
 
 import os
 import pathlib
@@ -37,8 +38,9 @@ packages = ["torch_foo"]
 py-modules = ["epload_torch_fixture"]
 '''
 
-# The README's PyTorch quick start, as printed.
-README_COMMAND = '''import torch; print(torch.ones(2).to("foo"))'''
+# A first use of the device (the fixture device has the kernels of a copy
+# to and from it, not those of printing a tensor on it).
+FIRST_USE = '''import torch; x = torch.ones(2).to("foo"); print(x.device, x.cpu())'''
 
 
 @pytest.fixture(scope='module')
@@ -71,12 +73,12 @@ def run(venv, code, cwd, **extra):
                           timeout=600)
 
 
-def test_the_readme_command_prints_the_tensor_on_the_first_run_and_later(venv):
+def test_a_tensor_moves_to_the_device_on_the_first_run_and_later(venv):
     _, root = venv
     for n in range(2):  # the first run, with nothing learned, and the next one
-        got = run(venv, README_COMMAND, root / f'cwd{n}')
+        got = run(venv, FIRST_USE, root / f'cwd{n}')
         assert got.returncode == 0, got.stderr
-        assert got.stdout.strip() == "tensor([1., 1.], device='foo:0')", got.stdout
+        assert got.stdout.strip() == 'foo:0 tensor([1., 1.])', got.stdout
     imports = [line for line in (root / 'events').read_text().splitlines() if ' import ' in line]
     assert len(imports) == 2  # once per process
 
