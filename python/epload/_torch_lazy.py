@@ -135,25 +135,29 @@ def _torch_device_type(torch, name):
 def claims(session):
     """(backend, PrivateUse1 name, learned) for every enabled backend known
     to claim one: a device learned with kind ``privateuse1`` (learned
-    True), else a device its distribution declares that is not one of
-    torch's own device types (declaring ``foo`` says: ``"foo"`` is my
-    PrivateUse1 name)."""
+    True); when no backend has learned one, a device its distribution
+    declares that is not one of torch's own device types (declaring ``foo``
+    says: ``"foo"`` is my PrivateUse1 name).  A name a load registered is
+    the stronger word: declarations count only where none was learned."""
     loader = session.loader
     torch = session.host
     native = _autoload._native()
     disabled = native.State.disabled
     declared = native.Source.declared
-    found = []
+    learned, by_declaration = [], []
     for i in sorted({d.backend for d in loader.devices()}):
         st = loader.status(i)
         if st.state == disabled:
             continue
-        learned = [name for name, kind in zip(st.devices, st.kinds) if kind == PRIVATEUSE1]
-        names = learned or [name for name, source, kind in zip(st.devices, st.sources, st.kinds)
-                            if source == declared and kind in ('', 'attr')
-                            and not _torch_device_type(torch, name)]
-        found.extend((session._backend(i), name, bool(learned)) for name in names)
-    return found
+        b = session._backend(i)
+        names = [name for name, kind in zip(st.devices, st.kinds) if kind == PRIVATEUSE1]
+        if names:
+            learned.extend((b, name, True) for name in names)
+            continue
+        by_declaration.extend((b, name, False) for name, source, kind in zip(st.devices, st.sources, st.kinds)
+                              if source == declared and kind in ('', 'attr')
+                              and not _torch_device_type(torch, name))
+    return learned or by_declaration
 
 
 def attach(session):

@@ -371,10 +371,11 @@ out(before=before, device=str(x.device), values=x.cpu().tolist())
 
 def test_an_import_that_looked_before_another_thread_finished_the_load_finds_foo(learned):
     # Thread B imports torch.foo (.to("foo")): the import system finds it
-    # missing from sys.modules, then asks the finders.  If the main thread
-    # loads foo (torch.foo) in between, the finders are asked after the
-    # load: the module the backend registered must still be the answer.
-    # B is held at that point by a trace function, so the order is certain.
+    # missing from sys.modules, then asks the finders, holding the import
+    # lock of torch.foo.  The main thread's torch.foo meanwhile takes that
+    # lock before it may load foo, so it waits for B's import (B is held at
+    # that point by a trace function, released after a while): both get the
+    # module the backend registered.
     got = learned.run('''
 import threading
 import torch
@@ -396,8 +397,8 @@ def b():
 t = threading.Thread(target=b)
 t.start()
 paused.wait()
+threading.Timer(1.0, resume.set).start()
 first = torch.foo.__name__
-resume.set()
 t.join()
 out(first=first, b=result['b'], module=sys.modules['torch.foo'] is torch.foo)
 ''')
