@@ -75,9 +75,14 @@ def install_epload(python, build, source=SOURCE):
     """Installs epload from the checkout into the venv of ``python`` with pip,
     as a user does (``pip install <checkout>``).  scikit-build-core's build
     tree is kept under the build directory, so a re-install after a change
-    recompiles only what changed."""
+    recompiles only what changed; a lock beside it makes installs that run
+    at once take turns in it (two builds in one tree delete each other's
+    objects)."""
     tree = pathlib.Path(build) / 'torch-venv-skbuild'
-    _pip_install(python, "--no-deps", "--force-reinstall", f"--config-settings=build-dir={tree}", str(source))
+    with open(f'{tree}.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _pip_install(python, "--no-deps", "--force-reinstall", f"--config-settings=build-dir={tree}",
+                     str(source))
 
 
 # What an installed epload is built from: a change to any of these makes

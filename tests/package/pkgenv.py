@@ -6,6 +6,7 @@ and the `python3` on PATH (a pyenv shim is resolved to the interpreter it
 runs), each asked for its own facts.
 """
 
+import fcntl
 import glob
 import json
 import os
@@ -108,10 +109,17 @@ def run(cmd, timeout=1800, check=True, **kw):
     return proc
 
 
-def pip_build_options(f, what):
-    """scikit-build-core's build tree for this interpreter, kept under the
-    build directory, so that a second install recompiles only what changed."""
-    return [f"--config-settings=build-dir={WORK / 'skbuild' / (what + '-' + slug(f))}"]
+def pip_install_checkout(python, f):
+    """`pip install <checkout>` into the venv of `python` (interpreter `f`).
+    scikit-build-core's build tree for this interpreter is kept under the
+    build directory, so a second install recompiles only what changed; a
+    lock beside it makes tests that run at once take turns in it (two
+    builds in one tree delete each other's objects)."""
+    tree = WORK / "skbuild" / f"install-{slug(f)}"
+    tree.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{tree}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return run([python, "-m", "pip", "install", f"--config-settings=build-dir={tree}", SOURCE_DIR])
 
 
 def fresh_venv(f, name):

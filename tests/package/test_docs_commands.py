@@ -24,7 +24,7 @@ import subprocess
 
 import pytest
 
-from pkgenv import SOURCE_DIR, clean_env, fresh_venv, interpreters, pip_build_options, run
+from pkgenv import SOURCE_DIR, clean_env, fresh_venv, interpreters, pip_install_checkout, run
 
 TORCH = "torch==2.13.0"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
@@ -89,7 +89,7 @@ def user(tmp_path_factory):
         pytest.skip(f"no CPython 3.11 here for {TORCH}, which the PyTorch quick starts need")
     venv = fresh_venv(f, "docs-venv")
     python = venv / "bin" / "python"
-    run([python, "-m", "pip", "install", *pip_build_options(f, "install"), SOURCE_DIR])
+    pip_install_checkout(python, f)
     if any("needs" in options for _, options, _ in to_run()):
         run([python, "-m", "pip", "install", "-q", TORCH])
     home = tmp_path_factory.mktemp("user")

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from pkgenv import (SOURCE_DIR, clean_env, fresh_venv, interpreters, pip_build_options,
+from pkgenv import (SOURCE_DIR, clean_env, fresh_venv, interpreters, pip_install_checkout,
                     project_version, run, slug, source_tree, tree)
 
 INTERPRETERS = interpreters()
@@ -50,8 +50,7 @@ def installed(request):
     venv = fresh_venv(f, "venv")
     before = tree(venv)
     sources = source_tree()
-    proc = run([venv / "bin" / "python", "-m", "pip", "install", *pip_build_options(f, "install"),
-                SOURCE_DIR])
+    proc = pip_install_checkout(venv / "bin" / "python", f)
     assert "Successfully installed epload-" in proc.stdout, proc.stdout
     assert source_tree() == sources, "the build wrote into the checkout"
     return f, venv, before
