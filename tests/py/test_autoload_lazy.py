@@ -613,3 +613,37 @@ def test_an_unusable_cache_directory_is_said_once_and_backends_still_load(tmp_pa
         assert len(warnings) == 1, out['stderr']
         assert str(blocker / 'cache') in warnings[0] and 'EPLOAD_CACHE_DIR' in warnings[0]
         assert 'cannot be remembered' in warnings[0]
+
+
+def test_two_backends_declaring_one_device_are_warned_about_at_import_naming_both(tmp_path):
+    # The first in discovery order wins; the hook says so at `import host`,
+    # naming both, before anything is loaded.
+    env = Env(tmp_path)
+    env.backend('be_a', devices=('shared',), declare=True)
+    env.backend('be_b', devices=('shared',), declare=True)
+    out = env.run('state["dev"] = fakehost.shared.__name__')
+    assert out['at_import'] == []
+    assert out['dev'] == 'be_a.shared' and out['imported'] == ['be_a']
+    clash = [line for line in out['stderr'].splitlines() if "device 'shared' is also provided by" in line]
+    assert len(clash) == 1, out['stderr']
+    assert "'be_a'" in clash[0] and "'be_b'" in clash[0], clash
+    assert 'RuntimeWarning' in clash[0]
+
+
+def test_a_declared_device_that_is_pytorchs_own_type_is_warned_and_never_answered_by_another(tmp_path):
+    # In PyTorch's group, a backend declaring "xpu" is never consulted for it
+    # under torch: the hook warns at `import host`, and epload.device("xpu")
+    # raises rather than return the host's own object of that name.
+    env = Env(tmp_path)
+    env.backend('be_x', devices=('xpu',), declare=True)
+    out = env.run('''
+fakehost.xpu = "the host's own"
+try:
+    epload.device("xpu")
+    state["device"] = None
+except epload.BackendError as e:
+    state["device"] = str(e)
+''')
+    warned = [line for line in out['stderr'].splitlines() if "PyTorch's own device type 'xpu'" in line]
+    assert len(warned) == 1 and "'be_x'" in warned[0], out['stderr']
+    assert out['device'] is not None and "PyTorch's own" in out['device'], out

@@ -328,6 +328,29 @@ out(name=torch._C._get_privateuse1_backend_name(), loaded='torch_foo' in sys.mod
     assert got == {**got, 'name': 'privateuseone', 'loaded': False}
 
 
+def test_device_clashes_are_warned_at_import_torch_and_torchs_module_is_never_the_answer(make_env):
+    # foo declares xpu, torch's own type, and its foo, which qux declares too:
+    # `import torch` warns of both (naming both backends), loads nothing, and
+    # epload.device("xpu") raises rather than hand back torch.xpu.
+    env = make_env('foo', 'qux')
+    declare(env, 'foo', 'xpu')
+    declare(env, 'foo', 'foo')
+    declare(env, 'qux', 'foo')
+    got = env.run('''
+import torch, epload
+loaded = [m for m in ('torch_foo', 'torch_qux') if m in sys.modules]
+out(loaded=loaded, device=error(lambda: epload.device('xpu')), xpu=torch.xpu.__name__)
+''')
+    assert got['loaded'] == []
+    lines = got['stderr'].splitlines()
+    own = [line for line in lines if "device 'xpu' of backend 'foo' is PyTorch's own device type" in line]
+    both = [line for line in lines if "device 'foo' is also provided by backend" in line]
+    assert len(own) == 1 and len(both) == 1, got['stderr']
+    assert "'foo'" in both[0] and "'qux'" in both[0], both
+    assert got['device']['type'] == 'BackendError' and "PyTorch's own" in got['device']['message'], got
+    assert got['xpu'] == 'torch.xpu'
+
+
 def test_declared_device_opt_out_keeps_privateuse1_unregistered(make_env):
     env = make_env('foo')
     declare(env, 'foo', 'foo')
