@@ -151,32 +151,29 @@ def pick_shape(rng: random.Random) -> str:
     raise AssertionError("unreachable")
 
 
+# The entry_points.txt of each noise shape that has one ({p}: the package;
+# {x}: a short flake8 code); the other shapes have none.
+NOISE_ENTRY_POINTS = {
+    "console": "[console_scripts]\n{p} = {p}.cli:main\n",
+    "console_gui": ("[console_scripts]\n{p} = {p}.cli:main\n{p}-admin = {p}.admin:run\n\n"
+                    "[gui_scripts]\n{p}-gui = {p}.gui:main\n"),
+    "pytest": "[pytest11]\n{p} = {p}.plugin\n",
+    "flake8": "[console_scripts]\n{p} = {p}.__main__:main\n\n[flake8.extension]\nX{x} = {p}.checker:Checker\n",
+    "multi": ("[babel.extractors]\n{p} = {p}.babel:extract\n\n"
+              "[console_scripts]\n{p} = {p}.cli:main [cli]\n\n"
+              "[sphinx.builders]\n{p} = {p}.sphinx:Builder\n"),
+    # Groups that look like the backend group but are not it.
+    "near_miss": "[torch.backend]\n{p} = {p}:_autoload\n\n[torch.backends.extra]\n{p} = {p}:_autoload\n",
+    "comments": ("# generated\n\n[console_scripts]\n# a comment\n"
+                 "  {p}  =  {p}.cli:main  \n\n[{p}.plugins]\n"
+                 "a = {p}.a\na = {p}.a_again\n"),
+    "empty_entry_points": "",
+}
+
+
 def noise_entry_points(shape: str, pkg: str) -> str | None:
-    if shape == "console":
-        return f"[console_scripts]\n{pkg} = {pkg}.cli:main\n"
-    if shape == "console_gui":
-        return (f"[console_scripts]\n{pkg} = {pkg}.cli:main\n{pkg}-admin = {pkg}.admin:run\n\n"
-                f"[gui_scripts]\n{pkg}-gui = {pkg}.gui:main\n")
-    if shape == "pytest":
-        return f"[pytest11]\n{pkg} = {pkg}.plugin\n"
-    if shape == "flake8":
-        return (f"[console_scripts]\n{pkg} = {pkg}.__main__:main\n\n"
-                f"[flake8.extension]\nX{pkg[-4:]} = {pkg}.checker:Checker\n")
-    if shape == "multi":
-        return (f"[babel.extractors]\n{pkg} = {pkg}.babel:extract\n\n"
-                f"[console_scripts]\n{pkg} = {pkg}.cli:main [cli]\n\n"
-                f"[sphinx.builders]\n{pkg} = {pkg}.sphinx:Builder\n")
-    if shape == "near_miss":
-        # Groups that look like the backend group but are not it.
-        return (f"[torch.backend]\n{pkg} = {pkg}:_autoload\n\n"
-                f"[torch.backends.extra]\n{pkg} = {pkg}:_autoload\n")
-    if shape == "comments":
-        return (f"# generated\n\n[console_scripts]\n# a comment\n"
-                f"  {pkg}  =  {pkg}.cli:main  \n\n[{pkg}.plugins]\n"
-                f"a = {pkg}.a\na = {pkg}.a_again\n")
-    if shape == "empty_entry_points":
-        return ""
-    return None
+    text = NOISE_ENTRY_POINTS.get(shape)
+    return None if text is None else text.format(p=pkg, x=pkg[-4:])
 
 
 def write_noise(w: Writer, rng: random.Random, index: int, width: int) -> None:
