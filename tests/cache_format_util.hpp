@@ -165,7 +165,7 @@ inline std::string edit_line(std::string text, int line, const std::string& from
 }
 
 /// A one-distribution index whose file has the lines
-///   0 head, 1 group:g, 2 numbers, 3 dists, 4 listings, 5 watched, 6 watch_digest.
+///   0 head, 1 group:g, 2 dists, 3 listings, 4 watched, 5 watch_digest.
 inline Index tiny_index() {
   IndexBuilder b;
   const auto sp = b.add_search_path("/s", fake_stamp(1));

@@ -240,7 +240,7 @@ TEST(Cache, ReadRejectsABadWatchDigest) {
   const std::string expected[] = {"32 hex digits", "32 hex digits", "unexpected field", "out of range",
                                   "empty watched run"};
   for (std::size_t i = 0; i < std::size(malformed); ++i) {
-    reseal(t / "bad.json", edit_line(good, 6, malformed[i].first, malformed[i].second));
+    reseal(t / "bad.json", edit_line(good, 5, malformed[i].first, malformed[i].second));
     const std::string text = test::read_file(t / "bad.json");
     auto partial = parse_bytes_with(text, full);
     ASSERT_FALSE(partial) << malformed[i].second;
@@ -283,12 +283,13 @@ TEST(CachePartial, MalformedGroupRowsAreRejectedByEveryRead) {
     std::string from, to, says;
   };
   const Edit edits[] = {
-      {",0]\t],\"entry", "]\t],\"entry", "group distribution has 3 fields, not 4"},
-      {",0]\t],\"entry", ",0,0]\t],\"entry", "group distribution has more than 4 fields"},
-      {",0]\t],\"entry", ",9]\t],\"entry", "distribution search path 9 is out of range"},
-      {"[\t[0,\"e\"", "[\t[1,\"e\"", "entry point distribution 1 is out of range"},
+      {"[[0,\"n\"", "[[5,\"n\"", "group distribution number 5 is out of range"},
+      {",0]],\"entry", "]],\"entry", "group distribution has 4 fields, not 5"},
+      {",0]],\"entry", ",0,0]],\"entry", "group distribution has more than 5 fields"},
+      {",0]],\"entry", ",9]],\"entry", "distribution search path 9 is out of range"},
+      {"[[0,\"e\"", "[[1,\"e\"", "entry point distribution 1 is out of range"},
       {"\"e\",\"v\"]", "\"e\"]", "entry point has 2 fields, not 3"},
-      {"[\t[0,\"e\"", "[\t[0,7", "entry point name"},
+      {"[[0,\"e\"", "[[0,7", "entry point name"},
   };
   const detail::ReadExpectations reads[] = {detail::ReadExpectations{},  // complete
                                             groups_only({"g"}),          // one group: direct
@@ -305,52 +306,6 @@ TEST(CachePartial, MalformedGroupRowsAreRejectedByEveryRead) {
     }
     EXPECT_TRUE(parse_bytes_with(text, groups_only({"h"}))) << "a read of another group does not parse it";
   }
-}
-
-TEST(CachePartial, MalformedNumbersAreRejectedByEveryReadThatMergesGroups) {
-  // "numbers" gives the global numbers that merge several groups (and a
-  // complete read's entry points); a one-group read does not need it.
-  IndexBuilder b;
-  const auto sp = b.add_search_path("/s", test::fake_stamp(1));
-  const auto n = b.add_distribution("n", "1", "/s/n.dist-info", sp);
-  const auto m = b.add_distribution("m", "1", "/s/m.dist-info", sp);
-  b.add_entry_point(n, "g", "e", "v");
-  b.add_entry_point(n, "h", "f", "w");
-  b.add_entry_point(m, "h", "k", "x");
-  TempDir t;
-  ASSERT_TRUE(write_index(b.build(), t / "good.json"));
-  const std::string good = test::read_file(t / "good.json");
-  const int line = 3;  // head, group:g, group:h, numbers
-  ASSERT_NE(good.find("\n[[0],[0,1]]\n"), std::string::npos) << good;
-  const std::pair<std::string, std::string> edits[] = {
-      {"[[0],[0,1]]", "[[0],[1,0]]"},    // "group distributions out of order"
-      {"[[0],[0,1]]", "[[0],[0,2]]"},    // "group distribution number 2 is out of range"
-      {"[[0],[0,1]]", "[[0],[0]]"},      // group:h has 2 rows
-      {"[[0],[0,1]]", "[[0],[0,1,1]]"},  // out of order, and more than the rows
-      {"[[0],[0,1]]", "[[0]]"},          // "holds 1 groups, the head has 2"
-      {"[[0],[0,1]]", "[[0],[0,\"1\"]]"},
-      {"[[0],[0,1]]", "[[0,1],[0,1]]"},  // group:g has 1 row
-  };
-  const std::string says[] = {"out of order", "out of range", "than the 1 that \"numbers\" gives it", "out of order", "holds 1 groups",
-                              "group distribution number", "holds 1 distributions, not the 2"};
-  for (std::size_t i = 0; i < std::size(edits); ++i) {
-    reseal(t / "bad.json", edit_line(good, line, edits[i].first, edits[i].second));
-    const std::string text = test::read_file(t / "bad.json");
-    for (const auto& read : {detail::ReadExpectations{}, groups_only({"g", "h"})}) {
-      auto r = parse_bytes_with(text, read);
-      ASSERT_FALSE(r) << edits[i].second;
-      EXPECT_EQ(r.error().code, Errc::cache);
-      EXPECT_NE(r.error().message.find(says[i]), std::string::npos) << r.error().message;
-    }
-    EXPECT_TRUE(parse_bytes_with(text, groups_only({"h"}))) << "a one-group read does not read it";
-  }
-  // The good file merges by them: h's entry points in discovery order, n's then m's.
-  auto both = parse_bytes_with(good, groups_only({"g", "h"}));
-  ASSERT_TRUE(both) << both.error().message;
-  ASSERT_EQ(both->group("h").size(), 2u);
-  EXPECT_EQ(both->group("h")[0].dist->name, "n");
-  EXPECT_EQ(both->group("h")[1].dist->name, "m");
-  EXPECT_EQ(both->group("g")[0].dist, both->group("h")[0].dist);
 }
 
 TEST(CachePartial, CorruptSectionIsFoundWhenItIsRead) {
@@ -506,7 +461,7 @@ TEST(CachePartial, VersionOneFileIsRejected) {
   for (const auto& expect : {detail::ReadExpectations{}, groups_only({"g"})}) {
     auto r = parse_bytes_with(v1, expect);
     ASSERT_FALSE(r);
-    EXPECT_NE(r.error().message.find("format version 1, this build reads 6"), std::string::npos)
+    EXPECT_NE(r.error().message.find("format version 1, this build reads 7"), std::string::npos)
         << r.error().message;
   }
 }

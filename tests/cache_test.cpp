@@ -267,14 +267,19 @@ TEST(Cache, ResolvesCacheDirectoryFromOptionsThenEnvironment) {
 }
 
 TEST(Cache, ReadRejectsOtherFormatVersion) {
+  // The previous format (6, with its "numbers" section) and a later one.
   TempDir t;
-  ASSERT_TRUE(write_index(sample_index(), t / "i.json"));
-  edit_file(t / "i.json", "\"version\":6,", "\"version\":7,");
-  auto r = read_index(t / "i.json");
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().code, Errc::cache);
-  EXPECT_NE(r.error().message.find("format version 7"), std::string::npos) << r.error().message;
-  EXPECT_NE(r.error().message.find(t / "i.json"), std::string::npos) << r.error().message;
+  for (const int version : {6, 8}) {
+    ASSERT_TRUE(write_index(sample_index(), t / "i.json"));
+    edit_file(t / "i.json", "\"version\":7,", "\"version\":" + std::to_string(version) + ",");
+    auto r = read_index(t / "i.json");
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, Errc::cache);
+    EXPECT_NE(r.error().message.find("format version " + std::to_string(version) + ", this build reads 7"),
+              std::string::npos)
+        << r.error().message;
+    EXPECT_NE(r.error().message.find(t / "i.json"), std::string::npos) << r.error().message;
+  }
 }
 
 TEST(Cache, ReadRejectsForeignAndEmptyFiles) {
@@ -286,8 +291,8 @@ TEST(Cache, ReadRejectsForeignAndEmptyFiles) {
       {"\"epload-index\"", "not an epload index"},
       {"{\"format\":\"stevedore\",\"version\":1}", "not an epload index"},
       {"{\"groups\":{\"console_scripts\":[]},\"path_values\":[]}", "not an epload index"},
-      {"{\"format\":\"epload-index\",\"version\":6}", "truncated"},
-      {"{\"format\":\"epload-index\",\"version\":6}\n", "truncated"},
+      {"{\"format\":\"epload-index\",\"version\":7}", "truncated"},
+      {"{\"format\":\"epload-index\",\"version\":7}\n", "truncated"},
       {"{\"format\":\"epload-index\",\"version\":3,\"checksum\":\"0123456789abcdef\"}\n", "format version 3"},
       {"{\"format\":\"epload-index\",\"version\":1,\"checksum\":\"0123456789abcdef\",\n\"key\":{}}", "format version 1"},
       {"{\n\"format\": \"epload-index\"}", "malformed"},
@@ -322,31 +327,27 @@ TEST(Cache, ReadRejectsValidJsonWithBadContent) {
     bool group_read_sees = true;  // the head or line 1 (group:g) is read by a query of "g"
   };
   const Edit edits[] = {
-      {3, ",0,\"\"]", ",7,\"\"]"},                           // dist -> nonexistent search path
-      {3, ",0,\"\"]", ",0]"},                                // short dist
-      {3, ",0,\"\"]", ",0,\"\",1]"},                          // long dist
-      {1, "\"entry_points\":[\t[0,", "\"entry_points\":[\t[5,"},  // entry point -> nonexistent dist
-      {2, "[[0]]", "[[1]]", false},                               // group dist -> nonexistent dist
-      {2, "[[0]]", "[[0,0]]", false},                             // more numbers than rows, and not ascending
-      {2, "[[0]]", "[[0],[0]]", false},                           // more groups than sections
-      {2, "[[0]]", "[[]]", false},                                // a group without distributions
-      {2, "[[0]]", "[0]", false},                                 // not an array of arrays
+      {2, ",0,\"\"]", ",7,\"\"]"},                           // dist -> nonexistent search path
+      {2, ",0,\"\"]", ",0]"},                                // short dist
+      {2, ",0,\"\"]", ",0,\"\",1]"},                          // long dist
+      {1, "\"entry_points\":[[0,", "\"entry_points\":[[5,"},  // entry point -> nonexistent dist
+      {1, "{\"dists\":[[0,", "{\"dists\":[[1,"},              // group dist -> nonexistent dist
       {1, "\"n.dist-info\",0]", "\"n.dist-info\",4]"},         // group dist -> nonexistent path
-      {1, "{\"dists\":[\t[\"n\",", "{\"dists\":[\t[0,\"n\","},      // long group dist
+      {1, "{\"dists\":[[0,", "{\"dists\":[[0,0,"},            // long group dist
       {1, "{\"dists\"", "{\"distz\""},
-      {5, "[\t[0,\"n.dist-info", "[\t[3,\"n.dist-info"},          // watched -> nonexistent path
-      {3, "[\t[\"n\",", "[\t[1,"},                                // wrong type
-      {3, "[\t[\"n\",", "[\t[{\"hex\":\"zz\"},"},                 // bad hex
-      {3, "[\t[\"n\",", "[\t[{\"hex\":\"6\"},"},                  // odd hex
-      {3, "[\t[\"n\",", "[\t[{\"hex\":\"6e\",\"x\":1},"},         // extra field
-      {3, "[\t[\"n\",", "[\t[\"\\ud800\","},                        // lone surrogate
-      {3, "[\t[\"n\",", "[\t[\"\\q\","},                            // unknown escape
+      {4, "[[0,\"n.dist-info", "[[3,\"n.dist-info"},          // watched -> nonexistent path
+      {2, "[[\"n\",", "[[1,"},                                // wrong type
+      {2, "[[\"n\",", "[[{\"hex\":\"zz\"},"},                 // bad hex
+      {2, "[[\"n\",", "[[{\"hex\":\"6\"},"},                  // odd hex
+      {2, "[[\"n\",", "[[{\"hex\":\"6e\",\"x\":1},"},         // extra field
+      {2, "[[\"n\",", "[[\"\\ud800\","},                        // lone surrogate
+      {2, "[[\"n\",", "[[\"\\q\","},                            // unknown escape
       {0, "\"relocatable\":false", "\"relocatable\":0"},
       {1, ",\"e\",\"v\"]", ",\"e\"]"},                          // short entry point
       {1, ",\"e\",\"v\"]", ",\"e\",\"v\",\"w\"]"},
       {0, "\"scanned_at_ns\"", "\"scanned_at\""},
-      {5, "\t]", "\t]{}"},                                       // trailing data in a section
-      {5, "\t]", "\t]\n{}"},                                     // a line after the last section
+      {4, "]]", "]]{}"},                                       // trailing data in a section
+      {4, "]]", "]]\n{}"},                                     // a line after the last section
       {0, "]]}", "]],\"extra\":1}"},
       {0, "\"stamp\":[", "\"stamp\":[1,"},                      // 7 stamp fields
       {0, "\"stamp\":[", "\"stamp\":[-1,"},
@@ -359,8 +360,8 @@ TEST(Cache, ReadRejectsValidJsonWithBadContent) {
       {0, "\"dists\"", "\"distz\""},                            // unknown section
       {0, "\"watched\"", "\"dists\""},                          // two dists sections
       {0, ",1],[\"listings\"", ",2],[\"listings\"", false},     // count disagrees (only "dists" can say)
-      {4, "[\t]", "[[0]\t]"},                                      // an empty listing
-      {4, "[\t]", "[[0,\t\"n.dist-info\"]\t]"},                      // more children than the head says
+      {3, "[]", "[[0]]"},                                      // an empty listing
+      {3, "[]", "[[0,\"n.dist-info\"]]"},                      // more children than the head says
       {0, "\"listings\"", "\"stamps:g\""},                      // a section of format 3
   };
   for (const Edit& e : edits) {
@@ -380,8 +381,8 @@ TEST(Cache, ReadRejectsValidJsonWithBadContent) {
   const std::pair<std::string, std::string> decodes[] = {
       {"\\u006e", "n"}, {"\\/", "/"}, {"\\ud83d\\ude00", "\xf0\x9f\x98\x80"}, {"\\u00e9", "\xc3\xa9"}};
   for (const auto& [escaped, decoded] : decodes) {
-    std::string text = edit_line(good, 3, "[\t[\"n\",", "[\t[\"" + escaped + "\",");
-    text = edit_line(text, 1, "[\t[\"n\",", "[\t[\"" + escaped + "\",");
+    std::string text = edit_line(good, 2, "[[\"n\",", "[[\"" + escaped + "\",");
+    text = edit_line(text, 1, "[[0,\"n\",", "[[0,\"" + escaped + "\",");
     reseal(t / "bad.json", text);
     auto r = read_index(t / "bad.json");
     ASSERT_TRUE(r) << escaped << ": " << r.error().message;
@@ -404,10 +405,7 @@ TEST(Cache, ReadRejectsBadSectionLayout) {
       {"rows[0][2]=1", "too short"},
       {"rows[0][3]=\"0\"*16", "hash mismatch"},
       {"rows[0][3]=\"x\"*16", "16 hex digits"},
-      {"rows[3][0]=\"group:z\"", "out of order"},            // a group section after "numbers"
-      {"rows[1][4]+=1", "counts 2 groups, the file has 1"},  // "numbers" miscounts the groups
-      {"rows[1][0],rows[2][0]=rows[2][0],rows[1][0]", "out of order"},  // "dists" before "numbers"
-      {"rows[1][0]=\"dists\"", "out of order"},               // no "numbers", two "dists"
+      {"rows[3][0]=\"group:z\"", "out of order"},            // a group section after "dists"
       {"rows.pop()", "missing"},                              // no "watch_digest"
       {"rows[-1][4]+=1", "disagree on the number of files"},
       {"rows[-2][0],rows[-1][0]=rows[-1][0],rows[-2][0]", "out of order"},  // "watch_digest" first

@@ -345,8 +345,7 @@ inline CacheReport open_checked(const CacheOptions& options) {
     if (report.status == CacheStatus::refreshed || report.status == CacheStatus::rebuilt) {
       // The file written holds what a scan holds: the same answer, watched
       // files with the same stamps in the same order (the next check relies
-      // on them), listings and search-path stamps, whichever way it was
-      // written (recomputed or spliced).
+      // on them), listings and search-path stamps.
       // A first search path that holds no metadata is not in the file
       // (cache_key.cpp): it is compared with a scan of the others.
       auto stored = read_index(cache_file_path(options));

@@ -1,11 +1,9 @@
 // atomic_file.cpp — see atomic_file.hpp.
 #include "atomic_file.hpp"
 
-#include <fcntl.h>    // O_CLOEXEC
-#include <limits.h>   // IOV_MAX
-#include <stdlib.h>   // mkostemp
-#include <sys/uio.h>  // writev
-#include <unistd.h>   // close, unlink, geteuid
+#include <fcntl.h>   // O_CLOEXEC, fallocate
+#include <stdlib.h>  // mkostemp
+#include <unistd.h>  // write, close, unlink, geteuid
 
 #include <cerrno>   // errno
 #include <cstdio>   // rename
@@ -16,43 +14,6 @@ namespace epload::detail {
 namespace {
 
 std::string errno_text() { return std::strerror(errno); }
-
-/// Writes every byte of `parts` to `fd`, up to IOV_MAX parts a call: a
-/// copying refresh hands over its sections as pieces (its own bytes and
-/// ranges of the old file), hundreds at 6,000 distributions, a system
-/// call each with write().  False with errno set on a failure.
-bool write_all(int fd, std::span<const std::string_view> parts) {
-  iovec vec[IOV_MAX];
-  std::size_t next = 0, skip = 0;  // the first part not yet written whole, and its bytes already written
-  while (next < parts.size()) {
-    int count = 0;
-    for (std::size_t i = next; i < parts.size() && count < IOV_MAX; ++i) {
-      const std::string_view data = parts[i].substr(i == next ? skip : 0);
-      if (data.empty()) continue;
-      vec[count++] = iovec{const_cast<char*>(data.data()), data.size()};
-    }
-    if (count == 0) return true;
-    const ssize_t n = ::writev(fd, vec, count);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return false;
-    if (n == 0) {  // never for a regular file with room; not a loop forever either
-      errno = EIO;
-      return false;
-    }
-    auto left = static_cast<std::size_t>(n);
-    while (next < parts.size()) {  // past what was written
-      const std::size_t rest = parts[next].size() - skip;
-      if (left < rest) {
-        skip += left;
-        break;
-      }
-      left -= rest;
-      skip = 0;
-      ++next;
-    }
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -105,11 +66,6 @@ Result<void> make_safe_dir(const std::string& dir) {
 
 Result<void> write_atomic(const std::string& path, std::initializer_list<std::string_view> parts,
                           mode_t mode) {
-  return write_atomic(path, std::span<const std::string_view>(parts.begin(), parts.size()), mode);
-}
-
-Result<void> write_atomic(const std::string& path, std::span<const std::string_view> parts, mode_t mode,
-                          int* reopened) {
   const std::size_t slash = path.rfind('/');
   const std::string dir = dir_name(path);
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -133,18 +89,18 @@ Result<void> write_atomic(const std::string& path, std::span<const std::string_v
   std::size_t total = 0;
   for (std::string_view data : parts) total += data.size();
   if (total > 0) (void)::fallocate(fd, 0, 0, static_cast<off_t>(total));
-  if (!write_all(fd, parts)) return fail("write", true);
+  for (std::string_view data : parts) {
+    std::size_t done = 0;
+    while (done < data.size()) {
+      const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return fail("write", true);
+      done += static_cast<std::size_t>(n);
+    }
+  }
   if (::fchmod(fd, mode) != 0) return fail("fchmod", true);
-  const int again = reopened != nullptr ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
-  if (reopened != nullptr && again < 0) return fail("fcntl", true);
-  auto fail_again = [&](const char* call, bool open) {
-    Result<void> r = fail(call, open);  // errno read before the close below
-    if (again >= 0) ::close(again);
-    return r;
-  };
-  if (::close(fd) != 0) return fail_again("close", false);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return fail_again("rename", false);
-  if (reopened != nullptr) *reopened = again;
+  if (::close(fd) != 0) return fail("close", false);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename", false);
   return {};
 }
 

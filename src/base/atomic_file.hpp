@@ -8,7 +8,6 @@
 #include <sys/types.h>  // mode_t
 
 #include <initializer_list>  // write_atomic parts
-#include <span>              // write_atomic parts
 #include <string>            // paths
 #include <string_view>       // parts
 
@@ -43,10 +42,5 @@ Result<void> make_safe_dir(const std::string& dir);
 /// being written.
 Result<void> write_atomic(const std::string& path, std::initializer_list<std::string_view> parts,
                           mode_t mode);
-/// The same for a list of parts; with `reopened`, a descriptor of the new
-/// file (a duplicate of the one it was written through) is left there for
-/// the caller to read it back by and close, whoever replaces `path` next.
-Result<void> write_atomic(const std::string& path, std::span<const std::string_view> parts, mode_t mode,
-                          int* reopened = nullptr);
 
 }  // namespace epload::detail

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
 #include <string_view>
 
@@ -13,11 +12,6 @@ namespace epload::detail {
 
 /// The integrity hash of a file's body (see docs/cache-format.md and json_text.cpp).
 std::uint64_t body_hash(std::string_view s);
-
-/// The same hash of the bytes of `pieces` one after the other, without
-/// joining them: a refresh writes sections as ranges of the old file.
-/// body_hash(s) is this with the one piece `s`.
-std::uint64_t body_hash(std::span<const std::string_view> pieces);
 
 /// Writes `v` as 16 lower-case hex digits to out[0..16).
 void put_hex16(char* out, std::uint64_t v);

@@ -29,7 +29,7 @@
 // before the head was parsed, each chunk as soon as it is written, while
 // the rest is parsed (ReadExpectations::early_check).  A one-group read adds
 // the group's rows straight to the IndexBuilder; several groups are
-// collected and merged in global discovery order (by section "numbers").  One simdjson parser
+// collected and merged in global discovery order.  One simdjson parser
 // allocation serves every line read (a parser grows by reallocating, and
 // every fresh page costs a fault).
 //
@@ -140,7 +140,9 @@ bool Reader::group(od::document& doc, GroupData& out, GroupMode mode) {
     out.dists.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(out.section->count, m_dist_count)));
     out.eps.reserve(static_cast<std::size_t>(out.section->count));
   }
+  m_numbers.clear();  // the rows' global numbers (complete mode)
   std::size_t dist_rows = 0, ep_rows = 0;
+  std::uint32_t last = 0;
   std::size_t k = 0;
   for (auto f : root) {
     std::string_view name;
@@ -149,11 +151,7 @@ bool Reader::group(od::document& doc, GroupData& out, GroupMode mode) {
     if (k == 0 && name == "dists") {
       if (auto e = f.value().get_array().get(arr)) return fail(e, "group distributions");
       for (auto x : arr) {
-        if (!group_dist(x, out, mode, dist_rows++)) return false;
-      }
-      if (mode != GroupMode::direct && dist_rows != numbers_of(*out.section).size()) {
-        return fail("holds " + std::to_string(dist_rows) + " distributions, not the " +
-                    std::to_string(numbers_of(*out.section).size()) + " that \"numbers\" gives it");
+        if (!group_dist(x, out, mode, dist_rows++, last)) return false;
       }
     } else if (k == 1 && name == "entry_points") {
       if (auto e = f.value().get_array().get(arr)) return fail(e, "entry points");
@@ -174,53 +172,25 @@ bool Reader::group(od::document& doc, GroupData& out, GroupMode mode) {
   return true;
 }
 
-/// Row `rows` of a group section's distributions (see group()).  Its
-/// global number is in "numbers" (read first by complete and collecting
-/// reads; a one-group read needs none: its rows are in discovery order).
-bool Reader::group_dist(Element v, GroupData& out, GroupMode mode, std::size_t rows) {
+/// Row `rows` of a group section's distributions (see group()).
+bool Reader::group_dist(Element v, GroupData& out, GroupMode mode, std::size_t rows, std::uint32_t& last) {
   GroupDist d;
-  const Field row_fields[] = {text_field("distribution name", d.name, m_s1),
+  const Field row_fields[] = {number_field("group distribution number", m_dist_count, d.global),
+                              text_field("distribution name", d.name, m_s1),
                               text_field("distribution version", d.version, m_s2),
                               text_field("distribution dir", d.dir, m_s3),
                               number_field("distribution search path", m_paths.size(), d.path)};
   if (!fields(std::move(v), "group distribution", mode == GroupMode::collect, row_fields)) return false;
-  if (mode == GroupMode::direct) {
+  if (rows != 0 && last >= d.global) return fail("group distributions out of order");
+  last = d.global;
+  if (mode == GroupMode::collect) {
+    out.dists.push_back(d);
+  } else if (mode == GroupMode::direct) {
     std::string_view joined;
     join_dir(d.path, d.dir, joined);
     m_builder.add_distribution(d.name, d.version, joined, d.path);
-    return true;
-  }
-  const auto numbers = numbers_of(*out.section);
-  if (rows >= numbers.size()) {
-    return fail("holds more distributions than the " + std::to_string(numbers.size()) + " that \"numbers\" gives it");
-  }
-  d.global = numbers[rows];
-  if (mode == GroupMode::collect) out.dists.push_back(d);
-  return true;
-}
-
-bool Reader::numbers(od::document& doc) {
-  m_numbers.clear();
-  m_numbers_at.assign(1, 0);
-  const bool ok = each(doc, "numbers", [&](od::value arr) {
-    if (m_numbers_at.size() > m_layout.groups) return fail("holds more groups than the head has");
-    std::uint32_t number = 0;
-    const std::size_t first = m_numbers.size();
-    const bool read = each(arr, "a group's numbers", [&](od::value xv) {
-      if (!index(xv, "group distribution number", m_dist_count, number)) return false;
-      if (m_numbers.size() > first && m_numbers.back() >= number) return fail("group distributions out of order");
-      m_numbers.push_back(number);
-      return true;
-    });
-    if (!read) return false;
-    if (m_numbers.size() == first) return fail("a group without distributions");
-    m_numbers_at.push_back(m_numbers.size());
-    return true;
-  });
-  if (!ok) return false;
-  if (m_numbers_at.size() != m_layout.groups + 1) {
-    return fail("holds " + std::to_string(m_numbers_at.size() - 1) + " groups, the head has " +
-                std::to_string(m_layout.groups));
+  } else {
+    m_numbers.push_back(d.global);
   }
   return true;
 }
@@ -238,7 +208,7 @@ bool Reader::group_entry(Element v, GroupData& out, GroupMode mode, std::size_t 
   } else {
     // direct: the builder's distributions are this section's rows;
     // complete: they are all distributions, in global order.
-    const std::uint32_t dist = mode == GroupMode::direct ? ep.dist : numbers_of(*out.section)[ep.dist];
+    const std::uint32_t dist = mode == GroupMode::direct ? ep.dist : m_numbers[ep.dist];
     m_builder.add_entry_point(dist, out.section->group, ep.name, ep.value);
   }
   return true;
@@ -391,7 +361,6 @@ bool Reader::load_complete() {
   const Layout& at = m_layout;
   m_builder.reserve(static_cast<std::size_t>(m_dist_count), 0, static_cast<std::size_t>(at.watched->count));
   if (!parse_section(*at.dists, [&](od::document& d) { return dists(d); })) return false;
-  if (!parse_section(*at.numbers, [&](od::document& d) { return numbers(d); })) return false;
   if (m_has_error ? m_first_error_seen != m_error_dist
                   : m_first_error_seen != std::numeric_limits<std::uint64_t>::max()) {
     return fail("\"first_error\" disagrees with the distributions");
@@ -433,22 +402,10 @@ bool Reader::load_partial() {
     needed.push_back(s);
     eps_total += static_cast<std::size_t>(s->count);
   }
-  // Several groups are merged by their distributions' global numbers.
-  if (needed.size() > 1) needed.push_back(m_layout.numbers);
   // `full` validation: the names and their digest, unless every stamp is
   // wanted (a stale cache names the file that changed).
   std::size_t names_total = 0;
-  if (m_expect.watched && m_expect.known_digest != nullptr && !m_expect.watched_stamps) {
-    if (m_expect.known_names.size() != m_layout.watch_digest->count) {
-      return fail("known watched names disagree with the head");
-    }
-    m_builder.reserve(0, 0, 0, m_expect.known_names.size());
-    for (const WatchedName& n : m_expect.known_names) {
-      Hooks::add_watched_name(m_builder, n.search_path, n.rel_path, /*copy=*/false);
-    }
-    Hooks::set_watched_digest(m_builder, *m_expect.known_digest);
-    Hooks::keep_alive(m_builder, m_expect.known_owner);
-  } else if (m_expect.watched) {
+  if (m_expect.watched) {
     needed.push_back(m_expect.watched_stamps ? m_layout.watched : m_layout.watch_digest);
     (m_expect.watched_stamps ? stamps_total : names_total) += static_cast<std::size_t>(m_layout.watched->count);
   }
@@ -497,10 +454,6 @@ bool Reader::load_groups(const std::vector<const Section*>& needed, std::vector<
   std::size_t group_sections = 0;
   for (const Section* s : needed) group_sections += s->kind == Kind::group;
   const GroupMode mode = group_sections == 1 ? GroupMode::direct : GroupMode::collect;
-  if (group_sections > 1 &&
-      !parse_section(*m_layout.numbers, [&](od::document& d) { return numbers(d); })) {
-    return false;
-  }
   groups.reserve(group_sections);
   for (const Section* s : needed) {
     if (s->kind != Kind::group) continue;
@@ -553,7 +506,7 @@ bool Reader::merge_groups(const std::vector<GroupData>& groups) {
 /// with their digest, or every watched file with its stamp.
 bool Reader::load_stamps(const std::vector<const Section*>& needed) {
   for (const Section* s : needed) {
-    if (s->kind == Kind::group || s->kind == Kind::numbers) continue;
+    if (s->kind == Kind::group) continue;
     const bool ok =
         s->kind == Kind::watch_digest
             ? parse_section(*s, [&](od::document& d) { return watch_digest(d, s->count, /*add=*/true); })
@@ -608,8 +561,7 @@ Result<Index> Reader::run() {
       // (reported by other_version)
     } else if (parse_doc(line1.data(), line1.size(), m_bytes.head_capacity(), [&](od::document& d) { return head(d); }) &&
                check_layout()) {
-      if (m_expect.raw != nullptr) give_raw();
-      else if (m_partial) load_partial();
+      if (m_partial) load_partial();
       else load_complete();
     }
   }
@@ -619,29 +571,6 @@ Result<Index> Reader::run() {
   Index index = m_builder.build();
   m_built = true;
   return index;
-}
-
-void Reader::give_raw() {
-  RawFile& raw = *m_expect.raw;
-  raw.owner = m_bytes.take_whole();
-  raw.bytes = std::string_view(static_cast<const char*>(raw.owner.get()),
-                               static_cast<std::size_t>(m_bytes.size()));
-  raw.sections.clear();
-  for (const Section& s : m_sections) {
-    RawSection r{std::string(s.name), std::string(s.group), s.offset, s.length, 0, s.count};
-    if (!parse_hex16(s.hash, r.hash)) {
-      fail("section \"" + r.name + "\" has a malformed hash");
-      return;
-    }
-    raw.sections.push_back(std::move(r));
-  }
-  raw.has_error = m_has_error;
-  raw.error_dist = m_error_dist;
-  raw.error_path = m_error_path;
-  raw.error_name = m_error_name;
-  raw.error_version = m_error_version;
-  raw.error_dir = m_error_dir;
-  raw.error_message = m_error_message;
 }
 
 Error Reader::problem() const { return Error{Errc::cache, "cache file " + std::string(m_file) + ": " + m_problem.text}; }

@@ -4,10 +4,8 @@
 // cache_reader.hpp    the reader, in two files (the only simdjson users):
 //   cache_read_head.cpp  JSON values and the head (line 1)
 //   cache.cpp            the sections, the complete and partial loads
-// cache_write.cpp     the serializer (by hand: simdjson 3.0 has no writer),
-//                     with cache_text.hpp (rows and the head, shared)
-// cache_refresh.cpp,  a stale file refreshed: recomputed from its parts, or
-// cache_splice.cpp    its unchanged rows copied
+// cache_write.cpp     the serializer (by hand: simdjson 3.0 has no writer)
+// cache_refresh.cpp   a stale file refreshed: recomputed from its parts
 // json_text.*        the checksum hash, hex digits, JSON string escapes
 // cache_key.cpp       the key, its hash and file name, the cache directory,
 //                     lexical path helpers
@@ -15,8 +13,6 @@
 // cache_store.cpp     open_index(), Catalog, atomic writes, safety checks,
 //                     pruning (of the files kept_files.hpp knows)
 #pragma once
-
-#include <unistd.h>  // close
 
 #include <cerrno>
 #include <cstdint>
@@ -39,7 +35,7 @@ namespace epload::detail {
 
 /// Bumped whenever the file layout or its meaning changes; part of the key,
 /// so files of other versions are simply never looked up (and pruned).
-inline constexpr int k_cache_format_version = 6;
+inline constexpr int k_cache_format_version = 7;
 
 /// Bumped whenever the scanner's answer for the same files changes (2: a
 /// dist-info stem stands for METADATA only as the wheel format writes it;
@@ -105,17 +101,6 @@ std::string relative_path(std::string_view path, std::string_view base);
 /// Joins a directory and a relative name with one '/'.
 std::string join_path(std::string_view dir, std::string_view name);
 
-/// Closes a descriptor at scope exit.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 /// strerror(errno), for error messages.
 inline std::string errno_text() { return std::strerror(errno); }
 
@@ -151,27 +136,6 @@ struct WatchedSeen;
 /// (SIMDJSON_PADDING; cache_reader.hpp checks that they agree).
 inline constexpr std::size_t k_json_padding = 64;
 
-/// A section of an index file as its head records it (RawFile).
-struct RawSection {
-  std::string name;   ///< "group:G", "dists", ...
-  std::string group;  ///< G, for a group section; else empty
-  std::uint64_t offset = 0, length = 0, hash = 0, count = 0;
-};
-
-/// An index file whole, with its head parsed: what a refresh that splices
-/// the file needs (cache_splice.cpp).
-struct RawFile {
-  std::string_view bytes;             ///< the whole file
-  std::shared_ptr<const void> owner;  ///< keeps `bytes` alive
-  std::vector<RawSection> sections;   ///< in file order
-  /// The head's first_error, when it has one: the distribution's number, its
-  /// fields as stored, and the message.
-  bool has_error = false;
-  std::uint64_t error_dist = 0;
-  std::uint32_t error_path = 0;
-  std::string error_name, error_version, error_dir, error_message;
-};
-
 struct ReadExpectations {
   /// When set: the file must carry exactly this key (interpreter, cwd and the
   /// search-path list) and must not be relocatable.
@@ -197,17 +161,6 @@ struct ReadExpectations {
   /// Read through a private read-only mapping of the file (see
   /// memory.hpp) instead of copies in fresh memory.
   bool map_file = false;
-  /// Partial reads with `watched` (names and digest), when set: the names
-  /// (`known_names`, alive as long as `known_owner`) and their digest as the
-  /// caller has them, taken instead of parsed (a refresh that just wrote
-  /// them reads its answer back).
-  const WatchedDigest* known_digest = nullptr;
-  std::span<const WatchedName> known_names;
-  std::shared_ptr<const void> known_owner;
-  /// When set (and `groups` empty): the whole file is read and only its
-  /// head parsed, into this; the Index returned carries the head's search
-  /// paths, their stamps and listed counts, and the scan's time.
-  RawFile* raw = nullptr;
 };
 
 /// Reads and parses the open file `fd` (the caller checked its safety;
@@ -280,8 +233,6 @@ struct WatchedSeen {
   /// watched file, in the index's order, its fresh stamp; empty when not
   /// known.
   std::vector<FileStamp> stamps;
-  /// With `stamps`: their digest, each at its place in the index's order.
-  WatchedDigest digest;
 };
 
 /// still_valid() (cache.hpp), joining `early` when it was started on this

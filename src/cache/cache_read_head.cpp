@@ -294,8 +294,6 @@ bool Reader::section_row(od::value v) {
   if (name.starts_with("group:")) {
     s.kind = Kind::group;
     s.group = name.substr(6);
-  } else if (name == "numbers") {
-    s.kind = Kind::numbers;
   } else if (name == "dists") {
     s.kind = Kind::dists;
   } else if (name == "listings") {

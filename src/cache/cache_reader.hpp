@@ -155,14 +155,7 @@ class Reader {
   bool fields(Element v, std::string_view what, bool keep, std::span<const Field> fields);
   bool dists(od::document& doc);
   bool group(od::document& doc, GroupData& out, GroupMode mode);
-  bool group_dist(Element v, GroupData& out, GroupMode mode, std::size_t rows);
-  /// "numbers": every group section's distribution numbers.
-  bool numbers(od::document& doc);
-  /// The numbers of group section `s` (read by numbers()).
-  std::span<const std::uint32_t> numbers_of(const Section& s) const {
-    const auto g = static_cast<std::size_t>(&s - m_sections.data());
-    return std::span<const std::uint32_t>(m_numbers).subspan(m_numbers_at[g], m_numbers_at[g + 1] - m_numbers_at[g]);
-  }
+  bool group_dist(Element v, GroupData& out, GroupMode mode, std::size_t rows, std::uint32_t& last);
   bool group_entry(Element v, GroupData& out, GroupMode mode, std::size_t dist_rows);
   bool watched(od::document& doc, std::size_t count);
   bool watched_file(od::value v);
@@ -174,8 +167,6 @@ class Reader {
   bool watch_digest(od::document& doc, std::size_t count, bool add);
   bool watch_run(od::value v, std::size_t& n, std::size_t count, bool add);
   bool load_complete();
-  /// ReadExpectations::raw: the whole file and its head, handed over.
-  void give_raw();
   bool load_partial();
   bool names_first(std::size_t names_total, std::vector<const Section*>& needed);
   bool load_groups(const std::vector<const Section*>& needed, std::vector<GroupData>& groups);
@@ -213,8 +204,7 @@ class Reader {
   std::uint64_t m_dist_count = 0;
   std::string m_s1, m_s2, m_s3, m_s4;  // scratch for decoded strings
   std::string m_join;                  // scratch: search path + dir
-  std::vector<std::uint32_t> m_numbers;     // "numbers": every group section's, one after another
-  std::vector<std::size_t> m_numbers_at;    // where each group section's start in m_numbers, and the end
+  std::vector<std::uint32_t> m_numbers;  // scratch: a group section's distribution numbers
   std::deque<std::string> m_owned;     // decoded strings that views must outlive
 };
 

@@ -24,9 +24,7 @@
 // A refresh costs a read of the whole file, the listing of the changed
 // paths, the reads of what changed, and the write of the new file (atomic,
 // as after any scan), after the check's stats (not repeated).  Anything
-// unexpected (the file cannot be read whole) falls back to a scan.  The
-// common changes are first tried by copying the file's unchanged rows
-// (cache_splice.cpp), which skips the recomputation and most of the writing.
+// unexpected (the file cannot be read whole) falls back to a scan.
 #include "cache_refresh.hpp"
 
 #include <fcntl.h>  // AT_FDCWD

@@ -18,8 +18,6 @@ namespace epload::detail {
 struct Refreshed {
   std::shared_ptr<const Index> index;
   std::string summary;
-  /// The refresh wrote the cache file itself (cache_splice.cpp).
-  bool written = false;
 };
 
 /// "1 of 2 path entries listed again, 1 of 6001 distributions read": what a

@@ -77,25 +77,16 @@ bool check_layout(const std::vector<Section>& sections, std::uint64_t head_len, 
     const Section& s = sections[i];
     if (!check_extent(s, at, size, problem)) return false;
     at = s.offset + s.length;
-    const bool tail = out.numbers != nullptr;  // past the group sections
+    const bool tail = out.dists != nullptr;  // past the group sections
     switch (s.kind) {
       case Kind::group:
         if (tail || (last_group != nullptr && !(last_group->group < s.group))) {
           return fail_section(problem, s, "is out of order");
         }
         last_group = &s;
-        ++out.groups;
-        break;
-      case Kind::numbers:
-        if (tail) return problem.fail("two \"numbers\" sections");
-        if (s.count != out.groups) {
-          return fail_section(problem, s, "counts " + std::to_string(s.count) + " groups, the file has " +
-                                              std::to_string(out.groups));
-        }
-        out.numbers = &s;
         break;
       case Kind::dists:
-        if (out.numbers == nullptr || out.dists != nullptr) return problem.fail("section \"dists\" is out of order");
+        if (tail) return problem.fail("two \"dists\" sections");
         out.dists = &s;
         break;
       case Kind::listings:
@@ -121,9 +112,8 @@ bool check_layout(const std::vector<Section>& sections, std::uint64_t head_len, 
         break;
     }
   }
-  if (out.numbers == nullptr || out.dists == nullptr || out.listings == nullptr || out.watched == nullptr ||
-      out.watch_digest == nullptr) {
-    return problem.fail("missing \"numbers\", \"dists\", \"listings\", \"watched\" or \"watch_digest\" section");
+  if (out.dists == nullptr || out.listings == nullptr || out.watched == nullptr || out.watch_digest == nullptr) {
+    return problem.fail("missing \"dists\", \"listings\", \"watched\" or \"watch_digest\" section");
   }
   if (at != size) return problem.fail("trailing data after the last section");
   return true;
@@ -209,12 +199,6 @@ bool FileBytes::read_head(bool partial) {
   }
   m_head_len = m_head.size;  // no newline: a foreign or truncated file; parsing says which
   return true;
-}
-
-std::shared_ptr<const void> FileBytes::take_whole() {
-  if (m_map_owner) return m_map_owner;
-  return std::shared_ptr<const void>(m_head.data.release(),
-                                     [](const void* p) { free_big(static_cast<char*>(const_cast<void*>(p))); });
 }
 
 void FileBytes::map_whole() {

@@ -29,7 +29,7 @@ struct ReadProblem {
 };
 
 /// What a section holds.
-enum class Kind { group, numbers, dists, listings, watched, watch_digest };
+enum class Kind { group, dists, listings, watched, watch_digest };
 
 /// One row of the head's "sections".  The views point into the head's
 /// buffer (or the reader's copies of escaped strings), which live as long
@@ -44,8 +44,6 @@ struct Section {
 
 /// The sections every file has, as check_layout() found them.
 struct Layout {
-  std::size_t groups = 0;  // the group sections: the first `groups` of the table
-  const Section* numbers = nullptr;
   const Section* dists = nullptr;
   const Section* listings = nullptr;
   const Section* watched = nullptr;
@@ -104,10 +102,6 @@ class FileBytes {
   /// views into it can live as long as an Index; null when there is none
   /// to hand over (not read, or the mapping, which mapping() keeps whole).
   BigBuffer take_buffer_of(const Section& s);
-
-  /// After read_head(false): the whole file, handed over (the mapping, or
-  /// the buffer read), alive as long as the pointer.
-  std::shared_ptr<const void> take_whole();
 
   /// Line 1, its '\n' included (or all that was read when it has none).
   std::string_view head() const { return {m_head.data.get(), m_head_len}; }

@@ -49,7 +49,6 @@
 #include "cache_internal.hpp"
 #include "cache_overlap.hpp"
 #include "cache_refresh.hpp"
-#include "cache_splice.hpp"
 #include "epload/profile.hpp"
 #include "epload/scanner.hpp"
 #include "memory.hpp"
@@ -65,6 +64,17 @@ namespace {
 /// most recently used are kept.
 constexpr KeptFiles k_index_files{"index-", ".json", "{\"format\":\"epload-index\",", 64};
 [[maybe_unused]] const bool k_index_files_kept = keep_files(k_index_files);
+
+/// Closes a descriptor at scope exit.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
 
 /// The shipped index at `path`, if it is safe, made for `search_paths`, and
 /// its search paths still hold.
@@ -203,14 +213,7 @@ Lookup look_up(const std::string& dir, const std::string& name, const CacheKey& 
   WatchedSeen seen;
   if (!still_valid(*index, validation, &stale, &early, &seen)) {
     if (watched_digest(*index) == nullptr) out.why = "stale: " + stale;
-    // Refreshed by splicing the file's rows (cache_splice.cpp) when the
-    // change is one it knows, else from its parts (cache_refresh.cpp); if
-    // that fails, scanned.
-    if (auto spliced = splice_refresh(fd.fd, path, key, options, seen, *index)) {
-      out.refreshed = std::move(*spliced);
-      out.why = "stale: " + stale;
-      return out;
-    }
+    // Refreshed from its parts (cache_refresh.cpp); if that fails, scanned.
     if (auto r = refresh_index(fd.fd, path, key, options, std::move(seen)); r) {
       out.refreshed = std::move(r.value());
       if (out.why.empty()) out.why = "stale: " + stale;
@@ -341,10 +344,6 @@ Result<std::shared_ptr<const Index>> open_index(const CacheOptions& requested, C
     // file unchanged: cached, it would be served for good.
     rep.status = CacheStatus::uncached;
     rep.reason += "; not cached, a metadata file could not be read: " + std::string(why);
-    return index;
-  }
-  if (refreshed && found.refreshed.written) {
-    rep.status = CacheStatus::refreshed;  // written by the refresh itself
     return index;
   }
   if (found.dir_unsafe) {

@@ -478,11 +478,9 @@ bool still_valid(const Index& index, Validation validation, std::string* why, Ea
   if (seen != nullptr) {
     seen->hold = files_ok;
     // Every file stat'ed (a check with stamps does not stop at a racy
-    // one): their stamps tell the refresh which ones changed, and what
-    // the new digest is made of.
-    if (check.stamps != nullptr) {
+    // one): their stamps tell the refresh which ones changed.
+    if (!files_ok && check.stamps != nullptr) {
       seen->stamps = started != nullptr ? std::move(early->m->stamps) : std::move(local_stamps);
-      seen->digest = WatchedDigest{check.digest_lo.load(), check.digest_hi.load()};
     }
   }
   return paths_ok && files_ok;

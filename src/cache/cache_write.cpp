@@ -20,29 +20,68 @@
 #include <vector>
 
 #include "cache_internal.hpp"
-#include "cache_text.hpp"
 #include "epload/metadata.hpp"  // find_invalid_utf8
 #include "index_hooks.hpp"       // the listings
 #include "watch_digest.hpp"
 
 namespace epload::detail {
 
-void JsonWriter::bytes(std::string_view s) {
-  if (find_invalid_utf8(s) != std::string_view::npos) {
-    static constexpr char k_hex[] = "0123456789abcdef";
-    m_out += R"({"hex":")";
-    for (unsigned char c : s) {
-      m_out += k_hex[c >> 4];
-      m_out += k_hex[c & 0xf];
-    }
-    m_out += "\"}";
-    return;
-  }
-  m_out += '"';
-  append_json_escaped(m_out, s);
-  m_out += '"';
-}
+namespace {
 
+// ---- writing ----------------------------------------------------------------
+
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::string& out) : m_out(out) {}
+
+  void raw(std::string_view s) { m_out += s; }
+
+  /// A byte string: a JSON string when valid UTF-8, else {"hex":"..."}.
+  void bytes(std::string_view s) {
+    if (find_invalid_utf8(s) != std::string_view::npos) {
+      static constexpr char k_hex[] = "0123456789abcdef";
+      m_out += R"({"hex":")";
+      for (unsigned char c : s) {
+        m_out += k_hex[c >> 4];
+        m_out += k_hex[c & 0xf];
+      }
+      m_out += "\"}";
+      return;
+    }
+    m_out += '"';
+    append_json_escaped(m_out, s);
+    m_out += '"';
+  }
+
+  template <class Int>
+  void number(Int v) {
+    char buf[24];
+    auto r = std::to_chars(buf, buf + sizeof buf, v);
+    m_out.append(buf, r.ptr);
+  }
+
+  void stamp_numbers(const FileStamp& s) {
+    number(s.dev), raw(","), number(s.ino), raw(","), number(s.size), raw(",");
+    number(s.mtime_ns), raw(","), number(s.ctime_ns), raw(","), number(s.mode);
+  }
+
+ private:
+  std::string& m_out;
+};
+
+/// A section's place in the file body, for the head.
+struct SectionRecord {
+  std::string name;
+  std::size_t offset = 0;  // relative to the end of the head until written
+  std::size_t length = 0;
+  std::uint64_t hash = 0;
+  std::size_t count = 0;
+};
+
+/// The text of a distribution's metadata directory as stored: relative to
+/// its search path when join_path(search path, tail) gives it back, else
+/// whole (absolute).  Fails for a relative directory outside its search
+/// path, which has no representation.
 Result<std::string_view> stored_dir(const Distribution& d, std::span<const std::string_view> paths) {
   std::string_view dir = d.metadata_dir;
   const std::string_view sp = d.search_path < paths.size() ? paths[d.search_path] : "";
@@ -59,16 +98,6 @@ Result<std::string_view> stored_dir(const Distribution& d, std::span<const std::
   return dir;
 }
 
-void dist_fields(JsonWriter& w, const Distribution& d, std::string_view dir_text) {
-  w.bytes(d.name);
-  w.raw(",");
-  w.bytes(d.version);
-  w.raw(",");
-  w.bytes(dir_text);
-  w.raw(",");
-  w.number(d.search_path);
-}
-
 void watched_row(JsonWriter& w, const WatchedFile& f) {
   w.raw("[");
   w.number(f.search_path);
@@ -79,36 +108,37 @@ void watched_row(JsonWriter& w, const WatchedFile& f) {
   w.raw("]");
 }
 
-namespace {
-
 /// Appends the head line (docs/cache-format.md) with section offsets shifted by
-/// `base`; returns where the checksum's digits are, for the caller to fill.
-std::size_t write_head(std::string& out, const HeadInput& in, std::span<const SectionRecord> sections,
-                       std::size_t base) {
+/// `base`; the checksum is filled in by the caller.
+std::size_t write_head(std::string& out, const Index& index, const WriteOptions& options,
+                       const std::vector<std::string_view>& paths_text, const std::vector<std::uint32_t>& listed,
+                       const std::string& first_error,
+                       const std::vector<SectionRecord>& sections, std::size_t base) {
   JsonWriter w(out);
   w.raw("{\"format\":\"epload-index\",\"version\":");
   w.number(k_cache_format_version);
   w.raw(",\"checksum\":\"");
   const std::size_t checksum_at = out.size();
   w.raw("0000000000000000\",\"key\":{\"interpreter\":");
-  w.bytes(in.key != nullptr ? std::string_view(in.key->interpreter) : "");
+  w.bytes(options.key != nullptr ? std::string_view(options.key->interpreter) : "");
   w.raw(",\"cwd\":");
-  w.bytes(in.key != nullptr ? std::string_view(in.key->cwd) : "");
-  w.raw(in.relocatable ? "},\"relocatable\":true" : "},\"relocatable\":false");
+  w.bytes(options.key != nullptr ? std::string_view(options.key->cwd) : "");
+  w.raw(options.relocatable ? "},\"relocatable\":true" : "},\"relocatable\":false");
   w.raw(",\"scanned_at_ns\":");
-  w.number(in.scanned_at);
+  w.number(scanned_at_ns(index));
+  const auto stamps = search_path_stamps(index);
   w.raw(",\"search_paths\":[");
-  for (std::size_t i = 0; i < in.paths.size(); ++i) {
+  for (std::size_t i = 0; i < paths_text.size(); ++i) {
     w.raw(i == 0 ? "{\"path\":" : ",{\"path\":");
-    w.bytes(in.paths[i]);
+    w.bytes(paths_text[i]);
     w.raw(",\"stamp\":[");
-    w.stamp_numbers(i < in.stamps.size() ? in.stamps[i] : FileStamp{});
+    w.stamp_numbers(i < stamps.size() ? stamps[i] : FileStamp{});
     w.raw("],\"listed\":");
-    w.number(i < in.listed.size() ? in.listed[i] : 0);
+    w.number(i < listed.size() ? listed[i] : 0);
     w.raw("}");
   }
   w.raw("],\"first_error\":");
-  w.raw(in.first_error);
+  w.raw(first_error);
   w.raw(",\"sections\":[");
   for (std::size_t i = 0; i < sections.size(); ++i) {
     const SectionRecord& s = sections[i];
@@ -130,26 +160,6 @@ std::size_t write_head(std::string& out, const HeadInput& in, std::span<const Se
   return checksum_at;
 }
 
-}  // namespace
-
-std::string head_line(const HeadInput& in, std::span<const SectionRecord> sections) {
-  // The head's length depends on the offsets it records, which depend on
-  // its length: grow the base until it stops changing.
-  std::string out;
-  std::size_t base = 0, checksum_at = 0;
-  for (;;) {
-    out.clear();
-    checksum_at = write_head(out, in, sections, base);
-    if (out.size() == base) break;
-    base = out.size();
-  }
-  const std::size_t after = checksum_at + 17;  // past the digits and the closing quote
-  put_hex16(out.data() + checksum_at, body_hash(std::string_view(out).substr(after)));
-  return out;
-}
-
-namespace {
-
 /// The sections of a serialized index, appended in file order to one
 /// string, with their records for the head.  A distribution's fields are
 /// written in each of its groups' sections and in "dists", so they are
@@ -166,8 +176,7 @@ class BodyWriter {
   std::string body;
   std::vector<SectionRecord> sections;
 
-  /// One "group:G" section per group, then "numbers": each group's
-  /// distributions' global numbers.
+  /// One "group:G" section per group.
   void groups();
   void dists();
   /// The children of each search path that importlib's Lookup takes, in
@@ -196,10 +205,10 @@ class BodyWriter {
     begin(std::move(name), count);
     m_w.raw("[");
     for (std::size_t i = 0; i < count; ++i) {
-      m_w.raw(i == 0 ? "\t" : ",\t");
+      if (i != 0) m_w.raw(",");
       item(i);
     }
-    m_w.raw("\t]");
+    m_w.raw("]");
     end();
   }
   /// `rows` (each with a search path and a name) as a JSON array of runs,
@@ -212,10 +221,10 @@ class BodyWriter {
         m_w.raw(k == 0 ? "[" : "],[");
         m_w.number(rows[k].search_path);
       }
-      m_w.raw(",\t");
+      m_w.raw(",");
       m_w.bytes(rows[k].rel_path);
     }
-    m_w.raw(rows.empty() ? "\t]" : "]\t]");
+    m_w.raw(rows.empty() ? "]" : "]]");
   }
   std::string_view dist_fields(std::size_t gi) const {
     return std::string_view(m_dist_pool).substr(m_dist_at[gi], m_dist_at[gi + 1] - m_dist_at[gi]);
@@ -238,28 +247,20 @@ void BodyWriter::encode_pools() {
   m_dist_pool.reserve(m_dists.size() * 96);
   JsonWriter pw(m_dist_pool);
   for (std::size_t gi = 0; gi < m_dists.size(); ++gi) {
-    detail::dist_fields(pw, m_dists[gi], m_dir_text[gi]);
+    const Distribution& d = m_dists[gi];
+    pw.bytes(d.name);
+    pw.raw(",");
+    pw.bytes(d.version);
+    pw.raw(",");
+    pw.bytes(m_dir_text[gi]);
+    pw.raw(",");
+    pw.number(d.search_path);
     m_dist_at[gi + 1] = m_dist_pool.size();
   }
 }
 
 void BodyWriter::groups() {
-  std::string numbers = "[";
-  JsonWriter nw(numbers);
-  std::size_t count = 0;
-  for (std::string_view g : m_index.groups()) {
-    group(g);
-    nw.raw(count++ == 0 ? "[" : ",[");
-    for (std::size_t i = 0; i < m_local.size(); ++i) {
-      if (i != 0) nw.raw(",");
-      nw.number(m_local[i]);
-    }
-    nw.raw("]");
-  }
-  nw.raw("]");
-  begin("numbers", count);
-  m_w.raw(numbers);
-  end();
+  for (std::string_view g : m_index.groups()) group(g);
 }
 
 void BodyWriter::group(std::string_view group) {
@@ -272,15 +273,17 @@ void BodyWriter::group(std::string_view group) {
   begin("group:" + std::string(group), eps.size());
   m_w.raw("{\"dists\":[");
   for (std::size_t i = 0; i < m_local.size(); ++i) {
-    m_w.raw(i == 0 ? "\t[" : ",\t[");
+    m_w.raw(i == 0 ? "[" : ",[");
+    m_w.number(m_local[i]);
+    m_w.raw(",");
     m_w.raw(dist_fields(m_local[i]));
     m_w.raw("]");
   }
-  m_w.raw("\t],\"entry_points\":[");
+  m_w.raw("],\"entry_points\":[");
   bool first = true;
   for (const EntryPoint& ep : eps) {
     const auto gi = static_cast<std::uint32_t>(ep.dist - m_dists.data());
-    m_w.raw(first ? "\t[" : ",\t[");
+    m_w.raw(first ? "[" : ",[");
     first = false;
     m_w.number(static_cast<std::size_t>(std::lower_bound(m_local.begin(), m_local.end(), gi) - m_local.begin()));
     m_w.raw(",");
@@ -289,7 +292,7 @@ void BodyWriter::group(std::string_view group) {
     m_w.bytes(ep.value);
     m_w.raw("]");
   }
-  m_w.raw("\t]}");
+  m_w.raw("]}");
   end();
 }
 
@@ -400,15 +403,18 @@ Result<SerializedIndex> serialize_index(const Index& index, const WriteOptions& 
     if (c.search_path < listed.size()) ++listed[c.search_path];
   }
 
-  HeadInput in;
-  in.key = options.key;
-  in.relocatable = options.relocatable;
-  in.scanned_at = scanned_at_ns(index);
-  in.paths = *paths_text;
-  in.stamps = search_path_stamps(index);
-  in.listed = listed;
-  in.first_error = first_error;
-  std::string out = head_line(in, body.sections);
+  // The head's length depends on the offsets it records, which depend on
+  // its length: grow the base until it stops changing.
+  std::string out;
+  std::size_t base = 0, checksum_at = 0;
+  for (;;) {
+    out.clear();
+    checksum_at = write_head(out, index, options, *paths_text, listed, first_error, body.sections, base);
+    if (out.size() == base) break;
+    base = out.size();
+  }
+  const std::size_t after = checksum_at + 17;  // past the digits and the closing quote
+  put_hex16(out.data() + checksum_at, body_hash(std::string_view(out).substr(after)));
   return SerializedIndex{std::move(out), std::move(body.body)};
 }
 

@@ -115,24 +115,6 @@ void Listing::add_stored(std::uint32_t path, std::span<const WatchedName> childr
   }
 }
 
-int list_infos(int fd, std::string& pool) {
-  alignas(8) char buf[32 * 1024];
-  for (;;) {
-    profile::count(profile::Counter::readdir);
-    const ssize_t n = read_entries(fd, buf, sizeof buf);
-    if (n < 0) return errno;
-    if (n == 0) return 0;
-    for (ssize_t off = 0; off < n;) {
-      const auto* d = reinterpret_cast<const struct dirent64*>(buf + off);
-      off += d->d_reclen;
-      const std::string_view child(d->d_name, std::strlen(d->d_name));
-      if (classify_child(child, false) != ChildKind::info) continue;
-      pool.append(child);
-      pool.push_back('\0');
-    }
-  }
-}
-
 MetadataIn metadata_in(const char* path) {
   const int fd = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT ? MetadataIn::missing : MetadataIn::maybe;  // ENOTDIR: a file, maybe a zip

@@ -28,13 +28,6 @@ MetadataIn metadata_in(const char* path);
 /// listing that fails; a child that is metadata).
 inline bool lists_no_metadata(const char* path) { return metadata_in(path) != MetadataIn::maybe; }
 
-/// Appends the children of the directory open on `fd` that Lookup takes as
-/// infos (`*.dist-info`, `*.egg-info`; the directory is not an egg's), in
-/// raw getdents64 order, each followed by a NUL, to `pool`: no keys, no
-/// grouping (what a refresh compares with a stored listing).  Returns 0, or
-/// the errno of a failed getdents64.
-int list_infos(int fd, std::string& pool);
-
 /// One metadata path in discovery order, before de-duplication.
 struct Candidate {
   std::uint32_t path = 0;      ///< search path index

@@ -27,7 +27,6 @@
 
 #include "epload/index.hpp"
 #include "epload/result.hpp"
-#include "index_provenance.hpp"  // WatchedName
 #include "scan_meta.hpp"
 
 namespace epload::detail {
@@ -101,14 +100,6 @@ class PreviousParts {
 /// before the caller stat'ed the search paths it calls unchanged.
 Result<Index> scan_refreshing(std::span<const std::string> search_paths, const ScanReuse& reuse,
                               std::int64_t scanned_at, RefreshStats* stats);
-
-/// The distributions at `places` (children of the search paths, in
-/// discovery order, each named by its directory and none with another's
-/// name) read as scan() reads them, without listing anything: an Index of
-/// those distributions alone, with their entry points and watched files.
-/// What a refresh that splices its file reads (cache_splice.cpp).
-Result<Index> scan_places(std::span<const std::string> search_paths, std::span<const WatchedName> places,
-                          std::int64_t scanned_at);
 
 /// The child name of a metadata directory: what follows its last '/'.
 inline std::string_view child_name(std::string_view metadata_dir) {

@@ -117,9 +117,6 @@ class Scan {
       : m_paths(paths), m_reuse(reuse) {
     if (reuse != nullptr) m_prev = std::make_unique<detail::PreviousParts>(*reuse);
   }
-  /// A scan of the children `only` instead of the search paths' listings.
-  Scan(std::span<const std::string> paths, std::span<const WatchedName> only)
-      : m_paths(paths), m_only(only), m_only_set(true) {}
   ~Scan() {
     for (const int fd : m_dirfds) {
       if (fd >= 0) ::close(fd);
@@ -130,8 +127,6 @@ class Scan {
 
  private:
   Result<void> list_paths();
-  /// Phase 1 of a scan of `m_only`: those children stand for the listings.
-  Result<void> list_only();
   void deduplicate();
   void read_metadata(const detail::Candidate& c, MetaInfo& meta, FileReader& reader,
                      std::string& pool, std::vector<Watch>& watches, std::string& rel) const {
@@ -167,8 +162,6 @@ class Scan {
 
   std::span<const std::string> m_paths;
   const detail::ScanReuse* m_reuse = nullptr;     // a refresh: what it may reuse
-  std::span<const WatchedName> m_only;            // scan_places(): the children read
-  bool m_only_set = false;
   std::unique_ptr<detail::PreviousParts> m_prev;  // a refresh: the previous index by place
   IndexBuilder m_builder;
   std::vector<int> m_dirfds;  // one per search path; -1: not listed, or read by whole paths
@@ -203,25 +196,7 @@ bool answers_about_path(int err) {
          err == ENAMETOOLONG;
 }
 
-Result<void> Scan::list_only() {
-  std::size_t at = 0;
-  for (std::uint32_t i = 0; i < m_paths.size(); ++i) {
-    const std::size_t begin = at;
-    while (at < m_only.size() && m_only[at].search_path == i) ++at;
-    m_builder.add_search_path(m_paths[i], FileStamp{});
-    int fd = -1;  // -1: read by whole paths
-    if (at != begin && m_paths[i].find('\0') == std::string::npos) {
-      fd = ::open(m_paths[i].empty() ? "." : m_paths[i].c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    }
-    m_dirfds.push_back(fd);
-    if (at != begin) m_listing.add_stored(i, m_only.subspan(begin, at - begin), detail::base_is_egg(m_paths[i]));
-  }
-  if (at != m_only.size()) return Error{Errc::invalid_argument, "scan_places: places out of search-path order"};
-  return {};
-}
-
 Result<void> Scan::list_paths() {
-  if (m_only_set) return list_only();
   std::string zip_match;
   // Directory descriptors held for phase 2: at most a quarter of the
   // process's open-file limit, and no more than 256 (the host has its own).
@@ -596,13 +571,6 @@ Result<Index> scan(std::span<const std::string> search_paths) {
 }
 
 namespace detail {
-
-Result<Index> scan_places(std::span<const std::string> search_paths, std::span<const WatchedName> places,
-                          std::int64_t scanned_at) {
-  profile::Span span(profile::Phase::scan, "places");
-  Scan s(search_paths, places);
-  return s.run(scanned_at);
-}
 
 Result<Index> scan_refreshing(std::span<const std::string> search_paths, const ScanReuse& reuse,
                               std::int64_t scanned_at, RefreshStats* stats) {

@@ -24,8 +24,6 @@ CASES = ("hit", "new-file", "add", "remove", "edit", "cold", "new-dir")
 WANT = {"hit": "index hit", "new-file": "index hit", "add": "index refreshed",
         "remove": "index refreshed", "edit": "index refreshed", "cold": "index rebuilt",
         "new-dir": "index hit"}
-# What a refresh of these changes says it did: copied the rows that did not change.
-COPIED = "the rest of the file copied"
 FRONTS = ("py", "cli")
 PAUSE = 0.01
 
@@ -82,8 +80,6 @@ class Front:
             if self.want[case] not in err:
                 raise BenchError(f"{self.name} {case}: expected '{self.want[case]}', "
                                  f"got: {err.strip()}")
-            if case in ("add", "remove", "edit") and COPIED not in err:
-                raise BenchError(f"{self.name} {case}: expected '{COPIED}', got: {err.strip()}")
         return check
 
 
