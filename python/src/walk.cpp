@@ -168,9 +168,10 @@ struct Memo {
 Memo g_memo;
 
 /// The listing of `index` (see walk()); `key` non-null: only the `info`
-/// children whose Lookup key is *key, and every `egg` child.  New
+/// children whose Lookup key is *key, and every `egg` child.  `rows` false:
+/// None for every child (importlib reads each file when asked).  New
 /// reference, or nullptr with an error set.
-PyObject* make_listing(const Index& index, const std::string* key) {
+PyObject* make_listing(const Index& index, const std::string* key, bool rows_too = true) {
   const auto sps = index.search_paths();
   const auto dists = index.distributions();
   // Each distribution's entry points, grouped as the index keeps them.
@@ -216,7 +217,7 @@ PyObject* make_listing(const Index& index, const std::string* key) {
     Ref rows;
     const auto& m = served[c.search_path];
     const auto it = m.find(c.rel_path);
-    if (it == m.end()) {
+    if (it == m.end() || !rows_too) {
       rows.p = Py_NewRef(Py_None);
     } else if (begin[it->second] == begin[it->second + 1]) {
       rows.p = Py_NewRef(empty.p);
@@ -245,10 +246,23 @@ PyObject* make_listing(const Index& index, const std::string* key) {
 /// `EGG-INFO` of a `.egg` path (the caller compares those).
 py::object walk(py::list paths, const std::string& validation, const std::string& cache_dir, bool use_cache,
                 py::bytes interpreter, py::object key) {
+  auto usable = [](const Index& index) { return index.complete() && IndexBuilderHooks::listed_known(index); };
   const bool whole = key.is_none();
   std::string wanted;
   if (!whole) wanted = key.cast<std::string>();
-  auto usable = [](const Index& index) { return index.complete() && IndexBuilderHooks::listed_known(index); };
+  if (!whole && validation == "full") {
+    // A lookup by name after a walk: which children it yields depends on
+    // the listings alone, which the search paths' stamps vouch for; the
+    // rows would depend on the watched files too, so they are left to
+    // importlib (read when asked, as its own objects do), and the `full`
+    // check of every watched file is not needed for this answer.
+    QueryAnswer a = listing_query(paths, cache_dir, use_cache, interpreter);
+    if (a.index && usable(*a.index)) {
+      PyObject* listing = make_listing(*a.index, &wanted, false);
+      if (listing == nullptr) throw py::error_already_set();
+      return py::make_tuple(a.status, a.reason, a.file, py::none(), py::reinterpret_steal<py::object>(listing));
+    }
+  }
   // On a cache hit under `full`, the listing is made while the stat calls
   // run on the other CPU (cache_overlap.hpp), kept only if that index is
   // the answer.
