@@ -19,7 +19,9 @@ property with one change: a distribution that carries rows answers from
 them, with importlib's ``EntryPoint``/``EntryPoints`` types and each
 ``ep.dist`` the distribution itself, as importlib's parse would; every
 other distribution (a shadowed copy, which the index never read; one made
-by importlib itself) runs importlib's own code.  Everything else
+by importlib itself; one looked up by name while the index of a walk is
+held, whose answer then rests on the search paths' listings alone, their
+stamps checked, not on every watched file) runs importlib's own code.  Everything else
 (``metadata``, ``name``, ``version``, ``files``, ``requires``,
 ``read_text``, ``locate_file``) is importlib's, read when asked.  The rows
 are those of the call: a file edited after it is read by the next call.

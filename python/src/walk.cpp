@@ -243,7 +243,8 @@ PyObject* make_listing(const Index& index, const std::string* key, bool rows_too
 /// entry_points.txt's order, or None where importlib must read the file (a
 /// shadowed copy).  `key` (a Prepared.normalized name): only the
 /// `*.dist-info`/`*.egg-info` children Lookup files under it, and every
-/// `EGG-INFO` of a `.egg` path (the caller compares those).
+/// `EGG-INFO` of a `.egg` path (the caller compares those); under `full`,
+/// while the index of a walk is held (listing_query()), every `rows` None.
 py::object walk(py::list paths, const std::string& validation, const std::string& cache_dir, bool use_cache,
                 py::bytes interpreter, py::object key) {
   auto usable = [](const Index& index) { return index.complete() && IndexBuilderHooks::listed_known(index); };

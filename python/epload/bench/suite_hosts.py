@@ -243,13 +243,15 @@ def run(args, tmp):
         if not glob.glob(os.path.join(floor_dir, "_epload_floor_stats.*.so")):
             floor_dir = ""  # a build without the benchmarks: no stats floor
 
-        def walks(env):
-            return json.loads(capture([python, "-c", WALK, str(args.walks), floor_dir],
-                                      dict(env)).stdout.split("WALK ", 1)[1])
-        walk = walks(envs["switch"])
+        def walks(env, floor):
+            # A cache directory of its own: the floor reads the file its walk wrote.
+            cache = os.path.join(tmp, f"walk-cache-{len(os.listdir(tmp))}")
+            return json.loads(capture([python, "-c", WALK, str(args.walks), floor],
+                                      dict(env, EPLOAD_CACHE_DIR=cache)).stdout.split("WALK ", 1)[1])
+        walk = walks(envs["switch"], floor_dir)
         firsts = {"stock": envs["stock"], "epload": envs["stock"]}
         if args.before:
-            walk["before"] = walks(envs["before switch"])
+            walk["before"] = walks(envs["before switch"], "")  # the same stats floor
             if not walk["before"]["module"].startswith(os.path.abspath(args.before)):
                 raise BenchError(f"--before: the walk ran {walk['before']['module']}")
             firsts["before"] = dict(envs["stock"], PYTHONPATH=envs["before switch"]["PYTHONPATH"])
@@ -310,7 +312,7 @@ def markdown(result):
             first_stock, first_ours, stock, ours, floor = (
                 _median_ms(src[k]) for src, k in ((r["walk"], "first_stock"), (r["walk"], first),
                                                   (w, "stock"), (w, "epload"), (w, "floor_objects")))
-            stats = _median_ms(w["floor_stats"]) if "floor_stats" in w else None
+            stats = _median_ms(r["walk"]["floor_stats"]) if "floor_stats" in r["walk"] else None
             rows.append([f"{w['dists']:,}", label, fmt_ms(first_stock), fmt_ms(first_ours),
                          fmt_ratio(ratio(first_stock, first_ours)), fmt_ms(stock), fmt_ms(ours),
                          fmt_ratio(ratio(stock, ours)), fmt_ms(floor),
