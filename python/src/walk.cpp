@@ -213,7 +213,7 @@ struct Memo {
 Memo g_memo;
 
 /// The listing of `index` (see walk()); `key` non-null: only the `info`
-/// children whose Lookup key is *key, and every `egg` child.  `rows` false:
+/// children whose Lookup key is *key, and every `egg` child.  `rows_too` false:
 /// None for every child (importlib reads each file when asked).  New
 /// reference, or nullptr with an error set.
 PyObject* make_listing(const Index& index, const std::string* key, bool rows_too = true) {

@@ -249,7 +249,9 @@ def run(args, tmp):
             return json.loads(capture([python, "-c", WALK, str(args.walks), floor],
                                       dict(env, EPLOAD_CACHE_DIR=cache)).stdout.split("WALK ", 1)[1])
         walk = walks(envs["switch"], floor_dir)
-        firsts = {"stock": envs["stock"], "epload": envs["stock"]}
+        walk["paths"] = walks(envs["paths"], "")
+        firsts = {"stock": envs["stock"], "epload": envs["stock"],
+                  "paths": dict(envs["stock"], EPLOAD_VALIDATE="paths")}
         if args.before:
             walk["before"] = walks(envs["before switch"], "")  # the same stats floor
             if not walk["before"]["module"].startswith(os.path.abspath(args.before)):
@@ -308,16 +310,20 @@ def markdown(result):
         sides = [("this build", r["walk"], "first_epload")]
         if "before" in r["walk"]:
             sides.insert(0, ("--before", r["walk"]["before"], "first_before"))
+        if "paths" in r["walk"]:
+            sides.append(("this build, `paths`", r["walk"]["paths"], "first_paths"))
         for label, w, first in sides:
             first_stock, first_ours, stock, ours, floor = (
                 _median_ms(src[k]) for src, k in ((r["walk"], "first_stock"), (r["walk"], first),
                                                   (w, "stock"), (w, "epload"), (w, "floor_objects")))
-            stats = _median_ms(r["walk"]["floor_stats"]) if "floor_stats" in r["walk"] else None
+            # `paths` promises no stats of watched files: its floor is the objects.
+            stats = (_median_ms(r["walk"]["floor_stats"])
+                     if "floor_stats" in r["walk"] and first != "first_paths" else None)
             rows.append([f"{w['dists']:,}", label, fmt_ms(first_stock), fmt_ms(first_ours),
                          fmt_ratio(ratio(first_stock, first_ours)), fmt_ms(stock), fmt_ms(ours),
                          fmt_ratio(ratio(stock, ours)), fmt_ms(floor),
                          "n/a" if stats is None else fmt_ms(stats),
-                         "n/a" if stats is None else fmt_ratio(ratio(stock, floor + stats))])
+                         fmt_ratio(ratio(stock, floor + (stats or 0.0)))])
     lines += table(["distributions", "epload", "first: stock ms", "epload ms", "cheaper", "repeated: stock ms",
                     "epload ms", "cheaper", "floor: the objects alone ms", "floor: `full`'s stats alone ms",
                     "stock ÷ both floors"], "rlrrrrrrrrr", rows)
