@@ -113,11 +113,14 @@ def test_relative_and_empty_entries(tmp_path, monkeypatch):
     site = tmp_path / 'site'
     site.mkdir()
     dist(site, 'a-1.0.dist-info', '[g]\nx = m:x\n')
+    # Sections out of order: the walk reads this file, relative to its path.
+    dist(site, 'b-1.0.dist-info', '[h]\ny = m:y\n[g]\nz = m:z\n')
     monkeypatch.chdir(tmp_path)
     assert_same_walk(['site', 'site/', './site', ''])
+    assert served(['site', 'site/']) == 2
     monkeypatch.chdir(site)
     assert_same_walk([''])
-    assert served(['']) == 1
+    assert served(['']) == 2
 
 
 def test_a_first_path_that_holds_nothing_keeps_every_distribution_where_it_is(tmp_path, monkeypatch):
