@@ -172,6 +172,28 @@ TEST_F(Invalidation, CatalogRevalidatesOnEveryGet) {
   EXPECT_EQ((*a)->find("torch.backends", "late"), nullptr) << "old users keep the old index";
 }
 
+TEST_F(Invalidation, CatalogListingChecksTheSearchPathsOnly) {
+  Catalog catalog(options);
+  EXPECT_EQ(catalog_listing(catalog, nullptr), nullptr) << "nothing held before a get()";
+  auto a = catalog.get();
+  ASSERT_TRUE(a);
+  CacheReport r;
+  EXPECT_EQ(catalog_listing(catalog, &r), *a);
+  EXPECT_EQ(r.status, CacheStatus::hit);
+  // An edit inside a distribution is left to the `full` check of a get().
+  rewrite_in_place(ep_file(site1, "alpha-1.0"), "[console_scripts]\nalpha = alpha.clx:main\n");
+  EXPECT_EQ(catalog_listing(catalog, nullptr), *a);
+  // A distribution added changes a search path's listing.
+  test::make_dist(site2, "late", "1.0", "[g]\nlate = late:init\n");
+  EXPECT_EQ(catalog_listing(catalog, nullptr), nullptr);
+  auto b = catalog.get();
+  ASSERT_TRUE(b);
+  next_tick();
+  auto c = catalog.get();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(catalog_listing(catalog, nullptr), *c);
+}
+
 TEST_F(Invalidation, CatalogDoesNotKeepAnAnswerHoldingAnIoError) {
   // In memory as on disk: the same unchanged file may read fine next time.
   const std::string f = ep_file(site1, "noeps-1.0");

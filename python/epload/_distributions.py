@@ -19,7 +19,9 @@ property with one change: a distribution that carries rows answers from
 them, with importlib's ``EntryPoint``/``EntryPoints`` types and each
 ``ep.dist`` the distribution itself, as importlib's parse would; every
 other distribution (a shadowed copy, which the index never read; one made
-by importlib itself) runs importlib's own code.  Everything else
+by importlib itself; one looked up by name while the index of a walk is
+held, whose answer then rests on the search paths' listings alone, their
+stamps checked, not on every watched file) runs importlib's own code.  Everything else
 (``metadata``, ``name``, ``version``, ``files``, ``requires``,
 ``read_text``, ``locate_file``) is importlib's, read when asked.  The rows
 are those of the call: a file edited after it is read by the next call.
@@ -158,22 +160,6 @@ def _paths_ok(paths):
     return paths, None
 
 
-def _path_maker(md, root):
-    """``make(child)``: the ``pathlib.Path(root, child)`` importlib's
-    FastPath joins for a metadata directory ``child`` (a name without a
-    slash) of search path ``root``."""
-    Path = md.pathlib.Path
-    if sys.version_info < (3, 12):
-        # Up to 3.11 a Path parses its arguments when made (~8x the cost of
-        # the rest); the result of parsing `root` then appending `child` is
-        # the same object state: drive, root and parts.
-        base = Path(root)
-        cls, drv, top, parts = type(base), base._drv, base._root, base._parts
-        make = cls._from_parsed_parts
-        return lambda child: make(drv, top, parts + [child])
-    return lambda child: Path(root, child)
-
-
 def _found(kwargs):
     """The distributions importlib would yield for ``kwargs`` (``name``,
     ``path``), or importlib's own iterator when it must answer."""
@@ -202,17 +188,27 @@ def _found(kwargs):
         listing = [()] + list(listing)
     _install_property(md)
     PathDistribution = md.PathDistribution
+    Path = md.pathlib.Path
     # PathDistribution(path) runs Distribution.__new__ (3.12 on: a check for
     # abstract methods, which PathDistribution has none of, costing more
     # than the rest of the walk) and __init__ (``self._path = path``): the
     # object is made with the __dict__ they leave.
     new = object.__new__
+    # Each _path is the pathlib.Path(root, child) importlib's FastPath joins.
+    # Up to 3.11 a Path parses its arguments when made (~8x the cost of the
+    # rest); parsing `root` then appending `child` leaves the same state
+    # (drive, root, parts), which is what Path._from_parsed_parts(drv, top,
+    # parts + [child]) sets on object.__new__(cls): done here inline, without
+    # its two Python calls per distribution.
+    parsed = sys.version_info < (3, 12)
     out = []
     append = out.append
     for root, children in zip(paths, listing):
         if not children:
             continue
-        make = _path_maker(md, root)
+        if parsed:
+            base = Path(root)
+            cls, drv, top, parts = type(base), base._drv, base._root, base._parts
         egg_key = None
         for child, rows in children:
             if key is not None and len(child) == 8 and child.lower() == 'egg-info':
@@ -221,11 +217,16 @@ def _found(kwargs):
                     egg_key = md.Prepared.legacy_normalize(base.rpartition('.')[0].partition('-')[0])
                 if egg_key != prepared.legacy_normalized:
                     continue
+            if parsed:
+                path = new(cls)
+                path._drv, path._root, path._parts = drv, top, parts + [child]
+            else:
+                path = Path(root, child)
             dist = new(PathDistribution)
             if rows is None:
-                dist.__dict__ = {'_path': make(child)}
+                dist.__dict__ = {'_path': path}
             else:
-                dist.__dict__ = {'_path': make(child), _MARK: rows}
+                dist.__dict__ = {'_path': path, _MARK: rows}
             append(dist)
     return out
 

@@ -221,9 +221,12 @@ PyObject* convert(const std::vector<std::span<const EntryPoint>>& parts, std::st
   return PyTuple_Pack(2, dists.p, eps.p);
 }
 
-QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
-                      const std::string& validation, const std::string& cache_dir, bool use_cache,
-                      py::bytes interpreter, const WhileValidating& while_validating) {
+namespace {
+
+/// The options of one query (see query() below for the arguments).  Raises
+/// on bad arguments.
+CacheOptions query_options(py::list paths, const std::vector<std::string>* groups, const std::string& validation,
+                           const std::string& cache_dir, bool use_cache, py::bytes interpreter) {
   CacheOptions options;
   options.search_paths.resize(static_cast<std::size_t>(PyList_GET_SIZE(paths.ptr())));
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(paths.ptr()); ++i) {
@@ -248,7 +251,27 @@ QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
   options.interpreter = std::string(interpreter);
   // A cache hit then reads only these groups.
   if (groups != nullptr) options.groups = *groups;
+  return options;
+}
 
+/// The status, reason and cache file of `report` as Python objects (paths
+/// and messages may quote paths, which are bytes: decoded like paths).
+QueryAnswer answer_of(const CacheReport& report) {
+  auto loose = [](std::string_view s) {
+    auto o = py::reinterpret_steal<py::object>(fs_path(s));
+    if (!o) throw py::error_already_set();
+    return o;
+  };
+  return QueryAnswer{py::str(to_string(report.status)), loose(report.reason), loose(report.file), py::none(),
+                     nullptr};
+}
+
+}  // namespace
+
+QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
+                      const std::string& validation, const std::string& cache_dir, bool use_cache,
+                      py::bytes interpreter, const WhileValidating& while_validating) {
+  const CacheOptions options = query_options(paths, groups, validation, cache_dir, use_cache, interpreter);
   CacheReport report;
   std::shared_ptr<const Index> index;
   std::string error_kind, error_message;
@@ -273,21 +296,40 @@ QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
                          report.shipped_problem.c_str());
     }
   }
-  // Messages and reasons may quote paths, which are bytes: decoded like paths.
-  auto loose = [](std::string_view s) {
-    auto o = py::reinterpret_steal<py::object>(fs_path(s));
-    if (!o) throw py::error_already_set();
-    return o;
-  };
-  QueryAnswer a{py::str(to_string(report.status)), loose(report.reason), loose(report.file),
-                py::none(), nullptr};
+  QueryAnswer a = answer_of(report);
   if (!index) {
-    a.problem = py::make_tuple(error_kind, loose(error_message));
+    auto message = py::reinterpret_steal<py::object>(fs_path(error_message));
+    if (!message) throw py::error_already_set();
+    a.problem = py::make_tuple(error_kind, message);
   } else if (const Distribution* bad = index->first_error()) {
-    a.problem = py::make_tuple("error", loose(bad->error));
+    auto message = py::reinterpret_steal<py::object>(fs_path(bad->error));
+    if (!message) throw py::error_already_set();
+    a.problem = py::make_tuple("error", message);
   } else {
     a.index = std::move(index);
   }
+  return a;
+}
+
+QueryAnswer listing_query(py::list paths, const std::string& cache_dir, bool use_cache, py::bytes interpreter) {
+  const CacheOptions options = query_options(paths, nullptr, "full", cache_dir, use_cache, interpreter);
+  CacheReport report;
+  std::shared_ptr<const Index> index;
+  {
+    NoGil release;
+    std::shared_ptr<Catalog> catalog;
+    {
+      std::lock_guard lock(g_catalogs_mutex);
+      if (g_catalogs != nullptr) {
+        const auto it = g_catalogs->find(catalog_key(options));
+        if (it != g_catalogs->end()) catalog = it->second;
+      }
+    }
+    if (catalog) index = catalog_listing(*catalog, &report);
+  }
+  if (!index || index->first_error() != nullptr) return QueryAnswer{};
+  QueryAnswer a = answer_of(report);
+  a.index = std::move(index);
   return a;
 }
 

@@ -105,6 +105,14 @@ QueryAnswer run_query(pybind11::list paths, const std::vector<std::string>* grou
                       const std::string& validation, const std::string& cache_dir, bool use_cache,
                       pybind11::bytes interpreter, const WhileValidating& while_validating = {});
 
+/// The index of the `full` query of these arguments and all groups (a walk's)
+/// held in this process, checked as `paths` validation checks (its search
+/// paths' stamps): for answers made from the listings alone (catalog_listing()).
+/// `index` null when there is none, it changed, or it holds a distribution
+/// importlib would raise for (run_query() then answers).
+QueryAnswer listing_query(pybind11::list paths, const std::string& cache_dir, bool use_cache,
+                          pybind11::bytes interpreter);
+
 /// (dists, eps): dists = ((name, version, metadata_dir, ""), ...) in order
 /// of first use, eps = ((name, value, group, dist_position), ...); new
 /// reference, or nullptr with an error set.  `cwd` non-empty: relative

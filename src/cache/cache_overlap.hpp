@@ -73,4 +73,12 @@ Result<std::shared_ptr<const Index>> read_groups_of(const CacheOptions& options,
 Result<std::shared_ptr<const Index>> catalog_get(Catalog& catalog, CacheReport* report,
                                                  const WhileValidating& while_validating);
 
+/// The index `catalog` holds now, checked as `paths` validation checks (its
+/// search paths' stamps), not `full`: nullptr when it holds none, another
+/// current directory's, or one whose search paths changed.  For answers made
+/// from the listings of the search paths alone, never from the files the
+/// `full` check watches (a distribution looked up by name: walk.cpp).
+/// `*report` (if given) as the get() that made the index left it.
+std::shared_ptr<const Index> catalog_listing(Catalog& catalog, CacheReport* report);
+
 }  // namespace epload

@@ -158,4 +158,30 @@ Result<std::shared_ptr<const Index>> catalog_get(Catalog& catalog, CacheReport* 
   return st.current;
 }
 
+std::shared_ptr<const Index> catalog_listing(Catalog& catalog, CacheReport* report) {
+  auto& st = CatalogAccess::of(catalog);
+  std::shared_ptr<const Index> current;
+  CacheReport how;
+  std::string cwd;
+  {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    // An index read through a sibling or shipped has its own rules of
+    // freshness (catalog_get()): not taken here.
+    if (st.voucher || st.report.status == CacheStatus::shipped) return nullptr;
+    current = st.current;
+    how = st.report;
+    cwd = st.cwd;
+  }
+  if (!current || detail::key_cwd(st.options.search_paths) != cwd || !detail::still_keyed(*current, st.options) ||
+      !still_valid(*current, Validation::paths, nullptr)) {
+    return nullptr;
+  }
+  if (report != nullptr) {
+    *report = how;
+    if (how.status == CacheStatus::rebuilt || how.status == CacheStatus::refreshed) report->status = CacheStatus::hit;
+    if (report->status == CacheStatus::hit) report->reason.clear();
+  }
+  return current;
+}
+
 }  // namespace epload

@@ -96,24 +96,30 @@ def test_dynamo_without_the_floor_module_says_what_to_do(tmp_path):
 def test_hosts_suite_runs_real_hosts_and_reports(tmp_path):
     """bench_hosts.py at a tiny size: a venv with pytest and flake8 from
     pip's index, every variant of both hosts run (their outputs checked equal
-    by the suite), the walk timed in-process."""
+    by the suite), the walk timed in-process, beside a build given as
+    --before (the same one here), with the floor of `full`'s stats."""
     out = tmp_path / "h.json"
     proc = run("bench_hosts.py", "--dists", "20", "--rounds", "1", "--warmup", "0", "--walks", "1",
                "--env-dir", tmp_path / "env", "--json-out", out, "--md-out", tmp_path / "h.md",
-               timeout=1200)
+               "--before", BUILD_DIR, timeout=1200)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     size = data["sizes"]["20"]
-    assert sorted(size["stats"]) == sorted(f"{h} {v}" for h in ("pytest", "flake8")
-                                           for v in ("without", "stock", "switch", "paths"))
-    assert size["walk"]["dists"] >= 20 and len(size["walk"]["first_epload"]) == 1
-    assert "pytest" in (tmp_path / "h.md").read_text()
+    assert sorted(size["stats"]) == sorted(
+        f"{h} {v}" for h in ("pytest", "flake8")
+        for v in ("without", "stock", "switch", "paths", "before switch", "before paths", "after switch",
+                  "after paths"))
+    walk = size["walk"]
+    assert walk["dists"] >= 20 and len(walk["first_epload"]) == len(walk["first_before"]) == 1
+    assert len(walk["floor_stats"]) == 1 and walk["before"]["module"].startswith(str(BUILD_DIR))
+    assert "switch, --before" in (tmp_path / "h.md").read_text()
 
 
 @pytest.mark.parametrize("args,message", [
     (["--dists", "x"], "--dists must be comma-separated integers, got 'x'"),
     (["--dists", "0"], "--dists: each count must be at least 1"),
     (["--build", "/nonexistent"], "no epload package in /nonexistent/python"),
+    (["--before", "/nonexistent"], "--before: no epload package in /nonexistent/python"),
 ])
 def test_hosts_suite_bad_input_is_a_clear_error(args, message):
     proc = run("bench_hosts.py", *args)

@@ -113,11 +113,14 @@ def test_relative_and_empty_entries(tmp_path, monkeypatch):
     site = tmp_path / 'site'
     site.mkdir()
     dist(site, 'a-1.0.dist-info', '[g]\nx = m:x\n')
+    # Sections out of order: the walk reads this file, relative to its path.
+    dist(site, 'b-1.0.dist-info', '[h]\ny = m:y\n[g]\nz = m:z\n')
     monkeypatch.chdir(tmp_path)
     assert_same_walk(['site', 'site/', './site', ''])
+    assert served(['site', 'site/']) == 2
     monkeypatch.chdir(site)
     assert_same_walk([''])
-    assert served(['']) == 1
+    assert served(['']) == 2
 
 
 def test_a_first_path_that_holds_nothing_keeps_every_distribution_where_it_is(tmp_path, monkeypatch):
@@ -302,6 +305,56 @@ def test_distribution_by_name_matches_importlib(tmp_path, monkeypatch):
         with pytest.raises(im.PackageNotFoundError):
             im.version('nope')
     assert served([first]) == 1
+
+
+def test_distribution_by_name_after_a_walk_sees_every_change(tmp_path):
+    """After a walk, a lookup by name is answered from the listings the
+    search paths' stamps vouch for, and its entry points are read from the
+    file when asked: an edit that keeps the file's size and times, a new
+    distribution, a removed one and a file made malformed are all seen."""
+    site = tmp_path / 'site'
+    site.mkdir()
+    a = dist(site, 'a-1.0.dist-info', '[g]\nx = m:x\n[f]\ny = m:y\n')
+    b = dist(site, 'b-1.0.dist-info', '[g]\nz = m:z\n')
+    dist(site, 'c-1.0.dist-info', '[g]\nc = m:c\n')
+    theirs = _importlib_function('distribution')
+
+    def outcome(fn, name):
+        try:
+            d = fn(name)
+            return ('ok', type(d).__name__, str(d._path), d.version,
+                    [(ep.name, ep.value, ep.group, ep.dist is d) for ep in d.entry_points])
+        except Exception as e:  # noqa: BLE001 - the exception is the answer
+            return ('raise', type(e).__name__, str(e))
+
+    def same(*names):
+        for name in names:
+            assert outcome(epload.distribution, name) == outcome(theirs, name)
+            assert_same_walk([site], name=name)
+
+    def carries_rows(name):
+        return '_epload_entry_points' in vars(epload.distribution(name))
+
+    with search_path([site]):
+        list(epload.distributions())  # the index is held from now on
+        same('a', 'b', 'c', 'n')
+        assert not carries_rows('a')  # by the listing: importlib reads the file
+        # Edits in place, the search path's listing unchanged.
+        eps = a / 'entry_points.txt'
+        st = eps.stat()
+        eps.write_text('[g]\nq = m:q\n[f]\nr = m:r\n')  # same size and times
+        os.utime(eps, ns=(st.st_atime_ns, st.st_mtime_ns))
+        (site / 'c-1.0.dist-info' / 'entry_points.txt').write_text('[g]\nno equals sign\n')
+        assert [ep.name for ep in epload.distribution('a').entry_points] == ['q', 'r']
+        same('a', 'b', 'c', 'n')
+        # The listing changed.
+        dist(site, 'n-1.0.dist-info', '[g]\nn = m:n\n')
+        shutil.rmtree(b)
+        same('a', 'b', 'c', 'n')
+        assert epload.distribution('n').version == '1.0'
+        with pytest.raises(im.PackageNotFoundError):
+            epload.distribution('b')
+    assert_same_walk([site])
 
 
 def test_without_the_native_module_importlib_answers(tmp_path):

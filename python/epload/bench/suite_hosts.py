@@ -16,6 +16,7 @@ Every host's output is checked equal with and without the switch first.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import subprocess
@@ -74,7 +75,17 @@ def objects():
         E._native = native
 rows = list(stock())
 res = {"stock": timed(lambda: walk(stock), n), "epload": timed(lambda: walk(epload.distributions), n),
-       "floor_objects": timed(objects, n), "dists": len(rows)}
+       "floor_objects": timed(objects, n), "dists": len(rows), "module": epload.__file__}
+if sys.argv[2]:
+    # The other floor: `full`'s stats alone, the very check a walk runs
+    # (bench/floor_stats_module.cpp), on the index of the same cache file
+    # (its key leaves out the first entry, which holds no metadata).
+    sys.path.insert(0, sys.argv[2])
+    import _epload_floor_stats as floor
+    del sys.path[0]
+    index = floor.read(list(sys.path[1:]), E._INTERPRETER, "console_scripts")
+    assert floor.check(index)[0], "the floor's check failed"
+    res["floor_stats"] = timed(lambda: floor.check(index), n)
 print("WALK " + json.dumps(res))
 '''
 
@@ -104,6 +115,9 @@ def parse_args(argv):
     p.add_argument("--dists", default="500,6000",
                    help="how many other distributions, comma-separated (500,6000)")
     p.add_argument("--walks", type=int, default=15, help="in-process walks timed per side (15)")
+    p.add_argument("--before", metavar="BUILD",
+                   help="an epload build of another revision, timed beside this one in the same "
+                        "rounds (its python directory first on PYTHONPATH; this one's too, alike)")
     args = options.finish(p, p.parse_args(argv))
     if not os.path.isfile(os.path.join(args.build, "python", "epload-autoload.pth")):
         p.error(f"no epload package in {args.build}/python: build first (scripts/setup.sh) "
@@ -114,6 +128,8 @@ def parse_args(argv):
         p.error(f"--dists must be comma-separated integers, got {args.dists!r}")
     if not args.size_list or min(args.size_list) < 1:
         p.error("--dists: each count must be at least 1")
+    if args.before and not os.path.isdir(os.path.join(args.before, "python", "epload")):
+        p.error(f"--before: no epload package in {args.before}/python")
     return args
 
 
@@ -195,6 +211,12 @@ def run(args, tmp):
         envs = {"without": base, "stock": dict(base, PYTHONPATH=dists),
                 "switch": dict(base, PYTHONPATH=dists, EPLOAD_IMPORTLIB="1"),
                 "paths": dict(base, PYTHONPATH=dists, EPLOAD_IMPORTLIB="1", EPLOAD_VALIDATE="paths")}
+        if args.before:
+            # Both revisions with their python directory first on the path.
+            for side, build in (("before", args.before), ("after", args.build)):
+                front = os.path.join(os.path.abspath(build), "python") + os.pathsep + dists
+                envs[f"{side} switch"] = dict(envs["switch"], PYTHONPATH=front)
+                envs[f"{side} paths"] = dict(envs["paths"], PYTHONPATH=front)
         commands, cmd_envs = {}, {}
         for host, argv in HOSTS.items():
             full = [os.path.join(venv, "bin", argv[0]), *argv[1:]]
@@ -216,12 +238,28 @@ def run(args, tmp):
         finally:
             os.chdir(cwd)
         stats = summarize_rounds(raw)
-        walk = json.loads(capture([os.path.join(venv, "bin", "python"), "-c", WALK, str(args.walks)],
-                                  dict(envs["switch"])).stdout.split("WALK ", 1)[1])
         python = os.path.join(venv, "bin", "python")
+        floor_dir = os.path.join(args.build, "bench")
+        if not glob.glob(os.path.join(floor_dir, "_epload_floor_stats.*.so")):
+            floor_dir = ""  # a build without the benchmarks: no stats floor
+
+        def walks(env, floor):
+            # A cache directory of its own: the floor reads the file its walk wrote.
+            cache = os.path.join(tmp, f"walk-cache-{len(os.listdir(tmp))}")
+            return json.loads(capture([python, "-c", WALK, str(args.walks), floor],
+                                      dict(env, EPLOAD_CACHE_DIR=cache)).stdout.split("WALK ", 1)[1])
+        walk = walks(envs["switch"], floor_dir)
+        walk["paths"] = walks(envs["paths"], "")
+        firsts = {"stock": envs["stock"], "epload": envs["stock"],
+                  "paths": dict(envs["stock"], EPLOAD_VALIDATE="paths")}
+        if args.before:
+            walk["before"] = walks(envs["before switch"], "")  # the same stats floor
+            if not walk["before"]["module"].startswith(os.path.abspath(args.before)):
+                raise BenchError(f"--before: the walk ran {walk['before']['module']}")
+            firsts["before"] = dict(envs["stock"], PYTHONPATH=envs["before switch"]["PYTHONPATH"])
         for _ in range(args.walks):
-            for side in ("stock", "epload"):
-                out = capture([python, "-c", FIRST_WALK, side], dict(envs["stock"])).stdout
+            for side, env in firsts.items():
+                out = capture([python, "-c", FIRST_WALK, side], dict(env)).stdout
                 walk.setdefault("first_" + side, []).append(int(out.split("FIRST ", 1)[1]))
         result["sizes"][str(n)] = {"stats": stats, "walk": walk}
     write_report(result, markdown, md_out=args.md_out, json_out=args.json_out)
@@ -250,29 +288,43 @@ def markdown(result):
              f"flake8 {cfg['versions']['flake8']}, pluggy {cfg['versions']['pluggy']}), whole "
              f"processes, medians of {cfg['rounds']} interleaved rounds; {load_average(cfg)}.", ""]
     rows = []
+    before = any(f"{h} before switch" in r["stats"] for r in result["sizes"].values() for h in HOSTS)
+    variants = ["stock", "switch", "paths"] + (
+        ["before switch", "after switch", "before paths", "after paths"] if before else [])
     for n, r in result["sizes"].items():
         s = r["stats"]
         for host in HOSTS:
             w = s[f"{host} without"]["median_ms"]
-            rows.append([f"{int(n):,}", host, fmt_ms(w),
-                         f"{fmt_ms(s[f'{host} stock']['median_ms'])} "
-                         f"({fmt_ratio(ratio(s[f'{host} stock']['median_ms'], w))})",
-                         f"{fmt_ms(s[f'{host} switch']['median_ms'])} "
-                         f"({fmt_ratio(ratio(s[f'{host} switch']['median_ms'], w))})",
-                         f"{fmt_ms(s[f'{host} paths']['median_ms'])} "
-                         f"({fmt_ratio(ratio(s[f'{host} paths']['median_ms'], w))})"])
-    lines += table(["other dists", "host", "without them ms", "stock ms (ratio)",
-                    "EPLOAD_IMPORTLIB=1 ms (ratio)", "… EPLOAD_VALIDATE=paths ms (ratio)"], "rlrrrr", rows)
+            rows.append([f"{int(n):,}", host, fmt_ms(w)] + [
+                f"{fmt_ms(s[f'{host} {v}']['median_ms'])} ({fmt_ratio(ratio(s[f'{host} {v}']['median_ms'], w))})"
+                for v in variants])
+    heads = ["stock ms (ratio)", "EPLOAD_IMPORTLIB=1 ms (ratio)", "… EPLOAD_VALIDATE=paths ms (ratio)"]
+    if before:
+        heads += ["switch, --before ms (ratio)", "switch, this build ms (ratio)",
+                  "paths, --before ms (ratio)", "paths, this build ms (ratio)"]
+    lines += table(["other dists", "host", "without them ms", *heads], "rlr" + "r" * len(heads), rows)
     lines += ["", "The pluggy-style walk in-process (every distribution's `entry_points`), "
               "medians: a process's first walk, and a repeated walk:", ""]
     rows = []
     for n, r in result["sizes"].items():
-        w = r["walk"]
-        first_stock, first_ours, stock, ours, floor = (
-            _median_ms(w[k]) for k in ("first_stock", "first_epload", "stock", "epload", "floor_objects"))
-        rows.append([f"{w['dists']:,}", fmt_ms(first_stock), fmt_ms(first_ours),
-                     fmt_ratio(ratio(first_stock, first_ours)), fmt_ms(stock), fmt_ms(ours),
-                     fmt_ratio(ratio(stock, ours)), fmt_ms(floor)])
-    lines += table(["distributions", "first: stock ms", "epload ms", "cheaper", "repeated: stock ms",
-                    "epload ms", "cheaper", "floor ms (the objects alone)"], "rrrrrrrr", rows)
+        sides = [("this build", r["walk"], "first_epload")]
+        if "before" in r["walk"]:
+            sides.insert(0, ("--before", r["walk"]["before"], "first_before"))
+        if "paths" in r["walk"]:
+            sides.append(("this build, `paths`", r["walk"]["paths"], "first_paths"))
+        for label, w, first in sides:
+            first_stock, first_ours, stock, ours, floor = (
+                _median_ms(src[k]) for src, k in ((r["walk"], "first_stock"), (r["walk"], first),
+                                                  (w, "stock"), (w, "epload"), (w, "floor_objects")))
+            # `paths` promises no stats of watched files: its floor is the objects.
+            stats = (_median_ms(r["walk"]["floor_stats"])
+                     if "floor_stats" in r["walk"] and first != "first_paths" else None)
+            rows.append([f"{w['dists']:,}", label, fmt_ms(first_stock), fmt_ms(first_ours),
+                         fmt_ratio(ratio(first_stock, first_ours)), fmt_ms(stock), fmt_ms(ours),
+                         fmt_ratio(ratio(stock, ours)), fmt_ms(floor),
+                         "n/a" if stats is None else fmt_ms(stats),
+                         fmt_ratio(ratio(stock, floor + (stats or 0.0)))])
+    lines += table(["distributions", "epload", "first: stock ms", "epload ms", "cheaper", "repeated: stock ms",
+                    "epload ms", "cheaper", "floor: the objects alone ms", "floor: `full`'s stats alone ms",
+                    "stock ÷ both floors"], "rlrrrrrrrrr", rows)
     return "\n".join(lines) + "\n"
