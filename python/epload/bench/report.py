@@ -90,9 +90,10 @@ def plot_marginals(path, rows, labels, reference, xlabel, ylabel, title):
         colour, marker = colours[k % len(colours)], markers[k % len(markers)]
         styles[v] = (colour, marker)
         up = [(x, y) for x, y in pts if y > 0]
-        ax.plot([p[0] for p in up], [p[1] for p in up],
-                "--" if v.startswith(("epload", "lazy")) else "-", marker=marker, color=colour,
-                label=labels[v].replace("`", ""))
+        if up:
+            ax.plot([p[0] for p in up], [p[1] for p in up],
+                    "--" if v.startswith(("epload", "lazy")) else "-", marker=marker, color=colour,
+                    label=labels[v].replace("`", ""))
         down = [x for x, y in pts if y <= 0]
         if down:
             ax.plot(down, [0.01] * len(down), linestyle="none", marker=marker, color=colour,
@@ -100,7 +101,7 @@ def plot_marginals(path, rows, labels, reference, xlabel, ylabel, title):
                     label=None if up else labels[v].replace("`", "") + " (≤ 0)")
     xs = [r["backends"] for r in rows]
     ax.set(xscale="log", yscale="log", xlabel=xlabel,
-           ylabel=ylabel + "; hollow at 0.01: ≤ 0", title=title)
+           ylabel=ylabel + "\nhollow at 0.01: ≤ 0", title=title)
     ax.set_xticks(xs, [f"{x:,}" for x in xs])
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.grid(True, which="both", alpha=0.3)
