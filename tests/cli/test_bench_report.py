@@ -94,6 +94,10 @@ def test_the_picture_draws_every_point_with_its_precision(tmp_path):
     title = bench_plot.title(r)
     assert title.startswith("`import torch` at 1,000 generated backends: stock autoload adds +")
     assert "epload lazy +12.0 ms" in title
+    # Drawn in lines the figure holds, every word kept.
+    lines = bench_plot.title_lines(r).split("\n")
+    assert len(lines) > 1 and all(len(line) <= bench_plot.TITLE_WIDTH for line in lines)
+    assert " ".join(lines) == title
 
 
 @pytest.mark.skipif(not have_matplotlib(), reason="matplotlib is not installed")

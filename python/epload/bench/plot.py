@@ -49,6 +49,10 @@ def points(row, name):
     return p["median_ms"], p["ci95_ms"][0], p["ci95_ms"][1], p["within_noise"]
 
 
+# Characters of a title line at fontsize 10.5 across the 11-inch figure.
+TITLE_WIDTH = 110
+
+
 def title(result):
     """The result in one line: what stock and lazy add at the largest size."""
     big = result["sizes"][-1]
@@ -64,6 +68,12 @@ def title(result):
             f" [{duration(lo)}, {duration(hi)}])")
     return (f"`import {host}` {what}: {said}, epload lazy {duration(lazy)} "
             f"({100 * lazy / floor:.2f}% of the {floor / 1000:.2f} s floor)")
+
+
+def title_lines(result, width=TITLE_WIDTH):
+    """The title, broken between words into lines the figure's width holds."""
+    import textwrap
+    return "\n".join(textwrap.wrap(title(result), width))
 
 
 def plot_costs(result, path, budget_pct=1.0):
@@ -108,7 +118,7 @@ def plot_costs(result, path, budget_pct=1.0):
                   " beside the installed ones")
     host = result["torch"].get("host", "torch")
     ax.set_ylabel(f"added to `import {host}` over the floor, ms (symmetric log)")
-    ax.set_title(title(result), fontsize=10.5)
+    ax.set_title(title_lines(result), fontsize=10.5)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=2, frameon=False)
     fig.tight_layout()
