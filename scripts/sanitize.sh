@@ -21,7 +21,12 @@
 # runs the python.* tests with them: /usr/bin/python3 is not instrumented,
 # so the sanitizer runtimes are preloaded into it (and into every process
 # the tests start); leak detection is off there, since the interpreter
-# does not free everything at exit.
+# does not free everything at exit.  python.fork_query runs in the plain
+# suite only: it forks while other threads allocate, and GCC 12's ASan does
+# not hold its allocator's locks across fork(), so a child can block forever
+# in __sanitizer::SizeClassAllocator64::GetFromAllocator on a lock a parent
+# thread held (seen here; gdb on the hung child shows only that frame under
+# operator new).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -70,6 +75,6 @@ for s in "${sets[@]}"; do
     preload="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
     (cd "$dir" && LD_PRELOAD="$preload" ASAN_OPTIONS=alloc_dealloc_mismatch=0:detect_leaks=0:handle_segv=0 \
        UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:handle_segv=0 \
-       ctest --output-on-failure -j 2 -R '^python\.')
+       ctest --output-on-failure -j 2 -R '^python\.' -E '^python\.fork_query$')
   fi
 done

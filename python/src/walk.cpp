@@ -75,7 +75,8 @@ bool read_file(int dir, const char* path, std::string& out) {
   return true;
 }
 
-/// The str of each group, made once per call (borrowed from the map).
+/// The str of each group, made once per call (borrowed from the map); keyed
+/// by views that outlive it (the index's, never a file's text).
 class Groups {
  public:
   Groups() = default;
@@ -188,12 +189,16 @@ PyObject* dist_rows(const Distribution& d, std::span<const EntryPoint* const> ep
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return parsed[a].group < parsed[b].group; });
+  // The group of each parsed entry as the index holds it: `groups` keys its
+  // map by these views, which must outlive this file's text in `scratch`.
+  std::vector<std::string_view> group_of(parsed.size());
   for (std::size_t i = 0; i < order.size(); ++i) {
     const ParsedEntry& p = parsed[order[i]];
     if (p.group != eps[i]->group || p.name != eps[i]->name || p.value != eps[i]->value) Py_RETURN_NONE;
+    group_of[order[i]] = eps[i]->group;
   }
   for (std::size_t i = 0; i < parsed.size(); ++i) {
-    PyObject* g = groups.get(parsed[i].group);
+    PyObject* g = groups.get(group_of[i]);
     PyObject* r = g == nullptr ? nullptr : row(parsed[i].name, parsed[i].value, g);
     if (r == nullptr) return nullptr;
     PyTuple_SET_ITEM(out.p, static_cast<Py_ssize_t>(i), r);
