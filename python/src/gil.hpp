@@ -23,10 +23,24 @@
 // pybind11's classes are not used at all: the module's threads then have
 // one record of the thread state each released (t_released below), which
 // WithGil takes again, as pybind11's own pair would.
+//
+// A thread can still be running the core without the GIL when the main
+// thread's exit goes past Python: exit() then destroys the C++ statics (the
+// module's, libstdc++'s, simdjson's implementation singletons) under it
+// ("pure virtual method called", seen once in four exits with two daemon
+// threads querying).  So the threads inside a NoGil are counted, and
+// drain_at_exit(), which the module registers with Py_AtExit (it runs at
+// the end of Py_FinalizeEx, before exit()), waits for them to leave: no
+// thread can enter one then (it would need the GIL), and each that leaves
+// stays in restore().  The wait is bounded, in case a thread waits on one
+// that stays (a core lock held there): past it, the exit goes on as before.
 #pragma once
 
 #include <Python.h>
+#include <time.h>    // nanosleep
 #include <unistd.h>  // pause
+
+#include <atomic>
 
 namespace epload::python {
 
@@ -34,6 +48,9 @@ namespace gil_detail {
 
 /// The thread state this thread released last (NoGil), or nullptr.
 inline thread_local PyThreadState* t_released = nullptr;
+
+/// Threads running inside a NoGil, outside any WithGil of it.
+inline std::atomic<int> g_without_gil{0};
 
 /// Waits for the end of the process: where a thread that CPython ends
 /// while it waits for the GIL stays.
@@ -64,9 +81,13 @@ inline PyGILState_STATE ensure() {
 /// The GIL released for this scope (the caller holds it).
 class NoGil {
  public:
-  NoGil() : m_outer(gil_detail::t_released), m_state(PyEval_SaveThread()) { gil_detail::t_released = m_state; }
+  NoGil() : m_outer(gil_detail::t_released), m_state(PyEval_SaveThread()) {
+    gil_detail::t_released = m_state;
+    gil_detail::g_without_gil.fetch_add(1, std::memory_order_acq_rel);
+  }
   ~NoGil() {
     gil_detail::t_released = m_outer;
+    gil_detail::g_without_gil.fetch_sub(1, std::memory_order_acq_rel);
     gil_detail::restore(m_state);
   }
   NoGil(const NoGil&) = delete;
@@ -85,6 +106,7 @@ class WithGil {
   WithGil() : m_state(gil_detail::t_released) {
     if (m_state != nullptr) {
       gil_detail::t_released = nullptr;
+      gil_detail::g_without_gil.fetch_sub(1, std::memory_order_acq_rel);
       gil_detail::restore(m_state);
     } else {
       m_gilstate = gil_detail::ensure();
@@ -93,6 +115,7 @@ class WithGil {
   ~WithGil() {
     if (m_state != nullptr) {
       gil_detail::t_released = PyEval_SaveThread();
+      gil_detail::g_without_gil.fetch_add(1, std::memory_order_acq_rel);
     } else {
       PyGILState_Release(m_gilstate);
     }
@@ -104,5 +127,13 @@ class WithGil {
   PyThreadState* m_state;
   PyGILState_STATE m_gilstate{};
 };
+
+/// For Py_AtExit: waits (up to 2 s) until no thread runs inside a NoGil.
+inline void drain_at_exit() {
+  const struct timespec nap{0, 1000 * 1000};
+  for (int i = 0; i < 2000 && gil_detail::g_without_gil.load(std::memory_order_acquire) > 0; ++i) {
+    ::nanosleep(&nap, nullptr);
+  }
+}
 
 }  // namespace epload::python

@@ -92,6 +92,9 @@ std::unordered_map<std::string, std::shared_ptr<Catalog>>* g_catalogs = nullptr;
 void forget_catalogs_in_child() {
   new (&g_catalogs_mutex) std::mutex();  // the old one may be locked: not destroyed
   g_catalogs = nullptr;                  // the old table is left as it is
+  // The parent's threads inside a NoGil are not in the child (the forking
+  // thread holds the GIL): nothing for its exit to wait for.
+  gil_detail::g_without_gil.store(0, std::memory_order_relaxed);
 }
 
 // The key without the groups (self-delimiting: the path list is counted),
@@ -408,7 +411,10 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
 PYBIND11_MODULE(_native, m) {
   using namespace epload::python;
   static std::once_flag fork_handler;
-  std::call_once(fork_handler, [] { ::pthread_atfork(nullptr, nullptr, forget_catalogs_in_child); });
+  std::call_once(fork_handler, [] {
+    ::pthread_atfork(nullptr, nullptr, forget_catalogs_in_child);
+    Py_AtExit(drain_at_exit);  // see gil.hpp
+  });
   m.doc() = "epload's native core: the cached entry-point index (see docs/python.md)";
   m.def("query", &query, py::arg("paths"), py::arg("groups"), py::arg("validation"),
         py::arg("cache_dir"), py::arg("use_cache"), py::arg("interpreter"),
