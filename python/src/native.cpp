@@ -257,14 +257,16 @@ CacheOptions query_options(py::list paths, const std::vector<std::string>* group
   return options;
 }
 
-/// The status, reason and cache file of `report` as Python objects (paths
-/// and messages may quote paths, which are bytes: decoded like paths).
+/// A message or reason as Python text: it may quote paths, which are
+/// bytes, so it is decoded like a path.
+py::object loose(std::string_view s) {
+  auto o = py::reinterpret_steal<py::object>(fs_path(s));
+  if (!o) throw py::error_already_set();
+  return o;
+}
+
+/// The status, reason and cache file of `report` as Python objects.
 QueryAnswer answer_of(const CacheReport& report) {
-  auto loose = [](std::string_view s) {
-    auto o = py::reinterpret_steal<py::object>(fs_path(s));
-    if (!o) throw py::error_already_set();
-    return o;
-  };
   return QueryAnswer{py::str(to_string(report.status)), loose(report.reason), loose(report.file), py::none(),
                      nullptr};
 }
@@ -301,13 +303,9 @@ QueryAnswer run_query(py::list paths, const std::vector<std::string>* groups,
   }
   QueryAnswer a = answer_of(report);
   if (!index) {
-    auto message = py::reinterpret_steal<py::object>(fs_path(error_message));
-    if (!message) throw py::error_already_set();
-    a.problem = py::make_tuple(error_kind, message);
+    a.problem = py::make_tuple(error_kind, loose(error_message));
   } else if (const Distribution* bad = index->first_error()) {
-    auto message = py::reinterpret_steal<py::object>(fs_path(bad->error));
-    if (!message) throw py::error_already_set();
-    a.problem = py::make_tuple("error", message);
+    a.problem = py::make_tuple("error", loose(bad->error));
   } else {
     a.index = std::move(index);
   }
