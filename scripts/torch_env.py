@@ -27,6 +27,8 @@ import shutil
 import subprocess
 import sys
 
+from checkout_tree import checkout_tree
+
 TORCH_PIN = 'torch==2.13.0'
 # Bump when what the venv holds changes in a way the inputs below do not show.
 ENV_VERSION = 1
@@ -73,14 +75,9 @@ def venv_python(build):
 
 def install_epload(python, build, source=SOURCE):
     """Installs epload from the checkout into the venv of ``python`` with pip,
-    as a user does (``pip install <checkout>``).  scikit-build-core's build
-    tree is kept under the build directory, so a re-install after a change
-    recompiles only what changed; a lock beside it makes installs that run
-    at once take turns in it (two builds in one tree delete each other's
-    objects)."""
-    tree = pathlib.Path(build) / 'torch-venv-skbuild'
-    with open(f'{tree}.lock', 'w') as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    as a user does (``pip install <checkout>``), in the interpreter's build
+    tree under the build directory (checkout_tree: kept, shared, locked)."""
+    with checkout_tree(build, python) as tree:
         _pip_install(python, "--no-deps", "--force-reinstall", f"--config-settings=build-dir={tree}",
                      str(source))
 

@@ -183,7 +183,7 @@ src=$work/src/epload-$version
 # the build venv, the C++ runtime and both libraries linked in.
 unset CMAKE_C_COMPILER_LAUNCHER CMAKE_CXX_COMPILER_LAUNCHER CMAKE_GENERATOR
 export CMAKE_BUILD_PARALLEL_LEVEL=$jobs
-rm -rf "$work/raw"
+rm -rf "$work/raw" "$work"/cmake-cp3*-* "$work"/pyconfig-cp3*-*  # raw wheels; per-version trees of earlier runs
 for py in "${pythons[@]}"; do
   v=$(version_of "$py")
   tag=cp${v/./}
@@ -206,16 +206,22 @@ for py in "${pythons[@]}"; do
     # (its glibc headers are newer than the target's).  A directory holding
     # only that one link gives the compiler the file: the target's own when
     # installed, else the interpreter's (see aarch64 above).
-    flags=()
+    # The directory is passed for every version (empty where not needed), so
+    # that every version's compile lines are the same: see the build tree below.
+    shim=$work/pyconfig-$arch
+    rm -rf "$shim" && mkdir -p "$shim/$arch-linux-gnu"
     if grep -q "<$multiarch/python$v/pyconfig.h>" "$include_py/pyconfig.h" 2>/dev/null; then
-      shim=$work/pyconfig-$tag-$arch
       have=/usr/include/$arch-linux-gnu/python$v
       [ -e "$have/pyconfig.h" ] || have=/usr/include/$multiarch/python$v
-      rm -rf "$shim" && mkdir -p "$shim/$arch-linux-gnu"
       ln -s "$have" "$shim/$arch-linux-gnu/python$v"
-      flags=(--config-settings=cmake.define.CMAKE_C_FLAGS="-isystem $shim"
-             --config-settings=cmake.define.CMAKE_CXX_FLAGS="-isystem $shim")
     fi
+    flags=(--config-settings=cmake.define.CMAKE_C_FLAGS="-isystem $shim"
+           --config-settings=cmake.define.CMAKE_CXX_FLAGS="-isystem $shim")
+    # One CMake tree per architecture, shared by every version: only the
+    # extension depends on the interpreter, so the second and later versions
+    # compile just its four files, not simdjson, mimalloc, the core and the
+    # command again.  The extension's suffix is therefore always given:
+    # pybind11 keeps the first interpreter's in the tree's cache otherwise.
     cross_env=()
     if [ "$arch" != "$machine" ]; then
       suffix=.cpython-${tag#cp}-$arch-linux-gnu.so
@@ -223,12 +229,14 @@ for py in "${pythons[@]}"; do
       link_flags="$link_flags -Wl,--strip-all"
       flags+=(--config-settings=cmake.define.CMAKE_SYSTEM_NAME=Linux
               --config-settings=cmake.define.CMAKE_SYSTEM_PROCESSOR="$arch"
-              --config-settings=cmake.define.PYTHON_MODULE_EXTENSION="$suffix"
               --config-settings=install.strip=false)
+    else
+      suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
     fi
+    flags+=(--config-settings=cmake.define.PYTHON_MODULE_EXTENSION="$suffix")
     pip_q env "${cross_env[@]}" PATH="$venv/bin:$PATH" \
       "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$work/raw/$tag-$arch" \
-      --config-settings=build-dir="$work/cmake-$tag-$arch" \
+      --config-settings=build-dir="$work/cmake-$arch" \
       --config-settings=cmake.define.CMAKE_C_COMPILER="$work/bin/zig-$arch-cc" \
       --config-settings=cmake.define.CMAKE_CXX_COMPILER="$work/bin/zig-$arch-c++" \
       --config-settings=cmake.define.CMAKE_EXE_LINKER_FLAGS="$link_flags" \

@@ -10,7 +10,8 @@ other distributions are generated (one directory per size, put on the path
 with PYTHONPATH): console scripts, GUI scripts, several groups, none, egg-info
 directories.  Whole processes in interleaved rounds; each ratio is to the
 same host in the same venv without those distributions, in the same run;
-the switch is measured with `full` validation (the default) and `paths`.
+the switch is measured with `full` validation (the default) and `paths`,
+beside its floor (FLOOR_SITE: every walk's answer at hand).
 Every host's output is checked equal with and without the switch first.
 """
 
@@ -104,6 +105,40 @@ for dist in list(fn()):
         if ep.group != "pytest11":
             continue
 print("FIRST", time.perf_counter_ns() - t0)
+'''
+
+
+# The whole-process floor of the switch: the host started as with
+# EPLOAD_IMPORTLIB=1, every walk answered by epload's own Python code from
+# the native walk's answer recorded earlier in a run of the same command
+# (marshal), so no index is read and nothing is stat'ed; what is left is what
+# a walk must cost at least: the objects importlib creates, epload's import.
+# A walk the recording does not hold fails the command (then its output
+# differs, and the run stops).  sitecustomize.py of a directory first on
+# PYTHONPATH (site imports it after the .pth files).
+FLOOR_SITE = r'''
+import atexit, marshal, os
+from epload import _entry_points as E
+native = E._native_module()
+file = os.environ["BENCH_FLOOR_WALKS"]
+record = os.environ.get("BENCH_FLOOR_RECORD") == "1"
+answers = {}
+if not record:
+    with open(file, "rb") as f:
+        answers = marshal.load(f)
+class AtHand:
+    def __getattr__(self, name):
+        return getattr(native, name)
+    def walk(self, paths, *rest):
+        key = (tuple(paths), rest[-1])
+        if record:
+            answers[key] = native.walk(paths, *rest)
+        elif key not in answers:
+            raise RuntimeError(f"bench floor: no recorded walk of {key}")
+        return answers[key]
+E._native = AtHand()
+if record:
+    atexit.register(lambda: open(file, "wb").write(marshal.dumps(answers)))
 '''
 
 
@@ -218,15 +253,25 @@ def run(args, tmp):
                 envs[f"{side} switch"] = dict(envs["switch"], PYTHONPATH=front)
                 envs[f"{side} paths"] = dict(envs["paths"], PYTHONPATH=front)
         commands, cmd_envs = {}, {}
+        floor_site = os.path.join(tmp, "floor-site")
+        os.makedirs(floor_site, exist_ok=True)
+        with open(os.path.join(floor_site, "sitecustomize.py"), "w") as f:
+            f.write(FLOOR_SITE)
         for host, argv in HOSTS.items():
             full = [os.path.join(venv, "bin", argv[0]), *argv[1:]]
+            walks_file = os.path.join(tmp, f"floor-{host}-{n}.marshal")
+            floor_env = dict(envs["switch"], PYTHONPATH=floor_site + os.pathsep + dists,
+                             BENCH_FLOOR_WALKS=walks_file)
+            subprocess.run(full, env=dict(floor_env, BENCH_FLOOR_RECORD="1"), cwd=work,
+                           capture_output=True)
+            host_envs = dict(envs, floor=floor_env)
             outputs = {}
-            for variant, env in envs.items():
+            for variant, env in host_envs.items():
                 proc = subprocess.run(full, env=env, cwd=work, capture_output=True, text=True)
                 outputs[variant] = (proc.returncode, _steady(proc.stdout))
             if len(set(outputs.values())) != 1:
                 raise BenchError(f"{host} answers differently: {outputs}")
-            for variant, env in envs.items():
+            for variant, env in host_envs.items():
                 commands[f"{host} {variant}"] = full
                 cmd_envs[f"{host} {variant}"] = env
         log(f"{n:,} distributions: {len(commands)} commands, {args.rounds} rounds")
@@ -289,7 +334,7 @@ def markdown(result):
              f"processes, medians of {cfg['rounds']} interleaved rounds; {load_average(cfg)}.", ""]
     rows = []
     before = any(f"{h} before switch" in r["stats"] for r in result["sizes"].values() for h in HOSTS)
-    variants = ["stock", "switch", "paths"] + (
+    variants = ["stock", "switch", "paths", "floor"] + (
         ["before switch", "after switch", "before paths", "after paths"] if before else [])
     for n, r in result["sizes"].items():
         s = r["stats"]
@@ -298,11 +343,15 @@ def markdown(result):
             rows.append([f"{int(n):,}", host, fmt_ms(w)] + [
                 f"{fmt_ms(s[f'{host} {v}']['median_ms'])} ({fmt_ratio(ratio(s[f'{host} {v}']['median_ms'], w))})"
                 for v in variants])
-    heads = ["stock ms (ratio)", "EPLOAD_IMPORTLIB=1 ms (ratio)", "… EPLOAD_VALIDATE=paths ms (ratio)"]
+    heads = ["stock ms (ratio)", "EPLOAD_IMPORTLIB=1 ms (ratio)", "… EPLOAD_VALIDATE=paths ms (ratio)",
+             "floor: walks at hand ms (ratio)"]
     if before:
         heads += ["switch, --before ms (ratio)", "switch, this build ms (ratio)",
                   "paths, --before ms (ratio)", "paths, this build ms (ratio)"]
     lines += table(["other dists", "host", "without them ms", *heads], "rlr" + "r" * len(heads), rows)
+    lines += ["", "The floor: the switch with every walk's answer at hand (recorded in an earlier "
+              "run of the command): no index read, no stat; the objects importlib creates and "
+              "epload's import are what is left."]
     lines += ["", "The pluggy-style walk in-process (every distribution's `entry_points`), "
               "medians: a process's first walk, and a repeated walk:", ""]
     rows = []
