@@ -27,8 +27,6 @@ import shutil
 import subprocess
 import sys
 
-from checkout_tree import checkout_tree
-
 TORCH_PIN = 'torch==2.13.0'
 # Bump when what the venv holds changes in a way the inputs below do not show.
 ENV_VERSION = 1
@@ -75,11 +73,28 @@ def venv_python(build):
 
 def install_epload(python, build, source=SOURCE):
     """Installs epload from the checkout into the venv of ``python`` with pip,
-    as a user does (``pip install <checkout>``), in the interpreter's build
-    tree under the build directory (checkout_tree: kept, shared, locked)."""
-    with checkout_tree(build, python) as tree:
-        _pip_install(python, "--no-deps", "--force-reinstall", f"--config-settings=build-dir={tree}",
-                     str(source))
+    as a user does (``pip install <checkout>``), in two steps: pip builds a
+    wheel of the checkout, kept under the build directory for the state of
+    its inputs (epload_digest()) and the interpreter's version, then installs
+    it.  Another venv of that version (a test's own, beside the torch venv)
+    installs the same wheel: pip's isolated build environment is new at every
+    build, and scikit-build-core then clears its tree, so each build compiles
+    everything again (~3 min of CPU).  A lock makes installs that run at once
+    take turns."""
+    build = pathlib.Path(build)
+    tag = _ask(str(python), 'import sys; print("cp%d%d" % sys.version_info[:2])')
+    wheels = build / 'torch-venv-wheel'
+    with open(f'{wheels}.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        made = wheels / f'{tag}-{epload_digest(source)}'
+        found = sorted(made.glob('epload-*.whl'))
+        if not found:
+            shutil.rmtree(wheels, ignore_errors=True)  # wheels of older states
+            made.mkdir(parents=True)
+            _pip(python, 'wheel', '--no-deps', '-w', str(made),
+                 f'--config-settings=build-dir={build / "torch-venv-skbuild"}', str(source))
+            found = sorted(made.glob('epload-*.whl'))
+        _pip_install(python, '--no-deps', '--force-reinstall', *map(str, found))
 
 
 # What an installed epload is built from: a change to any of these makes
@@ -115,12 +130,16 @@ def up_to_date(stamp, wanted):
 
 
 def _pip_install(python, *args):
-    cmd = [str(python), '-m', 'pip', 'install', '--no-input', '--disable-pip-version-check',
+    _pip(python, 'install', *args)
+
+
+def _pip(python, command, *args):
+    cmd = [str(python), '-m', 'pip', command, '--no-input', '--disable-pip-version-check',
            *args]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         tail = '\n'.join((out.stdout + out.stderr).strip().splitlines()[-8:])
-        raise TorchEnvError(f'cannot install {" ".join(args)} into the venv of {python}:\n'
+        raise TorchEnvError(f'cannot {command} {" ".join(args)} with the venv of {python}:\n'
                             f'{tail}\n{SKIP_HINT}')
 
 

@@ -183,17 +183,24 @@ src=$work/src/epload-$version
 # the build venv, the C++ runtime and both libraries linked in.
 unset CMAKE_C_COMPILER_LAUNCHER CMAKE_CXX_COMPILER_LAUNCHER CMAKE_GENERATOR
 export CMAKE_BUILD_PARALLEL_LEVEL=$jobs
-rm -rf "$work/raw" "$work"/cmake-cp3*-* "$work"/pyconfig-cp3*-*  # raw wheels; per-version trees of earlier runs
+# The build backend (scikit-build-core, pybind11, CMake, Ninja: all
+# pure Python or py3-none) in one directory every interpreter imports it
+# from (PYTHONPATH): scikit-build-core clears a build tree last used from
+# another installation of itself, so the shared trees below stay only when
+# every version runs the same one.  Each interpreter's own venv gives pip.
+rm -rf "$work/raw" "$work"/cmake-cp3*-* "$work"/pyconfig-cp3*-* "$work"/build-cp3*  # layouts of earlier runs
+benv=$work/build-env
+if ! cmp -s "$reqs/build-requirements.txt" "$benv/.installed" 2>/dev/null; then
+  rm -rf "$benv"
+  pip_q "$tools/bin/python" -m pip install -q --no-deps --require-hashes --target "$benv" \
+    -r "$reqs/build-requirements.txt"
+  cp "$reqs/build-requirements.txt" "$benv/.installed"
+fi
 for py in "${pythons[@]}"; do
   v=$(version_of "$py")
   tag=cp${v/./}
-  venv=$work/build-$tag
-  if ! cmp -s "$reqs/build-requirements.txt" "$venv/.installed" 2>/dev/null; then
-    rm -rf "$venv"
-    "$py" -m venv "$venv"
-    pip_q "$venv/bin/python" -m pip install -q --no-deps --require-hashes -r "$reqs/build-requirements.txt"
-    cp "$reqs/build-requirements.txt" "$venv/.installed"
-  fi
+  venv=$work/pip-$tag
+  [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
   read -r multiarch include_py < <("$py" -c 'import sysconfig as s; print(s.get_config_var("MULTIARCH") or "-", s.get_config_var("INCLUDEPY"))')
   for arch in "${arches[@]}"; do
     policy=manylinux_${glibc/./_}_$arch
@@ -234,7 +241,7 @@ for py in "${pythons[@]}"; do
       suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
     fi
     flags+=(--config-settings=cmake.define.PYTHON_MODULE_EXTENSION="$suffix")
-    pip_q env "${cross_env[@]}" PATH="$venv/bin:$PATH" \
+    pip_q env "${cross_env[@]}" PATH="$benv/bin:$PATH" PYTHONPATH="$benv" \
       "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$work/raw/$tag-$arch" \
       --config-settings=build-dir="$work/cmake-$arch" \
       --config-settings=cmake.define.CMAKE_C_COMPILER="$work/bin/zig-$arch-cc" \

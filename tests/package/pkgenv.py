@@ -6,6 +6,7 @@ and the `python3` on PATH (a pyenv shim is resolved to the interpreter it
 runs), each asked for its own facts.
 """
 
+import fcntl
 import glob
 import json
 import os
@@ -13,16 +14,12 @@ import pathlib
 import re
 import shutil
 import subprocess
-import sys
 
 SOURCE_DIR = pathlib.Path(os.environ.get("EPLOAD_SOURCE_DIR",
                                          pathlib.Path(__file__).resolve().parents[2]))
 BUILD_DIR = pathlib.Path(os.environ.get("EPLOAD_BUILD_DIR", SOURCE_DIR / "build"))
 PYTHON = os.environ.get("EPLOAD_PYTHON", "python3")
-WORK = BUILD_DIR / "package"  # venvs, kept between runs
-
-sys.path.insert(0, str(SOURCE_DIR / "scripts"))
-from checkout_tree import checkout_tree  # noqa: E402
+WORK = BUILD_DIR / "package"  # venvs and pip's build trees, kept between runs
 
 FACTS = r'''
 import importlib.machinery, json, platform, sys
@@ -113,10 +110,16 @@ def run(cmd, timeout=1800, check=True, **kw):
 
 
 def pip_install_checkout(python, f):
-    """`pip install <checkout>` into the venv of `python` (interpreter `f`),
-    in the interpreter's build tree under the build directory
-    (scripts/checkout_tree.py: kept, shared with the torch venv, locked)."""
-    with checkout_tree(BUILD_DIR, f["executable"]) as tree:
+    """`pip install <checkout>` into the venv of `python` (interpreter `f`).
+    scikit-build-core's build tree for this interpreter is under the build
+    directory (pip's build environment is new at every install, so the tree
+    is cleared and the build is whole: what a user's `pip install` does); a
+    lock beside it makes tests that run at once take turns in it (two
+    builds in one tree delete each other's objects)."""
+    tree = WORK / "skbuild" / f"install-{slug(f)}"
+    tree.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{tree}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         return run([python, "-m", "pip", "install", f"--config-settings=build-dir={tree}", SOURCE_DIR])
 
 
