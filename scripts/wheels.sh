@@ -227,8 +227,7 @@ for py in "${pythons[@]}"; do
     # One CMake tree per architecture, shared by every version: only the
     # extension depends on the interpreter, so the second and later versions
     # compile just its four files, not simdjson, mimalloc, the core and the
-    # command again.  The extension's suffix is therefore always given:
-    # pybind11 keeps the first interpreter's in the tree's cache otherwise.
+    # command again (the extension's suffix: python/CMakeLists.txt).
     cross_env=()
     if [ "$arch" != "$machine" ]; then
       suffix=.cpython-${tag#cp}-$arch-linux-gnu.so
@@ -237,10 +236,7 @@ for py in "${pythons[@]}"; do
       flags+=(--config-settings=cmake.define.CMAKE_SYSTEM_NAME=Linux
               --config-settings=cmake.define.CMAKE_SYSTEM_PROCESSOR="$arch"
               --config-settings=install.strip=false)
-    else
-      suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
     fi
-    flags+=(--config-settings=cmake.define.PYTHON_MODULE_EXTENSION="$suffix")
     pip_q env "${cross_env[@]}" PATH="$benv/bin:$PATH" PYTHONPATH="$benv" \
       "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$work/raw/$tag-$arch" \
       --config-settings=build-dir="$work/cmake-$arch" \
