@@ -46,8 +46,10 @@ declare -A dict=([cache]=cache.dict [learned]=learned.dict)
 "$here/scripts/apt_install.sh" fuzz clang libclang-rt-14-dev
 
 # ---- build -------------------------------------------------------------------
+# -g1 (line tables) as in scripts/sanitize.sh: a crash's backtrace, for less compile.
 cmake -S "$here" -B "$build" -DEPLOAD_PYTHON=/usr/bin/python3 -DEPLOAD_FUZZ=ON \
-      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" >/dev/null
 build_targets=()
 for t in "${targets[@]}"; do build_targets+=(--target "fuzz_$t"); done
 nice -n 19 cmake --build "$build" -j "${EPLOAD_JOBS:-2}" "${build_targets[@]}"

@@ -63,8 +63,12 @@ for s in "${sets[@]}"; do check_set "$s"; done
 for s in "${sets[@]}"; do
   dir="$here/build-san-${s//,/-}"
   echo "== sanitizer build: $s ($dir)"
+  # -g1: line tables, all a report's backtrace needs; full debug info made
+  # every instrumented compile ~40% longer (g++ 12, python/src/native.cpp with
+  # address,undefined: 57 s of CPU with -g, 41 with -g1, 35 with none).
   cmake -S "$here" -B "$dir" -DEPLOAD_PYTHON=/usr/bin/python3 -DEPLOAD_SANITIZE="$s" \
-        -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+        -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" >/dev/null
   cmake --build "$dir" -j "${EPLOAD_JOBS:-$(nproc)}" --target epload_unit_tests epload_fuzzers
   (cd "$dir" && ASAN_OPTIONS=alloc_dealloc_mismatch=0:detect_leaks=1:handle_segv=0 \
      UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:handle_segv=0 TSAN_OPTIONS=halt_on_error=1:handle_segv=0 \
