@@ -156,8 +156,9 @@ have=$(in_root python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 # ---- what goes in: the tests of HEAD, the wheel, pytest, the fixture --------
 check=$root/epload-check
 rm -rf "$check" && mkdir -p "$check/wheels" "$check/src" "$check/site/npu" "$check/site/pkg"
-# The tests, and the harness their fixtures import (scripts/_bench.py loads python/epload/bench).
-git -C "$here" archive HEAD tests scripts/_bench.py python/epload/bench | tar -x -C "$check/src"
+# The tests, and the scripts and harness their fixtures run (scripts/gen_env.py,
+# scripts/_bench.py loading python/epload/bench).
+git -C "$here" archive HEAD tests scripts python | tar -x -C "$check/src"
 cp "$wheel" "$check/wheels/"
 # pytest and its dependencies (all pure Python) through the host's pip and its
 # configured index, for the root's interpreter version.
