@@ -137,8 +137,11 @@ class AtHand:
             raise RuntimeError(f"bench floor: no recorded walk of {key}")
         return answers[key]
 E._native = AtHand()
+def save():
+    with open(file, "wb") as f:
+        marshal.dump(answers, f)
 if record:
-    atexit.register(lambda: open(file, "wb").write(marshal.dumps(answers)))
+    atexit.register(save)
 '''
 
 
