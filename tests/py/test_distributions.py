@@ -26,10 +26,37 @@ from same_walk import assert_same_walk, search_path
 pytestmark = pytest.mark.usefixtures('private_cache')
 
 
+_opened = None  # the files opened while a list is here (an audit hook records them)
+
+
+def _audit(event, args):
+    if event == 'open' and _opened is not None and isinstance(args[0], (str, bytes, os.PathLike)):
+        _opened.append(os.fsdecode(args[0]))
+
+
+sys.addaudithook(_audit)
+
+
+def answered_from_index(get_entry_points):
+    """True when ``get_entry_points()`` answered without opening an
+    ``entry_points.txt`` (importlib opens and parses the file at every access)."""
+    global _opened
+    _opened = []
+    try:
+        try:
+            get_entry_points()
+        except Exception:  # noqa: BLE001 - importlib's own error for a malformed file
+            pass
+        return not any(os.path.basename(f) == 'entry_points.txt' for f in _opened)
+    finally:
+        _opened = None
+
+
 def served(paths):
-    """How many distributions of a walk carry rows from the index."""
+    """How many distributions of a walk answer ``entry_points`` from the
+    index, i.e. without opening their ``entry_points.txt``."""
     with search_path(paths):
-        return sum('_epload_entry_points' in vars(d) for d in epload.distributions())
+        return sum(answered_from_index(lambda d=d: d.entry_points) for d in list(epload.distributions()))
 
 
 def dist(site, dirname, eps=None, name=None):
@@ -193,7 +220,7 @@ def test_foreign_finder_and_odd_paths_go_to_importlib(tmp_path, monkeypatch, cap
         assert assert_same_walk()[0] == 'raise'  # importlib's own error
         sys.path[-1] = site  # a Path: importlib lists it
         assert len(assert_same_walk()[2]) == 2
-        assert sum('_epload_entry_points' in vars(d) for d in epload.distributions()) == 0
+        assert not any(answered_from_index(lambda d=d: d.entry_points) for d in list(epload.distributions()))
     assert 'not a plain path string' in capsys.readouterr().err
 
 
@@ -333,7 +360,8 @@ def test_distribution_by_name_after_a_walk_sees_every_change(tmp_path):
             assert_same_walk([site], name=name)
 
     def carries_rows(name):
-        return '_epload_entry_points' in vars(epload.distribution(name))
+        d = epload.distribution(name)
+        return answered_from_index(lambda: d.entry_points)
 
     with search_path([site]):
         list(epload.distributions())  # the index is held from now on
