@@ -255,6 +255,50 @@ TEST(LoaderPython, EagerStopsAtTheFirstFailure) {
   EXPECT_FALSE(loader->load(1).ok());  // sticky
 }
 
+// An interrupted load (a Python KeyboardInterrupt or SystemExit) is no
+// failure: Errc::interrupted, the slot unloaded, nothing recorded for the
+// store, no other backend loaded on the way out (start() and a lookup of an
+// unknown name stop), and the backend loads at its next use.
+TEST(LoaderPython, AnInterruptedLoadIsNoFailureAndLoadsAgain) {
+  BackendEnv env;
+  add_python_backend(env, "a");
+  add_python_backend(env, "b");
+  std::vector<std::string> ran;
+  int interrupts = 2;
+  LoaderOptions o = options_for(env);
+  PythonFront py;
+  py.start_unknown = true;
+  py.load = [&](const PythonBackend& b) -> Result<PythonLoaded> {
+    ran.emplace_back(b.name);
+    if (b.name == "a" && interrupts > 0) {
+      --interrupts;
+      return Error{Errc::interrupted, "interrupted by KeyboardInterrupt"};
+    }
+    return PythonLoaded{{{std::string(b.name) + "dev", "attr"}}, true};
+  };
+  {
+    auto loader = make_python_loader(env, o, py);
+    loader->start();  // a is interrupted: b does not run
+    EXPECT_EQ(ran, (std::vector<std::string>{"a"}));
+    EXPECT_EQ(loader->backend(0).state, BackendState::unloaded);
+    EXPECT_EQ(loader->backend(0).error, "");
+    EXPECT_TRUE(loader->load_order().empty());
+    auto r = loader->lookup("bdev");  // an unknown name: a first, interrupted again; b not tried
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::interrupted) << r.error().message;
+    EXPECT_EQ(ran, (std::vector<std::string>{"a", "a"}));
+    auto l = loader->load(0);  // a third time: it loads
+    EXPECT_TRUE(l.ok()) << l.error().message;
+    EXPECT_EQ(loader->backend(0).state, BackendState::ready);
+    loader->start();  // goes on where the interrupted start stopped
+    EXPECT_EQ(ran, (std::vector<std::string>{"a", "a", "a", "b"}));
+  }
+  testing::let_clock_tick();
+  auto listing = make_loader(env, options_for(env));
+  EXPECT_EQ(listing->backend(0).last_failure, "");
+  EXPECT_EQ(listing->backend(0).devices, (std::vector<std::string>{"adev"}));
+}
+
 // A lookup of a device no backend is known to provide, made from inside a
 // Python backend's load (a host's hasattr probe), is "not there yet"
 // (Errc::unsupported) and loads no other backend in the middle of this one;

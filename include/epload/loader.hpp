@@ -169,17 +169,21 @@ class Loader {
 
   /// Call when the host has finished importing: runs the hooks (lazy),
   /// every backend in index order (eager) or nothing (off).  Backend failures do
-  /// not stop it; they show in backends().  Later calls do nothing.
+  /// not stop it; they show in backends().  Later calls do nothing, unless a
+  /// load was interrupted (Errc::interrupted, from the Python front): that
+  /// stops it, and the next call goes on.
   void start();
 
   /// Loads backend `index` (an index into backends()) if it is not loaded
   /// yet; its failure (Errc::backend) names it, the cause and the remedy.
+  /// Errc::interrupted: a Python KeyboardInterrupt or SystemExit passed
+  /// through the load; the backend is unloaded and nothing is recorded.
   Result<void> load(std::size_t index);
 
   /// The device table `device` was registered with, loading its backend if
   /// needed.  An unknown name loads the backends whose devices are not yet
   /// known, one at a time in index order, until one provides it.  Errors
-  /// (Errc::not_found, Errc::backend, Errc::invalid_argument) name the
+  /// (Errc::not_found, Errc::backend, Errc::invalid_argument, Errc::interrupted) name the
   /// backend, library and cause, or list the known devices.  After the first
   /// success for a name: no allocation, no system call, no lock.
   Result<void*> lookup(std::string_view device);

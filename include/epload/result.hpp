@@ -23,6 +23,10 @@ enum class Errc {
   not_found,         ///< a named thing (device, backend, file) does not exist
   cache,             ///< cache file unusable (never surfaces from load: it rebuilds)
   backend,           ///< a backend failed to load or initialise
+  /// a backend's load was interrupted (a Python BaseException that is not an
+  /// Exception, KeyboardInterrupt or SystemExit, passed through it): nothing
+  /// failed or is recorded, the backend is unloaded and loadable again
+  interrupted,
 };
 
 /// A failure: a code to branch on and a message for people.

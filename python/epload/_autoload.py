@@ -21,8 +21,11 @@ attributes the backend added to the host (its devices, kind "attr").  Modes:
   ``epload.device(<device>)`` or ``epload.load(<backend>)``.  A backend with
   no known devices is loaded at once and its devices learned; a backend that
   registers none is a *hook* and runs at once.  A failure never breaks
-  ``import host``: it is warned about and raised at the first lookup that
-  needs the backend.
+  ``import host``: it is warned about and raised at every lookup that
+  needs the backend, and nothing it set on the host before failing is
+  kept.  A KeyboardInterrupt or SystemExit raised by a backend is no
+  failure: it propagates unchanged, in every mode, and the backend stays
+  loadable.
 * ``off``: nothing.
 
 Each backend loads at most once however many threads ask (the Loader's
@@ -172,22 +175,10 @@ def _added(host, host_name, size, last):
     (``last`` was deleted, or an older key was: a key deleted and set again
     moves to the end too and would look new): then nothing is learned and
     the backend's devices stay unknown, to be learned on a later load."""
+    tail = _new_keys(host, size, last)
+    if tail is None:
+        return None
     d = host.__dict__
-    tail = []
-    if last is _MISSING:
-        if size:
-            return None
-        tail = list(d)
-    else:
-        for name in reversed(d):
-            if name == last:
-                break
-            tail.append(name)
-        else:
-            return None  # `last` is gone
-        if len(d) - len(tail) != size:
-            return None  # some older key was deleted
-        tail.reverse()
     prefix = f'{host_name}.'
     added = []
     for name in tail:
@@ -198,6 +189,51 @@ def _added(host, host_name, size, last):
             continue  # a submodule of the host, imported on the way
         added.append(name)
     return tuple(added)
+
+
+def _new_keys(host, size, last):
+    """The keys of ``host.__dict__`` after ``last`` (see _added), in order;
+    None when that cannot be told."""
+    d = host.__dict__
+    tail = []
+    if last is _MISSING:
+        if size:
+            return None
+        return list(d)
+    for name in reversed(d):
+        if name == last:
+            break
+        tail.append(name)
+    else:
+        return None  # `last` is gone
+    if len(d) - len(tail) != size:
+        return None  # some older key was deleted
+    tail.reverse()
+    return tail
+
+
+def _undo_added(host, host_name, size, last):
+    """Takes back what a load that failed or was interrupted added to
+    ``host``: the names it set (``torch.foo``) and the ``sys.modules``
+    entries of ``<host>.<name>`` holding the same objects
+    (``torch._register_device_module``).  A submodule imported the ordinary
+    way on the way (a spec with a loader) stays, as does anything the host
+    cannot undo (PyTorch's PrivateUse1 name).  So no use is ever served
+    what a failed backend left half-registered."""
+    tail = _new_keys(host, size, last)
+    if not tail:
+        return
+    d = host.__dict__
+    for name in tail:
+        value = d.get(name, _MISSING)
+        full = f'{host_name}.{name}'
+        if isinstance(value, _ModuleType) and value.__name__ == full \
+                and getattr(value.__spec__, 'loader', None) is not None \
+                and sys.modules.get(full) is value:
+            continue  # a submodule of the host, imported on the way
+        d.pop(name, None)
+        if value is not _MISSING and sys.modules.get(full) is value:
+            del sys.modules[full]
 
 
 # ---- backends -----------------------------------------------------------------
@@ -343,11 +379,15 @@ class Session:
         """Imports and calls backend ``i`` for the Loader: a ``_native.Loaded``
         (its devices and kinds, and whether they are known); raises
         ``_native.NotNow`` while its module is itself being imported, or
-        what the backend raised (its failure, kept as its cause)."""
+        what the backend raised: an Exception is its failure (kept as its
+        cause), any other BaseException (KeyboardInterrupt, SystemExit)
+        interrupts the load and propagates unchanged, recorded nowhere.  In
+        lazy mode what either left on the host is taken back
+        (_undo_added)."""
         b = self._backend(i)
         ep = b.entry_point
         host = self.host
-        mark = None
+        mark = before = None
         if host is not None:
             try:
                 fresh = ep.module not in sys.modules
@@ -357,9 +397,10 @@ class Session:
             # ran before (imported explicitly), that is no longer visible.
             # Dicts keep insertion order, so what the backend adds is the
             # tail after the host's last key of now.
+            d = host.__dict__
+            before = (len(d), next(reversed(d), _MISSING))
             if fresh:
-                d = host.__dict__
-                mark = (len(d), next(reversed(d), _MISSING))
+                mark = before
         # Lazy mode tries again later; eager is PyTorch's loop, which fails.
         me = _thread.get_ident()
         initializing = self.mode == 'lazy' and _module_initializing(ep)
@@ -391,6 +432,14 @@ class Session:
                 raise _native().NotNow(_cause_text(err)) from None
             self._causes[i] = err
             _eps._debug(f'backend {b.name!r} failed: {_cause_text(err)}')
+            if before is not None and self.mode == 'lazy':
+                _undo_added(host, self.host_name, *before)  # eager: import host fails, as stock
+            raise
+        except BaseException:
+            # KeyboardInterrupt, SystemExit...: it propagates unchanged and
+            # is no failure (the core keeps the backend unloaded, loadable).
+            if before is not None and self.mode == 'lazy':
+                _undo_added(host, self.host_name, *before)
             raise
         finally:
             if restore and os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD') != switch:

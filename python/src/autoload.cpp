@@ -9,6 +9,13 @@
 // may load releases the GIL first: a thread waiting for another thread's
 // load of the same backend must not hold it, or that load (which needs the
 // GIL to import) could never finish.
+//
+// A BaseException that is not an Exception (KeyboardInterrupt, SystemExit)
+// raised by a backend interrupts its load: the Python loader keeps the
+// exception object, the core ends the load as Errc::interrupted (nothing
+// recorded, the slot unloaded), and the Loader call that ran it raises the
+// same object again when it returns to Python, as stock PyTorch's loop,
+// which catches Exception only, lets it through.
 #include "autoload.hpp"
 
 #include <pybind11/stl.h>
@@ -32,6 +39,23 @@ namespace epload::python {
 
 namespace {
 
+/// The exception that interrupted a backend's load in this thread, kept by
+/// the Python loader until the Loader call that ran the load returns (a
+/// strong reference; null: none).
+thread_local PyObject* t_interrupt = nullptr;
+
+/// Raises t_interrupt again, unchanged (its own traceback, no new context),
+/// if a load in this Loader call was interrupted.  GIL held.
+void raise_if_interrupted() {
+  PyObject* value = t_interrupt;
+  if (value == nullptr) return;
+  t_interrupt = nullptr;
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(value));
+  Py_INCREF(type);
+  PyErr_Restore(type, value, PyException_GetTraceback(value));  // steals the three references
+  throw py::error_already_set();
+}
+
 /// One autoload group's Loader, with the index it was built from.
 class PyLoader {
  public:
@@ -41,8 +65,11 @@ class PyLoader {
   std::size_t count() const { return m_eps.size(); }
 
   void start() {
-    NoGil release;
-    m_loader->start();
+    {
+      NoGil release;
+      m_loader->start();
+    }
+    raise_if_interrupted();
   }
 
   /// None when backend `i` is loaded, else its LoadError.
@@ -123,6 +150,7 @@ class PyLoader {
       NoGil release;
       return call();
     }();
+    raise_if_interrupted();
     return r ? py::object(py::none()) : py::cast(std::move(r.error()));
   }
 
@@ -153,11 +181,20 @@ PythonFront::Load python_loader_of(py::object fn) {
   PyObject* f = fn.release().ptr();
   return [f](const PythonBackend& b) -> Result<PythonLoaded> {
     WithGil gil;
+    // An interruption on its way back to Python: no other backend runs.
+    if (t_interrupt != nullptr) return Error{Errc::interrupted, "interrupted"};
     try {
       py::object got = py::reinterpret_borrow<py::object>(f)(b.index);
       return got.cast<PythonLoaded>();
     } catch (py::error_already_set& e) {
       if (e.matches(g_not_now)) return Error{Errc::unsupported, py::str(e.value()).cast<std::string>()};
+      if (!e.matches(PyExc_Exception)) {
+        // KeyboardInterrupt, SystemExit...: not the backend's failure.
+        const std::string what = py::str(e.type().attr("__name__")).cast<std::string>();
+        Py_XDECREF(t_interrupt);
+        t_interrupt = e.value().inc_ref().ptr();
+        return Error{Errc::interrupted, "interrupted by " + what};
+      }
       return Error{Errc::backend, describe_exception(e)};
     } catch (const std::exception& e) {
       return Error{Errc::backend, std::string("the Python loader returned a bad value: ") + e.what()};

@@ -164,6 +164,7 @@ const char* errc_name(Errc c) {
     case Errc::not_found: return "not_found";
     case Errc::cache: return "cache";
     case Errc::backend: return "backend";
+    case Errc::interrupted: return "interrupted";
   }
   return "unknown";
 }

@@ -73,8 +73,8 @@ Result<void*> Loader::State::lookup_slow(std::string_view name) {
     auto r = load_claimants(name, owner, note);
     if (!r || r.value() != nullptr) return r;
   }
-  if (void* t = load_unknown(name)) return t;
-  if (void* t = load_changed(name)) return t;
+  if (auto r = load_unknown(name); !r || r.value() != nullptr) return r;
+  if (auto r = load_changed(name); !r || r.value() != nullptr) return r;
   // Another thread may have finished loading the provider after this one
   // passed it (it was no longer pending): the table is the final word.
   if (void* t = provided(*table, name)) return t;
@@ -110,13 +110,14 @@ Result<void*> Loader::State::load_claimants(std::string_view name, std::uint32_t
       detail::for_each_device(s.devices, [&](std::string_view d, bool) { claims = claims || d == name; });
     }
     if (!claims) continue;
-    (void)ensure_loaded(i, name);  // a failure is kept in the slot and reported by not_found
+    // A failure is kept in the slot and reported by not_found.
+    if (auto r = ensure_loaded(i, name); !r && r.error().code == Errc::interrupted) return r.error();
     if (void* t = provided(*table, name)) return t;
   }
   return nullptr;
 }
 
-void* Loader::State::load_unknown(std::string_view name) {
+Result<void*> Loader::State::load_unknown(std::string_view name) {
   // Load the backends whose devices are not known yet, in index order, one
   // at a time, until one provides it.  One being loaded by another thread
   // counts too: wait for it, it may provide the name.  The candidates are
@@ -136,13 +137,14 @@ void* Loader::State::load_unknown(std::string_view name) {
   }
   for (const std::uint32_t i : candidates) {
     if (!pending(slots[i])) continue;
-    (void)ensure_loaded(i, name);  // a failure is kept in the slot and reported by not_found
+    // A failure is kept in the slot and reported by not_found.
+    if (auto r = ensure_loaded(i, name); !r && r.error().code == Errc::interrupted) return r.error();
     if (void* t = provided(*table, name)) return t;
   }
   return nullptr;
 }
 
-void* Loader::State::load_changed(std::string_view name) {
+Result<void*> Loader::State::load_changed(std::string_view name) {
   // Last resort: what the store said may be stale.  Check the libraries not
   // checked in this process, all at once (on two CPUs when there are many);
   // the changed ones are loaded, in index order, to see what they provide.
@@ -167,7 +169,7 @@ void* Loader::State::load_changed(std::string_view name) {
   }
   for (std::size_t k = 0; k < unchecked.size(); ++k) {
     if (now[k] == was[k] || !pending(slots[unchecked[k]])) continue;
-    (void)ensure_loaded(unchecked[k], name);
+    if (auto r = ensure_loaded(unchecked[k], name); !r && r.error().code == Errc::interrupted) return r.error();
     if (void* t = provided(*table, name)) return t;
   }
   return nullptr;
@@ -242,12 +244,19 @@ Result<void> Loader::State::ensure_loaded(std::uint32_t i, std::string_view devi
   s.state.store(BackendState::loading, std::memory_order_release);
   lock.unlock();
 
-  load(s);  // no lock held: dlopen and init may take long and may look up other devices
+  // No lock held: dlopen and init may take long and may look up other devices.
+  const detail::LoadEnd end = load(s);
 
   lock.lock();
   s.loader_thread.store(std::thread::id{}, std::memory_order_release);
   lock.unlock();
+  // An interrupted load left the slot unloaded: a thread that waited for it
+  // wakes and loads the backend itself (the interruption was this thread's).
   wait_cv.notify_all();
+  if (end == detail::LoadEnd::interrupted) {
+    return Error{Errc::interrupted, describe(s) + "its load was interrupted (nothing failed: it loads again "
+                                                  "at its next use)"};
+  }
   const BackendState now = s.state.load(std::memory_order_acquire);
   if (now == BackendState::failed) return Error{Errc::backend, s.out->error};
   if (now == BackendState::unloaded) {
@@ -266,6 +275,7 @@ void Loader::start() {
   profile::Span span(profile::Phase::total, "loader start");
   m->batch.fetch_add(1, std::memory_order_acq_rel);
   CrashMarks marks(*m);  // one held crash log for every init of the start
+  bool interrupted = false;
   for (std::uint32_t i = 0; i < m->count; ++i) {
     Slot& s = m->slots[i];
     if (!loadable(s, m->python)) continue;
@@ -280,11 +290,16 @@ void Loader::start() {
     // earlier process, is reported at start (lazy: it fails unloaded).
     if (mode == LoadMode::eager || hook || (unknown && m->python.start_unknown) || s.foreign || crashed) {
       auto r = m->ensure_loaded(i, "");
+      if (!r && r.error().code == Errc::interrupted) {
+        interrupted = true;  // the interruption propagates: no other backend runs
+        break;
+      }
       if (!r && r.error().code == Errc::backend && mode == LoadMode::eager && m->python.stop_at_failure) break;
     }
   }
   m->batch.fetch_sub(1, std::memory_order_acq_rel);
   m->save_store();  // a no-op unless something new was learned
+  if (interrupted) m->started.store(false);  // a later call goes on where this one stopped
 }
 
 Result<void> Loader::load(std::size_t index) {

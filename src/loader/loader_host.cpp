@@ -90,6 +90,7 @@ int host_lookup(void* ctx, const char* device, void** device_table) {
   auto r = impl.lookup_slow(n);
   if (!r) {
     c->last_lookup_error = r.error().message;
+    if (r.error().code == Errc::interrupted) c->interrupted = true;  // so is this init's load
     return r.error().code == Errc::backend ? EPLOAD_ERR_FAILED : EPLOAD_ERR_INVALID;
   }
   if (device_table) *device_table = r.value();

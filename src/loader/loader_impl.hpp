@@ -164,9 +164,17 @@ struct InitContext {
   std::vector<std::string> refused;
   std::string message;            ///< set_error
   bool deferred = false;          ///< the Python loader said "not now"
+  /// A BaseException passed through the load (the Python loader's, or a
+  /// lookup the init made): the slot goes back to unloaded, nothing recorded.
+  bool interrupted = false;
   bool devices_unknown = false;   ///< the Python loader cannot tell what it provided
   std::string last_lookup_error;  ///< host->lookup failures, for the report
 };
+
+/// How State::load left a slot: loaded or failed (ready | failed), or back
+/// to unloaded because the Python loader said "not now" or the load was
+/// interrupted (Errc::interrupted).
+enum class LoadEnd { done, deferred, interrupted };
 
 /// What a load starts from: the slot's knowledge, read once under the
 /// registry mutex together with the creation of its outcome (one lock
@@ -305,15 +313,17 @@ struct Loader::State {
   /// backend it loaded provides it, else null.  The backend that declares
   /// or learned `name` (`owner`), then, if it failed, the later ones that
   /// claim it too; `note` says so when the owner loaded without providing it.
+  /// Each step ends at an interruption (Errc::interrupted): no other
+  /// backend loads in the middle of a propagating KeyboardInterrupt.
   Result<void*> load_claimants(std::string_view name, std::uint32_t owner, std::string& note);
   /// The backends whose devices are not known yet.
-  void* load_unknown(std::string_view name);
+  Result<void*> load_unknown(std::string_view name);
   /// The backends whose libraries changed since the store was written.
-  void* load_changed(std::string_view name);
+  Result<void*> load_changed(std::string_view name);
   Result<void> ensure_loaded(std::uint32_t i, std::string_view device);
 
   // ---- loader_load.cpp -------------------------------------------------------
-  void load(detail::Slot& s);
+  detail::LoadEnd load(detail::Slot& s);
   bool load_native(detail::Slot& s, detail::InitContext& ctx, std::int32_t abi);
   bool load_python(detail::Slot& s, detail::InitContext& ctx);
   bool refresh_knowledge(detail::Slot& s, detail::LoadKnowledge& k);

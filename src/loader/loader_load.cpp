@@ -169,7 +169,7 @@ bool Loader::State::refresh_knowledge(Slot& s, detail::LoadKnowledge& k) {
 // known, and at the end, to publish and append to the load order.  The check
 // in between takes it once more, only when it ran (the library was not yet
 // verified in this process), to record what it found.
-void Loader::State::load(Slot& s) {
+detail::LoadEnd Loader::State::load(Slot& s) {
   const std::int64_t t0 = now_ns();
   profile::Span span(profile::Phase::load, s.ep->name);
   profile::test_slowdown(profile::SlowPoint::load);  // test builds only
@@ -208,14 +208,15 @@ void Loader::State::load(Slot& s) {
     ok = s.kind == BackendKind::native && !s.foreign ? load_native(s, ctx, k.abi) : load_python(s, ctx);
     detail::mark_end(marks.log(), before);
   }
-  if (ctx.deferred) {
-    // Not now: as if it had never been tried.
+  if (ctx.deferred || ctx.interrupted) {
+    // Not now, or interrupted (a KeyboardInterrupt is no failure of the
+    // backend): as if it had never been tried; nothing is recorded.
     {
       std::lock_guard<std::mutex> lock(registry);
       s.out.reset();
     }
     s.state.store(BackendState::unloaded, std::memory_order_release);
-    return;
+    return ctx.interrupted ? detail::LoadEnd::interrupted : detail::LoadEnd::deferred;
   }
   bool save = false;
   {
@@ -230,6 +231,7 @@ void Loader::State::load(Slot& s) {
   s.state.store(ok ? BackendState::ready : BackendState::failed, std::memory_order_release);
   // start() saves once at its end instead of once per backend.
   if (save && batch.load(std::memory_order_acquire) == 0) save_store();
+  return detail::LoadEnd::done;
 }
 
 bool Loader::State::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
@@ -281,6 +283,10 @@ bool Loader::State::load_native(Slot& s, InitContext& ctx, std::int32_t abi) {
     }
     s.out->init_ns = now_ns() - t2;
   }
+  // An init that failed after a lookup of its was interrupted is interrupted
+  // too; one that succeeded anyway is loaded.
+  if (ctx.interrupted && (!thrown.empty() || rc != EPLOAD_OK)) return false;
+  ctx.interrupted = false;
   if (!thrown.empty()) {
     fail(s, thrown);
     return false;
@@ -330,6 +336,7 @@ bool Loader::State::load_python(Slot& s, InitContext& ctx) {
   s.out->dlopen_ns = now_ns() - t;
   if (!r) {
     ctx.deferred = r.error().code == Errc::unsupported;
+    ctx.interrupted = r.error().code == Errc::interrupted;
     fail(s, r.error().message);
     return false;
   }

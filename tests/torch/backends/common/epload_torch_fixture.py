@@ -22,6 +22,7 @@ import time
 import types
 
 COUNTS = {}
+RAISED = None  # the BaseException a backend raised on request (torch_flaky)
 _log_lock = threading.Lock()
 
 
