@@ -37,8 +37,8 @@ namespace epload::detail {
 namespace {
 
 // No magic: a log holds only its lines, so pruning and `index clear` never
-// take one (the lines go when their init ends, or when the crashed backend's
-// file changes or EPLOAD_ENABLE names it).
+// take one (its lines go when the next process with a store there reads
+// them into the store).
 constexpr KeptFiles k_log_files{"learned-", ".loading", {}};
 [[maybe_unused]] const bool k_log_files_kept = keep_files(k_log_files);
 
@@ -297,7 +297,6 @@ void InitMark::write_crash() noexcept {
   append_line(m_log.c_str(), at, m_line.size() - static_cast<std::size_t>(at - m_line.data()));
 }
 
-
 std::string crash_log_path(const std::string& store_path) {
   std::string log = store_path;
   if (log.ends_with(".txt")) log.resize(log.size() - 4);
@@ -308,7 +307,7 @@ std::vector<Crash> collect_crashes(const std::string& log) {
   std::vector<Crash> crashes;
   if (log.empty()) return crashes;
   const int fd = open_locked(log);
-  if (fd < 0) return crashes;  // no init under way anywhere: the common case, one failed open
+  if (fd < 0) return crashes;  // no crash: the common case, one failed open
   const std::string text = read_all(fd);
   std::string kept;
   for (std::size_t at = 0; at < text.size();) {
