@@ -2,10 +2,11 @@
 
 A process that ends while one of its threads is inside an init (a normal
 exit with a daemon thread there, sys.exit, SIGINT, SIGTERM, SIGHUP, SIGKILL)
-leaves nothing: the next process loads the backend.  SIGSEGV or SIGABRT in
-an init is recorded and lazy loading refuses the backend next time; a fault
-handler installed before or after epload's (faulthandler) still prints its
-traceback, and the process still dies by the signal.  Python and native
+leaves nothing: the next process loads the backend.  SIGSEGV, SIGBUS,
+SIGILL, SIGFPE or SIGABRT in an init is recorded and lazy loading refuses
+the backend next time; a fault handler installed before or after epload's
+(faulthandler) still prints its traceback, and the process still dies by
+the signal.  Python and native
 backends, real interpreters, real signals."""
 
 import json
@@ -20,7 +21,8 @@ from pyfixtures import PYTHON, env_for, make_dist, write
 from test_native_backends import BACKENDS, GROUP, HOST, SUFFIX, cli
 
 # A Python backend whose entry point does what PYBLK says: block (after
-# writing a byte to descriptor PYBLK_FD), segv, abort, or succeed.
+# writing a byte to descriptor PYBLK_FD), segv (a real fault), abort, send
+# its thread a signal (SIGBUS, ...), or succeed.
 PY_BACKEND = '''
 import os, sys
 
@@ -38,6 +40,9 @@ def init():
         ctypes.string_at(0)
     if what == "abort":
         os.abort()
+    if what.startswith("SIG"):  # sent to this thread, as a library's raise() would
+        import signal, threading
+        signal.pthread_kill(threading.get_ident(), getattr(signal, what))
     sys.modules["myhost"].pyblk_loaded = True
 '''
 
@@ -130,6 +135,8 @@ def test_a_process_ending_during_an_init_is_no_crash(tmp_path, kind, ending):
 
 
 @pytest.mark.parametrize('kind,what,sig', [('python', 'segv', signal.SIGSEGV), ('python', 'abort', signal.SIGABRT),
+                                           ('python', 'SIGBUS', signal.SIGBUS), ('python', 'SIGILL', signal.SIGILL),
+                                           ('python', 'SIGFPE', signal.SIGFPE),
                                            ('native', 'tcrash', signal.SIGSEGV),
                                            ('native', 'tabort', signal.SIGABRT)])
 def test_a_fatal_signal_in_an_init_is_a_crash(tmp_path, kind, what, sig):
