@@ -27,7 +27,6 @@ Handing a call back uses importlib's original ``entry_points``, so
 ``EPLOAD_DEBUG=1`` prints why to stderr.  Nothing here imports
 importlib.metadata, email, zipfile, pathlib, re or warnings until it is
 needed (an interpreter started with -S has not imported warnings: 0.4 ms).
-The native module is loaded with lazy symbol binding (see _native_module).
 """
 
 import os
@@ -88,19 +87,10 @@ def _foreign_finder():
 def _native_module():
     global _native
     if _native is None:
-        # Python loads extension modules with RTLD_NOW, which binds every
-        # function symbol of the module and of the libraries it pulls in
-        # (libstdc++ alone: ~0.7 ms here) before the first call.  Lazy
-        # binding resolves only the functions a process calls.
-        flags = sys.getdlopenflags()
-        lazy = getattr(os, 'RTLD_LAZY', 0)
-        now = getattr(os, 'RTLD_NOW', 0)
-        try:
-            if lazy:
-                sys.setdlopenflags((flags & ~now) | lazy)
-            from . import _native as native
-        finally:
-            sys.setdlopenflags(flags)
+        # With the interpreter's own dlopen flags: they are process-wide,
+        # and another thread importing an extension while they were changed
+        # here would load it with them (BENCHMARKS.md: what lazy binding saved).
+        from . import _native as native
         # From now on the native query can make the EntryPoint objects
         # itself (objects.hpp); if it declines, _build() makes them.
         native.bind_classes(EntryPoint, _DistRef)

@@ -198,6 +198,12 @@ PythonFront::Load python_loader_of(py::object fn) {
       return Error{Errc::backend, describe_exception(e)};
     } catch (const std::exception& e) {
       return Error{Errc::backend, std::string("the Python loader returned a bad value: ") + e.what()};
+    } catch (...) {
+      // Only the forced unwind of a thread CPython ends as it waits for the
+      // GIL at exit (a backend's init that waited without it, in a daemon
+      // thread) gets here: it stays, as in gil.hpp, and the exit goes on
+      // with the program's status.
+      gil_detail::stay();
     }
   };
 }

@@ -61,6 +61,21 @@ void explain_bus_errors() {
   (void)::sigaction(SIGBUS, &sa, nullptr);
 }
 
+/// A file-size limit (ulimit -f) is met like a full disk: the write that
+/// would pass it fails with EFBIG, which every writer handles (a cache file
+/// not written, with a warning; output that cannot be written, an error),
+/// instead of SIGXFSZ ending the process with a temporary file left
+/// behind.  A handler rather than SIG_IGN: programs this one runs get the
+/// default action back at exec, as they would without it.
+void on_file_size_limit(int) {}
+
+void meet_file_size_limits_as_errors() {
+  struct sigaction sa {};
+  sa.sa_handler = on_file_size_limit;
+  sigemptyset(&sa.sa_mask);
+  (void)::sigaction(SIGXFSZ, &sa, nullptr);
+}
+
 int run(int argc, char** argv) {
   using namespace epload::cli;
   if (argc < 2) {
@@ -99,6 +114,7 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   explain_bus_errors();
+  meet_file_size_limits_as_errors();
   epload::detail::map_cache_files();  // a short-lived process (memory.hpp)
   return flushed(run(argc, argv));
 }

@@ -1,12 +1,14 @@
-// crash_log.hpp — inits that never returned: a line added to a small log
-// beside the learned store before a backend's init and removed after it, so
-// that the next process finds the line of a process that died in an init (a
-// segfault, an abort) and the loader remembers the crash.  The log is held
-// (flock) by one thread at a time, across one init or a whole start(); a
-// process that finds it held marks nothing: a mark is a hint, never a wait.
+// crash_log.hpp — inits that died of a fatal signal: while a backend's init
+// runs, a line describing it is ready in memory; a handler of SIGSEGV,
+// SIGBUS, SIGILL, SIGFPE and SIGABRT appends it to a small log beside the
+// learned store when the signal arrives in that init's thread, then lets
+// the signal do what it would have done without epload (a handler installed
+// before, such as faulthandler's, runs; the process dies by the signal).
+// Any other end of a process (an exit while a daemon thread is in an init,
+// SIGINT, SIGTERM, SIGKILL) leaves nothing.  The next process reads the log
+// and the loader remembers the crash.
 #pragma once
 
-#include <cstdint>      // sizes
 #include <string>       // paths, messages
 #include <string_view>  // names
 #include <vector>       // crashes
@@ -15,44 +17,42 @@
 
 namespace epload::detail {
 
-/// A backend whose init a process began and never finished, that process
-/// being gone.
+/// A backend whose init a process began and never finished: that process
+/// died of a fatal signal inside it.
 struct Crash {
   std::string name, value;  ///< the backend's entry point
   FileStamp stamp;          ///< its file when the init began
-  std::string when;         ///< UTC, "2026-11-29T06:10:03Z"
+  std::string when;         ///< UTC, "2026-11-29T06:10:03Z": when it died
   long pid = 0;
 };
 
 /// The log of store `store_path` ("learned-X.txt" -> "learned-X.loading").
 std::string crash_log_path(const std::string& store_path);
 
-/// The log held by one thread: open and locked, its size before this
-/// holder's line.  Marks of a holder cost one system call each.
-struct HeldLog {
-  int fd = -1;
-  std::uint64_t size = 0;
-  long pid = 0;  ///< this process's, asked once
-  bool held() const { return fd >= 0; }
+/// The innermost init under way in this thread, for the fatal-signal
+/// handler (installed, once, by the first).  Costs no system call: the line
+/// is formatted in memory and reached by the handler through a lock-free
+/// table of threads.  An empty `log` marks nothing.
+class InitMark {
+ public:
+  InitMark(const std::string& log, std::string_view name, std::string_view value, const FileStamp& stamp);
+  ~InitMark();
+  InitMark(const InitMark&) = delete;
+  InitMark& operator=(const InitMark&) = delete;
+
+  /// For the handler only (async-signal-safe): appends the line, with this
+  /// process's id and the time now.
+  void write_crash() noexcept;
+
+ private:
+  std::string m_log;                ///< a copy: the handler may run while its owner goes
+  std::string m_line;               ///< room for "pid\ttime\t", then the rest
+  InitMark* m_outer = nullptr;       ///< the init this one runs inside, if any
+  int m_entry = -1;                 ///< this thread's entry in the table
 };
 
-/// Takes the log (creating it): not held when another holder has it (its
-/// marks are hints, never worth a wait) or it cannot be written.
-HeldLog hold_log(const std::string& log);
-
-/// Adds the line of an init of backend (`name`, `value`) whose file has
-/// `stamp`, about to run in this process; returns the log's size before it.
-std::uint64_t mark_begin(HeldLog& held, std::string_view name, std::string_view value, const FileStamp& stamp);
-
-/// Removes it (and any line after it), once the init returned: `before` is
-/// what mark_begin returned.
-void mark_end(HeldLog& held, std::uint64_t before);
-
-/// Lets the log go, removing it when it holds no line.
-void release_log(const std::string& log, HeldLog& held);
-
-/// The inits under way whose process is gone (their lines removed; those of
-/// live processes kept).  No log, the common case, costs one failed open.
+/// The crashes in the log (their lines removed; those of live processes,
+/// still dying, kept).  No log, the common case, costs one failed open.
 std::vector<Crash> collect_crashes(const std::string& log);
 
 /// How a crash is remembered as a backend's last failure (the store keeps

@@ -274,7 +274,6 @@ void Loader::start() {
   if (mode == LoadMode::off) return;
   profile::Span span(profile::Phase::total, "loader start");
   m->batch.fetch_add(1, std::memory_order_acq_rel);
-  CrashMarks marks(*m);  // one held crash log for every init of the start
   bool interrupted = false;
   for (std::uint32_t i = 0; i < m->count; ++i) {
     Slot& s = m->slots[i];

@@ -185,14 +185,6 @@ struct LoadKnowledge {
   std::int32_t abi = -1;
 };
 
-/// The crash log as one thread holds it (CrashMarks), and the one it held before.
-struct ThreadLog {
-  const void* owner = nullptr;  ///< the Loader::State whose log it is
-  HeldLog log;
-  bool tried = false;  ///< hold_log() was called (taken at the first mark only)
-  ThreadLog* previous = nullptr;
-};
-
 /// `full` relative to directory `base` when it lies inside it, else `full`.
 inline std::string_view relative_to(std::string_view full, std::string_view base) {
   if (base.empty() || full.size() <= base.size() || !full.starts_with(base)) return full;
@@ -241,7 +233,7 @@ struct Loader::State {
   PythonFront python;  ///< the Python package's hooks; empty for a C++ host
   detail::LearnedFile store;  // views in slots point into it
   std::string store_path;
-  std::string crash_log;  ///< crash_log.hpp: marks around each init ("" without a store)
+  std::string crash_log;  ///< crash_log.hpp: where a crash in an init is written ("" without a store)
   /// 0: not checked yet; 1: its directory is safe (make_safe_dir); -1: not used.
   std::atomic<int> crash_log_state{0};
   /// crash_log when its directory is one the store may be written to, else "".
@@ -332,23 +324,6 @@ struct Loader::State {
   detail::Slot& primary(std::uint32_t i) {
     return slots[slots[i].alias_of == detail::k_no_slot ? i : slots[i].alias_of];
   }
-};
-
-/// A scope in which this thread's inits are marked in one held crash log
-/// (loader_load.cpp): a start(), or a load outside one.
-class CrashMarks {
- public:
-  explicit CrashMarks(Loader::State& state);
-  ~CrashMarks();
-  CrashMarks(const CrashMarks&) = delete;
-  CrashMarks& operator=(const CrashMarks&) = delete;
-  /// The held log (taken now if not yet; not held when another process has it).
-  detail::HeldLog& log();
-
- private:
-  Loader::State& m_state;
-  detail::ThreadLog m_own;
-  bool m_owner = false;
 };
 
 }  // namespace epload

@@ -76,36 +76,6 @@ std::string dlopen_failure(const char* file, const std::string& why) {
 
 }  // namespace
 
-// The crash log this thread's loads mark (crash_log.hpp): taken at the
-// first init of a start() or of an outermost load and kept until it ends, so
-// that a mark costs one system call; an init that loads another backend
-// marks it in the same log.
-namespace {
-thread_local detail::ThreadLog* t_log = nullptr;
-}  // namespace
-
-CrashMarks::CrashMarks(Loader::State& state) : m_state(state) {
-  if (t_log != nullptr && t_log->owner == &state) return;  // a start() or an outer load holds it
-  m_own.owner = &state;
-  m_own.previous = t_log;
-  t_log = &m_own;
-  m_owner = true;
-}
-
-CrashMarks::~CrashMarks() {
-  if (!m_owner) return;
-  detail::release_log(m_state.crash_log, m_own.log);
-  t_log = m_own.previous;
-}
-
-detail::HeldLog& CrashMarks::log() {
-  if (!t_log->tried) {
-    t_log->tried = true;
-    t_log->log = detail::hold_log(m_state.crash_log_safe());
-  }
-  return t_log->log;
-}
-
 // Checks the library before loading it: one stat; read again only if it
 // changed.  False (with the slot's error set) when it is gone or unreadable.
 // `k` is what load() read under its lock; a change updates it (the ABI tag
@@ -201,12 +171,10 @@ detail::LoadEnd Loader::State::load(Slot& s) {
     fail(s, crashed);
     ok = false;
   } else if (ok) {
-    // Marked before and after: a process that dies in between leaves the
-    // first mark alone, which the next process finds (crash_log.hpp).
-    CrashMarks marks(*this);  // this load's, or the start()'s that runs it
-    const std::uint64_t before = detail::mark_begin(marks.log(), s.ep->name, s.ep->value, s.stamp);
+    // A fatal signal in this thread before the init returns is recorded
+    // as its crash (crash_log.hpp); nothing else is.
+    const detail::InitMark mark(crash_log_safe(), s.ep->name, s.ep->value, s.stamp);
     ok = s.kind == BackendKind::native && !s.foreign ? load_native(s, ctx, k.abi) : load_python(s, ctx);
-    detail::mark_end(marks.log(), before);
   }
   if (ctx.deferred || ctx.interrupted) {
     // Not now, or interrupted (a KeyboardInterrupt is no failure of the

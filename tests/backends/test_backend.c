@@ -12,6 +12,9 @@
  *   TB_LOOKUP_REQUIRED  ... and fails if that lookup fails
  *   TB_DEP              call a function of libepload_test_dep.so
  *   TB_CRASH            init dies of SIGSEGV (the process is gone)
+ *   TB_ABORT            init calls abort() (SIGABRT)
+ *   TB_BLOCK            when EPLOAD_TB_BLOCK_FD names a descriptor, init
+ *                       writes a byte to it and never returns
  *   TB_PYINIT           also export PyInit__native, as a CPython extension
  *                       module named _native does
  *
@@ -24,6 +27,7 @@
 #include <string.h>
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "epload/backend.h"
 #include "test_backend.h"
@@ -95,6 +99,18 @@ EPLOAD_EXPORT int tb_init(const EploadHost* host) {
 #endif
 #ifdef TB_CRASH
   raise(SIGSEGV);
+#endif
+#ifdef TB_ABORT
+  abort();
+#endif
+#ifdef TB_BLOCK
+  {
+    const char* fd = getenv("EPLOAD_TB_BLOCK_FD");
+    if (fd != NULL) {
+      (void)!write(atoi(fd), "r", 1);
+      for (;;) pause();
+    }
+  }
 #endif
 #ifdef TB_FAIL
   host->set_error(host->ctx, "simulated failure: the device is unplugged");

@@ -82,3 +82,26 @@ def test_reader_going_away_mid_answer(site, tmp_path, sigpipe):
         assert "epload: cannot write to standard output: Broken pipe" in err
     else:
         assert status == -signal.SIGPIPE, (status, err)
+
+
+def test_file_size_limit_is_met_like_a_full_disk(site, tmp_path):
+    """Under `ulimit -f`, a cache file too large for the limit is not written
+    (a warning naming it and the cause), the answer is printed all the same,
+    and no temporary file is left; `index build`, whose answer is that file,
+    fails with the cause.  Never death by SIGXFSZ.  (subprocess gives the
+    child SIGXFSZ's default action, which Python itself ignores.)"""
+    cache = tmp_path / "cache"
+    limited = ["bash", "-c", 'ulimit -f 1 && exec "$@"', "bash", EPLOAD]
+    index = ["--path", site, "--cache-dir", str(cache)]
+    expected = subprocess.run([EPLOAD, "entry-points", "--path", site, "--no-cache"], capture_output=True,
+                              text=True, check=True).stdout
+    p = subprocess.run([*limited, "entry-points", *index], capture_output=True, text=True)
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    assert p.stdout == expected
+    assert "epload: warning: the index was not cached" in p.stderr, p.stderr
+    assert "File too large" in p.stderr and str(cache) in p.stderr, p.stderr
+    assert [f for f in os.listdir(cache) if ".tmp." in f] == []
+    p = subprocess.run([*limited, "index", "build", *index], capture_output=True, text=True)
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    assert "File too large" in p.stderr and str(cache) in p.stderr, p.stderr
+    assert [f for f in os.listdir(cache) if ".tmp." in f] == []
