@@ -115,7 +115,6 @@ def test_a_store_that_took_an_attribute_device_for_privateuse1_is_not_trusted(ma
     env.run('import torch\nout()')
     [store] = [p for p in env.cache.iterdir() if p.name.startswith('learned-')]
     lines = store.read_text().split('\n')
-    assert lines[0] == 'epload-learned 5'
     fields = lines[1].split('\t')
     fields[9] = 'l:toy=privateuse1'
     store.write_text('\n'.join(['epload-learned 4', '\t'.join(fields)] + lines[2:]))
