@@ -164,14 +164,15 @@ TEST(LoaderPython, DeclaredDeviceLearnsItsKind) {
   EXPECT_EQ(b.kinds, (std::vector<std::string>{"privateuse1", ""}));
 }
 
-// A kind in brackets ("pyback [privateuse1]") is the declared device's kind
+// A kind in brackets ("pyback [privateuse1]"), or after a colon
+// ("pyback:attr", as a pyproject.toml must spell it), is the declared device's kind
 // until a load shows what the backend registers; then only learned kinds
 // count (here: it registered the device as an attribute only).
 TEST(LoaderPython, DeclaredKindHoldsUntilALoadShowsOtherwise) {
   BackendEnv env;
   add_python_backend(env, "pyback");
   env.add_entry_point("pyback", "pdev", "pyback [privateuse1]", std::string(k_devices_group));
-  env.add_entry_point("pyback", "adev", "pyback [attr]", std::string(k_devices_group));
+  env.add_entry_point("pyback", "adev", "pyback:attr", std::string(k_devices_group));
   {
     auto listing = make_loader(env, options_for(env));
     const BackendStatus b = listing->backend(0);

@@ -10,12 +10,14 @@ backend of ``foo``).  Torch adds three things (see TORCH.md):
 * A device string such as ``"foo"`` parses only once ``foo`` is the
   PrivateUse1 name, and the first tensor on it makes torch's C++ import the
   module ``torch.foo``.  So a probe around every backend load
-  (``probe``, this front's) records the PrivateUse1 name a backend
+  (``probe``, this front's) records the PrivateUse1 name a backend itself
   registers as one of its devices, of kind ``privateuse1``, in the core's
-  learned-devices store (``epload devices`` lists it).  A device a
-  distribution declares (``[epload.devices]``) that is not one of torch's
-  own device types claims PrivateUse1 too, from the first run.  When exactly
-  one backend is known to claim PrivateUse1, its name is registered at the end
+  learned-devices store (``epload devices`` lists it); a backend that only
+  sets ``torch.foo`` is never taken for one.  A distribution may declare
+  the kind (``[epload.devices] foo = "foo [privateuse1]"`` or ``[attr]``);
+  a device declared without one loads its backend at ``import torch`` until
+  a load has shown its kind, as stock torch loads it.  When exactly one
+  backend is known to claim PrivateUse1, its name is registered at the end
   of ``import torch`` and a finder on ``sys.meta_path`` answers
   ``torch.<name>`` until the backend is loaded: its loader's ``exec_module``
   (never ``find_spec``, which runs under the import lock) loads the backend

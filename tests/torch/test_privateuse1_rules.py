@@ -41,7 +41,7 @@ def install(env, backend):
     env.dirs.append(target)
 
 
-@pytest.mark.parametrize('declaration', ['toy = toy', 'toy = toy [attr]'])
+@pytest.mark.parametrize('declaration', ['toy = toy', 'toy = toy [attr]', 'toy = toy:attr'])
 def test_an_attribute_device_leaves_privateuse1_to_a_backend_installed_later(make_env, declaration):
     env = make_env('toy')
     set_declaration(env, 'toy', declaration)
@@ -52,7 +52,7 @@ def test_an_attribute_device_leaves_privateuse1_to_a_backend_installed_later(mak
         assert got['toy'] == 'toy'
         # Declared without a kind, the kind is learned as stock torch would
         # load it: at import, on the first run only; [attr] is lazy at once.
-        eager = run == 0 and '[attr]' not in declaration
+        eager = run == 0 and 'attr' not in declaration
         assert got['loaded'] == (['torch_toy'] if eager else []), (run, got)
         assert got['events'].count('toy import') == 1
     install(env, 'foo')
@@ -75,9 +75,10 @@ def test_a_device_declared_without_a_kind_that_is_privateuse1_works_on_the_first
     assert later['events'].count('foo import') == 1
 
 
-def test_a_device_declared_privateuse1_is_registered_ahead_from_the_first_run(make_env):
+@pytest.mark.parametrize('declaration', ['foo = foo [privateuse1]', 'foo = foo:privateuse1'])
+def test_a_device_declared_privateuse1_is_registered_ahead_from_the_first_run(make_env, declaration):
     env = make_env('foo')
-    set_declaration(env, 'foo', 'foo = foo [privateuse1]')
+    set_declaration(env, 'foo', declaration)
     for run in range(2):
         got = env.run(STATE + USE_FOO + 'out(loaded=loaded, name=name, foo=foo)')
         assert got['loaded'] == [] and got['name'] == 'foo', (run, got)
