@@ -194,13 +194,13 @@ TEST(Learned, DamageMeansNoStore) {
        std::string(), good.substr(0, good.size() - 1), good.substr(0, good.size() / 2),
         "epload-learned 2\nend 0\n", good + "extra\n", "not a store",
         good.substr(0, good.find('\n') + 1) + "a\tb\n" + "end 1\n",
-        std::string("epload-learned 4\n0\t/a\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\tx:bad\t\nend 1\n"),
-        std::string("epload-learned 4\n0\t/a\tb\tc\tq\t/l\t1:2:3:4:5:6\t1\t0\t\t\nend 1\n"),
-        std::string("epload-learned 4\nx\t/a\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\t\t\nend 1\n"),
-        std::string("epload-learned 4\n0\t/a\tb\tc\tn\t\t1:2:3:4:5:6\t1\t0\t\t\nend 1\n"),
-        std::string("epload-learned 4\n0\t/a\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\t\t\textra\nend 1\n"),
-        std::string("epload-learned 4\n0\t/a\\x\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\t\t\nend 1\n"),
-        std::string("epload-learned 4\n0\t/a\tb\tc\tn\t/l\t1:2:3:4:5\t1\t0\t\t\nend 1\n")};
+        std::string("epload-learned 5\n0\t/a\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\tx:bad\t\nend 1\n"),
+        std::string("epload-learned 5\n0\t/a\tb\tc\tq\t/l\t1:2:3:4:5:6\t1\t0\t\t\nend 1\n"),
+        std::string("epload-learned 5\nx\t/a\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\t\t\nend 1\n"),
+        std::string("epload-learned 5\n0\t/a\tb\tc\tn\t\t1:2:3:4:5:6\t1\t0\t\t\nend 1\n"),
+        std::string("epload-learned 5\n0\t/a\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\t\t\textra\nend 1\n"),
+        std::string("epload-learned 5\n0\t/a\\x\tb\tc\tn\t/l\t1:2:3:4:5:6\t1\t0\t\t\nend 1\n"),
+        std::string("epload-learned 5\n0\t/a\tb\tc\tn\t/l\t1:2:3:4:5\t1\t0\t\t\nend 1\n")};
   for (const std::string& bad : bads) {
     auto [n, why] = read_text(bad);
     EXPECT_EQ(n, 0u) << bad;
@@ -231,7 +231,7 @@ TEST(Learned, StampsReadBackWhateverTheirRange) {
   ASSERT_EQ(f.records().size(), 1u) << why;
   EXPECT_EQ(f.records()[0].stamp, in[0].stamp);
 
-  const std::string head = "epload-learned 4\n0\t/a\tb\tc\tn\t/l\t";
+  const std::string head = "epload-learned 5\n0\t/a\tb\tc\tn\t/l\t";
   const std::string tail = "\t0\t\t\nend 1\n";
   const std::string bads[] = {
       "1:-2:3:4:5:6\t1",                         // a negative inode (read as 2^64 - 2 before)
@@ -284,7 +284,7 @@ TEST(Learned, StampNumbersOfEveryLengthReadBackExactly) {
       EXPECT_EQ(f.records()[0].stamp, in[0].stamp) << digits;
     }
   }
-  const std::string head = "epload-learned 4\n0\t/a\tb\tc\tn\t/l\t";
+  const std::string head = "epload-learned 5\n0\t/a\tb\tc\tn\t/l\t";
   const std::string tail = "\t1\t0\t\t\nend 1\n";
   const std::string number = "12345678901234567";
   for (std::size_t at = 0; at < number.size(); ++at) {
@@ -350,7 +350,7 @@ TEST(Learned, RecordsSplitExactlyAtEveryOffset) {
     const std::string dir(len, 'd');
     for (const std::string& rec : {"0\t" + dir + tail, "0\t" + dir + "\t" + tail,
                                    "0\t" + dir + tail + "\t", "0" + dir + tail}) {
-      testing::write_file(path, "epload-learned 4\n" + rec + "\nend 1\n");
+      testing::write_file(path, "epload-learned 5\n" + rec + "\nend 1\n");
       ::chmod(path.c_str(), 0600);
       std::string why;
       const bool good = rec == "0\t" + dir + tail;

@@ -164,6 +164,56 @@ TEST(LoaderPython, DeclaredDeviceLearnsItsKind) {
   EXPECT_EQ(b.kinds, (std::vector<std::string>{"privateuse1", ""}));
 }
 
+// A kind in brackets ("pyback [privateuse1]"), or after a colon
+// ("pyback:attr", as a pyproject.toml must spell it), is the declared device's kind
+// until a load shows what the backend registers; then only learned kinds
+// count (here: it registered the device as an attribute only).
+TEST(LoaderPython, DeclaredKindHoldsUntilALoadShowsOtherwise) {
+  BackendEnv env;
+  add_python_backend(env, "pyback");
+  env.add_entry_point("pyback", "pdev", "pyback [privateuse1]", std::string(k_devices_group));
+  env.add_entry_point("pyback", "adev", "pyback:attr", std::string(k_devices_group));
+  {
+    auto listing = make_loader(env, options_for(env));
+    const BackendStatus b = listing->backend(0);
+    EXPECT_EQ(b.devices, (std::vector<std::string>{"pdev", "adev"}));
+    EXPECT_EQ(b.sources, (std::vector<DeviceSource>{DeviceSource::declared, DeviceSource::declared}));
+    EXPECT_EQ(b.kinds, (std::vector<std::string>{"privateuse1", "attr"}));
+    EXPECT_FALSE(b.devices_learned);
+    EXPECT_TRUE(clash_warnings(*listing, true).empty());
+  }
+  PythonFront py;
+  py.load = [&](const PythonBackend&) -> Result<PythonLoaded> {
+    return PythonLoaded{{{"pdev", "attr"}, {"adev", "attr"}}, true};
+  };
+  {
+    auto loader = make_python_loader(env, options_for(env), py);
+    EXPECT_TRUE(loader->lookup("pdev").ok());
+  }
+  testing::let_clock_tick();
+  auto listing = make_loader(env, options_for(env));
+  const BackendStatus b = listing->backend(0);
+  EXPECT_EQ(b.devices, (std::vector<std::string>{"pdev", "adev"}));
+  EXPECT_EQ(b.kinds, (std::vector<std::string>{"", ""}));
+  EXPECT_TRUE(b.devices_learned);
+}
+
+// A kind it does not know is a warning naming the distribution and the
+// accepted kinds; the device is declared without a kind.
+TEST(LoaderPython, UnknownDeclaredKindIsAWarning) {
+  BackendEnv env;
+  add_python_backend(env, "pyback");
+  env.add_entry_point("pyback", "gdev", "pyback [gpu]", std::string(k_devices_group));
+  auto listing = make_loader(env, options_for(env));
+  const BackendStatus b = listing->backend(0);
+  EXPECT_EQ(b.devices, (std::vector<std::string>{"gdev"}));
+  EXPECT_EQ(b.kinds, (std::vector<std::string>{""}));
+  const std::vector<std::string> w = clash_warnings(*listing, false);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("'pyback'"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("privateuse1, attr"), std::string::npos) << w[0];
+}
+
 // verify() stats a known backend's file: unchanged, nothing loads; changed,
 // the backend is loaded now.
 TEST(LoaderPython, VerifyLoadsABackendWhoseFileChanged) {

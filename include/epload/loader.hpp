@@ -132,6 +132,10 @@ struct BackendStatus {
   std::vector<DeviceSource> sources;
   std::vector<std::string> kinds;
   bool devices_known = false;  ///< false: only loading it will tell
+  /// A load of its current file has shown what it registers: its learned
+  /// devices are complete, and a kind its distribution declares no longer
+  /// counts (the kinds above are what it registered).
+  bool devices_learned = false;
   bool hook = false;           ///< known to provide no device: runs at start
   /// Another backend that is the same file and init (two paths, one file);
   /// this one is never loaded itself.  Empty otherwise.

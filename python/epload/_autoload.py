@@ -416,6 +416,7 @@ class Session:
         # (torch_npu does); a lazy load happens at any time, so it is put back.
         restore = self.group == TORCH_GROUP and self.mode == 'lazy'
         switch = os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD')
+        extra = ()
         try:
             # The core records the `load` span around this call; the import
             # and the call are recorded here.
@@ -442,12 +443,13 @@ class Session:
                 _undo_added(host, self.host_name, *before)
             raise
         finally:
+            if probe is not None:  # after a failed load too: the probe's watch ends
+                extra = tuple(probe(token))
             if restore and os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD') != switch:
                 if switch is None:
                     del os.environ['TORCH_DEVICE_BACKEND_AUTOLOAD']
                 else:
                     os.environ['TORCH_DEVICE_BACKEND_AUTOLOAD'] = switch
-        extra = tuple(probe(token)) if probe is not None else ()
         loaded = _native().Loaded
         if mark is None:
             return loaded(devices=extra, known=False)

@@ -10,12 +10,14 @@ backend of ``foo``).  Torch adds three things (see TORCH.md):
 * A device string such as ``"foo"`` parses only once ``foo`` is the
   PrivateUse1 name, and the first tensor on it makes torch's C++ import the
   module ``torch.foo``.  So a probe around every backend load
-  (``probe``, this front's) records the PrivateUse1 name a backend
+  (``probe``, this front's) records the PrivateUse1 name a backend itself
   registers as one of its devices, of kind ``privateuse1``, in the core's
-  learned-devices store (``epload devices`` lists it).  A device a
-  distribution declares (``[epload.devices]``) that is not one of torch's
-  own device types claims PrivateUse1 too, from the first run.  When exactly
-  one backend is known to claim PrivateUse1, its name is registered at the end
+  learned-devices store (``epload devices`` lists it); a backend that only
+  sets ``torch.foo`` is never taken for one.  A distribution may declare
+  the kind (``[epload.devices] foo = "foo [privateuse1]"`` or ``[attr]``);
+  a device declared without one loads its backend at ``import torch`` until
+  a load has shown its kind, as stock torch loads it.  When exactly one
+  backend is known to claim PrivateUse1, its name is registered at the end
   of ``import torch`` and a finder on ``sys.meta_path`` answers
   ``torch.<name>`` until the backend is loaded: its loader's ``exec_module``
   (never ``find_spec``, which runs under the import lock) loads the backend
@@ -34,8 +36,10 @@ backend of ``foo``).  Torch adds three things (see TORCH.md):
   (``_autoload.Session._run``).
 """
 
+import _thread
 import os
 import sys
+from types import ModuleType as _ModuleType
 
 from . import _autoload, _trace
 
@@ -104,20 +108,90 @@ def _privateuse1_name(torch):
     return None if get is None else get()
 
 
+# Where a backend's own registration of a PrivateUse1 name passes, watched
+# while a backend loads: every Python-level rename reaches the C function
+# through one of these two names (torch.utils.rename_privateuse1_backend
+# calls the one bound in backend_registration).
+_RENAMES = (('_C', '_rename_privateuse1_backend'),
+            ('utils.backend_registration', '_rename_privateuse1_backend'))
+_watch_lock = _thread.allocate_lock()
+_watching = []  # [(owner, attribute, original, wrapper)] while a load runs
+_watchers = {}  # thread id -> a stack of name lists, one per load running in it
+
+
+def _owner(torch, path):
+    owner = torch
+    for part in path.split('.'):
+        owner = owner.__dict__.get(part) if isinstance(owner, _ModuleType) else None
+    return owner
+
+
+def _watched(original):
+    def rename(name, *args, **kwargs):
+        for names in _watchers.get(_thread.get_ident(), ()):
+            names.append(name)
+        return original(name, *args, **kwargs)
+    rename.__wrapped__ = original
+    return rename
+
+
+def _watch(torch):
+    """Records the names a load in this thread passes to torch's PrivateUse1
+    rename (wrapped only while a load runs anywhere; _unwatch restores)."""
+    names = []
+    with _watch_lock:
+        if not _watchers:
+            for path, attribute in _RENAMES:
+                owner = _owner(torch, path)
+                original = getattr(owner, attribute, None)
+                if original is not None:
+                    wrapper = _watched(original)
+                    setattr(owner, attribute, wrapper)
+                    _watching.append((owner, attribute, original, wrapper))
+        _watchers.setdefault(_thread.get_ident(), []).append(names)
+    return names
+
+
+def _unwatch(names):
+    with _watch_lock:
+        me = _thread.get_ident()
+        stack = _watchers[me]
+        stack.pop()  # loads in one thread end in the reverse order of their start
+        if not stack:
+            del _watchers[me]
+        if not _watchers:
+            while _watching:
+                owner, attribute, original, wrapper = _watching.pop()
+                if getattr(owner, attribute, None) is wrapper:
+                    setattr(owner, attribute, original)
+
+
 def probe(token):
-    """The front's probe: ``probe(None)`` before a backend load
-    returns the PrivateUse1 name and whether ``torch.<name>`` exists;
-    ``probe(token)`` after it returns ``((name, "privateuse1"),)`` when the
-    backend registered the name, or registered its module (the name was
-    registered ahead, from the store)."""
+    """The front's probe: ``probe(None)`` before a backend load returns a
+    token (the PrivateUse1 name, whether ``torch.<name>`` exists, the names
+    the load passes to the rename); ``probe(token)`` after it (also after a
+    failed load) returns ``((name, "privateuse1"),)`` when the backend itself
+    registered the name: it changed during the load, or, registered before
+    (ahead, by epload), the backend renamed to it again or registered its
+    module (``torch._register_device_module`` sets ``torch.<name>`` and
+    ``sys.modules["torch.<name>"]`` to one module).  A backend that only set
+    ``torch.<name>`` registered nothing: it is not learned as PrivateUse1."""
     torch = sys.modules.get('torch')
     name = None if torch is None else _privateuse1_name(torch)
     if token is None:
-        return (name, name is not None and name in torch.__dict__)
+        if name is None:
+            return (None, False, None)
+        return (name, name in torch.__dict__, _watch(torch))
+    before, had_module, renamed = token
+    if renamed is not None:
+        _unwatch(renamed)
     if name is None or name == _DEFAULT_NAME:
         return ()
-    before, had_module = token
-    if name != before or (not had_module and name in torch.__dict__):
+    if name != before or name in renamed:
+        return ((name, PRIVATEUSE1),)
+    module = torch.__dict__.get(name, _MISSING)
+    if not had_module and module is not _MISSING and \
+            sys.modules.get(f'{torch.__name__}.{name}') is module:
         return ((name, PRIVATEUSE1),)
     return ()
 
@@ -133,56 +207,70 @@ def _torch_device_type(torch, name):
 
 
 def claims(session):
-    """(backend, PrivateUse1 name, learned) for every enabled backend known
-    to claim one: a device learned with kind ``privateuse1`` (learned
-    True); when no backend has learned one, a device its distribution
-    declares that is not one of torch's own device types (declaring ``foo``
-    says: ``"foo"`` is my PrivateUse1 name).  A name a load registered is
-    the stronger word: declarations count only where none was learned."""
+    """(backend, PrivateUse1 name) for every enabled backend known to
+    register one itself: a device of kind ``privateuse1``, learned by a
+    probe that saw the backend register it, or declared so
+    (``foo = "foo [privateuse1]"``) while no load of the backend has shown
+    otherwise (the core then reports the kinds it registered)."""
     loader = session.loader
     torch = session.host
-    native = _autoload._native()
-    disabled = native.State.disabled
-    declared = native.Source.declared
-    learned, by_declaration = [], []
+    disabled = _autoload._native().State.disabled
+    found = []
     for i in sorted({d.backend for d in loader.devices()}):
         st = loader.status(i)
         if st.state == disabled:
             continue
-        b = session._backend(i)
-        names = [name for name, kind in zip(st.devices, st.kinds) if kind == PRIVATEUSE1]
-        if names:
-            learned.extend((b, name, True) for name in names)
+        found.extend((session._backend(i), name) for name, kind in zip(st.devices, st.kinds)
+                     if kind == PRIVATEUSE1 and not _torch_device_type(torch, name))
+    return found
+
+
+def _load_unknown_kinds(session):
+    """Loads now, as stock torch does, each backend with a device its
+    distribution declares without a kind (``foo = "foo"``) that no load has
+    shown yet: it may register PrivateUse1, which a device string needs
+    before any load; its probe learns the kind, and later runs are lazy."""
+    native = _autoload._native()
+    torch = session.host
+    declared, unloaded = native.Source.declared, native.State.unloaded
+    for b in session.backends:
+        st = session.loader.status(b.index)
+        if st.state != unloaded or st.devices_learned:
             continue
-        by_declaration.extend((b, name, False) for name, source, kind in zip(st.devices, st.sources, st.kinds)
-                              if source == declared and kind in ('', 'attr')
-                              and not _torch_device_type(torch, name))
-    return learned or by_declaration
+        if any(source == declared and not kind and not _torch_device_type(torch, name)
+               for name, source, kind in zip(st.devices, st.sources, st.kinds)):
+            _autoload._eps._debug(f'backend {b.name!r} declares a device without a kind: loaded '
+                                  'at import torch this once')
+            got = session.loader.load(b.index)
+            if got is not None and not got.later:
+                _autoload.warn_user(b.message())
 
 
 def attach(session):
     """Called at the end of a lazy autoload of ``torch.backends`` on torch:
+    loads the backends whose devices' kinds are still unknown, then
     registers the one PrivateUse1 name ahead and answers ``torch.<name>``
     until its backend is loaded."""
     torch = session.host
+    if _privateuse1_name(torch) is None:
+        return  # not a real torch
+    _load_unknown_kinds(session)
     if _privateuse1_name(torch) != _DEFAULT_NAME:
-        return  # not a real torch, or a backend loaded at the start took PrivateUse1
+        return  # a backend loaded at the start took PrivateUse1
     found = claims(session)
     if len(found) != 1:
         return  # none, or two: registration is irreversible, the first loaded wins
-    b, name, learned = found[0]
+    b, name = found[0]
     if b.state != 'unloaded' or b.name in _names(NO_PREREGISTER):
         return
-    if learned:
-        # Registration is irreversible: the backend's file must be the one
-        # that registered the name (a changed one is loaded now, and learned
-        # again).  A declared name is the distribution's word, which the
-        # index keeps current.
-        got = session.loader.verify(b.index)
-        if got is not None and not got.later:
-            _autoload.warn_user(b.message())
-        if b.state != 'unloaded':
-            return
+    # Registration is irreversible: the backend's file must be the one that
+    # registered the name or declared it (a changed one is loaded now, and
+    # learned again).
+    got = session.loader.verify(b.index)
+    if got is not None and not got.later:
+        _autoload.warn_user(b.message())
+    if b.state != 'unloaded':
+        return
     torch.utils.rename_privateuse1_backend(name)
     _finder().add(f'{torch.__name__}.{name}', b, name)
     _autoload._eps._debug(f'PrivateUse1 is {name!r}: backend {b.name!r} loads at its first use')
@@ -230,9 +318,10 @@ class _DeviceModuleFinder:
         if value is _MISSING:
             raise ImportError(f'backend {b.name!r} ({b.value}) was loaded but registered no '
                               f'module {fullname} ({name!r} was registered as its PrivateUse1 '
-                              f'name ahead of its load: it declares that device, or registered '
-                              f'it on an earlier run); set {NO_PREREGISTER}={b.name} if it '
-                              'does not register it', name=fullname)
+                              f'name ahead of its load: it declares that device '
+                              f'"[privateuse1]", or registered it on an earlier run); set '
+                              f'{NO_PREREGISTER}={b.name} if it does not register it',
+                              name=fullname)
         # The module the backend registered, whatever the import system put
         # in its place meanwhile.
         sys.modules[fullname] = value

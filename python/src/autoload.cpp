@@ -304,6 +304,7 @@ void register_autoload(py::module_& m) {
                                return b.disabled_by.empty() ? py::object(py::none()) : py::object(py::str(b.disabled_by));
                              })
       .def_readonly("devices_known", &BackendStatus::devices_known)
+      .def_readonly("devices_learned", &BackendStatus::devices_learned)
       .def_readonly("hook", &BackendStatus::hook)
       .def_readonly("devices", &BackendStatus::devices)
       .def_readonly("sources", &BackendStatus::sources)

@@ -3,7 +3,7 @@
 // Format (text, one record per line, fields separated by TAB; '\\', TAB, LF
 // and CR inside a field are escaped as \\ \t \n \r):
 //
-//   epload-learned 4
+//   epload-learned 5
 //   <search path #> <metadata_dir> <name> <value> <kind> <library> <dev>:<ino>:<size>:<mtime_ns>:<ctime_ns>:<mode> <abi> <learned> <devices> <failure>
 //   ...
 //   end <record count>
@@ -52,7 +52,10 @@ namespace epload::detail {
 
 namespace {
 
-constexpr std::string_view k_magic = "epload-learned 4";
+// Version 5: version 4 stores may hold a PrivateUse1 name learned from a
+// registration epload itself made ahead of a load (any declared device was
+// taken for one), which the version-5 probe never records.
+constexpr std::string_view k_magic = "epload-learned 5";
 
 /// The store files (learned_file_path()) of every version, cleared and
 /// pruned with the cache's files.

@@ -193,6 +193,11 @@ inline std::string_view relative_to(std::string_view full, std::string_view base
   return full.substr(base.size() + 1);
 }
 
+/// The kinds an epload.devices value may declare ("<backend> [privateuse1]"
+/// or "<backend>:privateuse1"): a device torch knows as its PrivateUse1 name
+/// once the backend registers it, or a host attribute only.
+inline constexpr std::string_view k_declared_kinds[] = {"privateuse1", "attr"};
+
 /// How a device list's tag (for_each_device_entry) says a device is known.
 inline DeviceSource source_of(char tag) {
   return tag == 'm' ? DeviceSource::declared : tag == 'd' ? DeviceSource::section : DeviceSource::learned;
@@ -267,9 +272,12 @@ struct Loader::State {
 
   // ---- loader_setup.cpp ----------------------------------------------------
   void setup();
-  /// (distribution, backend name) -> "m:<device> ..." from the index's
-  /// epload.devices group.
-  std::map<std::pair<const Distribution*, std::string_view>, std::string> declared_by_distributions() const;
+  /// (distribution, backend name) -> "m:<device>[=<kind>] ..." from the
+  /// index's epload.devices group (a value "<backend> [<kind>]" or
+  /// "<backend>:<kind>": see k_declared_kinds); a kind it does not know is a warning in
+  /// `declaration_warnings`.
+  std::map<std::pair<const Distribution*, std::string_view>, std::string> declared_by_distributions();
+  std::vector<std::string> declaration_warnings;  ///< read by clash_warnings()
   bool is_disabled(const EntryPoint& ep, const char** by) const;
   void claim_known_devices(detail::Slot& s);
   /// Sets s.devices to its epload.devices names, then `declared` (the ELF

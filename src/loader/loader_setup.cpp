@@ -133,14 +133,38 @@ void Loader::State::claim_known_devices(Slot& s) {
   });
 }
 
-std::map<std::pair<const Distribution*, std::string_view>, std::string> Loader::State::declared_by_distributions()
-    const {
+std::map<std::pair<const Distribution*, std::string_view>, std::string>
+Loader::State::declared_by_distributions() {
   std::map<std::pair<const Distribution*, std::string_view>, std::string> out;
   for (const EntryPoint& d : index->group(k_devices_group)) {
     if (!detail::valid_device_name(d.name)) continue;
-    std::string& list = out[{d.dist, d.value}];
+    // "<backend>", "<backend> [<kind>]" or "<backend>:<kind>" (the spelling
+    // setuptools accepts in a pyproject.toml, which refuses extras there).
+    std::string_view backend = d.value, kind;
+    if (d.value.find_first_of("[:") != std::string_view::npos) {
+      const auto parts = split_value(d.value);
+      if (!parts) continue;  // names no backend
+      backend = parts->module;
+      std::vector<std::string_view> given = parts->extras;
+      if (!parts->attr.empty()) given.push_back(parts->attr);
+      const bool known = given.size() == 1 && std::find(std::begin(detail::k_declared_kinds),
+                                                        std::end(detail::k_declared_kinds),
+                                                        given[0]) != std::end(detail::k_declared_kinds);
+      if (known) {
+        kind = given[0];
+      } else if (!given.empty()) {
+        std::string accepted;
+        for (std::string_view k : detail::k_declared_kinds) accepted.append(accepted.empty() ? "" : ", ").append(k);
+        declaration_warnings.push_back("distribution '" + std::string(d.dist->name) + "' declares device '" +
+                                       std::string(d.name) + "' as '" + std::string(d.value) +
+                                       "': its kind must be one of " + accepted +
+                                       " (the device is taken as declared without a kind)");
+      }
+    }
+    std::string& list = out[{d.dist, backend}];
     if (!list.empty()) list += ' ';
     list.append("m:").append(d.name);
+    if (!kind.empty()) list.append("=").append(kind);
   }
   return out;
 }

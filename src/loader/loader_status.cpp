@@ -248,6 +248,7 @@ std::vector<std::string> clash_warnings(const Loader& loader, bool torch) {
       }
     }
   }
+  out.insert(out.end(), m.declaration_warnings.begin(), m.declaration_warnings.end());
   for (std::uint32_t i = 0; i < m.count; ++i) {
     const Slot& s = m.slots[i];
     if (!s.out) continue;
@@ -306,7 +307,11 @@ BackendStatus Loader::backend(std::size_t index) const {
     }
     b.devices_known = s.devices_known();
     b.hook = s.hook();
+    b.devices_learned = s.learned;
     detail::for_each_device_entry(s.devices, [&](std::string_view d, char tag, std::string_view kind) {
+      // A kind its distribution declares holds until a load has shown what
+      // the backend registers (then only learned kinds count).
+      if (tag == 'm' && s.learned) kind = {};
       // A declared device learned with a kind is listed once: declared, of that kind.
       for (std::size_t k = 0; k < b.devices.size(); ++k) {
         if (b.devices[k] != d) continue;

@@ -317,7 +317,8 @@ def store_of(tmp_path):
     ('cut', 0o600),                     # truncated: no trailer
     ('not a store at all\n', 0o600),
     ('epload-learned 99\nend 0\n', 0o600),
-    ('epload-learned 4\nend 0\n', 0o600),  # valid, knows nothing
+    ('epload-learned 4\nend 0\n', 0o600),  # an older version: its facts are not trusted
+    ('epload-learned 5\nend 0\n', 0o600),  # valid, knows nothing
     (None, 0o666),  # a valid store others can write: not trusted
 ])
 def test_bad_store_means_learning_again(tmp_path, content, mode):

@@ -1,5 +1,6 @@
 """A backend author's path, as the README gives it: a pure-Python PrivateUse1
-backend ``foo`` that declares its device (``[epload.devices] foo = foo``),
+backend ``foo`` that declares its PrivateUse1 device
+(``foo = "foo:privateuse1"``, the pyproject spelling of ``foo [privateuse1]``),
 built by pip from a pyproject into a fresh venv beside torch 2.13 and epload,
 then a tensor moved to the device, first thing, with a new cache (the
 README's own commands run in package.docs_commands): the tensor arrives, and
@@ -31,7 +32,7 @@ version = "0.1"
 foo = "torch_foo:_autoload"
 
 [project.entry-points."epload.devices"]
-foo = "foo"
+foo = "foo:privateuse1"
 
 [tool.setuptools]
 packages = ["torch_foo"]

@@ -270,19 +270,20 @@ def test_torch_logs_naming_a_backend_component(learned):
     assert bad['returncode'] != 0 and 'no_such_component' in bad['stderr']
 
 
-def declare(env, backend, device):
+def declare(env, backend, device, kind=None):
     eps = env.path(backend) / f'torch_{backend}-0.1.dist-info' / 'entry_points.txt'
-    eps.write_text(eps.read_text() + f'\n[epload.devices]\n{device} = {backend}\n')
+    value = backend if kind is None else f'{backend} [{kind}]'
+    eps.write_text(eps.read_text() + f'\n[epload.devices]\n{device} = {value}\n')
 
 
 @pytest.mark.parametrize('trigger', sorted(TRIGGERS) + ['device'])
 def test_a_declared_device_works_at_its_first_use_on_the_first_run(make_env, trigger):
-    # A backend that declares its device as the README says: a device that
-    # is not one of torch's own types is its PrivateUse1 name, registered at
-    # the end of the very first `import torch`, so every trigger works and
-    # loads it once, before anything was learned.
+    # A backend that declares its PrivateUse1 device as the README says
+    # ("foo [privateuse1]"): the name is registered at the end of the very
+    # first `import torch`, so every trigger works and loads it once, before
+    # anything was learned.
     env = make_env('foo')
-    declare(env, 'foo', 'foo')
+    declare(env, 'foo', 'foo', 'privateuse1')
     code = TRIGGERS.get(trigger, 'r = torch.device("foo"); ok = str(r) == "foo"')
     got = env.run(f'''
 import torch
@@ -305,8 +306,8 @@ def test_two_declared_privateuse1_devices_register_neither_ahead(make_env):
     # The rule for learned names: two claims, neither is registered ahead
     # (registration is irreversible); attribute triggers still work.
     env = make_env('foo', 'qux')
-    declare(env, 'foo', 'foo')
-    declare(env, 'qux', 'qux')
+    declare(env, 'foo', 'foo', 'privateuse1')
+    declare(env, 'qux', 'qux', 'privateuse1')
     got = env.run('''
 import torch
 name = torch._C._get_privateuse1_backend_name()
@@ -317,10 +318,12 @@ out(name=name, loaded=loaded, qux=torch.qux.__name__, after=torch._C._get_privat
     assert got['qux'] == 'torch_qux.runtime' and got['after'] == 'qux'
 
 
-def test_a_declared_device_that_torch_owns_is_not_privateuse1(make_env):
-    # Declaring one of torch's own device types says nothing of PrivateUse1.
+@pytest.mark.parametrize('kind', [None, 'privateuse1'])
+def test_a_declared_device_that_torch_owns_is_not_privateuse1(make_env, kind):
+    # Declaring one of torch's own device types says nothing of PrivateUse1,
+    # and torch's device is never the backend's: nothing loads.
     env = make_env('foo')
-    declare(env, 'foo', 'mtia')
+    declare(env, 'foo', 'mtia', kind)
     got = env.run('''
 import torch
 out(name=torch._C._get_privateuse1_backend_name(), loaded='torch_foo' in sys.modules)
@@ -334,8 +337,8 @@ def test_device_clashes_are_warned_at_import_torch_and_torchs_module_is_never_th
     # epload.device("xpu") raises rather than hand back torch.xpu.
     env = make_env('foo', 'qux')
     declare(env, 'foo', 'xpu')
-    declare(env, 'foo', 'foo')
-    declare(env, 'qux', 'foo')
+    declare(env, 'foo', 'foo', 'privateuse1')
+    declare(env, 'qux', 'foo', 'privateuse1')
     got = env.run('''
 import torch, epload
 loaded = [m for m in ('torch_foo', 'torch_qux') if m in sys.modules]
@@ -353,7 +356,7 @@ out(loaded=loaded, device=error(lambda: epload.device('xpu')), xpu=torch.xpu.__n
 
 def test_declared_device_opt_out_keeps_privateuse1_unregistered(make_env):
     env = make_env('foo')
-    declare(env, 'foo', 'foo')
+    declare(env, 'foo', 'foo', 'privateuse1')
     got = env.run('''
 import torch
 name = torch._C._get_privateuse1_backend_name()
