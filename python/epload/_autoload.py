@@ -124,7 +124,8 @@ _session_order = []
 #                    after it, returning (device, kind) pairs learned with
 #                    the backend (kind: [a-z0-9_]{1,15}, e.g. "privateuse1");
 #   hold(b)          a context a thread enters before it may load backend
-#                    ``b`` (lazy mode);
+#                    ``b`` (lazy mode); raises _Cycle instead of waiting for
+#                    a thread that waits for this one ("not there yet");
 #   loading(b)       the context of ``b``'s import and call, in the thread
 #                    that loads it (lazy mode);
 #   attach(session)  called at the end of a lazy autoload.

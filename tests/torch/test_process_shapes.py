@@ -3,6 +3,8 @@ uses whose inits wait for each other, and fork() while another thread is
 inside a backend's init.  Each run is a fresh interpreter; a hang is the
 subprocess's timeout, a failure."""
 
+import shutil
+
 import pytest
 
 
@@ -29,8 +31,14 @@ out(got=got, seen=epload_gate.seen, after=[hasattr(torch, 'cyca'), hasattr(torch
 def test_two_first_uses_whose_inits_wait_for_each_other_do_not_deadlock(make_env, iteration):
     env = make_env('cycle')
     env.learn()  # both devices learned: the next runs load lazily, under the import locks
-    for _ in range(2):
-        got = env.run(CYCLE, EPLOAD_TEST_CYCLE='1')
+    for i in range(2):
+        # The learned store as the first run left it, each time: while the
+        # two inits run at once, each may learn the other's device too (a
+        # documented approximation), and a next run would wait for one
+        # backend in both threads.
+        cache = env.root / f'cache{i}'
+        shutil.copytree(env.cache, cache)
+        got = env.run(CYCLE, EPLOAD_TEST_CYCLE='1', EPLOAD_CACHE_DIR=str(cache))
         assert got['got'] == {'cyca': 'torch_cyca', 'cycb': 'torch_cycb'}, got
         # One init at least got "not there yet" (False), as a backend's init
         # does for its own device; the other may have waited for it.
