@@ -112,6 +112,8 @@ class _Cycle(LookupError):
     that (transitively) waits for this one: two first uses whose backends'
     inits look up each other's devices.  The lookup is then "not there yet",
     as a backend's own init sees for its own device."""
+
+
 _sessions = {}  # (group, host name, id(host)) -> Session
 _session_order = []
 

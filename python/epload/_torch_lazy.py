@@ -441,7 +441,8 @@ def _after_fork_in_child():
         for marks in _loading.pop(tid):
             for what, _, name in marks:  # what: the module, or its spec
                 registered = None if torch is None else torch.__dict__.get(name)
-                if registered is not None and (what is registered or what is getattr(registered, '__dict__', {}).get('__spec__')):
+                spec = getattr(registered, '__dict__', {}).get('__spec__')
+                if registered is not None and (what is registered or what is spec):
                     del torch.__dict__[name]
                     full = f'{torch.__name__}.{name}'
                     if sys.modules.get(full) is registered:

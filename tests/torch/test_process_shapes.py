@@ -64,8 +64,12 @@ pid = os.fork()
 if pid == 0:
     signal.alarm(60)
     os.close(r)
+    import importlib
+    # The import lock of torch.fwait, which thread T took before its load,
+    # is not waited for either (no such module, as in stock torch).
     answer = {'first': error(lambda: torch.fwait), 'again': error(lambda: torch.fwait),
-              'hasattr': hasattr(torch, 'fwait')}
+              'hasattr': hasattr(torch, 'fwait'),
+              'import': error(lambda: importlib.import_module('torch.fwait'))}
     os.write(w, json.dumps(answer).encode())
     os._exit(0)
 os.close(w)
@@ -93,3 +97,4 @@ def test_fork_while_another_thread_loads_a_backend_fails_it_clearly_in_the_child
     assert "'fwait'" in first['message'] and 'forked' in first['message'], first
     assert got['child']['again']['message'] == first['message']
     assert got['child']['hasattr'] is False
+    assert got['child']['import']['type'] == 'ModuleNotFoundError', got['child']
