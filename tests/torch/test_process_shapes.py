@@ -98,3 +98,53 @@ def test_fork_while_another_thread_loads_a_backend_fails_it_clearly_in_the_child
     assert got['child']['again']['message'] == first['message']
     assert got['child']['hasattr'] is False
     assert got['child']['import']['type'] == 'ModuleNotFoundError', got['child']
+
+
+# The same with a PrivateUse1 device, registered at `import torch` from what
+# the first run learned: thread T's first tensor on it imports torch.fwpu
+# (the import system holds its lock, epload's finder loads the backend); the
+# child's first tensor imports it again.
+FORK_PRIVATEUSE1 = r'''
+import os, signal, threading, warnings
+warnings.simplefilter('ignore', DeprecationWarning)  # 3.12+: fork() of a threaded process
+import torch
+import epload_gate
+got = {}
+t = threading.Thread(target=lambda: got.setdefault('parent', torch.ones(2).to('fwpu').cpu().tolist()))
+t.start()
+epload_gate.started.wait()
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    signal.alarm(60)
+    os.close(r)
+    answer = {'name': torch._C._get_privateuse1_backend_name(),
+              'first': error(lambda: torch.ones(2).to('fwpu')),
+              'again': error(lambda: torch.ones(2).to('fwpu'))}
+    os.write(w, json.dumps(answer).encode())
+    os._exit(0)
+os.close(w)
+epload_gate.release.set()
+t.join()
+child = b''
+while True:
+    chunk = os.read(r, 65536)
+    if not chunk:
+        break
+    child += chunk
+_, status = os.waitpid(pid, 0)
+out(parent=got, child=json.loads(child) if child else None, status=status)
+'''
+
+
+def test_fork_while_another_thread_loads_a_privateuse1_backend_fails_it_clearly_in_the_child(make_env):
+    env = make_env('forkwaitpu')
+    env.learn()
+    got = env.run(FORK_PRIVATEUSE1, EPLOAD_TEST_FORK_WAIT='1')
+    assert got['status'] == 0, got
+    assert got['parent'] == {'parent': [1.0, 1.0]}, got
+    child = got['child']
+    assert child['name'] == 'fwpu'
+    first = child['first']
+    assert first is not None and "'fwpu'" in first['message'] and 'forked' in first['message'], child
+    assert child['again']['message'] == first['message'], child
