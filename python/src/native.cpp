@@ -406,16 +406,16 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
 
 }  // namespace epload::python
 
-// The module works in the main interpreter only.  In a subinterpreter of
-// CPython 3.10-3.13 (whose GIL 3.10 and 3.11 share with the main one) it
-// would deadlock the process: PyGILState_Ensure() -- pybind11's internals
-// and WithGil take the GIL through it -- finds this thread's state of the
-// main interpreter and waits for the GIL this very thread holds through its
-// subinterpreter state.  So PyInit__native refuses a subinterpreter before
-// pybind11 runs (an ImportError: the package falls back to importlib), and
-// in_main_interpreter() tells the package when a module made in the main
-// interpreter is handed to a subinterpreter without PyInit (3.10 and 3.11
-// copy a single-phase module's dictionary into each interpreter).
+// The module works in the main interpreter only.  In a subinterpreter that
+// shares the main interpreter's GIL (every one of 3.10 and 3.11, a legacy one
+// of 3.12+) it deadlocked the process: PyGILState_Ensure() -- pybind11 2's
+// get_internals() in the module's init, and WithGil -- finds this thread's
+// state of the main interpreter and waits for the GIL that this very thread
+// holds through its subinterpreter's state.  So PyInit__native refuses a
+// subinterpreter before pybind11 runs (an ImportError: the package answers
+// with importlib), and in_main_interpreter() tells the package when 3.10 or
+// 3.11 handed it a module made in the main interpreter without running
+// PyInit (they copy a single-phase module's dictionary into each one).
 #define PyInit__native epload_pybind11_init_native
 PYBIND11_MODULE(_native, m) {
   using namespace epload::python;
