@@ -98,6 +98,25 @@ class NativeDevice:
 
 
 _lock = _thread.allocate_lock()  # the registries below; never held while importing
+
+
+def _after_fork_in_child():
+    # A thread of the parent may have held it at the fork: it does not exist
+    # in the child, so the lock is made anew there.
+    global _lock
+    _lock = _thread.allocate_lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class _Cycle(LookupError):
+    """Raised by a front's ``hold`` when taking it would wait for a thread
+    that (transitively) waits for this one: two first uses whose backends'
+    inits look up each other's devices.  The lookup is then "not there yet",
+    as a backend's own init sees for its own device."""
+
+
 _sessions = {}  # (group, host name, id(host)) -> Session
 _session_order = []
 
@@ -110,7 +129,8 @@ _session_order = []
 #                    after it, returning (device, kind) pairs learned with
 #                    the backend (kind: [a-z0-9_]{1,15}, e.g. "privateuse1");
 #   hold(b)          a context a thread enters before it may load backend
-#                    ``b`` (lazy mode);
+#                    ``b`` (lazy mode); raises _Cycle instead of waiting for
+#                    a thread that waits for this one ("not there yet");
 #   loading(b)       the context of ``b``'s import and call, in the thread
 #                    that loads it (lazy mode);
 #   attach(session)  called at the end of a lazy autoload.
@@ -320,8 +340,11 @@ class Backend:
     def ensure(self, error=BackendError, device=None):
         """Loads the backend if needed; raises ``error`` (chained from the
         cause) if it failed or is disabled."""
-        with self.session._hold(self.index):
-            got = self.session.loader.load(self.index)
+        try:
+            with self.session._hold(self.index):
+                got = self.session.loader.load(self.index)
+        except _Cycle as err:
+            raise error(f'backend {self.name!r} ({self.value}) is not there yet: {err}') from None
         if got is None or got.later:
             return
         st = self._status()
@@ -586,8 +609,11 @@ class Session:
         when its backend failed."""
         loader = self.loader
         owner = loader.provider(name)
-        with self._hold(owner):
-            got = loader.lookup(name)
+        try:
+            with self._hold(owner):
+                got = loader.lookup(name)
+        except _Cycle:
+            return self._value(name)  # not there yet
         if got is None:
             provider = loader.provider(name)
             if provider is not None and loader.status(provider).kind == _native().Kind.native:

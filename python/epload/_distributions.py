@@ -175,7 +175,7 @@ def _found(kwargs):
     # is the name's.  A name Prepared finds falsy ('') selects everything.
     prepared = md.Prepared(name)
     key = prepared.normalized if prepared else None
-    if not _eps._native_loads():  # an isolated subinterpreter, a broken install
+    if not _eps._native_loads():  # a subinterpreter, a broken install
         return _importlib_distributions(**kwargs)
     native = _eps._native_module()
     status, reason, file, problem, listing = native.walk(

@@ -20,7 +20,7 @@ which then answers (or raises) exactly:
   ``entry_points.txt``, invalid UTF-8, a distribution without a name);
 * the scanner cannot answer exactly (e.g. a zip archive with distributions
   on the path) or fails for any other reason;
-* the native module cannot load (an isolated subinterpreter).
+* the native module cannot load (a subinterpreter, legacy or isolated).
 
 Handing a call back uses importlib's original ``entry_points``, so
 ``importlib.metadata.entry_points = epload.entry_points`` is supported.
@@ -91,6 +91,11 @@ def _native_module():
         # and another thread importing an extension while they were changed
         # here would load it with them (BENCHMARKS.md: what lazy binding saved).
         from . import _native as native
+        if not native.in_main_interpreter():
+            # A module made in the main interpreter, handed to this
+            # subinterpreter without its init (native.cpp says why not).
+            raise ImportError('epload._native cannot be used in a subinterpreter (it works in '
+                              'the main interpreter only)')
         # From now on the native query can make the EntryPoint objects
         # itself (objects.hpp); if it declines, _build() makes them.
         native.bind_classes(EntryPoint, _DistRef)
@@ -103,8 +108,8 @@ _native_error = None  # why the native module cannot load here, once known
 
 def _native_loads():
     """True when the native module is (or can be) loaded.  It cannot be in
-    an isolated subinterpreter (Python 3.12+: an extension module with
-    per-process state refuses to load there), nor in a broken install;
+    a subinterpreter (it refuses every one, legacy or isolated), nor in a
+    broken install;
     importlib answers then, and EPLOAD_DEBUG says why."""
     global _native_error
     if _native is not None:

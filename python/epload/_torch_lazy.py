@@ -368,29 +368,42 @@ _guard = _thread.allocate_lock()  # the tables below
 _guarded = {}  # device name -> how many running loads registered it
 _loading = {}  # thread id -> a stack (one per load running in it) of what it marked
 _swapped = None  # (host, its own module type) while the type is swapped
+_held = {}  # thread id -> the names of the import locks its _Held took, in order
 _original_register = None
 
 
 class _Held:
-    """The import locks of ``torch.<device>`` for ``names``, in order."""
+    """The import locks of ``torch.<device>`` for ``names``, in order.  A
+    lock whose taking would close a cycle of threads waiting on each other
+    (the import system's own check: two first uses whose inits look up each
+    other's devices) is not waited for: the lookup is not there yet
+    (``_autoload._Cycle``), as importlib answers a circular import."""
 
     def __init__(self, host_name, names):
         self.names = [f'{host_name}.{n}' for n in sorted(names)]
         self.managers = []
 
     def __enter__(self):
+        me = _thread.get_ident()
         for name in self.names:
             manager = _bootstrap._ModuleLockManager(name)
             try:
                 manager.__enter__()
-            except _bootstrap._DeadlockError:
-                continue  # two loads waiting on each other: the other goes first
+            except _bootstrap._DeadlockError as err:
+                self.__exit__()
+                raise _autoload._Cycle(str(err)) from None
             self.managers.append(manager)
+            _held.setdefault(me, []).append(name)
         return self
 
     def __exit__(self, *exc):
+        me = _thread.get_ident()
         while self.managers:
             self.managers.pop().__exit__(None, None, None)
+            names = _held[me]
+            names.pop()
+            if not names:
+                del _held[me]
 
 
 def hold(b):
@@ -405,7 +418,18 @@ def _guarded_type(base):
 
         def __getattribute__(self, name):
             if name in _guarded:
-                _bootstrap._lock_unlock_module(f'{base.__getattribute__(self, "__name__")}.{name}')
+                # _bootstrap._lock_unlock_module, but a wait that would close
+                # a cycle of threads is "not there yet", never the module
+                # another thread is still loading.
+                host = base.__getattribute__(self, "__name__")
+                lock = _bootstrap._get_module_lock(f'{host}.{name}')
+                try:
+                    lock.acquire()
+                except _bootstrap._DeadlockError:
+                    raise AttributeError(f'module {host!r} has no attribute {name!r} (not there yet: '
+                                         'its backend is being loaded by a thread that waits for this '
+                                         'one)', name=name, obj=self) from None
+                lock.release()
             return base.__getattribute__(self, name)
 
     GuardedModule.__name__ = GuardedModule.__qualname__ = base.__name__
@@ -483,6 +507,48 @@ class _Loading:
             torch = self.torch
             if not _loading and torch.__dict__.get('_register_device_module') is _register_device_module:
                 torch._register_device_module = _original_register
+
+
+def _after_fork_in_child():
+    """In a fork()ed child: what the parent's other threads held is
+    released, since they do not exist here (the core fails their loads).
+    Their import locks of ``torch.<device>`` are dropped from the import
+    system's table (a new one is made at the next import), with the module
+    an import of it had begun; a module their loads registered is removed
+    from torch, so that the device's lookup reports the failed load."""
+    global _guard, _swapped
+    _guard = _thread.allocate_lock()
+    me = _thread.get_ident()
+    for tid in [t for t in _held if t != me]:
+        for name in _held.pop(tid):
+            _bootstrap._module_locks.pop(name, None)
+            spec = getattr(sys.modules.get(name), '__spec__', None)
+            if spec is not None and spec.loader is _the_finder:
+                del sys.modules[name]
+    torch = sys.modules.get('torch')
+    for tid in [t for t in _loading if t != me]:
+        for marks in _loading.pop(tid):
+            for what, _, name in marks:  # what: the module, or its spec
+                registered = None if torch is None else torch.__dict__.get(name)
+                spec = getattr(registered, '__dict__', {}).get('__spec__')
+                if registered is not None and (what is registered or what is spec):
+                    del torch.__dict__[name]
+                    full = f'{torch.__name__}.{name}'
+                    if sys.modules.get(full) is registered:
+                        del sys.modules[full]
+                _guarded[name] -= 1
+                if not _guarded[name]:
+                    del _guarded[name]
+    if not _guarded and _swapped is not None:
+        host, base = _swapped
+        host.__class__ = base
+        _swapped = None
+    if not _loading and torch is not None and \
+            torch.__dict__.get('_register_device_module') is _register_device_module:
+        torch._register_device_module = _original_register
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def loading(b):

@@ -407,8 +407,21 @@ py::object query(py::list paths, py::object groups, const std::string& validatio
 
 }  // namespace epload::python
 
+// The module works in the main interpreter only.  In a subinterpreter that
+// shares the main interpreter's GIL (every one of 3.10 and 3.11, a legacy one
+// of 3.12+) it deadlocked the process: PyGILState_Ensure() -- pybind11 2's
+// get_internals() in the module's init, and WithGil -- finds this thread's
+// state of the main interpreter and waits for the GIL that this very thread
+// holds through its subinterpreter's state.  So PyInit__native refuses a
+// subinterpreter before pybind11 runs (an ImportError: the package answers
+// with importlib), and in_main_interpreter() tells the package when 3.10 or
+// 3.11 handed it a module made in the main interpreter without running
+// PyInit (they copy a single-phase module's dictionary into each one).
+#define PyInit__native epload_pybind11_init_native
 PYBIND11_MODULE(_native, m) {
   using namespace epload::python;
+  m.def("in_main_interpreter", [] { return PyInterpreterState_Get() == PyInterpreterState_Main(); },
+        "False in a subinterpreter, where the package answers with importlib instead.");
   static std::once_flag fork_handler;
   std::call_once(fork_handler, [] {
     ::pthread_atfork(nullptr, nullptr, forget_catalogs_in_child);
@@ -489,4 +502,14 @@ PYBIND11_MODULE(_native, m) {
       py::arg("phase"), py::arg("detail"), py::arg("start_ns"), py::arg("dur_ns"), py::arg("thread") = py::none(),
       "Records a span timed with time.monotonic_ns() on the calling thread, or on the thread "
       "`thread` names (threading.get_ident() of the thread that timed it).");
+}
+#undef PyInit__native
+
+extern "C" PYBIND11_EXPORT PyObject* PyInit__native() {
+  if (PyInterpreterState_Get() != PyInterpreterState_Main()) {
+    PyErr_SetString(PyExc_ImportError,
+                    "epload._native cannot be loaded in a subinterpreter (it works in the main interpreter only)");
+    return nullptr;
+  }
+  return epload_pybind11_init_native();
 }

@@ -198,7 +198,7 @@ Result<void> Loader::State::ensure_loaded(std::uint32_t i, std::string_view devi
     if (st == BackendState::disabled) return Error{Errc::backend, s.out->error};
     if (st == BackendState::failed) {
       // Sticky until the backend's file changes.  Stat without the lock.
-      if (s.library.empty()) return Error{Errc::backend, s.out->error};
+      if (s.library.empty() || s.out->forked) return Error{Errc::backend, s.out->error};
       const FileStamp failed_at = s.out->failed_stamp;
       lock.unlock();
       const FileStamp now = detail::stamp_at(AT_FDCWD, library_of(s).c_str());

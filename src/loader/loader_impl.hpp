@@ -39,6 +39,9 @@ struct SlotOutcome {
   int attempts = 0;
   bool crash_skip = false;  ///< failed as an earlier process's crash in its init (not loaded)
   bool changed = false;  ///< the file changed since create() (see load_native)
+  /// Failed in a fork()ed child whose parent had its load under way in another
+  /// thread: sticky for the life of this process, whatever its file does.
+  bool forked = false;
   void* handle = nullptr;
   std::int64_t dlopen_ns = 0, init_ns = 0, load_ns = 0;
   int load_seq = -1;
@@ -233,6 +236,16 @@ struct LoaderAccess {
 };
 
 struct Loader::State {
+  // Every live State is listed for the fork() child handler (loader_fork.cpp).
+  State();
+  ~State();
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  /// In a fork()ed child: the locks made anew (a parent thread may have held
+  /// one), and each load another parent thread had under way failed, since
+  /// its thread does not exist here (loader_fork.cpp).
+  void after_fork_in_child();
+
   std::shared_ptr<const Index> index;
   LoaderOptions options;
   PythonFront python;  ///< the Python package's hooks; empty for a C++ host
