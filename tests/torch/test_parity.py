@@ -63,9 +63,11 @@ def test_subinterpreter_gets_importlibs_answer(version, torch_python, tmp_path):
     if alone.returncode != 0:
         pytest.skip(f'{python} fails a subinterpreter without epload (exit {alone.returncode}): '
                     f'{alone.stderr.strip()[-300:]}')
+    wrong = []
     for mode, extra in (('direct', {}), ('importlib', {'EPLOAD_IMPORTLIB': '1'})):
         proc, got = subinterp.run(python, subinterp.CHILD, [str(tmp_path / f'{mode}.json'), mode],
                                   dict(env, EPLOAD_AUTOLOAD_HOSTS='torch', **extra))
-        assert proc.returncode == 0 and got == oracle, (
-            f'CPython {version}, {mode}: exit {proc.returncode}, subinterpreter {got} | importlib {oracle}\n'
-            f'{proc.stderr[-3000:]}')
+        if proc.returncode != 0 or got != oracle:
+            wrong.append(f'{mode}: exit {proc.returncode}, subinterpreter {got} | importlib {oracle}\n'
+                         f'{proc.stderr[-1500:]}')
+    assert not wrong, f'CPython {version} ({python}):\n' + '\n'.join(wrong)

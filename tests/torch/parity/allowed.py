@@ -18,7 +18,7 @@ ALLOWED = {
     'names-backend': (
         "epload's error names the backend: where stock raises, the hook may raise epload's error instead, "
         "an instance of every built-in class stock's error is (hasattr and getattr(..., None) still "
-        'answer the same), whose message names the backend stock does not.'),
+        'answer the same), whose message names the backend where stock\'s does not.'),
     'privateuse1-stays': (
         'A PrivateUse1 name that a failed backend registered before failing stays registered: PyTorch '
         'cannot undo it.  So the PrivateUse1 name, the current accelerator and torch.device(<that name>) '
@@ -32,6 +32,10 @@ REQUIRED = {
         'A fork while a load is under way in another thread (stock has no load then: it loaded at import '
         'torch): the child uses the device and gets what stock gives, or an error naming the backend; it '
         'never hangs.'),
+    'exit-during-load': (
+        'A process that exits while a daemon thread is inside a load (stock has no load then: it loaded at '
+        'import torch): its exit status and output are stock\'s, the load\'s later events never happen, and '
+        'a later run uses the backend as stock does (it is not refused as crashed).'),
     'subinterpreter': (
         'torch cannot be imported in a subinterpreter: there, with the hook on, '
         'entry_points(group="torch.backends") is importlib\'s answer, directly (epload.entry_points) and '

@@ -20,18 +20,27 @@ def _records(result):
     return {r['step']: r for r in result['records']} if result else {}
 
 
+# The triggers that need a backend of each kind, in stock as under the hook:
+# torch.device() parses a registered name and needs nothing of the backend;
+# a device string of an attribute device is no device type for torch.
+NEEDS = {'privateuse1': ('attr', 'hasattr', 'getattr', 'gdm', 'to', 'empty'),
+         'attr': ('attr', 'hasattr', 'getattr')}
+OP_OF = {'fork': 'to', 'daemon': 'attr'}  # what probe.py's thread does
+
+
 def first_use(scenario, backend, steps):
-    """The index of the first step that uses the backend's device (-1 for a
-    hook, whose use is import torch; None if no step uses it)."""
-    if sc.KINDS[backend] is None:
+    """The index of the first step that needs the backend (-1 for a hook,
+    whose use is import torch; None if no step needs it)."""
+    kind = sc.KINDS[backend]
+    if kind is None:
         return -1
     for i, (op, dev) in enumerate(steps):
         if op == 'threads':
-            used = [d for _, d in dev]
+            used = [d for o, d in dev if o in NEEDS[kind]]
         elif op == 'accel':  # is_available() and device_count() ask torch.<PrivateUse1 name>
             used = [b for b in scenario.backends if sc.KINDS[b] == 'privateuse1']
         else:
-            used = [dev]
+            used = [dev] if OP_OF.get(op, op) in NEEDS[kind] else []
         if backend in used:
             return i
     return None
@@ -71,8 +80,7 @@ class _Comparison:
         if o == h:
             return
         if 'raised' in o and 'raised' in h:
-            if (h['raised'].startswith('epload.') and set(o['isa']) <= set(h['isa'])
-                    and set(h['names']) > set(o['names'])):
+            if set(o['isa']) <= set(h['isa']) and set(h['names']) > set(o['names']):
                 return self.excuse('names-backend', f'{where}: stock {o["raised"]}, hook {h["raised"]} '
                                    f'naming {h["names"]}')
         f = self.scenario.fails
@@ -137,6 +145,10 @@ class _Comparison:
                 continue
             backend, name = (e.split() + [''])[:2]
             fu = first_use(self.scenario, backend, self.steps) if backend in sc.KINDS else -1
+            if fu is not None and fu >= 0 and self.steps[fu][0] == 'daemon' and not hp \
+                    and f'{backend} import' in hook:
+                self.excuse('exit-during-load', f'{e!r} never: the process exited while the load was under way')
+                continue
             if name not in LOAD_FREE_EVENTS and backend in sc.KINDS and len(op) >= len(hp) and (
                     (len(op) == len(hp) and all(o <= h and (fu is None or h <= fu) for o, h in zip(op, hp)))
                     or (not hp and fu is None)):
@@ -206,6 +218,8 @@ class _Comparison:
                     continue
                 if ov and not hv and not self.hook_loaded(d, len(self.steps)):
                     self.excuse('when', f'torch.{d} not there at the end: not imported yet')
+                elif ov and not hv and any(op == 'daemon' and dv == d for op, dv in self.steps):
+                    self.excuse('exit-during-load', f'torch.{d} not there at the end: its load is under way')
                 else:
                     self.diff(f'at the end, {d!r} in vars(torch): stock {ov} | hook {hv}')
         return None

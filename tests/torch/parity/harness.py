@@ -22,7 +22,7 @@ FIXTURES = TORCH_TESTS / 'parity_backends'
 COMMON = [TORCH_TESTS / 'backends' / 'common', FIXTURES / 'common']
 PROBE = (HERE / 'probe.py').read_text()
 # Only against a hang (reported as one, never waited out silently).
-PROCESS_LIMIT = 300
+PROCESS_LIMIT = 120
 
 
 def declaration(device, form):
@@ -131,7 +131,7 @@ def jobs(scenario, root):
     return out
 
 
-def run_all(python, names, root, workers=3):
+def run_all(python, names, root, workers=4):
     """{scenario name: {run name: result}} for the named scenarios, their
     processes run ``workers`` at a time."""
     todo = [(name, job) for name in names for job in jobs(sc.BY_NAME[name], root)]
@@ -139,4 +139,6 @@ def run_all(python, names, root, workers=3):
     with ThreadPoolExecutor(workers) as pool:
         for (name, _), got in zip(todo, pool.map(lambda t: t[1](python), todo)):
             results[name].update(got)
+    for name, got in results.items():  # for a look afterwards: compare.py reads these too
+        (pathlib.Path(root) / name / 'results.json').write_text(json.dumps(got, indent=1))
     return results

@@ -88,8 +88,15 @@ def venv_with_epload(base, build, version):
     return str(python)
 
 
-def run(python, code, args, env, timeout=300):
-    proc = subprocess.run([python, '-c', code, *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+def run(python, code, args, env, timeout=120):
+    """(process, its last record); a process that hangs is killed and
+    returned with returncode None."""
+    try:
+        proc = subprocess.run([python, '-c', code, *args], env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or '')
+        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or '')
+        proc = subprocess.CompletedProcess(e.cmd, None, out, err + f'\n(hung: killed after {timeout} s)')
     got = [json.loads(line[2:]) for line in proc.stdout.splitlines() if line.startswith('@@')]
     return proc, (got[-1] if got else None)
