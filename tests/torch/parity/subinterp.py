@@ -88,7 +88,7 @@ def venv_with_epload(base, build, version):
     return str(python)
 
 
-def run(python, code, args, env, timeout=120):
+def run(python, code, args, env, timeout=60):
     """(process, its last record); a process that hangs is killed and
     returned with returncode None."""
     try:
