@@ -71,7 +71,7 @@ def venv_python(build):
     return venv_dir(build) / 'bin' / 'python'
 
 
-def install_epload(python, build, source=SOURCE):
+def install_epload(python, build, source=SOURCE, wheels=None):
     """Installs epload from the checkout into the venv of ``python`` with pip,
     as a user does (``pip install <checkout>``), in two steps: pip builds a
     wheel of the checkout, kept under the build directory for the state of
@@ -80,10 +80,12 @@ def install_epload(python, build, source=SOURCE):
     installs the same wheel: pip's isolated build environment is new at every
     build, and scikit-build-core then clears its tree, so each build compiles
     everything again (~3 min of CPU).  A lock makes installs that run at once
-    take turns."""
+    take turns.  ``wheels``: where the wheels are kept (another directory
+    keeps another interpreter's wheel apart from the torch venv's)."""
     build = pathlib.Path(build)
     tag = _ask(str(python), 'import sys; print("cp%d%d" % sys.version_info[:2])')
-    wheels = build / 'torch-venv-wheel'
+    skbuild = f'{wheels}-skbuild' if wheels else build / 'torch-venv-skbuild'
+    wheels = pathlib.Path(wheels) if wheels else build / 'torch-venv-wheel'
     with open(f'{wheels}.lock', 'w') as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         made = wheels / f'{tag}-{epload_digest(source)}'
@@ -92,7 +94,7 @@ def install_epload(python, build, source=SOURCE):
             shutil.rmtree(wheels, ignore_errors=True)  # wheels of older states
             made.mkdir(parents=True)
             _pip(python, 'wheel', '--no-deps', '-w', str(made),
-                 f'--config-settings=build-dir={build / "torch-venv-skbuild"}', str(source))
+                 f'--config-settings=build-dir={skbuild}', str(source))
             found = sorted(made.glob('epload-*.whl'))
         _pip_install(python, '--no-deps', '--force-reinstall', *map(str, found))
 
