@@ -133,6 +133,8 @@ _session_order = []
 #                    a thread that waits for this one ("not there yet");
 #   loading(b)       the context of ``b``'s import and call, in the thread
 #                    that loads it (lazy mode);
+#   before_start(session)  called in a lazy autoload before the Loader's
+#                    start() loads the backends it loads at once;
 #   attach(session)  called at the end of a lazy autoload.
 # Register it before the host's autoload starts.
 fronts = {}
@@ -514,6 +516,9 @@ class Session:
             self._install_getattr()
         self._starting = _thread.get_ident()
         try:
+            before = getattr(self.front, 'before_start', None)
+            if before is not None:
+                before(self)
             self.loader.start()
         finally:
             self._starting = None
@@ -578,13 +583,11 @@ class Session:
                 failed = self._failed_unknown()
                 if not failed:
                     raise
-                raise AttributeError(self._miss_message(str(err), failed), name=name,
-                                     obj=self.host) from failed[0].cause
+                raise self._miss_error(str(err), failed, name) from failed[0].cause
         message = f'module {self.host_name!r} has no attribute {name!r}'
         failed = self._failed_unknown()
         if failed:
-            raise AttributeError(self._miss_message(message, failed), name=name,
-                                 obj=self.host) from failed[0].cause
+            raise self._miss_error(message, failed, name) from failed[0].cause
         raise AttributeError(message, name=name, obj=self.host)
 
     def _failed_unknown(self):
@@ -596,12 +599,18 @@ class Session:
         return [b for b in map(self._backend, self.loader.load_order())
                 if (st := b._status()).state == failed and not st.devices_known]
 
-    @staticmethod
-    def _miss_message(message, failed):
+    def _miss_error(self, message, failed, name):
+        """A miss while backends whose devices are unknown have failed: the
+        name may be one of theirs, so the error is a backend's failure as
+        much as a miss (both RuntimeError and AttributeError, as the error of
+        a known device's failed backend)."""
         why = '; '.join(f'{b.name!r} ({_cause_text(b.cause)})' if b.cause is not None
                         else f'{b.name!r} ({b.error})' for b in failed)
-        return (f'{message} (backends whose devices are unknown failed to load, one of them may '
-                f'provide it: {why}; see epload.load({failed[0].name!r}))')
+        err = _BackendAttributeError(f'{message} (backends whose devices are unknown failed to load, '
+                                     f'one of them may provide it: {why}; see '
+                                     f'epload.load({failed[0].name!r}))')
+        err.name, err.obj = name, self.host
+        return err
 
     def _lookup(self, name, error, raise_disabled=True):
         """The host's ``name`` after the Loader looked it up (loading its

@@ -230,15 +230,9 @@ def _load_unknown_kinds(session):
     distribution declares without a kind (``foo = "foo"``) that no load has
     shown yet: it may register PrivateUse1, which a device string needs
     before any load; its probe learns the kind, and later runs are lazy."""
-    native = _autoload._native()
-    torch = session.host
-    declared, unloaded = native.Source.declared, native.State.unloaded
     for b in session.backends:
         st = session.loader.status(b.index)
-        if st.state != unloaded or st.devices_learned:
-            continue
-        if any(source == declared and not kind and not _torch_device_type(torch, name)
-               for name, source, kind in zip(st.devices, st.sources, st.kinds)):
+        if st.devices_known and _loads_at_import(session, st):
             _autoload._eps._debug(f'backend {b.name!r} declares a device without a kind: loaded '
                                   'at import torch this once')
             got = session.loader.load(b.index)
@@ -246,23 +240,73 @@ def _load_unknown_kinds(session):
                 _autoload.warn_user(b.message())
 
 
+def _loads_at_import(session, st):
+    """True when backend status ``st`` is of a backend that loads inside
+    ``import torch``: its devices are unknown, or declared without a kind."""
+    native = _autoload._native()
+    if st.state != native.State.unloaded:
+        return False
+    if not st.devices_known:
+        return True
+    declared = native.Source.declared
+    return not st.devices_learned and any(
+        source == declared and not kind and not _torch_device_type(session.host, name)
+        for name, source, kind in zip(st.devices, st.sources, st.kinds))
+
+
+def _sole_claim(session):
+    """(backend, name) of the one backend known to register a PrivateUse1
+    name, when it may be registered ahead of its load; else None."""
+    found = claims(session)
+    if len(found) != 1:
+        return None  # none, or two: registration is irreversible, the first loaded wins
+    b, name = found[0]
+    if b.state != 'unloaded' or b.name in _names(NO_PREREGISTER):
+        return None
+    return b, name
+
+
+def before_start(session):
+    """Called before the lazy session's start() loads, inside ``import
+    torch``, the backends stock torch would have to: stock loads every
+    backend in discovery order, so the one PrivateUse1 claimant takes its
+    name at its place in that order.  The backends before it that load at
+    import are loaded first, then its name is registered ahead; those after
+    it load in start() and find the name taken, as in stock."""
+    torch = session.host
+    if _privateuse1_name(torch) != _DEFAULT_NAME:
+        return  # not a real torch, or the name is taken already
+    claim = _sole_claim(session)
+    if claim is None:
+        return
+    b, name = claim
+    for i in range(b.index):
+        if _loads_at_import(session, session.loader.status(i)):
+            session.loader.load(i)  # a failure is warned about after start()
+    if _privateuse1_name(torch) == _DEFAULT_NAME:
+        _register_ahead(session, b, name)
+
+
 def attach(session):
     """Called at the end of a lazy autoload of ``torch.backends`` on torch:
     loads the backends whose devices' kinds are still unknown, then
-    registers the one PrivateUse1 name ahead and answers ``torch.<name>``
-    until its backend is loaded."""
+    registers the one PrivateUse1 name ahead (unless before_start did) and
+    answers ``torch.<name>`` until its backend is loaded."""
     torch = session.host
     if _privateuse1_name(torch) is None:
         return  # not a real torch
     _load_unknown_kinds(session)
     if _privateuse1_name(torch) != _DEFAULT_NAME:
-        return  # a backend loaded at the start took PrivateUse1
-    found = claims(session)
-    if len(found) != 1:
-        return  # none, or two: registration is irreversible, the first loaded wins
-    b, name = found[0]
-    if b.state != 'unloaded' or b.name in _names(NO_PREREGISTER):
-        return
+        return  # registered ahead already, or a backend loaded at the start took PrivateUse1
+    claim = _sole_claim(session)
+    if claim is not None:
+        _register_ahead(session, *claim)
+
+
+def _register_ahead(session, b, name):
+    """Registers ``name``, backend ``b``'s PrivateUse1 name, ahead of its
+    load, and answers ``torch.<name>`` until it is loaded."""
+    torch = session.host
     # Registration is irreversible: the backend's file must be the one that
     # registered the name or declared it (a changed one is loaded now, and
     # learned again).

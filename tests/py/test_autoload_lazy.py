@@ -201,9 +201,11 @@ except epload.BackendError as e:
 try:
     fakehost.anything
 except AttributeError as e:
-    state["attr"] = [str(e), repr(e.__cause__)]
+    state["attr"] = [str(e), repr(e.__cause__), isinstance(e, RuntimeError), e.name]
 ''')
     assert out['at_import'] == ['be_bad', 'be_ok']
+    # The failure of the backend that may provide it, as PyTorch's is a RuntimeError.
+    assert out['attr'][2:] == [True, 'anything']
     assert 'RuntimeWarning: Failed to load the backend extension: be_bad' in out['stderr']
     assert out['load'][1] == "ValueError('be_bad: no device found')"
     assert out['attr'][0].startswith("module 'fakehost' has no attribute 'anything' "

@@ -144,6 +144,14 @@ class _Comparison:
             if op == hp:
                 continue
             backend, name = (e.split() + [''])[:2]
+            if name == 'lazy_init_call':
+                # Not an observable: torch's C++ device_lazy_init calls the
+                # device module's _lazy_init until one call has returned, so
+                # every thread already inside it calls it too, stock or not,
+                # as many as happen to be there (a slow _lazy_init lets all
+                # of them in).  What a user sees is the initialisation
+                # (`init`), which the module guards, as torch.cuda does: once.
+                continue
             fu = first_use(self.scenario, backend, self.steps) if backend in sc.KINDS else -1
             if fu is not None and fu >= 0 and self.steps[fu][0] == 'daemon' and not hp \
                     and f'{backend} import' in hook:
