@@ -118,6 +118,7 @@ class _Cycle(LookupError):
 
 
 _sessions = {}  # (group, host name, id(host)) -> Session
+_in_load = _thread._local()  # .stack: (session, backend index) of the loads this thread runs
 _session_order = []
 
 # (group, host name) -> the front of a framework: what it adds to the
@@ -446,11 +447,18 @@ class Session:
             # The core records the `load` span around this call; the import
             # and the call are recorded here.
             guard = getattr(self.front, 'loading', None) if self.mode == 'lazy' else None
-            with guard(b) if guard is not None else _NO_GUARD:
-                if _trace.ON:
-                    _trace.import_and_call(b.name, ep)
-                else:
-                    ep.load()()
+            stack = getattr(_in_load, 'stack', None)
+            if stack is None:
+                stack = _in_load.stack = []
+            stack.append((self, i))
+            try:
+                with guard(b) if guard is not None else _NO_GUARD:
+                    if _trace.ON:
+                        _trace.import_and_call(b.name, ep)
+                    else:
+                        ep.load()()
+            finally:
+                stack.pop()
         except Exception as err:
             if initializing:
                 # The backend module is itself mid-import (it imported the
@@ -612,12 +620,26 @@ class Session:
         err.name, err.obj = name, self.host
         return err
 
+    def _later_than_this_load(self, owner):
+        """True when this thread is inside the load of one of this session's
+        backends and backend ``owner`` comes after it in discovery order, not
+        loaded yet.  Stock's loop loads backends in that order, so a
+        backend's init sees those before it and never one after it; the
+        same rule here also leaves two inits no way to wait on each other."""
+        stack = getattr(_in_load, 'stack', None)
+        if not stack or stack[-1][0] is not self or owner <= stack[-1][1]:
+            return False
+        state = _native().State
+        return self.loader.status(owner).state in (state.unloaded, state.loading)
+
     def _lookup(self, name, error, raise_disabled=True):
         """The host's ``name`` after the Loader looked it up (loading its
         backend); _MISSING when no backend provides it.  Raises ``error``
         when its backend failed."""
         loader = self.loader
         owner = loader.provider(name)
+        if owner is not None and self._later_than_this_load(owner):
+            return self._value(name)  # not there yet, as in stock's loop
         try:
             with self._hold(owner):
                 got = loader.lookup(name)

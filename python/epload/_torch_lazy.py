@@ -218,8 +218,8 @@ def claims(session):
     found = []
     for i in sorted({d.backend for d in loader.devices()}):
         st = loader.status(i)
-        if st.state == disabled:
-            continue
+        if st.state == disabled or st.last_failure:
+            continue  # a backend whose last load failed is loaded at its first use
         found.extend((session._backend(i), name) for name, kind in zip(st.devices, st.kinds)
                      if kind == PRIVATEUSE1 and not _torch_device_type(torch, name))
     return found
@@ -254,16 +254,17 @@ def _loads_at_import(session, st):
         for name, source, kind in zip(st.devices, st.sources, st.kinds))
 
 
+def _open_claims(session):
+    """claims() of the backends not loaded yet and not opted out."""
+    out = _names(NO_PREREGISTER)
+    return [(b, name) for b, name in claims(session) if b.state == 'unloaded' and b.name not in out]
+
+
 def _sole_claim(session):
     """(backend, name) of the one backend known to register a PrivateUse1
     name, when it may be registered ahead of its load; else None."""
-    found = claims(session)
-    if len(found) != 1:
-        return None  # none, or two: registration is irreversible, the first loaded wins
-    b, name = found[0]
-    if b.state != 'unloaded' or b.name in _names(NO_PREREGISTER):
-        return None
-    return b, name
+    found = _open_claims(session)
+    return found[0] if len(found) == 1 else None
 
 
 def before_start(session):
@@ -276,15 +277,18 @@ def before_start(session):
     torch = session.host
     if _privateuse1_name(torch) != _DEFAULT_NAME:
         return  # not a real torch, or the name is taken already
-    claim = _sole_claim(session)
-    if claim is None:
+    found = _open_claims(session)
+    if not found:
         return
-    b, name = claim
-    for i in range(b.index):
-        if _loads_at_import(session, session.loader.status(i)):
+    # Several claimants: at most one can have the name, and which one is
+    # stock's order's answer, so they load here, in that order.
+    last = max(b.index for b, _ in found)
+    claimants = {b.index for b, _ in found} if len(found) > 1 else set()
+    for i in range(last + 1 if claimants else found[0][0].index):
+        if i in claimants or _loads_at_import(session, session.loader.status(i)):
             session.loader.load(i)  # a failure is warned about after start()
-    if _privateuse1_name(torch) == _DEFAULT_NAME:
-        _register_ahead(session, b, name)
+    if not claimants and _privateuse1_name(torch) == _DEFAULT_NAME:
+        _register_ahead(session, *found[0])
 
 
 def attach(session):
@@ -595,13 +599,36 @@ def _after_fork_in_child():
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+class _Failing:
+    """Around ``_Loading``: a load that raises after registering a PrivateUse1
+    name leaves the name (PyTorch cannot undo it), so a device string of it
+    parses and torch imports ``torch.<name>``: that import then raises the
+    backend's error (the finder's exec_module), never "no module"."""
+
+    def __init__(self, b, inner):
+        self.b, self.inner = b, inner
+
+    def __enter__(self):
+        self.before = _privateuse1_name(self.b.session.host)
+        return self.inner.__enter__()
+
+    def __exit__(self, kind, value, tb):
+        try:
+            return self.inner.__exit__(kind, value, tb)
+        finally:
+            torch = self.b.session.host
+            name = _privateuse1_name(torch)
+            if kind is not None and name != self.before and name != _DEFAULT_NAME:
+                _finder().add(f'{torch.__name__}.{name}', self.b, name)
+
+
 def loading(b):
     """The front's loading: the context of backend ``b``'s import
     and call, in its loading thread."""
     torch = b.session.host
     if _privateuse1_name(torch) is None:
         return _autoload._NO_GUARD  # not a real torch
-    return _Loading(torch)
+    return _Failing(b, _Loading(torch))
 
 
 # The PyTorch front of the generic session (its probe, hold, loading and

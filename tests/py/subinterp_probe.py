@@ -1,7 +1,8 @@
 """Asks for entry points inside a subinterpreter of the running interpreter
 and prints, as JSON, what each subinterpreter answered and what the main
 interpreter answers.  Shared by tests/py/test_process_shapes.py (the build's
-module) and tests/package/test_subinterpreters.py (installed ones).
+module) and tests/torch/test_parity.py (epload installed in a venv of each
+CPython 3.10-3.13).
 
     python subinterp_probe.py OUT_DIR GROUP
 

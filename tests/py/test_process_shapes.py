@@ -9,7 +9,7 @@ failure (the subprocess's timeout, a forked child's alarm):
   "not there yet", neither waits for ever.
 
 The same shapes in a real `import torch`: tests/torch/test_process_shapes.py;
-subinterpreters of every installed CPython: tests/package/test_subinterpreters.py.
+subinterpreters of every installed CPython: tests/torch/test_parity.py.
 """
 
 import json
@@ -41,7 +41,7 @@ def test_a_query_in_a_subinterpreter_gets_importlibs_answer(tmp_path, order):
     for name, run in report['runs'].items():
         assert run['error'] is None and run['answer'] == report['main'], (name, run)
         # importlib.metadata.entry_points as the main interpreter has it
-        # (patched where the .pth hook runs, tests/package/test_subinterpreters.py).
+        # (patched where the .pth hook runs, tests/torch/test_parity.py).
         assert run['function'] == report['function'], (name, run)
     assert 'native module cannot load here' in stderr
 

@@ -7,13 +7,18 @@ compared field by field (parity/compare.py).  The only differences allowed
 are the closed list of parity/allowed.py.  One test per scenario and run;
 ``-k <scenario>`` runs one scenario's processes only."""
 
+import json
 import os
+import pathlib
+import subprocess
 
 import pytest
 
 from parity import harness, subinterp
 from parity.compare import compare
 from parity.scenarios import BY_NAME, SCENARIOS
+
+PROBE = pathlib.Path(__file__).resolve().parents[1] / 'py' / 'subinterp_probe.py'
 
 
 def _cases():
@@ -70,4 +75,22 @@ def test_subinterpreter_gets_importlibs_answer(version, torch_python, tmp_path):
         if proc.returncode != 0 or got != oracle:
             wrong.append(f'{mode}: exit {proc.returncode}, subinterpreter {got} | importlib {oracle}\n'
                          f'{proc.stderr[-1500:]}')
+    # Every kind of subinterpreter the version offers, with epload's native
+    # module imported by the main interpreter first or not.
+    for order in ('main-first', 'sub-first'):
+        try:
+            proc = subprocess.run([python, str(PROBE), str(tmp_path), 'torch.backends', order],
+                                  env=dict(env, EPLOAD_AUTOLOAD_HOSTS='torch', EPLOAD_IMPORTLIB='1'),
+                                  capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        except subprocess.TimeoutExpired:
+            wrong.append(f'{order}: hung (killed after 120 s)')
+            continue
+        lines = proc.stdout.strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            wrong.append(f'{order}: exit {proc.returncode}\n{proc.stderr[-1500:]}')
+            continue
+        report = json.loads(lines[-1])
+        wrong.extend(f'{order} {name}: {got} | importlib {report["main"]}'
+                     for name, got in report['runs'].items()
+                     if got['error'] is not None or got['answer'] != report['main'])
     assert not wrong, f'CPython {version} ({python}):\n' + '\n'.join(wrong)

@@ -22,7 +22,9 @@ ALLOWED = {
     'privateuse1-stays': (
         'A PrivateUse1 name that a failed backend registered before failing stays registered: PyTorch '
         'cannot undo it.  So the PrivateUse1 name, the current accelerator and torch.device(<that name>) '
-        'answer as for a registered name, where stock (without that backend) knows none.  Nothing else '
+        'answer as for a registered name, where stock (without that backend) knows none, and '
+        'torch.accelerator.is_available() / device_count() raise torch\'s own error for a registered name '
+        'whose module is missing (torch.get_device_module).  Nothing else '
         'of the half-registered backend may be seen.'),
 }
 
