@@ -218,8 +218,8 @@ def claims(session):
     found = []
     for i in sorted({d.backend for d in loader.devices()}):
         st = loader.status(i)
-        if st.state == disabled or st.last_failure:
-            continue  # a backend whose last load failed is loaded at its first use
+        if st.state == disabled:
+            continue
         found.extend((session._backend(i), name) for name, kind in zip(st.devices, st.kinds)
                      if kind == PRIVATEUSE1 and not _torch_device_type(torch, name))
     return found

@@ -220,15 +220,17 @@ def test_two_privateuse1_backends(make_env):
 import torch
 name = torch._C._get_privateuse1_backend_name()
 loaded = [m for m in ('torch_foo', 'torch_qux') if m in sys.modules]
-qux = torch.qux.__name__
-foo = error(lambda: torch.foo)
+qux = error(lambda: torch.qux)
+foo = torch.foo.__name__
 out(name=name, loaded=loaded, qux=qux, foo=foo, after=torch._C._get_privateuse1_backend_name())
 ''')
-    assert got['name'] == 'privateuseone' and got['loaded'] == []  # neither registered ahead
-    assert got['qux'] == 'torch_qux.runtime' and got['after'] == 'qux'  # the first loaded wins
-    foo = got['foo']
-    assert foo['runtime'] and foo['attribute'] and "'foo'" in foo['message']
-    assert foo['cause'] is not None
+    # Two claimants load inside import torch, in discovery order, as in stock:
+    # foo registers its name, qux fails to rename PrivateUse1 (stock's outcome).
+    assert got['name'] == 'foo' and got['loaded'] == ['torch_foo', 'torch_qux']
+    assert got['after'] == 'foo' and got['foo'] == 'torch_foo.runtime'
+    qux = got['qux']
+    assert qux['runtime'] and qux['attribute'] and "'qux'" in qux['message']
+    assert qux['cause'] is not None
 
 
 def test_failing_backend_never_breaks_import_torch(make_env):
@@ -302,9 +304,9 @@ out(before=before, name=name, ok=ok, after='torch_foo' in sys.modules)
         assert got['events'].count('foo entry_point') == 1
 
 
-def test_two_declared_privateuse1_devices_register_neither_ahead(make_env):
-    # The rule for learned names: two claims, neither is registered ahead
-    # (registration is irreversible); attribute triggers still work.
+def test_two_declared_privateuse1_devices_load_at_import_in_discovery_order(make_env):
+    # Two claims: which one gets the name is stock's order's answer, so both
+    # load inside import torch, in that order; the first registers its name.
     env = make_env('foo', 'qux')
     declare(env, 'foo', 'foo', 'privateuse1')
     declare(env, 'qux', 'qux', 'privateuse1')
@@ -312,10 +314,10 @@ def test_two_declared_privateuse1_devices_register_neither_ahead(make_env):
 import torch
 name = torch._C._get_privateuse1_backend_name()
 loaded = [m for m in ('torch_foo', 'torch_qux') if m in sys.modules]
-out(name=name, loaded=loaded, qux=torch.qux.__name__, after=torch._C._get_privateuse1_backend_name())
+out(name=name, loaded=loaded, foo=torch.foo.__name__, ones=torch.ones(2).to('foo').cpu().tolist())
 ''')
-    assert got['name'] == 'privateuseone' and got['loaded'] == []
-    assert got['qux'] == 'torch_qux.runtime' and got['after'] == 'qux'
+    assert got['name'] == 'foo' and got['loaded'] == ['torch_foo', 'torch_qux']
+    assert got['foo'] == 'torch_foo.runtime' and got['ones'] == [1.0, 1.0]
 
 
 @pytest.mark.parametrize('kind', [None, 'privateuse1'])

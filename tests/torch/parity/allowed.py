@@ -20,8 +20,9 @@ ALLOWED = {
         "an instance of every built-in class stock's error is (hasattr and getattr(..., None) still "
         'answer the same), whose message names the backend where stock\'s does not.'),
     'privateuse1-stays': (
-        'A PrivateUse1 name that a failed backend registered before failing stays registered: PyTorch '
-        'cannot undo it.  So the PrivateUse1 name, the current accelerator and torch.device(<that name>) '
+        'A PrivateUse1 name that a failed backend registered before failing, or that epload registered '
+        'ahead on its declaration (`[privateuse1]`: the backend\'s word that it registers it), stays '
+        'registered: PyTorch cannot undo it.  So the PrivateUse1 name, the current accelerator and torch.device(<that name>) '
         'answer as for a registered name, where stock (without that backend) knows none, and '
         'torch.accelerator.is_available() / device_count() raise torch\'s own error for a registered name '
         'whose module is missing (torch.get_device_module).  Nothing else '
