@@ -771,6 +771,8 @@ def measure(args, tmp, noise_of=None):
     inherit = getattr(args, "inherit", False)
     info = describe_python(args.python, user_env(tmp) if inherit else clean_env(tmp),
                            args.fixtures, host, getattr(args, "pycache", None), inherit)
+    if getattr(args, "check_info", None):  # before anything is measured
+        args.check_info(info)
     log(f"{args.prog}: {host.module} {info['torch']} in {info['torch_dir']}")
     result = {"config": config(args, sizes=args.sizes, noise=args.noise,
                                import_cost_ms=args.import_cost_ms, first_runs=args.first_runs),

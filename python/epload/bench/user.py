@@ -253,7 +253,7 @@ def gate(args, result):
 COUNTED_LAZY = ("epload-lazy", "epload-lazy-paths")
 
 
-def same_setup(args, result):
+def same_setup(args, info):
     """A BenchError (status 2) unless OLD.json has counts and came from the
     same Python, host version, backend set and way of counting."""
     old, path = args.baseline_data, args.baseline
@@ -262,7 +262,7 @@ def same_setup(args, result):
     if not rows:
         raise BenchError(f"--baseline {path} has no counts (a --json of an `epload bench` "
                          "that counted): run it again to make one")
-    was, now = old.get("torch", {}), result["torch"]
+    was, now = old.get("torch", {}), info
     for key, what in (("python", "Python version"),
                       ("host", "host"), ("torch", f"{now.get('host', 'torch')} version")):
         if was.get(key) != now.get(key):
@@ -354,9 +354,9 @@ def measure_and_report(args, tmp):
         log(f"{PROG}: --plot needs matplotlib: {MISSING} (the other outputs are written)")
         plot_to = None
     check_host(args, tmp)
-    result, _ = suite_torch.measure(args, tmp, noise_of=lambda n: args.distributions - n)
     if args.fail_count_regression:
-        same_setup(args, result)
+        args.check_info = lambda info: same_setup(args, info)
+    result, _ = suite_torch.measure(args, tmp, noise_of=lambda n: args.distributions - n)
     result["config"].update(host=args.host, group=args.group, distributions=args.distributions,
                             fail_over=args.fail_over, fail_regression=args.fail_regression,
                             fail_count_regression=args.fail_count_regression,
