@@ -290,3 +290,19 @@ def test_another_host_and_group(torch_python, tmp_path):
     assert ver['epload-lazy']['modules'] == 0 and ver['lazy-first-use']['modules'] == 1
     assert data['first_use']['use'] == 'plughost.dev0001'
     assert 'import torch' not in ' '.join(row['commands']['floor'])
+
+
+def test_the_gate_power_campaign_runs_at_a_tiny_size(torch_python, tmp_path):
+    # scripts/gate_power.py, one round at a tiny size: --quick reports, so the
+    # wall-time gate catches nothing; the count gate still does.
+    proc = subprocess.run(
+        [sys.executable, str(SOURCE / 'scripts' / 'gate_power.py'), '--runs', '1',
+         '--python', str(torch_python), '--bench-args=--quick --rounds 2 --runs 2 --warmup 0',
+         '--json', str(tmp_path / 'power.json')],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert '| false alarms, unchanged environment (either gate) | 1 | 0 of 1 |' in proc.stdout
+    assert '| 1 | 0 of 1 (0 judged) |' in proc.stdout
+    assert 'caught by `--fail-count-regression` | 1 | 1 of 1 |' in proc.stdout
+    runs = json.loads((tmp_path / 'power.json').read_text())['runs']
+    assert [len(v) for v in runs.values()] == [1, 1, 1]
