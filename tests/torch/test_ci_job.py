@@ -85,7 +85,7 @@ def test_the_readme_job_runs_as_printed(torch_python, tmp_path):
     assert [b[0] for b in data['torch']['backends']] == ['ci_backend']
     assert [(t['rule'], t['met']) for t in data['targets']] == [('whole', True)]
     if not has_matplotlib(python):  # matplotlib missing: said in one line, not a failure
-        assert 'no plot written: pip install matplotlib' in proc.stderr
+        assert 'no plot written: --plot needs matplotlib (pip install matplotlib)' in proc.stderr
         assert not (project / 'startup.png').exists()
     else:
         assert (project / 'startup.png').read_bytes()[:4] == b'\x89PNG'

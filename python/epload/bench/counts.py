@@ -16,8 +16,8 @@ How each is taken, in one more run of the variant after the timed rounds
                   open family (open, openat, openat2, creat), every thread and
                   child, C and Python alike; used when strace runs here.
                   "python", without strace: Python-level calls only, counted
-                  in-process from the start of the command (posix.stat/lstat
-                  wrapped; the "open" audit event, which imports' reads of
+                  in-process from the start of the command (os/posix stat
+                  and lstat wrapped: importlib's and os.path's; the "open" audit event, which imports' reads of
                   .py/.pyc raise too).  It misses C code's calls (the dynamic
                   loader's, a C++ core's, epload's own) and the interpreter's
                   start-up before the command.
@@ -43,13 +43,14 @@ STAT_FAMILY = ("stat", "lstat", "fstat", "newfstatat", "fstatat64", "statx", "st
 OPEN_FAMILY = ("open", "openat", "openat2", "creat")
 
 # Put before the command: Python-level stat and open calls, counted.
-PROLOGUE = ("import posix as _cp, sys as _cs; _cn = [0, 0]\n"
+PROLOGUE = ("import os as _co, posix as _cp, sys as _cs; _cn = [0, 0]\n"
             "def _cw(f):\n"
             "    def w(*a, **k):\n"
             "        _cn[0] += 1\n"
             "        return f(*a, **k)\n"
             "    return w\n"
             "_cp.stat, _cp.lstat = _cw(_cp.stat), _cw(_cp.lstat)\n"
+            "_co.stat, _co.lstat = _cp.stat, _cp.lstat\n"
             "def _ca(event, args):\n"
             "    if event == 'open':\n"
             "        _cn[1] += 1\n"

@@ -351,7 +351,6 @@ def measure_and_report(args, tmp):
     from .plot import MISSING, have_matplotlib, plot_costs
     plot_to = args.plot
     if plot_to and not have_matplotlib():
-        log(f"{PROG}: --plot needs matplotlib: {MISSING} (the other outputs are written)")
         plot_to = None
     check_host(args, tmp)
     if args.fail_count_regression:
@@ -370,7 +369,8 @@ def measure_and_report(args, tmp):
     write_report(result, markdown, args.markdown, args.json, plot_to,
                  lambda r, path: plot_costs(r, path, budget), md_append=append)
     if args.plot and not plot_to:
-        log(f"{PROG}: no plot written: {MISSING}")
+        log(f"{PROG}: no plot written: --plot needs matplotlib ({MISSING}); the other "
+            "outputs are written")
     failed = [t for t in result["targets"] if not t["met"] and not t.get("reported")]
     for t in failed:
         log(f"{PROG}: {'NOT MET' if t['met'] is False else t['unjudged']}: {t['target']} "
