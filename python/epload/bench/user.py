@@ -306,12 +306,14 @@ def regression(args, row):
     old_host = old_data.get("torch", {}).get("host", "torch")
     old = next((r for r in old_data["sizes"] if r.get("backends") == row["backends"]), None)
     if old_host != args.host:
-        return target(text, f"{new:.2f} ms", None, where(row),
-                      unjudged=f"not judged: the baseline measured `import {old_host}`")
+        return dict(target(text, f"{new:.2f} ms", None, where(row),
+                           unjudged=f"not judged: the baseline measured `import {old_host}`"),
+                    rule="regression")
     if old is None:
-        return target(text, f"{new:.2f} ms", None, where(row),
-                      unjudged=f"not judged: the baseline has no run at {row['backends']:,} "
-                               "generated backends")
+        return dict(target(text, f"{new:.2f} ms", None, where(row),
+                           unjudged=f"not judged: the baseline has no run at "
+                                    f"{row['backends']:,} generated backends"),
+                    rule="regression")
     was = old["in_process"]["total"]["median_ms"]
     limit = was * (1 + pct / 100)
     t = dict(target(text, f"in-process {new:.2f} ms against {was:.2f} ms "
