@@ -1,7 +1,9 @@
 """Draws an epload trace (Chrome trace-event JSON, from ``EPLOAD_TRACE`` or
 ``epload profile --trace``) as a PNG a person reads at a glance: for each
-process, an icicle of its start-up against time -- the import tree's upper
-levels, epload's discovery and each backend's load, coloured by kind, the
+process, an icicle of its start-up against time (every process on the one
+axis of the trace's clock: a child is drawn where it ran in its parent's
+time; a span nested in another of the same extent is folded into its row) --
+the import tree's upper levels, epload's discovery and each backend's load, coloured by kind, the
 slowest labelled with their times -- and below, the slowest imports by self
 and by cumulative time.
 
@@ -27,6 +29,7 @@ TABLE_ROWS = 15
 AXIS_PX = 1250.0       # the icicle's width in pixels (13 in at 110 dpi, minus margins)
 CHAR_PX = 6.4          # a 7-point character, with room
 SHOWN_MIN = 0.004      # epload's own steps (discovery, a backend's load) are drawn at least this wide
+SAME_EXTENT = 0.99     # a span nested in one it fills to this share is the same row (folded)
 
 # Colour per kind of span; imports take their top-level package's colour.
 KIND_COLOURS = {
@@ -75,9 +78,12 @@ def load_events(path):
 
 
 def nest(events):
-    """Gives each event its depth, its self time and, for imports, the
-    self time without nested imports (per pid/tid: by start, longest first;
-    a stack of the open spans gives the parent).  Returns the lanes."""
+    """Gives each event its depth, its self time, its row (its depth with
+    the spans folded away: one that fills its parent to SAME_EXTENT shares
+    the parent's row, and is named in the row's head's "folded") and, for
+    imports, the self time without nested imports (per pid/tid: by start,
+    longest first; a stack of the open spans gives the parent).  Returns the
+    lanes."""
     lanes = {}
     for e in events:
         lanes.setdefault((e["pid"], e["tid"]), []).append(e)
@@ -89,6 +95,14 @@ def nest(events):
                 stack.pop()
             e["depth"] = len(stack)
             e["self"] = e["end"] - e["start"]
+            e["folded"], e["head"], e["row"] = [], e, 0
+            if stack:
+                p = stack[-1]
+                if e["end"] - e["start"] >= SAME_EXTENT * (p["end"] - p["start"]):
+                    e["head"], e["row"] = p["head"], p["row"]
+                    p["head"]["folded"].append(e["name"])
+                else:
+                    e["row"] = p["row"] + 1
             if stack:
                 stack[-1]["self"] -= e["end"] - e["start"]
             if e["cat"] == "import":
@@ -139,6 +153,8 @@ def box_label(e, width_ms, extent_ms, labelled_times):
     name = e["name"]
     if e["cat"] == "load":
         name = "load " + name
+    if e.get("folded"):  # the spans of the same extent nested in it: one row
+        name = " ⊃ ".join([name] + e["folded"])
     candidates = [name]
     parts = name.split(".")
     for k in range(1, len(parts)):
@@ -170,32 +186,38 @@ def layout(events, names, title):
             key = package_of(e["name"])
             package_ms[key] = package_ms.get(key, 0.0) + max(e["import_self"], 0.0)
     packages = sorted(package_ms, key=lambda p: -package_ms[p])[:len(PACKAGE_COLOURS)]
-    slowest = {id(e) for e in sorted((e for e in events if e["depth"] <= 3),
+    slowest = {id(e) for e in sorted((e for e in events if e["row"] <= 3 and e["head"] is e),
                                      key=lambda e: -(e["end"] - e["start"]))[:25]}
     processes = []
+    # One axis for every process (the trace's clock, CLOCK_MONOTONIC).
+    t0 = min(e["start"] for p in chosen for _, l in pids[p] for e in l)
+    axis_ms = max((max(e["end"] for p in chosen for _, l in pids[p] for e in l) - t0) / 1000.0, 1e-3)
     for pid in chosen:
-        t0 = min(e["start"] for _, l in pids[pid] for e in l)
+        start_ms = (min(e["start"] for _, l in pids[pid] for e in l) - t0) / 1000.0
         extent_ms = max(extent[pid] / 1000.0, 1e-3)
         boxes = []
         for tid, lane in sorted(pids[pid]):
             for e in lane:
+                if e["head"] is not e:
+                    continue  # folded into its parent's row
                 width = (e["end"] - e["start"]) / 1000.0
                 kind = kind_of(e)
                 # epload's own steps stay visible however short: a backend's
                 # load, the discovery query, a host's import.
                 step = e["cat"] == "load" or (e["cat"] == "total" and kind in ("discovery", "host import"))
-                if e["depth"] >= MAX_DEPTH or (width < extent_ms * MIN_WIDTH and not step):
+                if e["row"] >= MAX_DEPTH or (width < axis_ms * MIN_WIDTH and not step):
                     continue
-                drawn = max(width, extent_ms * SHOWN_MIN) if step else width
+                drawn = max(width, axis_ms * SHOWN_MIN) if step else width
                 key = package_of(e["name"])
                 boxes.append({"name": e["name"], "cat": e["cat"], "kind": kind, "tid": tid,
                               "package": key if kind == "import" and key in packages else None,
                               "start_ms": round((e["start"] - t0) / 1000.0, 3), "dur_ms": round(width, 3),
-                              "drawn_ms": round(drawn, 3), "depth": e["depth"],
-                              "label": box_label(e, drawn, extent_ms, id(e) in slowest or step)})
+                              "drawn_ms": round(drawn, 3), "depth": e["row"], "folded": e["folded"],
+                              "label": box_label(e, drawn, axis_ms, id(e) in slowest or step)})
                 if step and not boxes[-1]["label"]:  # too narrow: named beside it
                     boxes[-1]["note"] = f"{e['name']} {width:.1f} ms"
         processes.append({"pid": pid, "name": names.get(pid, ""), "extent_ms": round(extent_ms, 3),
+                          "start_ms": round(start_ms, 3), "axis_ms": round(axis_ms, 3),
                           "threads": len(pids[pid]), "boxes": boxes})
     by_self, by_cum = import_tables(events)
     more = len(pids) - len(chosen)
@@ -233,15 +255,16 @@ def draw(plan, out, plt):
                             textcoords="offset points", ha="right", va="center", fontsize=7,
                             bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": colour(b, plan["packages"])})
         ax.set_ylim(depth, 0)
-        ax.set_xlim(0, p["extent_ms"] * 1.005)
+        ax.set_xlim(0, p["axis_ms"] * 1.005)
         ax.set_yticks([])
         ax.set_ylabel("nesting", fontsize=7)
         ax.tick_params(labelsize=7)
-        ax.set_title(f"{p['name'] or 'process'} (pid {p['pid']}): {p['extent_ms']:.0f} ms from its first span; "
-                     f"the upper {depth} levels, boxes under {MIN_WIDTH * 100:.2g}% of the width left out",
+        ax.set_title(f"{p['name'] or 'process'} (pid {p['pid']}): {p['extent_ms']:.0f} ms, from "
+                     f"{p['start_ms']:.0f} ms; the upper {depth} levels (a span of its parent's extent "
+                     f"folded into its row: A ⊃ B), boxes under {MIN_WIDTH * 100:.2g}% of the width left out",
                      fontsize=8, loc="left")
         if k == len(procs) - 1:
-            ax.set_xlabel("ms since the process's first span", fontsize=8)
+            ax.set_xlabel("ms since the trace's first span (every process on this one axis)", fontsize=8)
     kinds = {b["kind"] for p in procs for b in p["boxes"]}
     handles = [Patch(color=PACKAGE_COLOURS[i], label=f"import {pkg}") for i, pkg in enumerate(plan["packages"][:8])]
     handles += [Patch(color=KIND_COLOURS[k], label=k) for k in KIND_COLOURS if k in kinds]

@@ -41,6 +41,34 @@ struct Step {
   std::string note;   ///< "at start" / "first use" for loads, "discovery" ...
 };
 
+/// What a discovery span did, from the spans inside it: a cold scan (the
+/// scanner's `scan` span), a refresh of a stale index (its `scan` span
+/// "refresh": N distributions read again), or an index hit (neither).
+std::string discovery_note(const prof::Trace& trace, const prof::Event& d) {
+  auto inside = [&](const prof::Event& x, const prof::Event& outer) {
+    return x.pid == outer.pid && x.start_ns >= outer.start_ns && x.start_ns < outer.start_ns + outer.dur_ns;
+  };
+  const prof::Event* scan = nullptr;
+  for (const prof::Event& x : trace.events) {
+    if (x.phase == prof::Phase::scan && inside(x, d)) {
+      scan = &x;
+      break;
+    }
+  }
+  if (scan == nullptr) return "discovery (index hit)";
+  if (scan->subject != "refresh") return "discovery (cold scan)";
+  // Distributions read again: the metadata directories of the reads inside.
+  std::vector<std::string_view> dirs;
+  for (const prof::Event& x : trace.events) {
+    if (x.phase != prof::Phase::read || !inside(x, *scan)) continue;
+    const std::string_view rel = x.subject;
+    const std::string_view dir = rel.substr(0, rel.rfind('/'));
+    if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+  }
+  return "discovery (refresh: " + std::to_string(dirs.size()) +
+         (dirs.size() == 1 ? " distribution" : " distributions") + " read again)";
+}
+
 bool is_host_import(const prof::Event& e) {
   return e.phase == prof::Phase::total && e.subject.rfind("import ", 0) == 0;
 }
@@ -76,11 +104,7 @@ std::vector<Step> timeline(const prof::Trace& trace) {
     if (e.phase == prof::Phase::load) {
       s.note = in_host ? "at start" : "first use";
     } else if (e.subject == "entry_points query" || e.subject == "open_index") {
-      const bool scanned = std::any_of(trace.events.begin(), trace.events.end(), [&](const prof::Event& x) {
-        return x.pid == e.pid && x.phase == prof::Phase::scan && x.start_ns >= e.start_ns &&
-               x.start_ns < e.start_ns + e.dur_ns;
-      });
-      s.note = scanned ? "discovery (cold scan)" : "discovery (cached index)";
+      s.note = discovery_note(trace, e);
     }
     steps.push_back(std::move(s));
   }
@@ -97,12 +121,15 @@ std::string when_loaded(const std::vector<Step>& steps, const std::string& backe
 
 void timeline_text(std::string& out, const prof::Trace& trace, const std::vector<Step>& steps) {
   if (steps.empty()) return;
-  out += "\ntimeline (ms from the process's first span; host imports, discovery, backend loads):\n";
+  out += "\ntimeline (ms from the trace's first span, every process on one axis; host imports, discovery,\n"
+         "backend loads):\n";
+  // One clock (CLOCK_MONOTONIC) for every process: a child is placed where
+  // it ran in its parent's time.
+  std::int64_t t0 = -1;
+  for (const prof::Event& e : trace.events) {
+    if (t0 < 0 || e.start_ns < t0) t0 = e.start_ns;
+  }
   for (const std::int32_t pid : trace.pids) {
-    std::int64_t t0 = -1;
-    for (const prof::Event& e : trace.events) {
-      if (e.pid == pid && (t0 < 0 || e.start_ns < t0)) t0 = e.start_ns;
-    }
     bool header = false;
     for (const Step& s : steps) {
       const prof::Event& e = *s.event;

@@ -25,12 +25,16 @@ PYTHON = os.environ.get("EPLOAD_PYTHON", "/usr/bin/python3")
 RATIO = "cached_over_cold"
 
 
-def gate(*args, slowdown=None):
+# The fewest samples a judged run takes (--quick reports, never judges).
+JUDGED = ("--rounds", "7", "--repetitions", "7")
+
+
+def gate(*args, slowdown=None, mode=JUDGED):
     env = dict(os.environ)
     env.pop("EPLOAD_TEST_SLOWDOWN", None)
     if slowdown:
         env["EPLOAD_TEST_SLOWDOWN"] = slowdown
-    return subprocess.run([PYTHON, str(GATE), "--quick", "--build", str(BUILD_DIR), *args],
+    return subprocess.run([PYTHON, str(GATE), *mode, "--build", str(BUILD_DIR), *args],
                           capture_output=True, text=True, env=env, timeout=600)
 
 
@@ -57,7 +61,7 @@ def test_passes_on_unchanged_code(bench_built, tmp_path):
     out = tmp_path / "gate.json"
     p = gate("--only", RATIO, "--json-out", str(out))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "## epload benchmark gate (quick)" in p.stdout
+    assert "## epload benchmark gate (full)" in p.stdout
     row = table_row(p.stdout, RATIO)
     assert row[-1].startswith("pass"), row
     data = json.loads(out.read_text())
@@ -80,6 +84,20 @@ def test_fails_when_a_real_slowdown_pushes_the_ratio_past_its_threshold(test_hoo
     assert data["results"][RATIO]["value"] > data["thresholds"][RATIO]
 
 
+def test_quick_reports_a_slowdown_and_never_judges_it(test_hooks):
+    p = gate("--only", RATIO, slowdown="validate:20000", mode=("--quick",))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "## epload benchmark gate (quick)" in p.stdout
+    row = table_row(p.stdout, RATIO)
+    assert row[-1] == "reported (--quick: not judged) — past its threshold", row
+
+
+def test_fewer_than_7_samples_are_never_judged():
+    p = gate("--only", RATIO, mode=("--repetitions", "5"))
+    assert p.returncode == 2
+    assert "a judged run needs --repetitions and --rounds of 7 or more" in p.stderr
+
+
 def test_a_slowdown_elsewhere_does_not_fail_this_ratio(test_hooks):
     # The switch is specific: slowing backend loads leaves the index ratio alone.
     p = gate("--only", RATIO, slowdown="load:20000")
@@ -88,7 +106,8 @@ def test_a_slowdown_elsewhere_does_not_fail_this_ratio(test_hooks):
 
 def test_update_baseline_writes_thresholds_the_gate_then_uses(bench_built, tmp_path):
     baseline = tmp_path / "baseline.json"
-    p = gate("--only", RATIO, "--update-baseline", "--update-runs", "2", "--baseline", str(baseline))
+    p = gate("--only", RATIO, "--update-baseline", "--update-runs", "2", "--baseline", str(baseline),
+             mode=("--quick",))
     assert p.returncode == 0, p.stdout + p.stderr
     data = json.loads(baseline.read_text())
     r = data["ratios"][RATIO]

@@ -66,9 +66,76 @@ def test_the_markdown_opens_with_one_sentence_per_target(rounds):
 
 
 def test_a_within_noise_difference_says_so_in_the_table():
-    md = suite_torch.markdown(result(3))
+    md = suite_torch.markdown(result(7))
     rows = [ln for ln in md.splitlines() if ln.startswith("| epload-lazy |")]
     assert rows and all("(noise)" in ln for ln in rows)
+
+
+def test_too_few_pairs_give_no_interval_and_no_verdict_of_noise():
+    # 3 pairs: a bootstrap interval of 3 values is no interval; neither a
+    # "within noise" nor a significant difference is claimed.
+    md = suite_torch.markdown(result(3))
+    rows = [ln for ln in md.splitlines() if ln.startswith(("| stock |", "| epload-lazy |"))]
+    assert rows and all("(3 pairs: no interval)" in ln and "[" not in ln and "(noise)" not in ln
+                        for ln in rows)
+
+
+def gate_row(diffs_ms, floor_ms=1500.0):
+    """A size whose lazy variant is ``diffs_ms`` over the floor, round by round."""
+    floor = [int(floor_ms * 1e6)] * len(diffs_ms)
+    raw = {"floor": {"wall": floor, "cpu": floor},
+           "epload-lazy": {"wall": [f + int(d * 1e6) for f, d in zip(floor, diffs_ms)],
+                           "cpu": floor}}
+    return {"backends": 0, "distributions": 0, "stats": suite_torch.analyse(raw),
+            "in_process": {"total": stats.summarize([2.0e6] * 3)}}
+
+
+@pytest.mark.parametrize("diffs,met", [
+    ([40, 41, 42, 43, 44, 45, 46], False),   # the whole interval over 30 ms: fails
+    ([5, 12, 20, 28, 35, 40, 41], True),      # the interval holds the budget: not a failure
+    ([1, 2, 3, 4, 5, 6, 7], True),
+])
+def test_the_wall_time_gate_fails_only_when_the_whole_interval_is_over(diffs, met):
+    t = suite_torch.lazy_whole(gate_row(diffs), 2.0, len(diffs), False, "gate")
+    assert t["budget_ms"] == 30.0 and t["met"] is met, t
+    assert "whole process" in t["measured"] and "in-process 2.00 ms" in t["measured"]
+
+
+def test_the_wall_time_gate_never_judges_few_pairs_and_quick_only_reports():
+    few = suite_torch.lazy_whole(gate_row([400] * 6), 2.0, 6, False, "gate")
+    assert few["met"] is None and few["unjudged"] == "not judged: 6 pairs (needs ≥ 7)"
+    assert not few.get("reported")  # not judged: counts as not met
+    quick = suite_torch.lazy_whole(gate_row([400] * 9), 2.0, 9, True, "gate")
+    assert quick["met"] is None and quick["reported"]
+    assert quick["unjudged"] == "reported, not judged (--quick)"
+
+
+def test_counts_are_tabled_and_what_grew_is_named():
+    from epload.bench import counts
+    r = result(7, sizes=(10,))
+    old = {"modules": 3, "shared_objects": 1, "stat_calls": 10, "open_calls": 5,
+           "bytes_read": 100, "method": "python", "module_names": ["a", "b", "c"],
+           "library_names": ["/l/x.so"]}
+    new = dict(old, modules=5, open_calls=6, module_names=["a", "b", "c", "d", "e"])
+    for v in r["sizes"][0]["stats"]:
+        r["sizes"][0]["stats"][v]["counts"] = new
+    md = suite_torch.markdown(r)
+    assert "#### Counted work, one warm run each: 10 generated backends" in md
+    assert "| epload-lazy | 5 | 1 | 10 | 6 | 100 |" in md
+    assert "Python-level calls only" in md
+    assert counts.grown(old, new) == ["modules 3 → 5 (+2): d, e", "open_calls 5 → 6 (+1)"]
+    assert counts.grown(new, new) == []
+
+
+def test_markdown_is_appended_on_request(tmp_path, capsys):
+    path = tmp_path / "summary.md"
+    path.write_text("what the step wrote before\n")
+    r = result(7, sizes=(10,))
+    report.write_report(r, suite_torch.markdown, str(path), md_append=True)
+    text = path.read_text()
+    assert text.startswith("what the step wrote before\n### Real PyTorch")
+    report.write_report(r, suite_torch.markdown, str(path))
+    assert path.read_text().startswith("### Real PyTorch")
 
 
 def have_matplotlib():
@@ -79,21 +146,27 @@ def have_matplotlib():
 def test_the_picture_draws_every_point_with_its_precision(tmp_path):
     r = result(3)
     path = tmp_path / "torch.png"
-    drawn, styles = bench_plot.plot_costs(r, path)
+    drawn, labels = bench_plot.plot_costs(r, path)
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", data[16:24])[0] > 800
-    assert set(drawn) == {"stock", "epload-eager", "in-process", "epload-lazy-paths",
-                          "lazy-first-use"}
-    for name, pts in drawn.items():
+    # Like with like: whole-process differences in one panel (lazy `full`
+    # among them), in-process figures in the other, each labelled so.
+    assert set(drawn["whole"]) == {"stock", "epload-eager", "epload-lazy", "epload-lazy-paths",
+                                   "lazy-first-use"}
+    assert set(drawn["inside"]) == {"in-process", "first-lazy", "first-by-hand"}
+    assert labels["whole"].startswith("whole process") and labels["inside"].startswith("inside")
+    for name, pts in drawn["whole"].items():
         assert [p[0] for p in pts] == [10, 100, 1000], name  # nothing dropped
-    # Lazy is its in-process figure; negatives and within-noise points stay.
-    assert [p[1] for p in drawn["in-process"]] == [12.0, 12.0, 12.0]
-    whole = [p for n in ("epload-lazy-paths", "lazy-first-use") for p in drawn[n]]
-    assert any(p[1] < 0 for p in whole) and any(p[2] for p in whole)
-    assert len(set(styles)) == len(styles) and len({c for c, _ in styles}) == len(styles)
+    assert [p[1] for p in drawn["inside"]["in-process"]] == [12.0, 12.0, 12.0]
+    assert [p[0] for p in drawn["inside"]["first-lazy"]] == [1000]  # measured at the largest
+    # 3 pairs: every whole-process point is a bare median, drawn hollow.
+    assert all(p[2] for pts in drawn["whole"].values() for p in pts)
+    whole = [p for n in ("epload-lazy-paths", "lazy-first-use") for p in drawn["whole"][n]]
+    assert any(p[1] < 0 for p in whole)
     title = bench_plot.title(r)
-    assert title.startswith("`import torch` at 1,000 generated backends: stock autoload adds +")
-    assert "epload lazy +12.0 ms" in title
+    assert title.startswith("`import torch` at 1,000 generated backends, whole processes over "
+                            "the 1.67 s floor: stock autoload +")
+    assert "(3 pairs: no interval); epload lazy" in title
     # Drawn in lines the figure holds, every word kept.
     lines = bench_plot.title_lines(r).split("\n")
     assert len(lines) > 1 and all(len(line) <= bench_plot.TITLE_WIDTH for line in lines)

@@ -594,3 +594,70 @@ def test_plot_of_a_command_and_its_twin_hold_the_spans_drawn(venv, tmp_path):
     assert any(b["label"].startswith("email.message") for b in proc["boxes"])
     assert {r["module"] for r in twin["slowest_cumulative"]} >= {"email.message"}
     assert "epload profile -- " in twin["title"]
+
+
+def test_discovery_is_labelled_by_what_happened_hit_refresh_or_cold_scan(tmp_path):
+    out = tmp_path / "env"
+    generate(out, "--kind", "python", "--backends", 3, "--noise", 10)
+    host = out / "host"
+    host.mkdir()
+    (host / "myhost.py").write_text("import epload\nepload.autoload(group='torch.backends', host=__name__)\n")
+    (out / "prog.py").write_text("import myhost\n")
+    env = clean_env(PYTHONPATH=os.pathsep.join([str(BUILD_DIR / "python"), str(out / "site-packages"),
+                                                str(host)]),
+                    EPLOAD_CACHE_DIR=out / "cache", EPLOAD_GEN_HOST="myhost")
+
+    def notes():
+        r = json.loads(run("profile", "--json", "--", PYTHON, out / "prog.py", env=env, check=0).stdout)
+        time.sleep(0.03)
+        return [s["note"] for s in r["timeline"] if s["note"].startswith("discovery")]
+
+    assert notes() == ["discovery (cold scan)"]
+    assert notes() == ["discovery (index hit)"]
+    # One more distribution on the path: the stale index is refreshed, that one read.
+    info = out / "site-packages" / "late_dist-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: late-dist\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[other.group]\nx = late:x\n")
+    time.sleep(0.03)
+    assert notes() == ["discovery (refresh: 1 distribution read again)"]
+
+
+def test_the_timeline_puts_a_child_process_on_its_parents_time_axis(pyenv, tmp_path):
+    out, m, env = pyenv
+    prog = tmp_path / "parent.py"
+    prog.write_text("import subprocess, sys, time\nimport myhost\ntime.sleep(0.3)\n"
+                    f"subprocess.run([sys.executable, {str(out / 'prog.py')!r}], check=True)\n")
+    r = json.loads(run("profile", "--json", "--", PYTHON, prog, env=env, check=0).stdout)
+    text = run("profile", "--", PYTHON, prog, env=env, check=0).stdout
+    assert "ms from the trace's first span, every process on one axis" in text
+    # The child's discovery starts after the parent's 0.3 s sleep, on the parent's clock.
+    lines = text.split("timeline (", 1)[1].splitlines()
+    starts = [float(ln.split()[0]) for ln in lines if "entry_points query" in ln]
+    assert len(starts) == 2 and starts[0] < 300 <= starts[1], text
+    assert len(r["processes"]) == 2
+
+
+def test_the_picture_folds_same_extent_spans_and_shares_one_time_axis(tmp_path):
+    # A parent process with nested spans of one extent (a host's import and
+    # its hook's spans around it), and a child that ran 50 ms later.
+    def x(name, cat, ts, dur, pid):
+        return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, "pid": pid, "tid": 1}
+    trace = {"traceEvents": [
+        x("torch", "import", 1000.0, 10000.0, 7), x("import torch", "total", 1001.0, 9998.0, 7),
+        x("body of torch", "total", 1002.0, 9990.0, 7), x("torch.nn", "import", 2000.0, 3000.0, 7),
+        x("json", "import", 51000.0, 2000.0, 8), x("json.decoder", "import", 51500.0, 500.0, 8)]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(trace))
+    p = subprocess.run([PYTHON, str(PLOT), str(path), "-o", str(tmp_path / "p.png")],
+                       capture_output=True, text=True)
+    assert p.returncode in (0, 3), p.stderr  # 3: no matplotlib, the twin written all the same
+    twin = json.loads((tmp_path / "p.plot.json").read_text())
+    parent, child = twin["processes"]
+    top = [b for b in parent["boxes"] if b["depth"] == 0]
+    assert [(b["name"], b["folded"]) for b in top] == [("torch", ["import torch", "body of torch"])]
+    assert [b["name"] for b in parent["boxes"] if b["depth"] == 1] == ["torch.nn"]
+    assert top[0]["label"].startswith("torch ⊃ import torch ⊃ body of torch") or top[0]["label"] == ""
+    # One axis: the child's boxes start where it ran, 50 ms after the parent's first span.
+    assert child["start_ms"] == 50.0 and child["boxes"][0]["start_ms"] == 50.0
+    assert parent["axis_ms"] == child["axis_ms"] == 52.0

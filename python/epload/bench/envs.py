@@ -111,6 +111,32 @@ def clean_env(tmp):
             "XDG_CACHE_HOME": os.path.join(tmp, "xdg-cache")}
 
 
+# What the bench sets itself in every process it runs, whatever the caller's
+# environment says: its variants' switches and its own cache directory.
+SET_BY_BENCH = ("EPLOAD_", "TORCH_DEVICE_BACKEND_AUTOLOAD", "XDG_CACHE_HOME")
+
+
+def user_env(tmp, environ=None):
+    """The caller's environment, as the processes of `epload bench` get it
+    (PYTHONPATH, LD_LIBRARY_PATH, a vendor toolkit's variables, the venv):
+    all of it but SET_BY_BENCH, with the bench's own cache directory."""
+    environ = os.environ if environ is None else environ
+    env = {k: v for k, v in environ.items() if not k.startswith(SET_BY_BENCH)}
+    env["XDG_CACHE_HOME"] = os.path.join(tmp, "xdg-cache")
+    return env
+
+
+def launch(inherit):
+    """(interpreter flags, code prefix) of a measured process: isolated (-I)
+    in a clean environment; inheriting, the working directory kept off
+    sys.path (-P, Python 3.11+; before, the command drops it first)."""
+    if not inherit:
+        return ["-I"], ""
+    if sys.version_info >= (3, 11):
+        return ["-P"], ""
+    return [], "import sys; sys.path[:1] == [''] and sys.path.pop(0); "
+
+
 def machine():
     return {"cpus": os.cpu_count(), "kernel": platform.release(),
             "python": platform.python_version()}

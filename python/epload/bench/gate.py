@@ -4,7 +4,10 @@ the thresholds committed in bench/baseline.json.
 Ratios (smaller is better; both sides from the same run):
 {listing}
 Exit status: 0 within the thresholds; 1 a regression (confirmed by a second
-measurement); 2 could not measure, or a usage error.  Method: BENCHMARKS.md.
+measurement); 2 could not measure, or a usage error.  --quick reports the
+ratios, never judges them (exit 0 unless it cannot measure); a judged run
+needs 7 samples or more of each ratio (--rounds, --repetitions).
+Method: BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -58,6 +61,9 @@ RATIOS = {
         "process": True, "margin": 2.0},
 }
 T0 = time.monotonic()
+# The fewest samples a ratio is judged from (--quick reports, never judges).
+MIN_SAMPLES = 7
+REPORTED = "reported (--quick: not judged)"
 
 
 def log(msg):
@@ -242,6 +248,11 @@ def parse_args(argv):
     if bad:
         p.error(f"--only: unknown ratio {', '.join(bad)} (known: {', '.join(RATIOS)})")
     args.only = only or list(RATIOS)
+    if not args.quick and not args.update_baseline and (
+            args.repetitions < MIN_SAMPLES or ("epload_over_importlib" in args.only
+                                               and args.rounds < MIN_SAMPLES)):
+        p.error(f"a judged run needs --repetitions and --rounds of {MIN_SAMPLES} or more "
+                "(--quick reports, never judges)")
     args.min_time = 0.05 if args.quick else 0.2
     args.bench_exe = os.path.join(args.build, "bench", "epload_bench")
     args.group = "torch.backends"
@@ -273,6 +284,8 @@ def judge(args, tmp):
     thresholds = {n: baseline["ratios"][n]["threshold"] for n in results}
     verdicts, confirmed = {}, {}
     over = [n for n, r in results.items() if r["value"] > thresholds[n]]
+    if args.quick:
+        over = []
     if over and not args.no_confirm:
         # One more measurement of what failed: a noisy moment fails one
         # measurement, a regression fails both.
@@ -281,7 +294,9 @@ def judge(args, tmp):
     for n, r in results.items():
         t = thresholds[n]
         failed = r["value"] > t and (args.no_confirm or confirmed.get(n, r["value"]) > t)
-        verdicts[n] = "**FAIL**" if failed else ("pass" if r["value"] <= t else "pass (noise)")
+        verdicts[n] = REPORTED + (" — past its threshold" if r["value"] > t else "") \
+            if args.quick else "**FAIL**" if failed else (
+                "pass" if r["value"] <= t else "pass (noise)")
     result = {"config": config(args, repetitions=args.repetitions),
               "results": results, "confirmed": confirmed, "verdicts": verdicts,
               "thresholds": thresholds, "baseline": baseline["ratios"], "quick": args.quick,

@@ -40,14 +40,16 @@ def load_average(cfg):
         f" and {lb[0]:.2f} after" if la and lb else "")
 
 
-def write_report(result, markdown, md_out=None, json_out=None, plot_to=None, plot=None):
-    """Writes markdown(result) on stdout (and md_out), the JSON and the plot."""
+def write_report(result, markdown, md_out=None, json_out=None, plot_to=None, plot=None,
+                 md_append=False):
+    """Writes markdown(result) on stdout (and md_out: appended to with
+    ``md_append``), the JSON and the plot."""
     result["config"]["load_average_after"] = os.getloadavg()
     report = markdown(result)
     sys.stdout.write(report)
     sys.stdout.flush()
     if md_out:
-        with open(md_out, "w") as f:
+        with open(md_out, "a" if md_append else "w") as f:
             f.write(report)
     if json_out:
         write_json(json_out, result)

@@ -14,7 +14,8 @@ import shutil
 import sys
 
 from . import options
-from .envs import SOURCE_DIR, clean_env, config, kept_env, torch_python
+from . import counts as counting
+from .envs import SOURCE_DIR, clean_env, config, kept_env, launch, torch_python, user_env
 from .proc import BenchError, capture, interleaved, log, marked, read_json
 from .report import (TIMES, fmt_ms, load_average, table, times,
                      write_report)
@@ -132,14 +133,15 @@ print(json.dumps({{'torch': str(getattr(_h, '__version__', '?')),
 """
 
 
-def describe_python(python, env, fixtures, host=None, pycache=None):
+def describe_python(python, env, fixtures, host=None, pycache=None, inherit=False):
     """The host's version and location, epload's, the hook, and the backends."""
     host = host or Host()
     off = dict(env, **host.off)
     x = ["-X", f"pycache_prefix={pycache}"] if pycache else []
+    flags, prefix = launch(inherit)
     try:
-        proc = capture([python, "-I", *x, "-c", DESCRIBE.format(fixtures=fixtures, host=host.module,
-                                                            group=host.group)], off)
+        proc = capture([python, *flags, *x, "-c", prefix + DESCRIBE.format(
+            fixtures=fixtures, host=host.module, group=host.group)], off)
     except BenchError as err:
         if host.torch:
             raise BenchError(f"{python} cannot `import torch`: {err}\nThe harness needs a venv "
@@ -201,7 +203,9 @@ class Size(Variants):
     def __init__(self, args, info, manifest, work):
         self.python, self.work = args.python, work
         self.host = host = getattr(args, "host_model", None) or Host()
-        self.base = dict(clean_env(work), **host.gen)
+        self.inherit = getattr(args, "inherit", False)
+        self.flags, self.prefix = launch(self.inherit)
+        self.base = dict(user_env(work) if self.inherit else clean_env(work), **host.gen)
         self.paths = args.fixtures + ([manifest["search_path"]] if manifest else [])
         self.n = len(manifest["backends"]) if manifest else 0
         self.where = f"{self.n:,} generated backends"
@@ -267,10 +271,20 @@ class Size(Variants):
         with open(os.path.join(self.script_dir, f"out-{self.outputs}.log"), "w") as f:
             f.write("step\n")
 
-    def argv(self, body, suffix=""):
+    def argv(self, body, suffix="", before=""):
         x = ["-X", f"pycache_prefix={self.pycache}"] if self.pycache else []
-        return [self.python, "-I", *x, "-c", f"import sys; sys.path += {self.paths!r}; "
-                f"{body}{suffix}"]
+        return [self.python, *self.flags, *x, "-c", f"{before}{self.prefix}import sys; "
+                f"sys.path += {self.paths!r}; {body}{suffix}"]
+
+    def counts(self, method):
+        """Each variant's counted work in one more run (counts.py)."""
+        out = {}
+        for v in self.variants:
+            if v in self.before:
+                self.before[v]()
+            out[v] = counting.count(lambda pro, epi: self.argv(self.code[v], epi, pro),
+                                    self.envs[v], self.work, method)
+        return out
 
     def probe_run(self, v):
         env = dict(self.envs[v], **({"EPLOAD_DEBUG": "1"} if v in EPLOAD_VARIANTS else {}))
@@ -345,7 +359,7 @@ def hook_import_ns(importtime_stderr, missing=None):
                      "installed and EPLOAD_AUTOLOAD_HOSTS set?\n" + importtime_stderr[-500:])
 
 
-def analyse(raw):
+def analyse(raw, counted=None):
     stats = summarize_rounds(raw, reference="floor")
     f = stats["floor"]["median_ms"]
     for v, s in stats.items():
@@ -353,11 +367,21 @@ def analyse(raw):
         if v != "floor":
             s["paired"] = paired_ci(raw[v]["wall"], raw["floor"]["wall"])
             s["paired_cpu"] = paired_ci(raw[v]["cpu"], raw["floor"]["cpu"])
+            # Fewer pairs than a verdict needs: the interval is not shown as one.
+            for p in (s["paired"], s["paired_cpu"]):
+                p["pairs"] = len(raw[v]["wall"])
+                if p["pairs"] < MIN_JUDGE_ROUNDS:
+                    p["within_noise"] = None
+        if counted and v in counted:
+            s["counts"] = counted[v]
     return stats
 
 
 def whole_process(stats):
     p = stats["paired"]
+    if too_few(p):
+        return (f"whole process {p['median_ms']:+.1f} ms ({p['pairs']} pairs: too few for "
+                "an interval)")
     return (f"whole process {p['median_ms']:+.1f} ms, 95% CI [{p['ci95_ms'][0]:+.1f}, "
             f"{p['ci95_ms'][1]:+.1f}]")
 
@@ -398,9 +422,29 @@ def lazy_added(row, pct, rounds, text, floor=None):
         met = met and lazy["paired"]["ci95_ms"][0] <= budget
     else:
         note = f" (whole-process check skipped: {rounds} rounds)"
-    return target(text, f"in-process {added:.2f} ms ({100 * added / floor_ms:.2f}% of the "
-                        f"floor's {fmt_ms(floor_ms)} ms); " + whole_process(lazy) + note,
-                  met, where(row), budget, floor)
+    return dict(target(text, f"in-process {added:.2f} ms ({100 * added / floor_ms:.2f}% of "
+                             f"the floor's {fmt_ms(floor_ms)} ms); " + whole_process(lazy) + note,
+                       met, where(row), budget, floor), rule="in-process")
+
+
+def lazy_whole(row, pct, rounds, quick, text):
+    """The wall-time gate: epload lazy's (`full`) whole-process added cost,
+    the paired interval against ``pct``% of the floor; fails only when the
+    whole interval is over it; never judged from fewer than MIN_JUDGE_ROUNDS
+    pairs, nor under --quick (it reports)."""
+    st = row["stats"]
+    floor_ms, lazy = st["floor"]["median_ms"], st["epload-lazy"]
+    budget = floor_ms * pct / 100
+    p, ip = lazy["paired"], row["in_process"]["total"]["median_ms"]
+    measured = (whole_process(lazy) + f" against {budget:.1f} ms ({pct:g}% of the floor's "
+                f"{fmt_ms(floor_ms)} ms); in-process {ip:.2f} ms")
+    t = dict(target(text, measured, p["ci95_ms"][0] <= budget, where(row), budget), rule="whole")
+    if quick:
+        t.update(met=None, unjudged="reported, not judged (--quick)", reported=True)
+    elif p.get("pairs", rounds) < MIN_JUDGE_ROUNDS:
+        t.update(met=None, unjudged=f"not judged: {p.get('pairs', rounds)} pairs "
+                                    f"(needs ≥ {MIN_JUDGE_ROUNDS})")
+    return t
 
 
 def judge(sizes, first, stat_base, rounds):
@@ -454,10 +498,18 @@ def judge(sizes, first, stat_base, rounds):
     return out
 
 
+def too_few(p):
+    """True when a paired figure has fewer pairs than an interval needs."""
+    return p.get("pairs", MIN_JUDGE_ROUNDS) < MIN_JUDGE_ROUNDS
+
+
 def interval(p, noise=True):
-    return "" if p is None else (f"{p['median_ms']:+.2f} [{p['ci95_ms'][0]:+.2f}, "
-                                 f"{p['ci95_ms'][1]:+.2f}]"
-                                 + (" within noise" if noise and p["within_noise"] else ""))
+    if p is None:
+        return ""
+    if too_few(p):
+        return f"{p['median_ms']:+.2f} ({p['pairs']} pairs: no interval)"
+    return (f"{p['median_ms']:+.2f} [{p['ci95_ms'][0]:+.2f}, {p['ci95_ms'][1]:+.2f}]"
+            + (" within noise" if noise and p["within_noise"] else ""))
 
 
 def verdict(t):
@@ -496,7 +548,7 @@ def markdown(result):
           f"{fixtures}. Each generated backend's import "
           f"burns {cfg['import_cost_ms']:g} ms. {cfg['rounds']} interleaved rounds after "
           f"{cfg['warmup']} warm-up, whole-process medians; {cfg['machine']['cpus']} CPUs, "
-          f"{load_average(cfg)}.\n"]
+          f"{load_average(cfg)}.\n"] + environment_lines(result.get("environment"))
     for row in result["sizes"]:
         labels = row.get("labels", {})
         rows = [[labels.get(v, v)] + times(s)
@@ -506,10 +558,11 @@ def markdown(result):
                                                       else "")])
                 + [interval(s.get("paired")), interval(s.get("paired_cpu"), False)]
                 for v in ORDER if (s := row["stats"].get(v))]
-        L += [f"#### {row['backends']:,} generated backends + {row['fixtures']} installed "
-              f"({row['distributions']:,} distributions)\n"] + table(
+        L += [f"#### Whole processes: {row['backends']:,} generated backends + "
+              f"{row['fixtures']} installed ({row['distributions']:,} distributions)\n"] + table(
             ["variant", *TIMES, "over floor ms", "over floor %",
              "paired median ms [95% CI]", "CPU over floor ms [95% CI]"], "lrrrrrll", rows) + [""]
+        L += counts_table(row)
     f = result.get("first_use")
     if f:
         rows = [[what, f"{f[k]['median_ms']:.2f}", f"{f[k]['q1_ms']:.2f}–{f[k]['q3_ms']:.2f}"]
@@ -524,6 +577,39 @@ def markdown(result):
                      + targets_table(result["targets"])) + "\n"
 
 
+def environment_lines(env):
+    """What the processes inherited and what the bench set itself."""
+    if not env:
+        return []
+    if env["mode"] == "clean":
+        return ["Environment: clean (`--clean-env`): each process ran `python -I` with only "
+                f"{', '.join(f'`{k}`' for k in env['inherited'])}; `PYTHONPATH`, "
+                "`LD_LIBRARY_PATH` and the user site-packages were not seen.\n"]
+    names = ", ".join(f"`{k}`" for k in env["inherited"]) or "none"
+    return [f"Environment: yours, inherited (names only): {names}. Set by the bench: "
+            f"{', '.join(f'`{k}`' for k in env['set'])} (per variant), `XDG_CACHE_HOME` "
+            "(its own cache directory, removed at the end); the working directory kept off "
+            "`sys.path` (`-P`).\n"]
+
+
+def counts_table(row):
+    """Each variant's counted work (counts.py), when counted."""
+    rows = [[row.get("labels", {}).get(v, v)] + [f"{c[k]:,}" for k in (*counting.GATED,
+                                                                        "bytes_read")]
+            for v in ORDER if (c := row["stats"].get(v, {}).get("counts"))]
+    if not rows:
+        return []
+    method = next(c["counts"]["method"] for c in row["stats"].values() if "counts" in c)
+    how = ("`strace -f -c`: the kernel's calls, every thread" if method == "strace" else
+           "Python-level calls only (no strace here): C code's calls are not in them")
+    return [f"#### Counted work, one warm run each: {row['backends']:,} generated backends\n"
+            ] + table(["variant", "modules", "shared objects", "stat calls", "open calls",
+                       "bytes read"], "lrrrrr", rows) + [
+        f"\nModules: `sys.modules` at the end; shared objects: files mapped (`/proc/self/maps`), "
+        f"the dynamic loader's included; bytes read: `/proc/self/io`; stat and open calls: {how}. "
+        "Counts do not wander with the load as times do.\n"]
+
+
 def in_process_table(sizes, host="torch"):
     """What lazy epload adds, measured inside its processes, per size."""
     rows = [[f"{r['backends']:,}", str(ip["runs"]), fmt_ms(ip["import_torch"]["median_ms"]),
@@ -531,7 +617,8 @@ def in_process_table(sizes, host="torch"):
              f"{t['median_ms']:.2f} ({t['q1_ms']:.2f}–{t['q3_ms']:.2f})",
              f"{100 * t['median_ms'] / r['stats']['floor']['median_ms']:.2f}%"]
             for r in sizes for ip, t in [(r["in_process"], r["in_process"]["total"])]]
-    return ["#### What lazy epload adds, measured inside the processes\n"] + table(
+    return ["#### Inside the processes: what lazy epload adds (not comparable with the "
+            "whole-process differences above)\n"] + table(
         ["generated backends", "runs", f"`import {host}` ms", ".pth hook's import ms",
          f"added inside `import {host}` ms", "epload in all, ms (IQR)", "% of the floor"],
         "rrrrrlr", rows) + [
@@ -556,12 +643,27 @@ def targets_table(targets):
         "", "Over floor: the variant's median − the floor's median (same run); (noise): its "
             "paired interval holds 0, the difference is not measurable. Paired: the "
             "median of the per-round differences from the floor, with a 95% bootstrap "
-            "interval; within noise when it holds 0. Lazy's added cost is the in-process "
-            "figure (above); a target on it is met when that is within budget and, with "
-            f"{MIN_JUDGE_ROUNDS} rounds or more, the whole-process interval's lower end is too. "
-            f"A target on whole-process differences alone needs {MIN_JUDGE_ROUNDS} rounds "
-            "(not `--quick`). Floor under `full`: the bare cost of "
-            "its stat calls (epload_bench BM_CacheStatBaseline, CPU time ÷ CPUs).\n"]
+            f"interval, shown from {MIN_JUDGE_ROUNDS} pairs; within noise when it holds 0. "
+            + " ".join(dict.fromkeys(RULES[t["rule"]] for t in targets if t.get("rule")))
+            + f" A target on whole-process differences needs {MIN_JUDGE_ROUNDS} pairs "
+            "(not `--quick`: it reports, never judges)."
+            + (" Floor under `full`: the bare cost of its stat calls (the checkout's "
+               "epload_bench BM_CacheStatBaseline, CPU time ÷ CPUs)."
+               if any("floor_ms" in t for t in targets) else "") + "\n"]
+
+
+# How each kind of target is judged, for the note under the targets table.
+RULES = {
+    "in-process": "A target on lazy's in-process added cost is met when that is within budget "
+                  f"and, with {MIN_JUDGE_ROUNDS} rounds or more, the whole-process interval's "
+                  "lower end is too.",
+    "whole": "A wall-time gate on lazy's whole-process added cost fails only when the whole "
+             "interval is over its budget (met when any of it is within).",
+    "regression": "A regression target compares lazy's in-process added cost with the "
+                  "baseline's at the same size.",
+    "counts": "A count target fails when a count of a lazy variant grew over the baseline's "
+              "(counts are exact: no interval).",
+}
 
 
 def plot(result, path):
@@ -618,8 +720,12 @@ def measure_size(args, info, tmp, n, noise=None):
         n, noise, group, extra=("--import-cost-ms", args.import_cost_ms))
     size = Size(args, info, manifest, work)
     verified, raw = size.rounds(prog, args, work)
+    counted = None
+    if getattr(args, "count_method", None):
+        log(f"{prog}: {n:,} backends: counting each variant's work ({args.count_method}) ...")
+        counted = size.counts(args.count_method)
     row = {"backends": n, "fixtures": len(size.fixtures),
-           "distributions": n + (noise if n else 0), "stats": analyse(raw),
+           "distributions": n + (noise if n else 0), "stats": analyse(raw, counted),
            "verified": {v: dict(r, attempts=tries) for v, (r, tries) in verified.items()},
            "labels": size.labels, "device": size.device,
            "commands": size.commands, "environments": {v: size.table[v][1]
@@ -662,8 +768,11 @@ def copy_fixtures(args, tmp):
 def measure(args, tmp, noise_of=None):
     """Every size, then the first use at the largest: the result (no targets)."""
     host = args.host_model
-    info = describe_python(args.python, clean_env(tmp), args.fixtures, host,
-                           getattr(args, "pycache", None))
+    inherit = getattr(args, "inherit", False)
+    info = describe_python(args.python, user_env(tmp) if inherit else clean_env(tmp),
+                           args.fixtures, host, getattr(args, "pycache", None), inherit)
+    if getattr(args, "check_info", None):  # before anything is measured
+        args.check_info(info)
     log(f"{args.prog}: {host.module} {info['torch']} in {info['torch_dir']}")
     result = {"config": config(args, sizes=args.sizes, noise=args.noise,
                                import_cost_ms=args.import_cost_ms, first_runs=args.first_runs),
