@@ -222,11 +222,13 @@ name = torch._C._get_privateuse1_backend_name()
 loaded = [m for m in ('torch_foo', 'torch_qux') if m in sys.modules]
 qux = error(lambda: torch.qux)
 foo = torch.foo.__name__
-out(name=name, loaded=loaded, qux=qux, foo=foo, after=torch._C._get_privateuse1_backend_name())
+out(name=name, loaded=loaded, qux=qux, foo=foo, after=torch._C._get_privateuse1_backend_name(),
+    tried=events())
 ''')
     # Two claimants load inside import torch, in discovery order, as in stock:
-    # foo registers its name, qux fails to rename PrivateUse1 (stock's outcome).
-    assert got['name'] == 'foo' and got['loaded'] == ['torch_foo', 'torch_qux']
+    # foo registers its name, qux fails to rename PrivateUse1 (stock's outcome;
+    # its module, whose import failed, is not kept).
+    assert got['name'] == 'foo' and got['loaded'] == ['torch_foo'] and 'qux import' in got['tried']
     assert got['after'] == 'foo' and got['foo'] == 'torch_foo.runtime'
     qux = got['qux']
     assert qux['runtime'] and qux['attribute'] and "'qux'" in qux['message']
@@ -314,9 +316,10 @@ def test_two_declared_privateuse1_devices_load_at_import_in_discovery_order(make
 import torch
 name = torch._C._get_privateuse1_backend_name()
 loaded = [m for m in ('torch_foo', 'torch_qux') if m in sys.modules]
-out(name=name, loaded=loaded, foo=torch.foo.__name__, ones=torch.ones(2).to('foo').cpu().tolist())
+out(name=name, loaded=loaded, foo=torch.foo.__name__, ones=torch.ones(2).to('foo').cpu().tolist(),
+    tried=events())
 ''')
-    assert got['name'] == 'foo' and got['loaded'] == ['torch_foo', 'torch_qux']
+    assert got['name'] == 'foo' and got['loaded'] == ['torch_foo'] and 'qux import' in got['tried']
     assert got['foo'] == 'torch_foo.runtime' and got['ones'] == [1.0, 1.0]
 
 
