@@ -64,7 +64,8 @@ def test_json_has_every_variant_verified(bench):
         if v != 'floor':
             lo, hi = s['paired']['ci95_ms']
             assert lo <= s['paired']['median_ms'] <= hi
-            assert s['paired']['within_noise'] == (lo <= 0 <= hi)
+            # Fewer pairs than a verdict needs: no claim of noise either way.
+            assert s['paired']['within_noise'] == ((lo <= 0 <= hi) if s['paired']['pairs'] >= 7 else None)
     ver = row['verified']
     for v in ('stock', 'epload-eager'):
         assert ver[v]['modules'] == 2 and ver[v]['devices'] == 2 and ver[v]['provider']
@@ -122,9 +123,9 @@ def test_markdown_names_the_torch_and_the_targets(bench):
     assert md == proc.stdout
     assert md.startswith('### Real PyTorch 2.13.0')
     assert '(Python 3.11.' in md and f'`{python}`' in md
-    assert '#### 2 generated backends + 3 installed (7 distributions)' in md
+    assert '#### Whole processes: 2 generated backends + 3 installed (7 distributions)' in md
     assert '#### Targets' in md
-    assert '#### What lazy epload adds, measured inside the processes' in md
+    assert '#### Inside the processes: what lazy epload adds' in md
     assert 'first `to("foo")` ≤ foo\'s own import cost + 1 ms' in md
     assert '| not judged: 2 rounds of whole processes (needs ≥ 7) |' in md
     # One sentence per target, before any table.
