@@ -100,7 +100,7 @@ def test_trace_is_valid_and_nests_the_start_loads_in_import_torch(profiled):
 
 def test_text_report(profiled):
     _, _, _, text = profiled
-    assert 'timeline (ms from the process\'s first span' in text
+    assert 'timeline (ms from the trace\'s first span, every process on one axis' in text
     lines = text.splitlines()
     assert any(ln.split()[2:4] == ['import', 'torch'] for ln in lines), text
     assert any('load foo' in ln and ln.rstrip().endswith('first use') for ln in lines), text
