@@ -13,7 +13,7 @@
 # test backends it loads, and the fuzz targets replaying their corpora:
 # fuzz.*).  ASAN_OPTIONS carries alloc_dealloc_mismatch=0: GCC 12's
 # libstdc++ std::stable_sort trips a false alloc/dealloc-mismatch report in
-# ASan.  handle_segv=0 in every set: tests crash a backend's init with a real
+# ASan.  handle_segv=0 (and sigbus, sigfpe, sigill) in every set: tests crash a backend's init with a real
 # SIGSEGV on purpose and expect the process to die of that signal, which a
 # sanitizer's own handler would turn into a report and an exit status.
 #
@@ -77,8 +77,8 @@ for s in "${sets[@]}"; do
     echo "== sanitizer build: $s, Python tests against the instrumented extension and CLI"
     cmake --build "$dir" -j "${EPLOAD_JOBS:-$(nproc)}" --target epload epload_python
     preload="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-    (cd "$dir" && LD_PRELOAD="$preload" ASAN_OPTIONS=alloc_dealloc_mismatch=0:detect_leaks=0:handle_segv=0 \
-       UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:handle_segv=0 \
+    (cd "$dir" && LD_PRELOAD="$preload" ASAN_OPTIONS=alloc_dealloc_mismatch=0:detect_leaks=0:handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0 \
+       UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0 \
        ctest --output-on-failure -j 2 -R '^python\.' -E '^python\.fork_query$')
   fi
 done
