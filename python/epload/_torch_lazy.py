@@ -530,7 +530,6 @@ class _Loading:
             _loading.setdefault(_thread.get_ident(), []).append([])
 
     def __exit__(self, *exc):
-        global _swapped
         me = _thread.get_ident()
         stack = _loading[me]
         marks = stack.pop()
@@ -544,17 +543,24 @@ class _Loading:
         with _guard:
             if not stack:
                 del _loading[me]
-            for _, _, name in marks:
-                _guarded[name] -= 1
-                if not _guarded[name]:
-                    del _guarded[name]
-            if not _guarded and _swapped is not None:
-                torch, base = _swapped
-                torch.__class__ = base
-                _swapped = None
-            torch = self.torch
-            if not _loading and torch.__dict__.get('_register_device_module') is _register_device_module:
-                torch._register_device_module = _original_register
+            _release([name for _, _, name in marks], self.torch)
+
+
+def _release(names, torch):
+    """The guards of ``names`` released (under ``_guard``); once no load
+    runs, torch's own module type and ``_register_device_module`` back."""
+    global _swapped
+    for name in names:
+        _guarded[name] -= 1
+        if not _guarded[name]:
+            del _guarded[name]
+    if not _guarded and _swapped is not None:
+        host, base = _swapped
+        host.__class__ = base
+        _swapped = None
+    if not _loading and torch is not None and \
+            torch.__dict__.get('_register_device_module') is _register_device_module:
+        torch._register_device_module = _original_register
 
 
 def _after_fork_in_child():
@@ -564,7 +570,7 @@ def _after_fork_in_child():
     system's table (a new one is made at the next import), with the module
     an import of it had begun; a module their loads registered is removed
     from torch, so that the device's lookup reports the failed load."""
-    global _guard, _swapped
+    global _guard
     _guard = _thread.allocate_lock()
     me = _thread.get_ident()
     for tid in [t for t in _held if t != me]:
@@ -584,16 +590,8 @@ def _after_fork_in_child():
                     full = f'{torch.__name__}.{name}'
                     if sys.modules.get(full) is registered:
                         del sys.modules[full]
-                _guarded[name] -= 1
-                if not _guarded[name]:
-                    del _guarded[name]
-    if not _guarded and _swapped is not None:
-        host, base = _swapped
-        host.__class__ = base
-        _swapped = None
-    if not _loading and torch is not None and \
-            torch.__dict__.get('_register_device_module') is _register_device_module:
-        torch._register_device_module = _original_register
+                _release([name], torch)
+    _release([], torch)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
